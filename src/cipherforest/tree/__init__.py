@@ -1,0 +1,12 @@
+"""CART decision trees: flat tree arrays, criteria, exact and histogram split finders, growth,
+pruning, and the scikit-learn style estimators."""
+
+from ._classes import DecisionTreeClassifier, DecisionTreeRegressor
+# from ._export import export_text, plot_tree  (pending)
+from ._tree import Tree
+
+__all__ = [
+    "DecisionTreeClassifier",
+    "DecisionTreeRegressor",
+    "Tree",
+]

@@ -1,0 +1,414 @@
+"""Decision tree estimators with the scikit-learn API.
+
+The classes validate parameters and arrays and hand the numeric work to ``_fit`` (growth),
+``_tree`` (prediction walks) and ``_pruning`` (cost-complexity pruning).
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.utils import compute_sample_weight
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    check_random_state,
+    column_or_1d,
+    validate_data,
+)
+
+from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
+from ._fit import GrowthParams, fit_tree_arrays
+from ._pruning import cost_complexity_pruning_path as _pruning_path
+from ._pruning import prune_tree
+
+_SEED_BOUND = np.iinfo(np.int32).max
+
+
+def resolve_max_features(max_features, n_features: int) -> int:
+    """Number of features drawn per split, from scikit-learn's ``max_features`` spellings."""
+    if max_features is None:
+        return n_features
+    if isinstance(max_features, str):
+        if max_features == "sqrt":
+            return max(1, int(np.sqrt(n_features)))
+        return max(1, int(np.log2(n_features)))
+    if isinstance(max_features, Integral):
+        if max_features > n_features:
+            raise ValueError(f"max_features={max_features} is larger than the number of "
+                             f"features ({n_features})")
+        return int(max_features)
+    return max(1, int(max_features * n_features))
+
+
+class BaseDecisionTree(BaseEstimator):
+    """Parameters and fit/predict plumbing shared by the classifier and the regressor."""
+
+    _parameter_constraints: dict = {
+        "splitter": [StrOptions(set(SPLITTERS))],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_split": [
+            Interval(Integral, 2, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+        ],
+        "min_samples_leaf": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
+        ],
+        "min_weight_fraction_leaf": [Interval(Real, 0.0, 0.5, closed="both")],
+        "max_features": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            StrOptions({"sqrt", "log2"}),
+            None,
+        ],
+        "random_state": ["random_state"],
+        "max_leaf_nodes": [Interval(Integral, 2, None, closed="left"), None],
+        "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
+        "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
+        "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------ fitting
+    def _growth_params(self, criterion: int, n_samples: int, total_weight: float,
+                       n_features: int) -> GrowthParams:
+        if isinstance(self.min_samples_leaf, Integral):
+            min_samples_leaf = int(self.min_samples_leaf)
+        else:
+            min_samples_leaf = int(np.ceil(self.min_samples_leaf * n_samples))
+        if isinstance(self.min_samples_split, Integral):
+            min_samples_split = int(self.min_samples_split)
+        else:
+            min_samples_split = max(2, int(np.ceil(self.min_samples_split * n_samples)))
+        min_samples_split = max(min_samples_split, 2 * min_samples_leaf)
+        return GrowthParams(
+            criterion=criterion,
+            is_random=self.splitter == "random",
+            max_bins=self.max_bins,
+            max_features=resolve_max_features(self.max_features, n_features),
+            max_depth=-1 if self.max_depth is None else int(self.max_depth),
+            min_samples_split=min_samples_split,
+            min_samples_leaf=min_samples_leaf,
+            min_weight_leaf=float(self.min_weight_fraction_leaf * total_weight),
+            min_impurity_decrease=float(self.min_impurity_decrease),
+            max_leaf_nodes=-1 if self.max_leaf_nodes is None else int(self.max_leaf_nodes),
+        )
+
+    def _validate_X_y(self, X, y, sample_weight):
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
+                             multi_output=True)
+        y = np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = column_or_1d(y, warn=True)
+        elif y.ndim != 1:
+            raise ValueError(f"{type(self).__name__} supports a single output; y has shape "
+                             f"{y.shape}")
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        return X, y, sample_weight
+
+    def _fit_encoded(self, X, y_encoded, sample_weight, n_classes: int, criterion: int):
+        if not np.any(sample_weight > 0):
+            raise ValueError("sample_weight is zero for every sample; nothing to fit")
+        params = self._growth_params(criterion, X.shape[0], float(sample_weight.sum()),
+                                     X.shape[1])
+        self.max_features_ = params.max_features
+        seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
+        tree = fit_tree_arrays(X, y_encoded, sample_weight, n_classes, params, seed)
+        if self.ccp_alpha > 0.0:
+            tree = prune_tree(tree, float(self.ccp_alpha))
+        self.tree_ = tree
+        self.n_outputs_ = 1
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _validate_X_predict(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
+                             reset=False)
+
+    def apply(self, X):
+        """Index of the leaf that each sample ends up in.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_leaves : ndarray of shape (n_samples,)
+        """
+        return self.tree_.apply(self._validate_X_predict(X))
+
+    def decision_path(self, X):
+        """Indicator matrix of the nodes each sample goes through.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        indicator : sparse matrix of shape (n_samples, n_nodes)
+            Non-zero entry (i, j) means sample i visits node j.
+        """
+        return self.tree_.decision_path(self._validate_X_predict(X))
+
+    def get_depth(self) -> int:
+        """Depth of the tree: the longest root-to-leaf path (root alone: 0)."""
+        check_is_fitted(self)
+        return self.tree_.max_depth
+
+    def get_n_leaves(self) -> int:
+        """Number of leaves of the tree."""
+        check_is_fitted(self)
+        return self.tree_.n_leaves
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Normalised total impurity decrease brought by each feature (MDI)."""
+        check_is_fitted(self)
+        return self.tree_.compute_feature_importances()
+
+    def cost_complexity_pruning_path(self, X, y, sample_weight=None):
+        """Effective alphas and total leaf impurities of minimal cost-complexity pruning.
+
+        Grows the full tree with this estimator's parameters (``ccp_alpha`` ignored) and
+        returns the pruning sequence, as scikit-learn does.
+
+        Returns
+        -------
+        ccp_path : sklearn.utils.Bunch
+            ``ccp_alphas`` (increasing) and ``impurities`` (total leaf impurity of each
+            pruned subtree).
+        """
+        from sklearn.base import clone
+        from sklearn.utils import Bunch
+
+        est = clone(self).set_params(ccp_alpha=0.0)
+        est.fit(X, y, sample_weight=sample_weight)
+        return Bunch(**_pruning_path(est.tree_))
+
+
+class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
+    """A CART decision tree classifier, drop-in for scikit-learn's.
+
+    Parameters
+    ----------
+    criterion : {"gini", "entropy", "log_loss"}, default="gini"
+        Impurity measure; "log_loss" is an alias of "entropy" (base-2 Shannon entropy).
+    splitter : {"best", "random"}, default="best"
+        "best" evaluates every candidate threshold; "random" one uniform threshold per feature.
+    max_depth : int, default=None
+        Maximum depth; None grows until leaves are pure or other rules stop.
+    min_samples_split : int or float, default=2
+        Minimum samples (or fraction of samples) a node needs to be split.
+    min_samples_leaf : int or float, default=1
+        Minimum samples (or fraction) in each child of a split.
+    min_weight_fraction_leaf : float, default=0.0
+        Minimum fraction of the total sample weight in each child.
+    max_features : int, float, {"sqrt", "log2"} or None, default=None
+        Features drawn (without replacement) at each split; drawing continues past constant
+        features until this many non-constant ones were evaluated.
+    random_state : int, RandomState instance or None, default=None
+        Seeds feature draws, random thresholds and binning.
+    max_leaf_nodes : int, default=None
+        Grow best-first (largest impurity decrease first) up to this many leaves.
+    min_impurity_decrease : float, default=0.0
+        Split only if the weighted impurity decrease is at least this.
+    class_weight : dict, "balanced" or None, default=None
+        Weights multiplied into ``sample_weight``.
+    ccp_alpha : float, default=0.0
+        Minimal cost-complexity pruning parameter.
+    max_bins : int in [2, 255] or None, default=None
+        None finds exact splits (all midpoints); an int bins each feature into at most this
+        many quantile bins once per fit and finds splits on histograms, much faster on large
+        data.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_classes_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X has string column names.
+    n_outputs_ : int
+        Always 1.
+    max_features_ : int
+    tree_ : Tree
+        The fitted tree as flat arrays.
+    feature_importances_ : ndarray of shape (n_features_in_,)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseDecisionTree._parameter_constraints,
+        "criterion": [StrOptions(set(CRITERIA_CLF))],
+        "class_weight": [dict, StrOptions({"balanced"}), None],
+    }
+
+    def __init__(self, *, criterion="gini", splitter="best", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features=None, random_state=None, max_leaf_nodes=None,
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+        self.criterion = criterion
+        self.splitter = splitter
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_weight_fraction_leaf = min_weight_fraction_leaf
+        self.max_features = max_features
+        self.random_state = random_state
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_impurity_decrease = min_impurity_decrease
+        self.class_weight = class_weight
+        self.ccp_alpha = ccp_alpha
+        self.max_bins = max_bins
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Build the tree from the training set (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows; NaN is allowed (each split learns where NaN goes).
+        y : array-like of shape (n_samples,)
+            Class labels.
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; None gives every sample weight 1.
+
+        Returns
+        -------
+        self : DecisionTreeClassifier
+        """
+        X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
+        check_classification_targets(y)
+        self.classes_, y_encoded = np.unique(y, return_inverse=True)
+        self.n_classes_ = int(self.classes_.shape[0])
+        if self.class_weight is not None:
+            sample_weight = sample_weight * compute_sample_weight(self.class_weight, y)
+        return self._fit_encoded(X, y_encoded, sample_weight, self.n_classes_,
+                                 CRITERIA_CLF[self.criterion])
+
+    def predict_proba(self, X):
+        """Class probabilities: the class proportions of each sample's leaf.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        X = self._validate_X_predict(X)
+        return self.tree_.predict(X)[:, 0, : self.n_classes_]
+
+    def predict_log_proba(self, X):
+        """Natural logarithm of ``predict_proba`` (``-inf`` for empty classes)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Majority class of each sample's leaf (ties: the first class in ``classes_``)."""
+        return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+
+
+class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
+    """A CART decision tree regressor, drop-in for scikit-learn's.
+
+    Parameters
+    ----------
+    criterion : {"squared_error", "poisson"}, default="squared_error"
+        "squared_error" minimises the weighted variance; "poisson" the half Poisson deviance
+        (targets must be non-negative with a positive sum).
+    splitter, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
+max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, max_bins
+        As in :class:`DecisionTreeClassifier`.
+
+    Attributes
+    ----------
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+    n_outputs_ : int
+    max_features_ : int
+    tree_ : Tree
+    feature_importances_ : ndarray of shape (n_features_in_,)
+    """
+
+    _parameter_constraints: dict = {
+        **BaseDecisionTree._parameter_constraints,
+        "criterion": [StrOptions(set(CRITERIA_REG))],
+    }
+
+    def __init__(self, *, criterion="squared_error", splitter="best", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features=None, random_state=None, max_leaf_nodes=None,
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+        self.criterion = criterion
+        self.splitter = splitter
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_weight_fraction_leaf = min_weight_fraction_leaf
+        self.max_features = max_features
+        self.random_state = random_state
+        self.max_leaf_nodes = max_leaf_nodes
+        self.min_impurity_decrease = min_impurity_decrease
+        self.ccp_alpha = ccp_alpha
+        self.max_bins = max_bins
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.positive_only = self.criterion == "poisson"
+        return tags
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Build the tree from the training set (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows; NaN is allowed.
+        y : array-like of shape (n_samples,)
+            Real targets (finite).
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self : DecisionTreeRegressor
+        """
+        X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
+        y = np.asarray(y, dtype=np.float64)
+        if self.criterion == "poisson":
+            if np.any(y < 0):
+                raise ValueError("Some value(s) of y are negative which is not allowed for "
+                                 "Poisson regression.")
+            if np.sum(y) <= 0:
+                raise ValueError("Sum of y is not positive which is necessary for Poisson "
+                                 "regression.")
+        return self._fit_encoded(X, y, sample_weight, 1, CRITERIA_REG[self.criterion])
+
+    def predict(self, X):
+        """Mean target of each sample's leaf.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        X = self._validate_X_predict(X)
+        return self.tree_.predict(X)[:, 0, 0]

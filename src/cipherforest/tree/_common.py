@@ -1,0 +1,65 @@
+"""Shared constants, dtypes and numba compilation flags of the tree core.
+
+Every numba kernel of the package is compiled with the flags below, so that debugging
+(bounds checks, no fast-math) is one switch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Compile kernels so that forests can run them in threads without holding the GIL.
+NOGIL = True
+#: Cache compiled kernels on disk; first-call compile time is what users feel.
+CACHE = True
+#: Bounds checking costs ~20 % in the hot loops; switch on when debugging.
+BOUNDSCHECK = False
+#: Fast-math would let LLVM reorder float sums and make splits non-reproducible.
+FASTMATH = False
+
+JIT_OPTIONS = {"nogil": NOGIL, "cache": CACHE, "boundscheck": BOUNDSCHECK, "fastmath": FASTMATH}
+
+#: Child index of a leaf, as in scikit-learn.
+TREE_LEAF = -1
+#: Feature and threshold of a leaf, as in scikit-learn.
+TREE_UNDEFINED = -2
+
+#: Impurities at or below this are treated as zero (pure node).
+EPSILON = np.finfo(np.float64).eps
+
+# Criterion codes understood by the kernels.
+CRITERION_GINI = 0
+CRITERION_ENTROPY = 1
+CRITERION_SQUARED_ERROR = 2
+CRITERION_POISSON = 3
+
+CRITERIA_CLF = {"gini": CRITERION_GINI, "entropy": CRITERION_ENTROPY, "log_loss": CRITERION_ENTROPY}
+CRITERIA_REG = {"squared_error": CRITERION_SQUARED_ERROR, "poisson": CRITERION_POISSON}
+
+# Splitter codes.
+SPLITTER_BEST = 0
+SPLITTER_RANDOM = 1
+SPLITTERS = {"best": SPLITTER_BEST, "random": SPLITTER_RANDOM}
+
+# Layout of a node's statistics vector ``stats`` (float64):
+#   stats[STAT_WEIGHT]  weighted number of samples
+#   stats[STAT_COUNT]   number of samples (unweighted)
+#   stats[STAT_FIRST:]  criterion statistics: for classification the weighted count of each
+#                       class; for regression sum(w*y), sum(w*y*y) and, for poisson,
+#                       sum(w*y*log(y)).
+STAT_WEIGHT = 0
+STAT_COUNT = 1
+STAT_FIRST = 2
+
+#: Binned feature dtype of the histogram splitter; bin ``n_bins`` is reserved for NaN.
+X_BINNED_DTYPE = np.uint8
+MAX_BINS = 255
+
+
+def n_criterion_stats(criterion: int, n_classes: int) -> int:
+    """Number of criterion statistics a node keeps (length of ``stats[STAT_FIRST:]``)."""
+    if criterion in (CRITERION_GINI, CRITERION_ENTROPY):
+        return n_classes
+    if criterion == CRITERION_POISSON:
+        return 3
+    return 2

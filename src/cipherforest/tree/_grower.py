@@ -1,0 +1,408 @@
+"""Tree growth: depth-first or best-first, with the exact or the histogram split finder.
+
+``grow_tree`` is one numba kernel that runs the whole fit of one tree without returning to
+Python. Every node's best split is found when the node is created; nodes that can still be
+split wait in a *frontier* — a stack (depth-first, the default) or a max-heap ordered by
+impurity decrease (best-first, used when ``max_leaf_nodes`` is set, as scikit-learn does).
+
+Growth produces three arrays that the estimator turns into a ``Tree``:
+
+* ``node_int[i]  = (left, right, feature, n_samples, missing_go_to_left)``
+* ``node_float[i] = (threshold, impurity)``
+* ``node_stats[i]`` the node's stats vector (weight, count, criterion statistics).
+
+Frontier entries own the node's sample segment ``[start, end)`` (see ``_splitter_exact`` and
+``_histogram`` for the per-finder data layout), its split record and, in histogram mode, a
+histogram slot.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._common import EPSILON, JIT_OPTIONS, STAT_COUNT, STAT_WEIGHT, TREE_LEAF, TREE_UNDEFINED
+from ._criteria import add_sample, node_impurity
+from ._histogram import (
+    best_split_histogram_feature,
+    build_histogram,
+    clear_histogram,
+    partition_histogram,
+    subtract_histogram,
+)
+from ._rng import rand_int
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_LEFT,
+    SPLIT_MISSING_LEFT,
+    SPLIT_POSITION,
+    SPLIT_THRESHOLD,
+    reset_split,
+)
+from ._splitter_exact import best_split_exact_feature, mark_left_exact, partition_exact
+
+# Columns of node_int.
+_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
+# Columns of the frontier's integer table.
+_F_NODE, _F_START, _F_END, _F_DEPTH, _F_HIST = 0, 1, 2, 3, 4
+
+
+@njit(**JIT_OPTIONS)
+def _grow_rows(table, n_rows):
+    """Return ``table`` with room for at least ``n_rows`` rows (doubling)."""
+    if n_rows <= table.shape[0]:
+        return table
+    capacity = max(n_rows, 2 * table.shape[0])
+    out = np.zeros((capacity,) + table.shape[1:], dtype=table.dtype)
+    out[: table.shape[0]] = table
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def _heap_push(heap, size, key, entry, keys):
+    """Push ``entry`` (with ``keys[entry] = key``) onto a max-heap of ``size`` items."""
+    keys[entry] = key
+    heap[size] = entry
+    i = size
+    while i > 0:
+        parent = (i - 1) // 2
+        if keys[heap[parent]] >= keys[heap[i]]:
+            break
+        heap[parent], heap[i] = heap[i], heap[parent]
+        i = parent
+    return size + 1
+
+
+@njit(**JIT_OPTIONS)
+def _heap_pop(heap, size, keys):
+    """Pop the max entry; returns (entry, new size)."""
+    top = heap[0]
+    size -= 1
+    heap[0] = heap[size]
+    i = 0
+    while True:
+        left = 2 * i + 1
+        if left >= size:
+            break
+        child = left
+        if left + 1 < size and keys[heap[left + 1]] > keys[heap[left]]:
+            child = left + 1
+        if keys[heap[child]] <= keys[heap[i]]:
+            break
+        heap[child], heap[i] = heap[i], heap[child]
+        i = child
+    return top, size
+
+
+@njit(**JIT_OPTIONS)
+def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, sorted_index, sorted_value,
+              X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
+              min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
+              max_leaf_nodes, rng_state):
+    """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
+
+    Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
+    "unlimited"). ``y`` holds class indices (as float) or targets, ``w`` positive weights, both
+    indexed by node-local sample id. Exact mode reads ``sorted_index``/``sorted_value`` (and
+    reorders them); histogram mode reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN)
+    and ``bin_thresholds``.
+    """
+    n_samples = y.shape[0]
+    n_features = X_binned.shape[1] if use_histogram else sorted_index.shape[0]
+    best_first = max_leaf_nodes > 0
+    record_size = SPLIT_LEFT + 2 * n_stats
+
+    node_int = np.zeros((64, 5), dtype=np.int64)
+    node_float = np.zeros((64, 2), dtype=np.float64)
+    node_stats = np.zeros((64, n_stats), dtype=np.float64)
+
+    frontier_int = np.zeros((16, 5), dtype=np.int64)
+    frontier_split = np.zeros((16, record_size), dtype=np.float64)
+    frontier_free = np.zeros(16, dtype=np.int64)
+    n_free_entries = 0
+    n_entries = 0
+    order = np.zeros(16, dtype=np.int64)  # stack or heap of frontier entries
+    keys = np.zeros(16, dtype=np.float64)
+    order_size = 0
+
+    hist_bins = n_hist_bins if use_histogram else 1
+    hist_features = n_features if use_histogram else 1
+    hist_pool = np.zeros((4 if use_histogram else 0, hist_features, hist_bins, n_stats))
+    hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
+    hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
+    hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)
+    n_free_hists = 0
+    n_hists = 0
+
+    samples = np.arange(n_samples, dtype=np.int64)
+    goes_left = np.zeros(n_samples if not use_histogram else 0, dtype=np.uint8)
+    tmp_index = np.zeros(n_samples if not use_histogram else 0, dtype=sorted_index.dtype)
+    tmp_value = np.zeros(n_samples if not use_histogram else 0, dtype=np.float64)
+
+    features = np.arange(n_features, dtype=np.int64)
+    cum = np.zeros(n_stats)
+    missing = np.zeros(n_stats)
+    left = np.zeros(n_stats)
+    right = np.zeros(n_stats)
+    child_stats = np.zeros((2, n_stats))
+    child_ids = np.zeros(2, dtype=np.int64)
+    child_bounds = np.zeros((2, 2), dtype=np.int64)
+    child_split = np.zeros(2, dtype=np.bool_)
+    child_slots = np.full(2, -1, dtype=np.int64)
+
+    root_stats = np.zeros(n_stats)
+    for i in range(n_samples):
+        add_sample(root_stats, y[i], w[i], criterion)
+    total_weight = root_stats[STAT_WEIGHT]
+
+    # ---- the root
+    node_count = 1
+    node_int[0, _LEFT] = TREE_LEAF
+    node_int[0, _RIGHT] = TREE_LEAF
+    node_int[0, _FEATURE] = TREE_UNDEFINED
+    node_int[0, _N_SAMPLES] = n_samples
+    node_float[0, 0] = TREE_UNDEFINED
+    node_float[0, 1] = node_impurity(root_stats, criterion)
+    node_stats[0] = root_stats
+
+    # Pending nodes to evaluate: (node id, start, end, depth, hist slot). The root's histogram
+    # is built directly; children's come from the split of their parent.
+    pending_node = np.zeros(2, dtype=np.int64)
+    pending_start = np.zeros(2, dtype=np.int64)
+    pending_end = np.zeros(2, dtype=np.int64)
+    pending_depth = np.zeros(2, dtype=np.int64)
+    pending_hist = np.full(2, -1, dtype=np.int64)
+    n_pending = 1
+    pending_node[0] = 0
+    pending_start[0] = 0
+    pending_end[0] = n_samples
+    pending_depth[0] = 0
+    n_leaves = 1
+
+    root_splittable = _is_splittable(root_stats, 0, max_depth, min_samples_split,
+                                     min_samples_leaf, min_weight_leaf, node_float[0, 1])
+    if use_histogram and root_splittable:
+        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
+            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
+        build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples, 0,
+                        n_samples, y, w, criterion)
+        pending_hist[0] = slot
+    if not root_splittable:
+        n_pending = 0
+
+    while True:
+        # ---- evaluate pending nodes: find their best split, push them to the frontier
+        for p in range(n_pending):
+            node_id = pending_node[p]
+            start = pending_start[p]
+            end = pending_end[p]
+            slot = pending_hist[p]
+            if n_free_entries > 0:
+                n_free_entries -= 1
+                entry = frontier_free[n_free_entries]
+            else:
+                entry = n_entries
+                n_entries += 1
+                frontier_int = _grow_rows(frontier_int, n_entries)
+                frontier_split = _grow_rows(frontier_split, n_entries)
+                frontier_free = _grow_rows(frontier_free, n_entries)
+                order = _grow_rows(order, n_entries)
+                keys = _grow_rows(keys, n_entries)
+            split = frontier_split[entry]
+            reset_split(split)
+            stats = node_stats[node_id]
+            n_visited = 0
+            for j in range(n_features):
+                k = rand_int(rng_state, j, n_features)
+                tmp = features[j]
+                features[j] = features[k]
+                features[k] = tmp
+                f = features[j]
+                if use_histogram:
+                    non_constant = best_split_histogram_feature(
+                        f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
+                        criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
+                        rng_state, split, cum, left, right)
+                else:
+                    non_constant = best_split_exact_feature(
+                        f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
+                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
+                        missing, left, right)
+                if non_constant:
+                    n_visited += 1
+                    if n_visited >= max_features:
+                        break
+            improvement = -np.inf
+            if split[SPLIT_FEATURE] >= 0:
+                improvement = (stats[STAT_WEIGHT] * node_float[node_id, 1]
+                               - split[SPLIT_CHILDREN]) / total_weight
+            if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
+                frontier_free[n_free_entries] = entry
+                n_free_entries += 1
+                if slot >= 0:
+                    clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
+                    hist_free[n_free_hists] = slot
+                    n_free_hists += 1
+                continue
+            frontier_int[entry, _F_NODE] = node_id
+            frontier_int[entry, _F_START] = start
+            frontier_int[entry, _F_END] = end
+            frontier_int[entry, _F_DEPTH] = pending_depth[p]
+            frontier_int[entry, _F_HIST] = slot
+            if best_first:
+                order_size = _heap_push(order, order_size, improvement, entry, keys)
+            else:
+                order[order_size] = entry
+                order_size += 1
+        n_pending = 0
+
+        if order_size == 0:
+            break
+        if best_first and n_leaves >= max_leaf_nodes:
+            break
+
+        # ---- split the next frontier node
+        if best_first:
+            entry, order_size = _heap_pop(order, order_size, keys)
+        else:
+            order_size -= 1
+            entry = order[order_size]
+        frontier_free[n_free_entries] = entry
+        n_free_entries += 1
+        node_id = frontier_int[entry, _F_NODE]
+        start = frontier_int[entry, _F_START]
+        end = frontier_int[entry, _F_END]
+        depth = frontier_int[entry, _F_DEPTH]
+        parent_slot = frontier_int[entry, _F_HIST]
+        split = frontier_split[entry]
+        feature = np.int64(split[SPLIT_FEATURE])
+        missing_left = split[SPLIT_MISSING_LEFT] > 0.5
+        if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
+            missing_left = (split[SPLIT_LEFT + STAT_WEIGHT]
+                            >= split[SPLIT_LEFT + n_stats + STAT_WEIGHT])
+
+        if use_histogram:
+            mid = partition_histogram(feature, np.int64(split[SPLIT_POSITION]), missing_left,
+                                      samples, start, end, X_binned, n_hist_bins - 1)
+        else:
+            mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
+            mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
+                                  tmp_index, tmp_value)
+
+        node_count += 2
+        node_int = _grow_rows(node_int, node_count)
+        node_float = _grow_rows(node_float, node_count)
+        node_stats = _grow_rows(node_stats, node_count)
+        left_id = node_count - 2
+        right_id = node_count - 1
+        node_int[node_id, _LEFT] = left_id
+        node_int[node_id, _RIGHT] = right_id
+        node_int[node_id, _FEATURE] = feature
+        node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
+        node_float[node_id, 0] = split[SPLIT_THRESHOLD]
+        n_leaves += 1
+
+        child_ids[0] = left_id
+        child_ids[1] = right_id
+        child_bounds[0, 0] = start
+        child_bounds[0, 1] = mid
+        child_bounds[1, 0] = mid
+        child_bounds[1, 1] = end
+        child_stats[0] = split[SPLIT_LEFT:SPLIT_LEFT + n_stats]
+        child_stats[1] = split[SPLIT_LEFT + n_stats:SPLIT_LEFT + 2 * n_stats]
+        for c in range(2):
+            cid = child_ids[c]
+            node_int[cid, _LEFT] = TREE_LEAF
+            node_int[cid, _RIGHT] = TREE_LEAF
+            node_int[cid, _FEATURE] = TREE_UNDEFINED
+            node_int[cid, _MISSING_LEFT] = 0
+            node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
+            node_float[cid, 0] = TREE_UNDEFINED
+            node_float[cid, 1] = node_impurity(child_stats[c], criterion)
+            node_stats[cid] = child_stats[c]
+            child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
+                                            min_samples_split, min_samples_leaf,
+                                            min_weight_leaf, node_float[cid, 1])
+
+        child_slots[:] = -1
+        if use_histogram:
+            if child_split[0] or child_split[1]:
+                small = 0 if (mid - start) <= (end - mid) else 1
+                large = 1 - small
+                hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
+                    _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
+                                  n_hists))
+                build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
+                                samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
+                                criterion)
+                child_slots[small] = s_slot
+                if child_split[large]:
+                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
+                        _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
+                                      n_hists))
+                    subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
+                                       hist_hi[parent_slot], hist_pool[s_slot],
+                                       hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot])
+                    child_slots[large] = l_slot
+                if not child_split[small]:
+                    clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
+                    hist_free[n_free_hists] = s_slot
+                    n_free_hists += 1
+                    child_slots[small] = -1
+            clear_histogram(hist_pool[parent_slot], hist_lo[parent_slot], hist_hi[parent_slot])
+            hist_free[n_free_hists] = parent_slot
+            n_free_hists += 1
+
+        # Evaluate the children next; depth-first pushes left last so it is split first.
+        for c in (1, 0):
+            if child_split[c]:
+                pending_node[n_pending] = child_ids[c]
+                pending_start[n_pending] = child_bounds[c, 0]
+                pending_end[n_pending] = child_bounds[c, 1]
+                pending_depth[n_pending] = depth + 1
+                pending_hist[n_pending] = child_slots[c]
+                n_pending += 1
+
+    # Nodes left as leaves need no further bookkeeping; trim the tables.
+    return node_int[:node_count].copy(), node_float[:node_count].copy(), \
+        node_stats[:node_count].copy()
+
+
+@njit(**JIT_OPTIONS)
+def _is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
+                   min_weight_leaf, impurity):
+    """Stopping rules that need no split search (scikit-learn's order and semantics)."""
+    if max_depth >= 0 and depth >= max_depth:
+        return False
+    n = stats[STAT_COUNT]
+    if n < min_samples_split or n < 2 * min_samples_leaf:
+        return False
+    if stats[STAT_WEIGHT] < 2.0 * min_weight_leaf:
+        return False
+    return impurity > EPSILON
+
+
+@njit(**JIT_OPTIONS)
+def _acquire_hist(pool, lo, hi, free, n_free, n_used):
+    """Take a zeroed histogram slot, growing the pool when none is free."""
+    if n_free > 0:
+        n_free -= 1
+        return pool, lo, hi, free, n_free, n_used, free[n_free]
+    slot = n_used
+    n_used += 1
+    if n_used > pool.shape[0]:
+        capacity = max(4, 2 * pool.shape[0])
+        new_pool = np.zeros((capacity,) + pool.shape[1:])
+        new_pool[: pool.shape[0]] = pool
+        new_lo = np.zeros((capacity, lo.shape[1]), dtype=np.int64)
+        new_lo[: lo.shape[0]] = lo
+        new_hi = np.zeros((capacity, hi.shape[1]), dtype=np.int64)
+        new_hi[: hi.shape[0]] = hi
+        new_free = np.zeros(capacity, dtype=np.int64)
+        new_free[: free.shape[0]] = free
+        pool, lo, hi, free = new_pool, new_lo, new_hi, new_free
+    lo[slot] = pool.shape[2]
+    hi[slot] = -1
+    return pool, lo, hi, free, n_free, n_used, slot

@@ -1,0 +1,169 @@
+"""Per-node histograms of the binned features, and the split finder that scans them.
+
+A node's histogram ``hist[f, b, :]`` is the stats vector (see ``_criteria``) of the node's
+samples whose feature ``f`` falls in bin ``b``; bin ``n_bins - 1`` holds NaN. ``lo[f]`` and
+``hi[f]`` bound the bins that are non-empty, so building, scanning, subtracting and clearing a
+histogram cost O(samples + occupied bin range) rather than O(max_bins) per feature: deep nodes
+of a fully grown tree touch only a few bins.
+
+Histograms live in a pool of slots that are all zero when free. A child's histogram is either
+built from its samples or, for the larger child, obtained by subtraction::
+
+    hist(larger child) = hist(parent) - hist(smaller child)
+
+which is the usual LightGBM / HistGradientBoosting trick: only the smaller child is scanned.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._candidates import children_impurity
+from ._common import JIT_OPTIONS, STAT_COUNT
+from ._criteria import add_sample
+from ._rng import rand_int
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_MISSING_LEFT,
+    SPLIT_THRESHOLD,
+    record_candidate,
+)
+
+
+@njit(**JIT_OPTIONS)
+def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion):
+    """Accumulate the samples ``samples[start:end]`` into the zeroed slot ``hist``."""
+    n_features = X_binned.shape[1]
+    n_bins = hist.shape[1]
+    lo[:] = n_bins
+    hi[:] = -1
+    for i in range(start, end):
+        sample = samples[i]
+        yi = y[sample]
+        wi = w[sample]
+        for f in range(n_features):
+            b = np.int64(X_binned[sample, f])
+            add_sample(hist[f, b], yi, wi, criterion)
+            if b < lo[f]:
+                lo[f] = b
+            if b > hi[f]:
+                hi[f] = b
+
+
+@njit(**JIT_OPTIONS)
+def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi):
+    """``out = parent - child`` over the parent's occupied bins; trims ``out``'s range."""
+    n_features = parent.shape[0]
+    n_stats = parent.shape[2]
+    for f in range(n_features):
+        new_lo = parent.shape[1]
+        new_hi = -1
+        for b in range(parent_lo[f], parent_hi[f] + 1):
+            for k in range(n_stats):
+                out[f, b, k] = parent[f, b, k] - child[f, b, k]
+            if out[f, b, STAT_COUNT] > 0.5:
+                if b < new_lo:
+                    new_lo = b
+                new_hi = b
+            else:
+                # Rounding may leave dust in an empty bin; keep free slots exactly zero.
+                out[f, b, :] = 0.0
+        out_lo[f] = new_lo
+        out_hi[f] = new_hi
+
+
+@njit(**JIT_OPTIONS)
+def clear_histogram(hist, lo, hi):
+    """Zero the occupied bins so the slot can be reused."""
+    for f in range(hist.shape[0]):
+        for b in range(lo[f], hi[f] + 1):
+            hist[f, b, :] = 0.0
+        lo[f] = hist.shape[1]
+        hi[f] = -1
+
+
+@njit(**JIT_OPTIONS)
+def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterion, node,
+                                 min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                 split, cum, left, right):
+    """Evaluate the bin boundaries of one feature; update ``split`` if a better one is found.
+
+    A boundary after bin ``b`` sends bins ``<= b`` left. Returns False when the feature is
+    constant in the node (a single occupied bin).
+    """
+    missing_bin = hist.shape[1] - 1
+    first = lo[feature]
+    last = hi[feature]
+    missing = hist[feature, missing_bin]
+    has_missing = missing[STAT_COUNT] > 0.5
+    if has_missing:
+        # Last occupied non-missing bin.
+        last = missing_bin - 1
+        while last >= first and hist[feature, last, STAT_COUNT] < 0.5:
+            last -= 1
+    if last < first:
+        return False  # only NaN
+    if last == first and not has_missing:
+        return False
+
+    drawn = -1
+    if is_random and last > first:
+        drawn = rand_int(rng_state, first, last)
+
+    cum[:] = 0.0
+    for b in range(first, last):
+        bin_stats = hist[feature, b]
+        if bin_stats[STAT_COUNT] < 0.5:
+            continue
+        for k in range(cum.shape[0]):
+            cum[k] += bin_stats[k]
+        if is_random and b < drawn:
+            continue
+        c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, b, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+            if not has_missing:
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if has_missing:
+            for k in range(cum.shape[0]):
+                left[k] = cum[k] + missing[k]
+            c = children_impurity(left, right, node, criterion, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < split[SPLIT_CHILDREN]:
+                record_candidate(split, feature, b, True, c, left, right)
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+        if is_random:
+            break
+    if has_missing:
+        for k in range(cum.shape[0]):
+            left[k] = node[k] - missing[k]
+        c = children_impurity(left, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, missing_bin - 1, False, c, left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
+
+
+@njit(**JIT_OPTIONS)
+def partition_histogram(split_feature, split_bin, missing_left, samples, start, end, X_binned,
+                        missing_bin):
+    """Partition ``samples[start:end]`` in place (left first); return the left child's end."""
+    i = start
+    j = end - 1
+    while i <= j:
+        b = np.int64(X_binned[samples[i], split_feature])
+        if b == missing_bin:
+            go_left = missing_left
+        else:
+            go_left = b <= split_bin
+        if go_left:
+            i += 1
+        else:
+            tmp = samples[i]
+            samples[i] = samples[j]
+            samples[j] = tmp
+            j -= 1
+    return i

@@ -1,0 +1,162 @@
+"""Exact split finder over presorted feature columns.
+
+Data layout (shared with the grower): ``sorted_index[f]`` lists the node-local sample ids
+sorted by feature ``f`` (NaN last) and ``sorted_value[f]`` the matching values. A node owns the
+same segment ``[start, end)`` of every row; after a split each row is stably partitioned so the
+children own ``[start, mid)`` and ``[mid, end)``, still sorted with NaN last::
+
+    sorted_index[f, start:end] = [ 4 9 1 | 7 3 ]   (left child | right child)
+
+so no node ever sorts: a level of the tree costs O(n_samples * n_features).
+
+Candidate thresholds are the midpoints between consecutive distinct non-missing values of the
+node (``x <= t`` goes left). With NaN present, each threshold is tried with NaN sent left and
+right, plus the split "all values left, NaN right" (threshold ``inf``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._candidates import children_impurity
+from ._common import JIT_OPTIONS
+from ._criteria import add_sample
+from ._rng import rand_uniform
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_MISSING_LEFT,
+    SPLIT_POSITION,
+    SPLIT_THRESHOLD,
+    record_candidate,
+)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _midpoint(a, b):
+    # a/2 + b/2 cannot overflow; fall back to a when rounding lands on b (x <= t must hold for a
+    # and fail for b).
+    t = a / 2.0 + b / 2.0
+    if t >= b or not np.isfinite(t):
+        t = a
+    return t
+
+
+@njit(**JIT_OPTIONS)
+def n_non_missing(sorted_value, feature, start, end):
+    """Number of non-NaN values of ``feature`` in the node segment (NaN sort last)."""
+    stop = end
+    while stop > start and np.isnan(sorted_value[feature, stop - 1]):
+        stop -= 1
+    return stop - start
+
+
+@njit(**JIT_OPTIONS)
+def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y, w, criterion,
+                             node, min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                             split, cum, missing, left, right):
+    """Evaluate every threshold of one feature; update ``split`` if a better one is found.
+
+    ``cum``, ``missing``, ``left`` and ``right`` are scratch vectors of the stats length.
+    With ``is_random`` a single threshold drawn uniformly in (min, max) is evaluated (the
+    "random" splitter). Returns False when the feature is constant in the node.
+    """
+    n_valid = n_non_missing(sorted_value, feature, start, end)
+    stop = start + n_valid
+    has_missing = stop < end
+    if n_valid == 0:
+        return False
+    lo = sorted_value[feature, start]
+    hi = sorted_value[feature, stop - 1]
+    if hi <= lo and not has_missing:
+        return False
+
+    missing[:] = 0.0
+    for i in range(stop, end):
+        add_sample(missing, y[sorted_index[feature, i]], w[sorted_index[feature, i]], criterion)
+
+    draw = 0.0
+    if is_random and hi > lo:
+        draw = rand_uniform(rng_state, lo, hi)
+        if draw >= hi:
+            draw = lo
+
+    cum[:] = 0.0
+    if hi > lo:
+        for i in range(start, stop - 1):
+            sample = sorted_index[feature, i]
+            add_sample(cum, y[sample], w[sample], criterion)
+            v_next = sorted_value[feature, i + 1]
+            v = sorted_value[feature, i]
+            if v_next <= v:
+                continue
+            if is_random and not (v <= draw < v_next):
+                continue
+            position = i + 1 - start
+            c = children_impurity(cum, right, node, criterion, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < split[SPLIT_CHILDREN]:
+                record_candidate(split, feature, position, False, c, cum, right)
+                split[SPLIT_THRESHOLD] = draw if is_random else _midpoint(v, v_next)
+                if not has_missing:
+                    split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+            if has_missing:
+                for k in range(cum.shape[0]):
+                    left[k] = cum[k] + missing[k]
+                c = children_impurity(left, right, node, criterion, min_samples_leaf,
+                                      min_weight_leaf)
+                if c < split[SPLIT_CHILDREN]:
+                    record_candidate(split, feature, position, True, c, left, right)
+                    split[SPLIT_THRESHOLD] = draw if is_random else _midpoint(v, v_next)
+            if is_random:
+                break
+    if has_missing:
+        # All observed values left, NaN right.
+        for k in range(cum.shape[0]):
+            left[k] = node[k] - missing[k]
+        c = children_impurity(left, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, n_valid, False, c, left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
+
+
+@njit(**JIT_OPTIONS)
+def mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left):
+    """Set ``goes_left[sample]`` (1/0) for every sample of the node according to ``split``."""
+    feature = np.int64(split[SPLIT_FEATURE])
+    left_stop = start + np.int64(split[SPLIT_POSITION])
+    valid_stop = start + n_non_missing(sorted_value, feature, start, end)
+    missing_left = 1 if split[SPLIT_MISSING_LEFT] > 0.5 else 0
+    for i in range(start, end):
+        if i < left_stop:
+            goes_left[sorted_index[feature, i]] = 1
+        elif i < valid_stop:
+            goes_left[sorted_index[feature, i]] = 0
+        else:
+            goes_left[sorted_index[feature, i]] = missing_left
+
+
+@njit(**JIT_OPTIONS)
+def partition_exact(start, end, sorted_index, sorted_value, goes_left, tmp_index, tmp_value):
+    """Stably partition every feature row of the segment; return the left child's size."""
+    n_features = sorted_index.shape[0]
+    n_left = start
+    for f in range(n_features):
+        n_left = start
+        n_right = 0
+        for i in range(start, end):
+            sample = sorted_index[f, i]
+            if goes_left[sample]:
+                sorted_index[f, n_left] = sample
+                sorted_value[f, n_left] = sorted_value[f, i]
+                n_left += 1
+            else:
+                tmp_index[n_right] = sample
+                tmp_value[n_right] = sorted_value[f, i]
+                n_right += 1
+        sorted_index[f, n_left:end] = tmp_index[:n_right]
+        sorted_value[f, n_left:end] = tmp_value[:n_right]
+    return n_left

@@ -1,0 +1,215 @@
+"""Flat-array representation of a fitted tree and the kernels that walk it.
+
+A tree of ``node_count`` nodes is a set of parallel arrays indexed by node id; node 0 is the
+root. Internal node ``i`` sends a row ``x`` to ``children_left[i]`` when
+``x[feature[i]] <= threshold[i]``, to ``children_right[i]`` when greater, and a NaN to the
+left child iff ``missing_go_to_left[i]``. Leaves have ``children_left == TREE_LEAF`` and
+``feature == TREE_UNDEFINED``.
+
+``value`` has scikit-learn's shape ``(node_count, n_outputs, max_n_classes)``: class
+proportions for classifiers, the mean target for regressors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy.sparse import csr_matrix
+
+from ._common import JIT_OPTIONS, TREE_LEAF
+
+#: Array fields of a tree, with their compact on-disk / in-memory dtypes.
+NODE_FIELDS = {
+    "children_left": np.int32,
+    "children_right": np.int32,
+    "feature": np.int32,
+    "threshold": np.float64,
+    "impurity": np.float64,
+    "n_node_samples": np.int32,
+    "weighted_n_node_samples": np.float64,
+    "missing_go_to_left": np.uint8,
+}
+
+
+class Tree:
+    """A fitted binary tree stored as flat arrays (see module docstring).
+
+    Parameters
+    ----------
+    n_features : int
+        Number of features the tree was trained on.
+    n_classes : ndarray of shape (n_outputs,)
+        Number of classes per output (1 for regression).
+    arrays : dict of str to ndarray
+        The node arrays named in ``NODE_FIELDS`` plus ``value``.
+    """
+
+    def __init__(self, n_features: int, n_classes: np.ndarray, arrays: dict[str, np.ndarray]):
+        self.n_features = int(n_features)
+        self.n_classes = np.asarray(n_classes, dtype=np.intp)
+        self.n_outputs = int(self.n_classes.shape[0])
+        self.max_n_classes = int(self.n_classes.max())
+        for name, dtype in NODE_FIELDS.items():
+            setattr(self, name, np.ascontiguousarray(arrays[name], dtype=dtype))
+        value = np.asarray(arrays["value"], dtype=np.float64)
+        if value.ndim == 2:
+            value = value[:, np.newaxis, :]
+        self.value = np.ascontiguousarray(value)
+        self.node_count = int(self.children_left.shape[0])
+        self.capacity = self.node_count
+        self._check_consistency()
+
+    def _check_consistency(self) -> None:
+        n = self.node_count
+        for name in NODE_FIELDS:
+            if getattr(self, name).shape != (n,):
+                raise ValueError(f"tree array {name!r} has shape {getattr(self, name).shape}, "
+                                 f"expected ({n},)")
+        if self.value.shape != (n, self.n_outputs, self.max_n_classes):
+            raise ValueError(f"tree array 'value' has shape {self.value.shape}, expected "
+                             f"{(n, self.n_outputs, self.max_n_classes)}")
+        if n == 0:
+            raise ValueError("a tree needs at least one node")
+        internal = self.children_left != TREE_LEAF
+        for name in ("children_left", "children_right"):
+            child = getattr(self, name)[internal]
+            if np.any(child <= np.flatnonzero(internal)) or np.any(child >= n):
+                raise ValueError(f"tree array {name!r} holds an invalid child index")
+        if np.any((self.children_right == TREE_LEAF) != ~internal):
+            raise ValueError("children_left and children_right disagree on which nodes are leaves")
+        feat = self.feature[internal]
+        if np.any(feat < 0) or np.any(feat >= self.n_features):
+            raise ValueError("tree array 'feature' holds an index outside [0, n_features)")
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def n_leaves(self) -> int:
+        """Number of leaves."""
+        return int(np.count_nonzero(self.children_left == TREE_LEAF))
+
+    @property
+    def max_depth(self) -> int:
+        """Depth of the deepest leaf (the root alone has depth 0)."""
+        return int(node_depths(self.children_left, self.children_right).max())
+
+    @property
+    def bytes_per_node(self) -> int:
+        """Memory of one node in bytes, ``value`` included."""
+        fixed = sum(np.dtype(dt).itemsize for dt in NODE_FIELDS.values())
+        return fixed + self.value.itemsize * self.n_outputs * self.max_n_classes
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The node arrays by name (``NODE_FIELDS`` and ``value``)."""
+        out = {name: getattr(self, name) for name in NODE_FIELDS}
+        out["value"] = self.value
+        return out
+
+    # ------------------------------------------------------------------ prediction
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Index of the leaf each row of ``X`` (float64, validated) lands in."""
+        return apply_dense(X, self.children_left, self.children_right, self.feature,
+                           self.threshold, self.missing_go_to_left)
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """``value`` of the leaf of each row: shape (n_samples, n_outputs, max_n_classes)."""
+        return self.value.take(self.apply(X), axis=0)
+
+    def decision_path(self, X: np.ndarray) -> csr_matrix:
+        """CSR indicator matrix (n_samples, node_count) of the nodes each row visits."""
+        indptr, indices = decision_path_dense(
+            X, self.children_left, self.children_right, self.feature, self.threshold,
+            self.missing_go_to_left)
+        data = np.ones(indices.shape[0], dtype=np.intp)
+        return csr_matrix((data, indices, indptr), shape=(X.shape[0], self.node_count))
+
+    def compute_feature_importances(self, normalize: bool = True) -> np.ndarray:
+        """Mean decrease in impurity (MDI) of each feature, weighted by node weight."""
+        return feature_importances(self.children_left, self.children_right, self.feature,
+                                   self.impurity, self.weighted_n_node_samples,
+                                   self.n_features, normalize)
+
+
+@njit(**JIT_OPTIONS)
+def _next_node(node, x, children_left, children_right, feature, threshold, missing_go_to_left):
+    value = x[feature[node]]
+    if np.isnan(value):
+        if missing_go_to_left[node]:
+            return children_left[node]
+        return children_right[node]
+    if value <= threshold[node]:
+        return children_left[node]
+    return children_right[node]
+
+
+@njit(**JIT_OPTIONS)
+def apply_dense(X, children_left, children_right, feature, threshold, missing_go_to_left):
+    """Leaf id of every row of ``X``."""
+    n = X.shape[0]
+    out = np.empty(n, dtype=np.intp)
+    for i in range(n):
+        node = 0
+        while children_left[node] != TREE_LEAF:
+            node = _next_node(node, X[i], children_left, children_right, feature, threshold,
+                              missing_go_to_left)
+        out[i] = node
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def decision_path_dense(X, children_left, children_right, feature, threshold,
+                        missing_go_to_left):
+    """CSR ``indptr`` and ``indices`` of the root-to-leaf path of every row."""
+    n = X.shape[0]
+    indptr = np.zeros(n + 1, dtype=np.intp)
+    for i in range(n):  # first pass: path lengths
+        node = 0
+        length = 1
+        while children_left[node] != TREE_LEAF:
+            node = _next_node(node, X[i], children_left, children_right, feature, threshold,
+                              missing_go_to_left)
+            length += 1
+        indptr[i + 1] = indptr[i] + length
+    indices = np.empty(indptr[n], dtype=np.intp)
+    for i in range(n):
+        node = 0
+        k = indptr[i]
+        indices[k] = 0
+        while children_left[node] != TREE_LEAF:
+            node = _next_node(node, X[i], children_left, children_right, feature, threshold,
+                              missing_go_to_left)
+            k += 1
+            indices[k] = node
+    return indptr, indices
+
+
+@njit(**JIT_OPTIONS)
+def node_depths(children_left, children_right):
+    """Depth of every node (children always have larger ids than their parent)."""
+    n = children_left.shape[0]
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):
+        if children_left[i] != TREE_LEAF:
+            depth[children_left[i]] = depth[i] + 1
+            depth[children_right[i]] = depth[i] + 1
+    return depth
+
+
+@njit(**JIT_OPTIONS)
+def feature_importances(children_left, children_right, feature, impurity, weighted_n,
+                        n_features, normalize):
+    """MDI importances: sum over a feature's splits of the weighted impurity decrease."""
+    importances = np.zeros(n_features, dtype=np.float64)
+    for i in range(children_left.shape[0]):
+        left = children_left[i]
+        if left == TREE_LEAF:
+            continue
+        right = children_right[i]
+        importances[feature[i]] += (weighted_n[i] * impurity[i]
+                                    - weighted_n[left] * impurity[left]
+                                    - weighted_n[right] * impurity[right])
+    importances /= weighted_n[0]
+    if normalize:
+        total = importances.sum()
+        if total > 0.0:
+            importances /= total
+    return importances
