@@ -2,11 +2,13 @@
 pruning, and the scikit-learn style estimators."""
 
 from ._classes import DecisionTreeClassifier, DecisionTreeRegressor
-# from ._export import export_text, plot_tree  (pending)
+from ._export import export_text, plot_tree
 from ._tree import Tree
 
 __all__ = [
     "DecisionTreeClassifier",
     "DecisionTreeRegressor",
     "Tree",
+    "export_text",
+    "plot_tree",
 ]

@@ -21,6 +21,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from ..io import register_model_class
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, fit_tree_arrays
 from ._pruning import cost_complexity_pruning_path as _pruning_path
@@ -106,6 +107,7 @@ class BaseDecisionTree(BaseEstimator):
     def _validate_X_y(self, X, y, sample_weight):
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
                              multi_output=True)
+        self.missing_values_in_feature_mask_ = np.isnan(X).any(axis=0)
         y = np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
             y = column_or_1d(y, warn=True)
@@ -199,6 +201,7 @@ class BaseDecisionTree(BaseEstimator):
         return Bunch(**_pruning_path(est.tree_))
 
 
+@register_model_class
 class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     """A CART decision tree classifier, drop-in for scikit-learn's.
 
@@ -244,6 +247,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     n_outputs_ : int
         Always 1.
     max_features_ : int
+    missing_values_in_feature_mask_ : ndarray of shape (n_features_in_,)
+        Which features had NaN in the training data.
     tree_ : Tree
         The fitted tree as flat arrays.
     feature_importances_ : ndarray of shape (n_features_in_,)
@@ -323,6 +328,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
 
 
+@register_model_class
 class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
     """A CART decision tree regressor, drop-in for scikit-learn's.
 

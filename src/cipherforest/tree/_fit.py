@@ -1,7 +1,10 @@
-"""Array preparation for growing one tree, separated from the estimator classes.
+"""Array preparation for growing trees, separated from the estimator classes.
 
-``fit_tree_arrays`` takes validated float64 ``X``, encoded ``y`` and weights and returns a
-``Tree``; it is the single entry point that estimators (and, later, ensembles) call.
+Preparing the feature matrix (presorting for the exact finder, binning for the histogram
+finder) is done once per training set by ``prepare_tree_data``; ``grow_tree_on`` then grows any
+number of trees on it with different weights (a forest's bootstrap counts, boosting's sample
+weights), each only on its rows of positive weight. ``fit_tree_arrays`` is the one-tree
+shortcut the decision tree estimators use.
 """
 
 from __future__ import annotations
@@ -39,6 +42,24 @@ class GrowthParams:
     max_leaf_nodes: int  # -1: depth-first, unlimited
 
 
+@dataclass(frozen=True)
+class TreeData:
+    """A training matrix prepared for one split finder; read-only once built.
+
+    Exact finder: ``sorted_index[f]`` / ``sorted_value[f]`` list all rows sorted by feature
+    ``f`` (NaN last). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
+    every bin, ``inf``-padded) and ``max_bins`` (NaN's bin index).
+    """
+
+    n_samples: int
+    n_features: int
+    max_bins: int | None
+    sorted_index: np.ndarray | None = None
+    sorted_value: np.ndarray | None = None
+    X_binned: np.ndarray | None = None
+    bin_thresholds: np.ndarray | None = None
+
+
 def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature sample order (NaN last) and sorted values, as ``(n_features, n)`` rows."""
     order = np.argsort(X, axis=0, kind="stable")
@@ -48,13 +69,31 @@ def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(values.T))
 
 
-def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
-                    params: GrowthParams, seed: int) -> Tree:
-    """Grow a tree on ``X`` (float64, NaN allowed) and return it.
+def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int) -> TreeData:
+    """Presort (``max_bins=None``) or bin ``X`` (float64, NaN allowed) for growing trees."""
+    n_samples, n_features = X.shape
+    if max_bins is None:
+        sorted_index, sorted_value = presort(X)
+        return TreeData(n_samples, n_features, None, sorted_index=sorted_index,
+                        sorted_value=sorted_value)
+    edges = fit_bin_thresholds(X, max_bins, np.random.default_rng(seed))
+    return TreeData(n_samples, n_features, max_bins, X_binned=apply_bins(X, edges, max_bins),
+                    bin_thresholds=threshold_table(edges, max_bins))
+
+
+_EMPTY_INDEX = np.zeros((0, 0), dtype=np.int32)
+_EMPTY_VALUE = np.zeros((0, 0))
+_EMPTY_BINNED = np.zeros((0, 0), dtype=np.uint8)
+
+
+def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
+                 params: GrowthParams, seed: int) -> Tree:
+    """Grow one tree on the rows of ``data`` whose weight is positive.
 
     Parameters
     ----------
-    X : ndarray of shape (n_samples, n_features)
+    data : TreeData
+        Prepared training matrix; ``params.max_bins`` must match ``data.max_bins``.
     y : ndarray of shape (n_samples,)
         Class indices ``0..n_classes-1`` (classification) or targets (regression).
     sample_weight : ndarray of shape (n_samples,)
@@ -63,38 +102,56 @@ def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_c
         Number of classes, or 1 for regression.
     params : GrowthParams
     seed : int
-        Seed of the kernel's random generator (feature draws, random thresholds, binning).
+        Seed of the kernel's random generator (feature draws, random thresholds).
     """
+    if params.max_bins != data.max_bins:
+        raise ValueError(f"tree data was prepared for max_bins={data.max_bins}, "
+                         f"not {params.max_bins}")
+    w = np.ascontiguousarray(sample_weight, dtype=np.float64)
+    y_kernel = np.ascontiguousarray(y, dtype=np.float64)
+    positive = w > 0
+    samples = np.flatnonzero(positive).astype(np.int64)
+    n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
+
+    if data.max_bins is None:
+        if samples.shape[0] == data.n_samples:
+            sorted_index = data.sorted_index.copy()
+            sorted_value = data.sorted_value.copy()
+        else:
+            # Filtering keeps each row sorted; every row keeps exactly the positive samples.
+            keep = positive[data.sorted_index]
+            shape = (data.n_features, samples.shape[0])
+            sorted_index = data.sorted_index[keep].reshape(shape)
+            sorted_value = data.sorted_value[keep].reshape(shape)
+        X_binned, thresholds, n_hist_bins = _EMPTY_BINNED, _EMPTY_VALUE, 0
+    else:
+        sorted_index, sorted_value = _EMPTY_INDEX, _EMPTY_VALUE
+        X_binned, thresholds = data.X_binned, data.bin_thresholds
+        n_hist_bins = data.max_bins + 1
+
+    node_int, node_float, node_stats = grow_tree(
+        data.max_bins is not None, params.is_random, params.criterion, n_stats, y_kernel, w,
+        samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
+        params.max_features, params.max_depth, params.min_samples_split,
+        params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
+        params.max_leaf_nodes, make_state(seed))
+    return _tree_from_growth(node_int, node_float, node_stats, data.n_features, n_classes,
+                             params.criterion in (CRITERION_GINI, CRITERION_ENTROPY))
+
+
+def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
+                    params: GrowthParams, seed: int) -> Tree:
+    """Prepare ``X`` and grow one tree on it (rows of zero weight are left out first, so
+    they influence neither the presorting nor the bins)."""
     keep = sample_weight > 0
     if not keep.all():
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    n_features = X.shape[1]
-    is_classifier = params.criterion in (CRITERION_GINI, CRITERION_ENTROPY)
-    n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
-    y_kernel = np.ascontiguousarray(y, dtype=np.float64)
-    w_kernel = np.ascontiguousarray(sample_weight, dtype=np.float64)
-    rng_state = make_state(seed)
+    data = prepare_tree_data(X, params.max_bins, seed)
+    return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
 
-    if params.max_bins is None:
-        sorted_index, sorted_value = presort(X)
-        X_binned = np.zeros((0, 0), dtype=np.uint8)
-        thresholds = np.zeros((0, 0))
-        n_hist_bins = 0
-    else:
-        edges = fit_bin_thresholds(X, params.max_bins, np.random.default_rng(seed))
-        X_binned = apply_bins(X, edges, params.max_bins)
-        thresholds = threshold_table(edges, params.max_bins)
-        sorted_index = np.zeros((0, 0), dtype=np.int32)
-        sorted_value = np.zeros((0, 0))
-        n_hist_bins = params.max_bins + 1
 
-    node_int, node_float, node_stats = grow_tree(
-        params.max_bins is not None, params.is_random, params.criterion, n_stats, y_kernel,
-        w_kernel, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
-        params.max_features, params.max_depth, params.min_samples_split,
-        params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
-        params.max_leaf_nodes, rng_state)
-
+def _tree_from_growth(node_int, node_float, node_stats, n_features, n_classes,
+                      is_classifier) -> Tree:
     weight = node_stats[:, STAT_WEIGHT]
     if is_classifier:
         value = node_stats[:, STAT_FIRST:] / weight[:, np.newaxis]

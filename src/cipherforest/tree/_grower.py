@@ -97,19 +97,21 @@ def _heap_pop(heap, size, keys):
 
 
 @njit(**JIT_OPTIONS)
-def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, sorted_index, sorted_value,
+def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorted_index,
+              sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
-    "unlimited"). ``y`` holds class indices (as float) or targets, ``w`` positive weights, both
-    indexed by node-local sample id. Exact mode reads ``sorted_index``/``sorted_value`` (and
-    reorders them); histogram mode reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN)
-    and ``bin_thresholds``.
+    "unlimited"). ``y`` holds class indices (as float) or targets and ``w`` weights, both indexed
+    by sample id; ``samples`` lists the ids the tree is grown on (their weights must be > 0).
+    Exact mode reads ``sorted_index``/``sorted_value``, whose rows hold exactly ``samples``
+    (and reorders them in place); histogram mode reads ``X_binned`` (``n_hist_bins`` bins, the
+    last for NaN) and ``bin_thresholds``, and reorders ``samples`` in place.
     """
-    n_samples = y.shape[0]
+    n_samples = samples.shape[0]
     n_features = X_binned.shape[1] if use_histogram else sorted_index.shape[0]
     best_first = max_leaf_nodes > 0
     record_size = SPLIT_LEFT + 2 * n_stats
@@ -136,8 +138,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, sorted_index, 
     n_free_hists = 0
     n_hists = 0
 
-    samples = np.arange(n_samples, dtype=np.int64)
-    goes_left = np.zeros(n_samples if not use_histogram else 0, dtype=np.uint8)
+    goes_left = np.zeros(y.shape[0] if not use_histogram else 0, dtype=np.uint8)
     tmp_index = np.zeros(n_samples if not use_histogram else 0, dtype=sorted_index.dtype)
     tmp_value = np.zeros(n_samples if not use_histogram else 0, dtype=np.float64)
 
@@ -154,7 +155,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, sorted_index, 
 
     root_stats = np.zeros(n_stats)
     for i in range(n_samples):
-        add_sample(root_stats, y[i], w[i], criterion)
+        add_sample(root_stats, y[samples[i]], w[samples[i]], criterion)
     total_weight = root_stats[STAT_WEIGHT]
 
     # ---- the root

@@ -1,0 +1,551 @@
+"""Saving and loading fitted models without pickle.
+
+A model file is a zip archive written with :func:`numpy.savez`: one ``.npy`` member per array
+plus a ``meta.json`` member::
+
+    {"format": "cipherforest-model", "format_version": 1, "library_version": "0.1.0",
+     "class": "DecisionTreeClassifier", "params": {...}, "attributes": {...}}
+
+``params`` is ``get_params(deep=False)`` and ``attributes`` holds every public fitted
+attribute (a name ending with ``_`` in ``vars(estimator)``), each described by a spec:
+
+* ``{"kind": "value", "value": v}``: a Python scalar, or a list / tuple of scalars;
+* ``{"kind": "array", "key": k, "dtype": d, "shape": s, "object": b}``: a numpy array (or,
+  with ``"scalar": true``, a numpy scalar) stored as member ``k``; object arrays of strings
+  are stored as unicode arrays and flagged ``"object": true``;
+* ``{"kind": "tree", "prefix": p, "n_features": n, "n_classes": [...]}``: a
+  :class:`~cipherforest.tree._tree.Tree` whose node arrays are the members ``p.<field>``;
+* ``{"kind": "estimator", "class": c, "params": {...}, "attributes": {...}}``: a fitted
+  sub-estimator (e.g. a member of an ensemble's ``estimators_``), recursively;
+* ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above.
+
+Array members are named after the attribute path (``estimators_.3.tree_.value``). JSON values
+that JSON cannot represent faithfully are tagged: ``{"$tuple": [...]}``,
+``{"$dict": [[key, value], ...]}`` (so integer keys stay integers), ``{"$float": "nan"}``,
+``{"$numpy": dtype, "value": v}``, ``{"$ndarray": dtype, "shape": s, "data": [...]}`` and
+``{"$estimator": class, "params": {...}}`` (an unfitted estimator used as a parameter).
+
+Loading only instantiates classes registered with :func:`register_model_class`, and never
+unpickles anything.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import importlib.metadata
+import inspect
+import json
+import math
+import os
+import re
+import secrets
+import sys
+import zipfile
+import zlib
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import numpy as np
+
+from .tree._tree import NODE_FIELDS, Tree
+
+__all__ = [
+    "FORMAT",
+    "FORMAT_VERSION",
+    "MODEL_CLASSES",
+    "ModelFormatError",
+    "load_model",
+    "register_model_class",
+    "save_model",
+]
+
+#: Value of ``meta.json["format"]``.
+FORMAT = "cipherforest-model"
+#: Version of the layout described in the module docstring; bump on incompatible changes.
+FORMAT_VERSION = 1
+#: Classes that :func:`load_model` may instantiate, by class name.
+MODEL_CLASSES: dict[str, type] = {}
+
+_META_MEMBER = "meta.json"
+_TREE_FIELDS = {**NODE_FIELDS, "value": np.float64}
+_ARRAY_KINDS = "biufcUS"  # bool, integers, floats, complex, unicode and byte strings
+_ATTRIBUTE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*_\Z")
+_PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# Modules whose import registers the built-in estimators, tried when a class is unknown.
+_BUILTIN_MODEL_MODULES = ("cipherforest.tree", "cipherforest.ensemble")
+# Errors that reading a damaged zip archive or .npy member can raise.
+_READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+                ValueError, KeyError, NotImplementedError, RuntimeError)
+
+# numpy < 2.1 has no allow_pickle in savez (and would store it as an array); object arrays
+# are rejected before writing anyway.
+_SAVEZ_OPTIONS = ({"allow_pickle": False}
+                  if "allow_pickle" in inspect.signature(np.savez).parameters else {})
+
+_T = TypeVar("_T", bound=type)
+
+
+class ModelFormatError(ValueError):
+    """A file is not a valid cipherforest model file (corrupt, foreign or unsupported)."""
+
+
+def register_model_class(cls: _T) -> _T:
+    """Class decorator allowing :func:`load_model` to instantiate ``cls``.
+
+    Parameters
+    ----------
+    cls : type
+        An estimator class with ``get_params`` whose constructor accepts its parameters as
+        keyword arguments and whose fitted state is its public ``*_`` attributes.
+
+    Returns
+    -------
+    cls : type
+        The same class, now in ``MODEL_CLASSES`` under ``cls.__name__``.
+
+    Raises
+    ------
+    TypeError
+        If ``cls`` is not a class with a ``get_params`` method.
+    ValueError
+        If a different class is already registered under the same name.
+    """
+    if not isinstance(cls, type) or not callable(getattr(cls, "get_params", None)):
+        raise TypeError(f"register_model_class expects an estimator class, got {cls!r}")
+    name = cls.__name__
+    existing = MODEL_CLASSES.get(name)
+    # Re-registration of the "same" class happens when its module is reloaded.
+    if existing is not None and _qualified_name(existing) != _qualified_name(cls):
+        raise ValueError(f"model class name {name!r} is already registered for "
+                         f"{_qualified_name(existing)}")
+    MODEL_CLASSES[name] = cls
+    return cls
+
+
+def _qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _library_version() -> str:
+    package = sys.modules.get("cipherforest")
+    version = getattr(package, "__version__", None)
+    if version is not None:
+        return str(version)
+    try:
+        return importlib.metadata.version("cipherforest")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+# ------------------------------------------------------------------------------ encoding
+def _is_registered(obj: Any) -> bool:
+    return MODEL_CLASSES.get(type(obj).__name__) is type(obj)
+
+
+def _unregistered_message(cls: type) -> str:
+    return (f"class {_qualified_name(cls)} is not registered for saving; decorate it with "
+            "cipherforest.io.register_model_class")
+
+
+def _to_json(obj: Any, where: str) -> Any:
+    """JSON-safe, faithfully decodable form of a parameter or scalar value."""
+    # numpy scalars first: np.float64 and np.str_ subclass float and str.
+    if isinstance(obj, np.generic) and obj.dtype.kind in "biufU":
+        return {"$numpy": obj.dtype.str, "value": _to_json(obj.item(), where)}
+    if obj is None or isinstance(obj, bool | str):
+        return obj
+    if isinstance(obj, int):
+        return int(obj)
+    if isinstance(obj, float):
+        return float(obj) if math.isfinite(obj) else {"$float": repr(float(obj))}
+    if isinstance(obj, np.ndarray) and obj.dtype.kind in "biufU":
+        return {"$ndarray": obj.dtype.str, "shape": list(obj.shape),
+                "data": _to_json(obj.ravel().tolist(), where)}
+    if isinstance(obj, list):
+        return [_to_json(item, where) for item in obj]
+    if isinstance(obj, tuple):
+        return {"$tuple": [_to_json(item, where) for item in obj]}
+    if isinstance(obj, dict):
+        return {"$dict": [[_to_json(k, where), _to_json(v, where)] for k, v in obj.items()]}
+    if _is_registered(obj):
+        return {"$estimator": type(obj).__name__,
+                "params": _to_json(obj.get_params(deep=False), where)}
+    raise TypeError(f"cannot save {where}: values of type {type(obj).__qualname__} are not "
+                    "supported")
+
+
+def _is_plain_scalar(obj: Any) -> bool:
+    return obj is None or type(obj) in (bool, int, float, str)
+
+
+class _Encoder:
+    """Turns an estimator into a JSON spec plus a dict of arrays to store.
+
+    ``path`` arguments are attribute paths such as ``estimators_[3].tree_``, used in error
+    messages; ``key`` arguments are the matching array-name prefixes.
+    """
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def error(self, path: str, message: str) -> TypeError:
+        return TypeError(f"cannot save attribute {path!r} of {self.owner}: {message}")
+
+    def estimator(self, est: Any, key: str, path: str) -> dict[str, Any]:
+        if not _is_registered(est):
+            message = _unregistered_message(type(est))
+            raise self.error(path, message) if path else TypeError(f"cannot save: {message}")
+        spec = {"class": type(est).__name__, "params": {}, "attributes": {}}
+        for name, value in est.get_params(deep=False).items():
+            where = f"parameter {path + '.' if path else ''}{name!r} of {self.owner}"
+            spec["params"][name] = _to_json(value, where)
+        for name, value in vars(est).items():
+            if name.endswith("_") and not name.startswith("_"):
+                spec["attributes"][name] = self.attribute(
+                    value, key + name, f"{path}.{name}" if path else name)
+        return spec
+
+    def attribute(self, obj: Any, key: str, path: str) -> dict[str, Any]:
+        if isinstance(obj, Tree):
+            for field in _TREE_FIELDS:
+                self.store(f"{key}.{field}", getattr(obj, field), path)
+            return {"kind": "tree", "prefix": key, "n_features": obj.n_features,
+                    "n_classes": [int(k) for k in obj.n_classes]}
+        if isinstance(obj, np.ndarray | np.generic):
+            return self.array(obj, key, path)
+        if _is_registered(obj):
+            return {"kind": "estimator", **self.estimator(obj, key + ".", path)}
+        if isinstance(obj, list | tuple):
+            if all(_is_plain_scalar(item) for item in obj):
+                return {"kind": "value", "value": _to_json(obj, repr(path))}
+            items = [self.attribute(item, f"{key}.{i}", f"{path}[{i}]")
+                     for i, item in enumerate(obj)]
+            return {"kind": "list", "tuple": isinstance(obj, tuple), "items": items}
+        if _is_plain_scalar(obj):
+            return {"kind": "value", "value": _to_json(obj, repr(path))}
+        if hasattr(obj, "get_params"):
+            raise self.error(path, _unregistered_message(type(obj)))
+        raise self.error(path, f"values of type {type(obj).__qualname__} are not supported")
+
+    def array(self, obj: np.ndarray | np.generic, key: str, path: str) -> dict[str, Any]:
+        array = np.asarray(obj)
+        is_object = array.dtype.kind == "O"
+        if is_object:
+            if not all(isinstance(item, str) for item in array.flat):
+                raise self.error(path, "object arrays are only supported when all their "
+                                       "elements are strings")
+            array = array.astype(str)
+        if array.dtype.kind not in _ARRAY_KINDS or array.dtype.fields is not None:
+            raise self.error(path, f"arrays of dtype {array.dtype} are not supported")
+        self.store(key, array, path)
+        return {"kind": "array", "key": key, "dtype": array.dtype.str, "shape": list(array.shape),
+                "object": is_object, "scalar": isinstance(obj, np.generic)}
+
+    def store(self, key: str, array: np.ndarray, path: str) -> None:
+        if key in self.arrays:
+            raise self.error(path, f"array name {key!r} is used twice")
+        self.arrays[key] = array
+
+
+# ------------------------------------------------------------------------------ decoding
+class _Decoder:
+    """Rebuilds an estimator from ``meta.json`` and the arrays of an open model file."""
+
+    def __init__(self, path: str, npz: Any):
+        self.path = path
+        self.npz = npz
+
+    def fail(self, message: str) -> NoReturn:
+        raise ModelFormatError(f"{self.path}: {message}")
+
+    def expect(self, spec: Any, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+        if not isinstance(spec, dict) or key not in spec:
+            self.fail(f"malformed model file: {where} has no {key!r} entry")
+        value = spec[key]
+        if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+            self.fail(f"malformed model file: {where}[{key!r}] has type "
+                      f"{type(value).__name__}")
+        return value
+
+    def model_class(self, name: str) -> type:
+        if name not in MODEL_CLASSES:
+            _import_builtin_models()
+        cls = MODEL_CLASSES.get(name)
+        if cls is None:
+            known = ", ".join(sorted(MODEL_CLASSES)) or "none"
+            self.fail(f"unknown model class {name!r} (registered classes: {known})")
+        return cls
+
+    def estimator(self, spec: dict, where: str) -> Any:
+        cls = self.model_class(self.expect(spec, "class", str, where))
+        params = self.expect(spec, "params", dict, where)
+        attributes = self.expect(spec, "attributes", dict, where)
+        for name in params:
+            if not _PARAM_NAME.match(name):
+                self.fail(f"malformed model file: invalid parameter name {name!r} in {where}")
+        decoded = {name: self.json(value, f"parameter {name!r} of {where}")
+                   for name, value in params.items()}
+        try:
+            est = cls(**decoded)
+        except (TypeError, ValueError) as exc:
+            self.fail(f"cannot create {cls.__name__} from the saved parameters: {exc}")
+        for name, attr_spec in attributes.items():
+            if not _ATTRIBUTE_NAME.match(name):
+                self.fail(f"malformed model file: invalid attribute name {name!r} in {where}")
+            setattr(est, name, self.attribute(attr_spec, f"{where}.{name}"))
+        return est
+
+    def attribute(self, spec: Any, where: str) -> Any:
+        kind = self.expect(spec, "kind", str, where)
+        if kind == "value":
+            return self.json(spec.get("value"), where)
+        if kind == "array":
+            return self.array(spec, where)
+        if kind == "tree":
+            return self.tree(spec, where)
+        if kind == "estimator":
+            return self.estimator(spec, where)
+        if kind == "list":
+            items = [self.attribute(item, f"{where}[{i}]")
+                     for i, item in enumerate(self.expect(spec, "items", list, where))]
+            return tuple(items) if spec.get("tuple") else items
+        self.fail(f"malformed model file: unknown attribute kind {kind!r} for {where}")
+
+    def load_array(self, key: str, where: str) -> np.ndarray:
+        try:
+            array = self.npz[key]
+        except KeyError:
+            self.fail(f"array {key!r} of {where} is missing")
+        except _READ_ERRORS as exc:
+            self.fail(f"array {key!r} of {where} is corrupt ({type(exc).__name__}: {exc})")
+        if not isinstance(array, np.ndarray):  # NpzFile returns raw bytes for non-.npy data
+            self.fail(f"member {key!r} of {where} is not a .npy array")
+        return array
+
+    def array(self, spec: dict, where: str) -> np.ndarray | np.generic:
+        key = self.expect(spec, "key", str, where)
+        array = self.load_array(key, where)
+        if array.dtype.str != spec.get("dtype") or list(array.shape) != spec.get("shape"):
+            self.fail(f"array {key!r} of {where} has dtype {array.dtype.str} and shape "
+                      f"{array.shape}, expected {spec.get('dtype')} and {spec.get('shape')}")
+        if spec.get("object"):
+            array = array.astype(object)
+        if spec.get("scalar"):
+            return array[()]
+        return array
+
+    def tree(self, spec: dict, where: str) -> Tree:
+        prefix = self.expect(spec, "prefix", str, where)
+        n_features = self.expect(spec, "n_features", int, where)
+        n_classes = self.expect(spec, "n_classes", list, where)
+        arrays = {}
+        for field, dtype in _TREE_FIELDS.items():
+            key = f"{prefix}.{field}"
+            array = self.load_array(key, where)
+            if array.dtype != dtype:
+                self.fail(f"tree array {key!r} of {where} has dtype {array.dtype}, expected "
+                          f"{np.dtype(dtype)}")
+            arrays[field] = array
+        try:
+            if not n_classes or not all(type(k) is int and k > 0 for k in n_classes):
+                raise ValueError(f"invalid n_classes {n_classes!r}")
+            return Tree(n_features, np.array(n_classes, dtype=np.intp), arrays)
+        except ValueError as exc:
+            self.fail(f"invalid tree in {where}: {exc}")
+
+    def json(self, value: Any, where: str) -> Any:
+        if value is None or isinstance(value, bool | int | float | str):
+            return value
+        if isinstance(value, list):
+            return [self.json(item, where) for item in value]
+        if not isinstance(value, dict) or len(value) == 0:
+            self.fail(f"malformed value for {where}")
+        try:
+            return self._tagged(value, where)
+        except (TypeError, ValueError, KeyError, IndexError) as exc:
+            if isinstance(exc, ModelFormatError):
+                raise
+            self.fail(f"malformed value for {where}: {exc}")
+
+    def _tagged(self, value: dict, where: str) -> Any:
+        if "$tuple" in value:
+            return tuple(self.json(value["$tuple"], where))
+        if "$dict" in value:
+            return {self.json(k, where): self.json(v, where) for k, v in value["$dict"]}
+        if "$float" in value:
+            if value["$float"] not in ("nan", "inf", "-inf"):
+                raise ValueError(f"unknown float {value['$float']!r}")
+            return float(value["$float"])
+        if "$numpy" in value:
+            dtype = np.dtype(value["$numpy"])
+            if dtype.kind not in "biufU":
+                raise ValueError(f"unsupported dtype {dtype}")
+            return dtype.type(self.json(value["value"], where))
+        if "$ndarray" in value:
+            dtype = np.dtype(value["$ndarray"])
+            if dtype.kind not in "biufU":
+                raise ValueError(f"unsupported dtype {dtype}")
+            data = np.array(self.json(value["data"], where), dtype=dtype)
+            return data.reshape(tuple(value["shape"]))
+        if "$estimator" in value:
+            cls = self.model_class(value["$estimator"])
+            params = self.json(value["params"], where)
+            if not isinstance(params, dict):
+                raise ValueError("estimator parameters are not a dict")
+            return cls(**params)
+        raise ValueError(f"unknown tag in {sorted(value)}")
+
+
+def _import_builtin_models() -> None:
+    for module in _BUILTIN_MODEL_MODULES:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not module.startswith(exc.name):
+                raise
+
+
+# ------------------------------------------------------------------------------ files
+def _create_temp(directory: str, basename: str) -> tuple[int, str]:
+    """Open a new file next to the target; 0o666 lets the umask decide its permissions."""
+    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
+    while True:
+        temp = os.path.join(directory, f".{basename}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(temp, flags, 0o666), temp
+        except FileExistsError:
+            continue
+
+
+def _fsync_directory(directory: str) -> None:
+    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, temp = _create_temp(directory, os.path.basename(path))
+    try:
+        with os.fdopen(fd, "w+b") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(temp)
+        raise
+    _fsync_directory(directory)
+
+
+def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
+    """Save a fitted estimator to ``path`` without pickle.
+
+    The file is written atomically: to a temporary file in the same directory, flushed and
+    fsynced, then renamed over ``path``. On any error ``path`` is left untouched and the
+    temporary file is removed.
+
+    Parameters
+    ----------
+    estimator : estimator
+        An instance of a class registered with :func:`register_model_class`. Its parameters
+        and its public fitted attributes (names ending with ``_``) are saved; private
+        attributes are not.
+    path : str or os.PathLike
+        Destination file; no extension is added (``.cfmodel`` is customary).
+
+    Raises
+    ------
+    TypeError
+        If the estimator's class is not registered, or a parameter or attribute has a type
+        the format does not support (the message names it).
+    """
+    path = os.fspath(path)
+    encoder = _Encoder(type(estimator).__name__)
+    spec = encoder.estimator(estimator, "", "")
+    meta = {"format": FORMAT, "format_version": FORMAT_VERSION,
+            "library_version": _library_version(), **spec}
+    meta_bytes = json.dumps(meta, allow_nan=False, separators=(",", ":")).encode("utf-8")
+
+    def write(file: Any) -> None:
+        np.savez(file, **_SAVEZ_OPTIONS, **encoder.arrays)
+        with zipfile.ZipFile(file, "a") as archive:
+            archive.writestr(_META_MEMBER, meta_bytes)
+
+    _atomic_write(path, write)
+
+
+def _read_meta(path: str, archive: zipfile.ZipFile) -> dict[str, Any]:
+    def fail(message: str) -> NoReturn:
+        raise ModelFormatError(f"{path}: {message}")
+
+    try:
+        raw = archive.read(_META_MEMBER)
+    except KeyError:
+        fail(f"not a cipherforest model file (no {_META_MEMBER} member)")
+    except _READ_ERRORS as exc:
+        fail(f"corrupt model file: cannot read {_META_MEMBER} ({type(exc).__name__}: {exc})")
+    try:
+        meta = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        fail(f"corrupt model file: {_META_MEMBER} is not valid JSON ({exc})")
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        fail(f"not a cipherforest model file ({_META_MEMBER} has no format {FORMAT!r})")
+    version = meta.get("format_version")
+    if type(version) is not int or version != FORMAT_VERSION:
+        fail(f"unsupported format_version {version!r}; this version of cipherforest reads "
+             f"format_version {FORMAT_VERSION} (file written by cipherforest "
+             f"{meta.get('library_version', 'unknown')})")
+    return meta
+
+
+def load_model(path: str | os.PathLike[str]) -> Any:
+    """Load an estimator saved with :func:`save_model`.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The model file.
+
+    Returns
+    -------
+    estimator : estimator
+        A new instance of the saved (registered) class with the saved parameters and
+        fitted attributes; arrays keep their dtypes.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ModelFormatError
+        If the file is not a zip archive, is truncated or corrupt, is not a cipherforest
+        model, has an unsupported ``format_version``, names an unregistered class, lacks an
+        array, or holds an invalid tree. The message names the file and the problem.
+    """
+    path = os.fspath(path)
+    with open(path, "rb") as file:
+        try:
+            archive = zipfile.ZipFile(file)
+        except _READ_ERRORS as exc:
+            raise ModelFormatError(f"{path}: not a cipherforest model file (not a readable "
+                                   f"zip archive: {exc})") from None
+        with archive:
+            meta = _read_meta(path, archive)
+            file.seek(0)
+            try:
+                npz = np.load(file, allow_pickle=False)
+            except _READ_ERRORS as exc:
+                raise ModelFormatError(f"{path}: corrupt model file ({exc})") from None
+            with npz:
+                return _Decoder(path, npz).estimator(meta, "model")
