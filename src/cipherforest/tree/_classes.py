@@ -46,6 +46,27 @@ def resolve_max_features(max_features, n_features: int) -> int:
     return max(1, int(max_features * n_features))
 
 
+def validate_fit_arrays(estimator, X, y, sample_weight):
+    """Validate training arrays for a single-output tree model (and set ``n_features_in_``,
+    ``feature_names_in_`` and ``missing_values_in_feature_mask_`` on ``estimator``).
+
+    Returns float64 ``X`` (NaN allowed, inf rejected), 1-D ``y`` and float64 non-negative
+    ``sample_weight``.
+    """
+    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
+                         multi_output=True)
+    estimator.missing_values_in_feature_mask_ = np.isnan(X).any(axis=0)
+    y = np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    elif y.ndim != 1:
+        raise ValueError(f"{type(estimator).__name__} supports a single output; y has shape "
+                         f"{y.shape}")
+    sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                         ensure_non_negative=True)
+    return X, y, sample_weight
+
+
 class BaseDecisionTree(BaseEstimator):
     """Parameters and fit/predict plumbing shared by the classifier and the regressor."""
 
@@ -105,18 +126,7 @@ class BaseDecisionTree(BaseEstimator):
         )
 
     def _validate_X_y(self, X, y, sample_weight):
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
-                             multi_output=True)
-        self.missing_values_in_feature_mask_ = np.isnan(X).any(axis=0)
-        y = np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        elif y.ndim != 1:
-            raise ValueError(f"{type(self).__name__} supports a single output; y has shape "
-                             f"{y.shape}")
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                             ensure_non_negative=True)
-        return X, y, sample_weight
+        return validate_fit_arrays(self, X, y, sample_weight)
 
     def _fit_encoded(self, X, y_encoded, sample_weight, n_classes: int, criterion: int):
         if not np.any(sample_weight > 0):
@@ -325,7 +335,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 
     def predict(self, X):
         """Majority class of each sample's leaf (ties: the first class in ``classes_``)."""
-        return self.classes_.take(np.argmax(self.predict_proba(X), axis=1))
+        proba = self.predict_proba(X)
+        return self.classes_.take(np.argmax(proba, axis=1))
 
 
 @register_model_class

@@ -1,0 +1,141 @@
+"""Pieces every ensemble shares: bootstrap draws, out-of-bag bookkeeping, thread pools and a
+progress bar for long fits."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+#: Seeds handed to sub-estimators are drawn below this bound (as scikit-learn does).
+SEED_BOUND = np.iinfo(np.int32).max
+
+
+def draw_seeds(random_state: np.random.RandomState, n: int) -> np.ndarray:
+    """``n`` sub-estimator seeds from the ensemble's generator (order defines the ensemble)."""
+    return random_state.randint(SEED_BOUND, size=n)
+
+
+def resolve_n_draws(max_samples, n_samples: int) -> int:
+    """Bootstrap size from scikit-learn's ``max_samples`` (None, int or fraction)."""
+    if max_samples is None:
+        return n_samples
+    if isinstance(max_samples, (int, np.integer)):
+        if max_samples > n_samples:
+            raise ValueError(f"max_samples={max_samples} must be <= n_samples={n_samples}")
+        return int(max_samples)
+    return max(1, round(n_samples * float(max_samples)))
+
+
+def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
+    """How often each of ``n_samples`` rows is drawn in ``n_draws`` draws with replacement."""
+    draws = np.random.RandomState(seed).randint(0, n_samples, n_draws)
+    return np.bincount(draws, minlength=n_samples)
+
+
+def warn_if_oob_missing(n_oob_models: np.ndarray) -> np.ndarray:
+    """Mask of rows that have at least one out-of-bag model; warn when some have none.
+
+    The seed's rule: rows that every model saw are left out of the OOB estimate.
+    """
+    covered = n_oob_models > 0
+    if not covered.all():
+        warnings.warn(
+            f"{int((~covered).sum())} of {covered.shape[0]} samples were used by every "
+            "estimator and have no out-of-bag prediction; they are left out of the OOB score. "
+            "Use more estimators for a reliable estimate.",
+            UserWarning,
+            stacklevel=3,
+        )
+    return covered
+
+
+def effective_n_jobs(n_jobs: int | None) -> int:
+    """Threads to use: None → 1, -1 → all cores, -k → all but k-1 cores."""
+    cores = os.cpu_count() or 1
+    if n_jobs is None:
+        return 1
+    if n_jobs < 0:
+        return max(1, cores + 1 + n_jobs)
+    return max(1, int(n_jobs))
+
+
+def map_in_threads(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
+                   verbose: int = 0, desc: str = "fitting") -> list[R]:
+    """``[fn(x) for x in items]`` on a thread pool; results keep the order of ``items``.
+
+    The tree kernels release the GIL, so threads run them in parallel without copying data.
+    """
+    n_threads = min(effective_n_jobs(n_jobs), max(1, len(items)))
+    bar = ProgressBar(len(items), desc) if verbose > 0 else None
+    if n_threads == 1:
+        out = []
+        for item in items:
+            out.append(fn(item))
+            if bar:
+                bar.update()
+    else:
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            futures = [pool.submit(fn, item) for item in items]
+            out = []
+            for future in futures:
+                out.append(future.result())
+                if bar:
+                    bar.update()
+    if bar:
+        bar.close()
+    return out
+
+
+class ProgressBar:
+    """A one-line text progress bar on stderr, shown for fits with ``verbose > 0``."""
+
+    def __init__(self, total: int, desc: str = "", stream=None, width: int = 30):
+        self.total = max(1, total)
+        self.desc = desc
+        self.stream = stream if stream is not None else sys.stderr
+        self.width = width
+        self.done = 0
+        self.start = time.perf_counter()
+        self._draw()
+
+    def update(self, n: int = 1) -> None:
+        """Advance by ``n`` steps and redraw."""
+        self.done = min(self.total, self.done + n)
+        self._draw()
+
+    def close(self) -> None:
+        """Finish the line."""
+        self.stream.write("\n")
+        self.stream.flush()
+
+    def _draw(self) -> None:
+        filled = int(self.width * self.done / self.total)
+        elapsed = time.perf_counter() - self.start
+        self.stream.write(f"\r{self.desc} [{'#' * filled}{'.' * (self.width - filled)}] "
+                          f"{self.done}/{self.total} {elapsed:.1f}s")
+        self.stream.flush()
+
+
+def iterate_with_progress(items: Iterable[T], total: int, verbose: int,
+                          desc: str) -> Iterable[T]:
+    """Yield ``items``, drawing a progress bar when ``verbose > 0`` (sequential fits)."""
+    if verbose <= 0:
+        yield from items
+        return
+    bar = ProgressBar(total, desc)
+    try:
+        for item in items:
+            yield item
+            bar.update()
+    finally:
+        bar.close()

@@ -1,0 +1,452 @@
+"""Random forests and extremely randomised trees.
+
+All trees of a forest grow on one prepared copy of the training matrix (presorted once for the
+exact finder, binned once for ``max_bins``); each tree only gets its own bootstrap counts as
+sample weights, so no rows are copied. Trees grow in threads: the numba kernels release the
+GIL. Every tree's seed is drawn up front from ``random_state``, so the forest is identical for
+any ``n_jobs``.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.metrics import accuracy_score, r2_score
+from sklearn.utils import compute_sample_weight
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from ..io import register_model_class
+from ..tree._classes import (
+    BaseDecisionTree,
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    validate_fit_arrays,
+)
+from ..tree._common import CRITERIA_CLF, CRITERIA_REG
+from ..tree._fit import grow_tree_on, prepare_tree_data
+from ..tree._pruning import prune_tree
+from ._base import (
+    bootstrap_counts,
+    draw_seeds,
+    effective_n_jobs,
+    map_in_threads,
+    resolve_n_draws,
+    warn_if_oob_missing,
+)
+
+#: Parameters a forest passes on to each of its trees.
+TREE_PARAMS = ("criterion", "max_depth", "min_samples_split", "min_samples_leaf",
+               "min_weight_fraction_leaf", "max_features", "max_leaf_nodes",
+               "min_impurity_decrease", "ccp_alpha", "max_bins")
+
+
+class BaseForest(BaseEstimator):
+    """Bootstrap, threading, OOB and warm start shared by the four forest estimators."""
+
+    _tree_class: type[BaseDecisionTree]
+    _splitter: str
+
+    _parameter_constraints: dict = {
+        **{k: v for k, v in BaseDecisionTree._parameter_constraints.items()
+           if k in TREE_PARAMS},
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "bootstrap": ["boolean"],
+        "oob_score": ["boolean"],
+        "n_jobs": [Integral, None],
+        "random_state": ["random_state"],
+        "verbose": ["verbose"],
+        "warm_start": ["boolean"],
+        "max_samples": [
+            None,
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            Interval(Integral, 1, None, closed="left"),
+        ],
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------ fitting
+    def _tree_template(self) -> BaseDecisionTree:
+        params = {name: getattr(self, name) for name in TREE_PARAMS}
+        if isinstance(self, ClassifierMixin):
+            params["class_weight"] = None  # folded into the sample weights by the forest
+        return self._tree_class(splitter=self._splitter, **params)
+
+    def _fit_forest(self, X, y_encoded, sample_weight, n_classes: int, criterion: int,
+                    class_weight_per_tree: str | None):
+        if not self.bootstrap and self.max_samples is not None:
+            raise ValueError("max_samples can only be set when bootstrap=True; "
+                             f"got max_samples={self.max_samples!r} with bootstrap=False")
+        if self.oob_score and not self.bootstrap:
+            raise ValueError("Out of bag estimation only available if bootstrap=True")
+        n_samples = X.shape[0]
+        n_draws = resolve_n_draws(self.max_samples, n_samples) if self.bootstrap else n_samples
+
+        random_state = check_random_state(self.random_state)
+        if not self.warm_start or not hasattr(self, "estimators_"):
+            self.estimators_ = []
+            self.estimator_seeds_ = np.zeros(0, dtype=np.int64)
+        n_existing = len(self.estimators_)
+        if self.n_estimators < n_existing:
+            raise ValueError(f"n_estimators={self.n_estimators} must be larger or equal to "
+                             f"len(estimators_)={n_existing} when warm_start==True")
+        # Same seeds as a fresh fit with the larger n_estimators would draw.
+        seeds = draw_seeds(random_state, self.n_estimators)
+        data_seed = int(random_state.randint(np.iinfo(np.int32).max))
+        new_seeds = seeds[n_existing:]
+
+        if new_seeds.shape[0] > 0:
+            template = self._tree_template()
+            data = prepare_tree_data(X, self.max_bins, data_seed)
+
+            def grow(seed: int):
+                weight = self._tree_weights(int(seed), sample_weight, y_encoded, n_samples,
+                                            n_draws, n_classes, class_weight_per_tree)
+                # As in scikit-learn, fractions refer to n_samples and to this tree's weights.
+                params = template._growth_params(criterion, n_samples, float(weight.sum()),
+                                                 X.shape[1])
+                tree = grow_tree_on(data, y_encoded, weight, n_classes, params, int(seed))
+                if self.ccp_alpha > 0.0:
+                    tree = prune_tree(tree, float(self.ccp_alpha))
+                return self._wrap_tree(template, tree, int(seed), params.max_features,
+                                       n_classes)
+
+            new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
+                                       desc=type(self).__name__)
+            self.estimators_ = self.estimators_ + new_trees
+            self.estimator_seeds_ = np.asarray(seeds, dtype=np.int64)
+        if self.oob_score:
+            self._compute_oob(X, y_encoded, sample_weight, n_draws)
+        return self
+
+    def _tree_weights(self, seed, sample_weight, y_encoded, n_samples, n_draws, n_classes,
+                      class_weight_per_tree):
+        if not self.bootstrap:
+            return sample_weight
+        counts = bootstrap_counts(seed, n_samples, n_draws)
+        weight = sample_weight * counts
+        if class_weight_per_tree == "balanced_subsample":
+            drawn = np.bincount(y_encoded, weights=counts, minlength=n_classes)
+            present = drawn > 0
+            class_w = np.zeros(n_classes)
+            class_w[present] = counts.sum() / (present.sum() * drawn[present])
+            weight = weight * class_w[y_encoded]
+        return weight
+
+    def _wrap_tree(self, template, tree, seed, max_features, n_classes):
+        est = self._tree_class(**{**template.get_params(), "random_state": seed})
+        est.tree_ = tree
+        est.n_features_in_ = self.n_features_in_
+        est.n_outputs_ = 1
+        est.max_features_ = max_features
+        est.missing_values_in_feature_mask_ = self.missing_values_in_feature_mask_
+        if isinstance(self, ClassifierMixin):
+            est.classes_ = self.classes_
+            est.n_classes_ = n_classes
+        return est
+
+    def _compute_oob(self, X, y_encoded, sample_weight, n_draws):
+        n_samples = X.shape[0]
+        width = self.n_classes_ if isinstance(self, ClassifierMixin) else 1
+        total = np.zeros((n_samples, width))
+        n_models = np.zeros(n_samples, dtype=np.int64)
+        for est, seed in zip(self.estimators_, self.estimator_seeds_, strict=True):
+            oob = bootstrap_counts(int(seed), n_samples, n_draws) == 0
+            if not oob.any():
+                continue
+            total[oob] += est.tree_.predict(X[oob])[:, 0, :width]
+            n_models[oob] += 1
+        covered = warn_if_oob_missing(n_models)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = total / n_models[:, np.newaxis]
+        mean[~covered] = np.nan
+        if isinstance(self, ClassifierMixin):
+            self.oob_decision_function_ = mean
+            self.oob_score_ = float(accuracy_score(
+                y_encoded[covered], np.argmax(mean[covered], axis=1),
+                sample_weight=sample_weight[covered]))
+        else:
+            self.oob_prediction_ = mean[:, 0]
+            self.oob_score_ = float(r2_score(y_encoded[covered], mean[covered, 0],
+                                             sample_weight=sample_weight[covered]))
+
+    # ------------------------------------------------------------------ prediction
+    def _validate_X_predict(self, X):
+        check_is_fitted(self, "estimators_")
+        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
+                             reset=False)
+
+    def _mean_tree_values(self, X) -> np.ndarray:
+        """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads."""
+        n_threads = min(effective_n_jobs(self.n_jobs), len(self.estimators_))
+        chunks = np.array_split(np.arange(len(self.estimators_)), n_threads)
+
+        def partial_sum(indices):
+            total = None
+            for i in indices:
+                value = self.estimators_[i].tree_.predict(X)[:, 0, :]
+                total = value.copy() if total is None else total + value
+            return total
+
+        parts = map_in_threads(partial_sum, [c for c in chunks if c.shape[0]], n_threads)
+        return sum(parts[1:], parts[0]) / len(self.estimators_)
+
+    def apply(self, X):
+        """Leaf index of every sample in every tree, shape (n_samples, n_estimators)."""
+        X = self._validate_X_predict(X)
+        return np.column_stack([est.tree_.apply(X) for est in self.estimators_])
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Mean over trees of each tree's normalised MDI importances, renormalised."""
+        check_is_fitted(self, "estimators_")
+        per_tree = [est.tree_.compute_feature_importances() for est in self.estimators_
+                    if est.tree_.node_count > 1]
+        if not per_tree:
+            return np.zeros(self.n_features_in_)
+        mean = np.mean(per_tree, axis=0)
+        return mean / mean.sum()
+
+
+class ForestClassifierMixin(ClassifierMixin):
+    """Classification half of a forest: label encoding, class weights, probability average."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Grow the forest on (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN allowed.
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
+        check_classification_targets(y)
+        classes, y_encoded = np.unique(y, return_inverse=True)
+        if hasattr(self, "classes_") and self.warm_start and hasattr(self, "estimators_"):
+            if not np.array_equal(classes, self.classes_):
+                raise ValueError("warm_start needs the same classes as the first fit")
+        self.classes_ = classes
+        self.n_classes_ = int(classes.shape[0])
+        per_tree = None
+        if self.class_weight == "balanced_subsample":
+            per_tree = "balanced_subsample" if self.bootstrap else None
+            if not self.bootstrap:
+                sample_weight = sample_weight * compute_sample_weight("balanced", y)
+        elif self.class_weight is not None:
+            sample_weight = sample_weight * compute_sample_weight(self.class_weight, y)
+        if not np.any(sample_weight > 0):
+            raise ValueError("sample_weight is zero for every sample; nothing to fit")
+        return self._fit_forest(X, y_encoded, sample_weight, self.n_classes_,
+                                CRITERIA_CLF[self.criterion], per_tree)
+
+    def predict_proba(self, X):
+        """Mean of the trees' class proportions, shape (n_samples, n_classes)."""
+        X = self._validate_X_predict(X)
+        return self._mean_tree_values(X)[:, : self.n_classes_]
+
+    def predict_log_proba(self, X):
+        """Natural logarithm of ``predict_proba``."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X):
+        """Class with the highest mean probability."""
+        proba = self.predict_proba(X)
+        return self.classes_.take(np.argmax(proba, axis=1))
+
+
+class ForestRegressorMixin(RegressorMixin):
+    """Regression half of a forest: mean of the trees' predictions."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None):
+        """Grow the forest on (X, y).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            NaN allowed.
+        y : array-like of shape (n_samples,)
+        sample_weight : array-like of shape (n_samples,), default=None
+
+        Returns
+        -------
+        self
+        """
+        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
+        y = np.asarray(y, dtype=np.float64)
+        if self.criterion == "poisson" and (np.any(y < 0) or np.sum(y) <= 0):
+            raise ValueError("poisson criterion needs non-negative y with a positive sum")
+        if not np.any(sample_weight > 0):
+            raise ValueError("sample_weight is zero for every sample; nothing to fit")
+        return self._fit_forest(X, y, sample_weight, 1, CRITERIA_REG[self.criterion], None)
+
+    def predict(self, X):
+        """Mean of the trees' predictions."""
+        X = self._validate_X_predict(X)
+        return self._mean_tree_values(X)[:, 0]
+
+
+_CLF_CONSTRAINTS = {
+    "criterion": [StrOptions(set(CRITERIA_CLF))],
+    "class_weight": [dict, StrOptions({"balanced", "balanced_subsample"}), None],
+}
+_REG_CONSTRAINTS = {"criterion": [StrOptions(set(CRITERIA_REG))]}
+
+_FOREST_DOC = """
+    Parameters
+    ----------
+    n_estimators : int, default=100
+    criterion : str
+        As the decision trees: "gini", "entropy"/"log_loss" (classification);
+        "squared_error", "poisson" (regression).
+    max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_leaf_nodes, \
+min_impurity_decrease, ccp_alpha
+        Passed to every tree (see :class:`cipherforest.DecisionTreeClassifier`).
+    max_features : int, float, {"sqrt", "log2"} or None
+        Features drawn at each split ("sqrt" by default for classification, 1.0 for regression).
+    bootstrap : bool
+        Grow each tree on a bootstrap sample (N draws with replacement, passed as counts).
+    oob_score : bool, default=False
+        Score every training sample with the trees that did not draw it (``oob_score_``);
+        samples drawn by every tree are left out, with a warning.
+    n_jobs : int, default=None
+        Threads growing trees and predicting (-1: all cores). Results do not depend on it.
+    random_state : int, RandomState instance or None, default=None
+    verbose : int, default=0
+        Progress bar on stderr when > 0.
+    warm_start : bool, default=False
+        Add trees to the existing forest when ``n_estimators`` grows.
+    class_weight : dict, "balanced", "balanced_subsample" or None (classifiers)
+        "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample.
+    max_samples : int, float or None, default=None
+        Bootstrap size (None: n_samples).
+    max_bins : int in [2, 255] or None, default=None
+        Histogram split finding with features binned once for the whole forest.
+
+    Attributes
+    ----------
+    estimators_ : list of fitted trees
+    estimator_seeds_ : ndarray of shape (n_estimators,)
+        Seed of each tree; also seeds its bootstrap draw.
+    classes_, n_classes_ : classifiers only
+    n_features_in_, feature_names_in_ : as scikit-learn
+    feature_importances_ : ndarray of shape (n_features_in_,)
+    oob_score_, oob_decision_function_ / oob_prediction_ : with ``oob_score=True``
+"""
+
+
+def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
+                 min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
+                 min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
+                 warm_start, ccp_alpha, max_samples, max_bins):
+    self.n_estimators = n_estimators
+    self.criterion = criterion
+    self.max_depth = max_depth
+    self.min_samples_split = min_samples_split
+    self.min_samples_leaf = min_samples_leaf
+    self.min_weight_fraction_leaf = min_weight_fraction_leaf
+    self.max_features = max_features
+    self.max_leaf_nodes = max_leaf_nodes
+    self.min_impurity_decrease = min_impurity_decrease
+    self.bootstrap = bootstrap
+    self.oob_score = oob_score
+    self.n_jobs = n_jobs
+    self.random_state = random_state
+    self.verbose = verbose
+    self.warm_start = warm_start
+    self.ccp_alpha = ccp_alpha
+    self.max_samples = max_samples
+    self.max_bins = max_bins
+
+
+@register_model_class
+class RandomForestClassifier(ForestClassifierMixin, BaseForest):
+    __doc__ = "A random forest classifier, drop-in for scikit-learn's." + _FOREST_DOC
+    _tree_class = DecisionTreeClassifier
+    _splitter = "best"
+    _parameter_constraints = {**BaseForest._parameter_constraints, **_CLF_CONSTRAINTS}
+
+    def __init__(self, n_estimators=100, *, criterion="gini", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
+                 bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
+                 warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
+                 max_bins=None):
+        _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
+                     min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
+                     min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+        self.class_weight = class_weight
+
+
+@register_model_class
+class ExtraTreesClassifier(ForestClassifierMixin, BaseForest):
+    __doc__ = ("An extremely randomised trees classifier (one random threshold per drawn "
+               "feature), drop-in for scikit-learn's." + _FOREST_DOC)
+    _tree_class = DecisionTreeClassifier
+    _splitter = "random"
+    _parameter_constraints = {**BaseForest._parameter_constraints, **_CLF_CONSTRAINTS}
+
+    def __init__(self, n_estimators=100, *, criterion="gini", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
+                 bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
+                 warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
+                 max_bins=None):
+        _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
+                     min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
+                     min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+        self.class_weight = class_weight
+
+
+@register_model_class
+class RandomForestRegressor(ForestRegressorMixin, BaseForest):
+    __doc__ = "A random forest regressor, drop-in for scikit-learn's." + _FOREST_DOC
+    _tree_class = DecisionTreeRegressor
+    _splitter = "best"
+    _parameter_constraints = {**BaseForest._parameter_constraints, **_REG_CONSTRAINTS}
+
+    def __init__(self, n_estimators=100, *, criterion="squared_error", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
+                 bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+        _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
+                     min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
+                     min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+
+
+@register_model_class
+class ExtraTreesRegressor(ForestRegressorMixin, BaseForest):
+    __doc__ = ("An extremely randomised trees regressor, drop-in for scikit-learn's."
+               + _FOREST_DOC)
+    _tree_class = DecisionTreeRegressor
+    _splitter = "random"
+    _parameter_constraints = {**BaseForest._parameter_constraints, **_REG_CONSTRAINTS}
+
+    def __init__(self, n_estimators=100, *, criterion="squared_error", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
+                 bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+        _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
+                     min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
+                     min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
