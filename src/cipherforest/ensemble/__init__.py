@@ -1,5 +1,6 @@
-"""Tree ensembles: random forests, extra trees, AdaBoost (more arrive as they land)."""
+"""Tree ensembles: bagging, random forests, extra trees, AdaBoost (more arrive as they land)."""
 
+from ._bagging import BaggingClassifier, BaggingRegressor
 from ._forest import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -9,6 +10,8 @@ from ._forest import (
 from ._weight_boosting import AdaBoostClassifier, AdaBoostRegressor
 
 __all__ = [
+    "BaggingClassifier",
+    "BaggingRegressor",
     "AdaBoostClassifier",
     "AdaBoostRegressor",
     "ExtraTreesClassifier",
