@@ -32,13 +32,15 @@ from ..tree._pruning import prune_tree
 from ._base import (
     bootstrap_counts,
     draw_seeds,
-    effective_n_jobs,
     map_in_threads,
     resolve_n_draws,
     warn_if_oob_missing,
 )
 
 #: Parameters a forest passes on to each of its trees.
+#: Trees whose predictions are summed together before block sums are added (in order).
+_TREES_PER_BLOCK = 8
+
 TREE_PARAMS = ("criterion", "max_depth", "min_samples_split", "min_samples_leaf",
                "min_weight_fraction_leaf", "max_features", "max_leaf_nodes",
                "min_impurity_decrease", "ccp_alpha", "max_bins")
@@ -99,7 +101,7 @@ class BaseForest(BaseEstimator):
                              f"len(estimators_)={n_existing} when warm_start==True")
         # Same seeds as a fresh fit with the larger n_estimators would draw.
         seeds = draw_seeds(random_state, self.n_estimators)
-        data_seed = int(random_state.randint(np.iinfo(np.int32).max))
+        data_seed = int(seeds[0])  # independent of n_estimators, so warm start bins alike
         new_seeds = seeds[n_existing:]
 
         if new_seeds.shape[0] > 0:
@@ -123,7 +125,7 @@ class BaseForest(BaseEstimator):
             self.estimators_ = self.estimators_ + new_trees
             self.estimator_seeds_ = np.asarray(seeds, dtype=np.int64)
         if self.oob_score:
-            self._compute_oob(X, y_encoded, sample_weight, n_draws)
+            self._compute_oob(X, y_encoded, n_draws)
         return self
 
     def _tree_weights(self, seed, sample_weight, y_encoded, n_samples, n_draws, n_classes,
@@ -152,7 +154,7 @@ class BaseForest(BaseEstimator):
             est.n_classes_ = n_classes
         return est
 
-    def _compute_oob(self, X, y_encoded, sample_weight, n_draws):
+    def _compute_oob(self, X, y_encoded, n_draws):
         n_samples = X.shape[0]
         width = self.n_classes_ if isinstance(self, ClassifierMixin) else 1
         total = np.zeros((n_samples, width))
@@ -169,13 +171,12 @@ class BaseForest(BaseEstimator):
         mean[~covered] = np.nan
         if isinstance(self, ClassifierMixin):
             self.oob_decision_function_ = mean
-            self.oob_score_ = float(accuracy_score(
-                y_encoded[covered], np.argmax(mean[covered], axis=1),
-                sample_weight=sample_weight[covered]))
+            # Plain accuracy, as the seed's OOB estimate (class weights only shape the trees).
+            self.oob_score_ = float(accuracy_score(y_encoded[covered],
+                                                   np.argmax(mean[covered], axis=1)))
         else:
             self.oob_prediction_ = mean[:, 0]
-            self.oob_score_ = float(r2_score(y_encoded[covered], mean[covered, 0],
-                                             sample_weight=sample_weight[covered]))
+            self.oob_score_ = float(r2_score(y_encoded[covered], mean[covered, 0]))
 
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
@@ -184,19 +185,26 @@ class BaseForest(BaseEstimator):
                              reset=False)
 
     def _mean_tree_values(self, X) -> np.ndarray:
-        """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads."""
-        n_threads = min(effective_n_jobs(self.n_jobs), len(self.estimators_))
-        chunks = np.array_split(np.arange(len(self.estimators_)), n_threads)
+        """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads.
 
-        def partial_sum(indices):
-            total = None
-            for i in indices:
-                value = self.estimators_[i].tree_.predict(X)[:, 0, :]
-                total = value.copy() if total is None else total + value
+        Trees are summed in fixed blocks of ``_TREES_PER_BLOCK`` and the block sums added in
+        order, so the float result does not depend on ``n_jobs``.
+        """
+        n_trees = len(self.estimators_)
+        blocks = [range(i, min(i + _TREES_PER_BLOCK, n_trees))
+                  for i in range(0, n_trees, _TREES_PER_BLOCK)]
+
+        def block_sum(indices):
+            total = self.estimators_[indices[0]].tree_.predict(X)[:, 0, :].copy()
+            for i in indices[1:]:
+                total += self.estimators_[i].tree_.predict(X)[:, 0, :]
             return total
 
-        parts = map_in_threads(partial_sum, [c for c in chunks if c.shape[0]], n_threads)
-        return sum(parts[1:], parts[0]) / len(self.estimators_)
+        parts = map_in_threads(block_sum, blocks, self.n_jobs)
+        total = parts[0]
+        for part in parts[1:]:
+            total += part
+        return total / n_trees
 
     def apply(self, X):
         """Leaf index of every sample in every tree, shape (n_samples, n_estimators)."""

@@ -159,7 +159,8 @@ class BaseDecisionTree(BaseEstimator):
         -------
         X_leaves : ndarray of shape (n_samples,)
         """
-        return self.tree_.apply(self._validate_X_predict(X))
+        X = self._validate_X_predict(X)
+        return self.tree_.apply(X)
 
     def decision_path(self, X):
         """Indicator matrix of the nodes each sample goes through.
@@ -173,7 +174,8 @@ class BaseDecisionTree(BaseEstimator):
         indicator : sparse matrix of shape (n_samples, n_nodes)
             Non-zero entry (i, j) means sample i visits node j.
         """
-        return self.tree_.decision_path(self._validate_X_predict(X))
+        X = self._validate_X_predict(X)
+        return self.tree_.decision_path(X)
 
     def get_depth(self) -> int:
         """Depth of the tree: the longest root-to-leaf path (root alone: 0)."""

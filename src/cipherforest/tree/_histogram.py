@@ -115,10 +115,11 @@ def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterio
     cum[:] = 0.0
     for b in range(first, last):
         bin_stats = hist[feature, b]
-        if bin_stats[STAT_COUNT] < 0.5:
-            continue
-        for k in range(cum.shape[0]):
-            cum[k] += bin_stats[k]
+        if bin_stats[STAT_COUNT] > 0.5:
+            for k in range(cum.shape[0]):
+                cum[k] += bin_stats[k]
+        elif not is_random or b != drawn:
+            continue  # an empty bin repeats the previous candidate
         if is_random and b < drawn:
             continue
         c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
