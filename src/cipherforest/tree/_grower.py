@@ -43,8 +43,8 @@ from ._split_record import (
 )
 from ._splitter_exact import best_split_exact_feature, mark_left_exact, partition_exact
 
-# Columns of node_int; _START/_END (the node's sample segment) are dropped before returning.
-_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT, _START, _END = 0, 1, 2, 3, 4, 5, 6
+# Columns of node_int.
+_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
 # Columns of the frontier's integer table.
 _F_NODE, _F_START, _F_END, _F_DEPTH, _F_HIST = 0, 1, 2, 3, 4
 
@@ -116,7 +116,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     best_first = max_leaf_nodes > 0
     record_size = SPLIT_LEFT + 2 * n_stats
 
-    node_int = np.zeros((64, 7), dtype=np.int64)
+    node_int = np.zeros((64, 5), dtype=np.int64)
     node_float = np.zeros((64, 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
 
@@ -164,8 +164,6 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     node_int[0, _RIGHT] = TREE_LEAF
     node_int[0, _FEATURE] = TREE_UNDEFINED
     node_int[0, _N_SAMPLES] = n_samples
-    node_int[0, _START] = 0
-    node_int[0, _END] = n_samples
     node_float[0, 0] = TREE_UNDEFINED
     node_float[0, 1] = node_impurity(root_stats, criterion)
     node_stats[0] = root_stats
@@ -314,8 +312,15 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
         child_bounds[0, 1] = mid
         child_bounds[1, 0] = mid
         child_bounds[1, 1] = end
-        child_stats[0] = split[SPLIT_LEFT:SPLIT_LEFT + n_stats]
-        child_stats[1] = split[SPLIT_LEFT + n_stats:SPLIT_LEFT + 2 * n_stats]
+        # Sum each child's own samples rather than trusting the split record's ``node - left``:
+        # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
+        # impure under fractional weights. Costs O(node size), as the partition does.
+        if use_histogram:
+            _segment_stats(samples, start, mid, y, w, criterion, child_stats[0])
+            _segment_stats(samples, mid, end, y, w, criterion, child_stats[1])
+        else:
+            _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
+            _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):
             cid = child_ids[c]
             node_int[cid, _LEFT] = TREE_LEAF
@@ -323,8 +328,6 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             node_int[cid, _FEATURE] = TREE_UNDEFINED
             node_int[cid, _MISSING_LEFT] = 0
             node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
-            node_int[cid, _START] = child_bounds[c, 0]
-            node_int[cid, _END] = child_bounds[c, 1]
             node_float[cid, 0] = TREE_UNDEFINED
             node_float[cid, 1] = node_impurity(child_stats[c], criterion)
             node_stats[cid] = child_stats[c]
@@ -371,30 +374,17 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 pending_hist[n_pending] = child_slots[c]
                 n_pending += 1
 
-    # Children's stats came from ``node - left`` subtractions whose rounding leaves dust
-    # (e.g. 1e-17 of an absent class); sum each leaf's own samples again so leaf values are
-    # exact.
-    if use_histogram:
-        _recount_leaves(samples, node_int, node_float, node_stats, node_count, y, w, criterion)
-    else:
-        _recount_leaves(sorted_index[0], node_int, node_float, node_stats, node_count, y, w,
-                        criterion)
-    return node_int[:node_count, :5].copy(), node_float[:node_count].copy(), \
+    return node_int[:node_count].copy(), node_float[:node_count].copy(), \
         node_stats[:node_count].copy()
 
 
 @njit(**JIT_OPTIONS)
-def _recount_leaves(segment_order, node_int, node_float, node_stats, node_count, y, w,
-                    criterion):
-    """Recompute every leaf's stats and impurity from the samples of its segment."""
-    for node in range(node_count):
-        if node_int[node, _LEFT] != TREE_LEAF:
-            continue
-        node_stats[node] = 0.0
-        for i in range(node_int[node, _START], node_int[node, _END]):
-            sample = segment_order[i]
-            add_sample(node_stats[node], y[sample], w[sample], criterion)
-        node_float[node, 1] = node_impurity(node_stats[node], criterion)
+def _segment_stats(order, start, end, y, w, criterion, out):
+    """Stats vector of the samples ``order[start:end]``, written into ``out``."""
+    out[:] = 0.0
+    for i in range(start, end):
+        sample = order[i]
+        add_sample(out, y[sample], w[sample], criterion)
 
 
 @njit(**JIT_OPTIONS)
