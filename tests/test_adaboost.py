@@ -308,9 +308,12 @@ def test_weighted_median_definition(case):
     rows, weights = case
     preds, weights = np.array(rows, dtype=float), np.array(weights)
     out = weighted_median(preds, weights)
+    half = 0.5 * weights.sum()
     for row, value in zip(preds, out, strict=True):
-        candidates = [v for v in np.sort(row)
-                      if weights[row <= v].sum() >= 0.5 * weights.sum() * (1 - 1e-12)]
+        masses = [weights[row <= v].sum() for v in np.sort(row)]
+        if any(abs(m - half) <= 1e-9 * half for m in masses):
+            continue  # exactly half: which side wins is decided by float rounding
+        candidates = [v for v, m in zip(np.sort(row), masses, strict=True) if m >= half]
         assert value == candidates[0]
 
 
@@ -448,12 +451,21 @@ def test_save_load_round_trip(make, tmp_path):
     np.testing.assert_array_equal(loaded.normalizers_, model.normalizers_)
 
 
+def _expected_failed_checks(estimator):
+    if getattr(estimator.estimator, "max_bins", None) is not None:
+        return {"check_sample_weight_equivalence_on_dense_data":
+                "histogram subtraction rounds differently for a row of weight 2 than for two "
+                "rows, which flips exact ties between splits in later rounds (scikit-learn "
+                "xfails this for HistGradientBoosting too)"}
+    return {}
+
+
 @parametrize_with_checks([
     AdaBoostClassifier(n_estimators=5, random_state=0),
     AdaBoostRegressor(n_estimators=5, random_state=0),
     AdaBoostClassifier(DecisionTreeClassifier(max_depth=2, max_bins=16), n_estimators=5,
                        random_state=0),
-])
+], expected_failed_checks=_expected_failed_checks)
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
 

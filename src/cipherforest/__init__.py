@@ -2,6 +2,18 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from .ensemble import (
+    AdaBoostClassifier,
+    AdaBoostRegressor,
+    BaggingClassifier,
+    BaggingRegressor,
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RandomForestClassifier,
+    RandomForestRegressor,
+)
 from .tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 try:
@@ -9,4 +21,18 @@ try:
 except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0.0.0+unknown"
 
-__all__ = ["DecisionTreeClassifier", "DecisionTreeRegressor", "__version__"]
+__all__ = [
+    "AdaBoostClassifier",
+    "AdaBoostRegressor",
+    "BaggingClassifier",
+    "BaggingRegressor",
+    "DecisionTreeClassifier",
+    "DecisionTreeRegressor",
+    "ExtraTreesClassifier",
+    "ExtraTreesRegressor",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
+    "RandomForestClassifier",
+    "RandomForestRegressor",
+    "__version__",
+]

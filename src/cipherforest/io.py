@@ -44,10 +44,11 @@ import sys
 import zipfile
 import zlib
 from collections.abc import Callable
-from typing import Any, NoReturn, TypeVar
+from typing import Any, NoReturn
 
 import numpy as np
 
+from ._registry import MODEL_CLASSES, qualified_name, register_model_class
 from .tree._tree import NODE_FIELDS, Tree
 
 __all__ = [
@@ -65,7 +66,6 @@ FORMAT = "cipherforest-model"
 #: Version of the layout described in the module docstring; bump on incompatible changes.
 FORMAT_VERSION = 1
 #: Classes that :func:`load_model` may instantiate, by class name.
-MODEL_CLASSES: dict[str, type] = {}
 
 _META_MEMBER = "meta.json"
 _TREE_FIELDS = {**NODE_FIELDS, "value": np.float64}
@@ -83,48 +83,10 @@ _READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, 
 _SAVEZ_OPTIONS = ({"allow_pickle": False}
                   if "allow_pickle" in inspect.signature(np.savez).parameters else {})
 
-_T = TypeVar("_T", bound=type)
 
 
 class ModelFormatError(ValueError):
     """A file is not a valid cipherforest model file (corrupt, foreign or unsupported)."""
-
-
-def register_model_class(cls: _T) -> _T:
-    """Class decorator allowing :func:`load_model` to instantiate ``cls``.
-
-    Parameters
-    ----------
-    cls : type
-        An estimator class with ``get_params`` whose constructor accepts its parameters as
-        keyword arguments and whose fitted state is its public ``*_`` attributes.
-
-    Returns
-    -------
-    cls : type
-        The same class, now in ``MODEL_CLASSES`` under ``cls.__name__``.
-
-    Raises
-    ------
-    TypeError
-        If ``cls`` is not a class with a ``get_params`` method.
-    ValueError
-        If a different class is already registered under the same name.
-    """
-    if not isinstance(cls, type) or not callable(getattr(cls, "get_params", None)):
-        raise TypeError(f"register_model_class expects an estimator class, got {cls!r}")
-    name = cls.__name__
-    existing = MODEL_CLASSES.get(name)
-    # Re-registration of the "same" class happens when its module is reloaded.
-    if existing is not None and _qualified_name(existing) != _qualified_name(cls):
-        raise ValueError(f"model class name {name!r} is already registered for "
-                         f"{_qualified_name(existing)}")
-    MODEL_CLASSES[name] = cls
-    return cls
-
-
-def _qualified_name(cls: type) -> str:
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _library_version() -> str:
@@ -144,7 +106,7 @@ def _is_registered(obj: Any) -> bool:
 
 
 def _unregistered_message(cls: type) -> str:
-    return (f"class {_qualified_name(cls)} is not registered for saving; decorate it with "
+    return (f"class {qualified_name(cls)} is not registered for saving; decorate it with "
             "cipherforest.io.register_model_class")
 
 

@@ -1,4 +1,4 @@
-"""Tree ensembles: bagging, random forests, extra trees, AdaBoost (more arrive as they land)."""
+"""Tree ensembles: bagging, random forests, extra trees, gradient boosting and AdaBoost."""
 
 from ._bagging import BaggingClassifier, BaggingRegressor
 from ._forest import (
@@ -7,6 +7,7 @@ from ._forest import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
+from ._gradient_boosting import GradientBoostingClassifier, GradientBoostingRegressor
 from ._weight_boosting import AdaBoostClassifier, AdaBoostRegressor
 
 __all__ = [
@@ -16,6 +17,8 @@ __all__ = [
     "AdaBoostRegressor",
     "ExtraTreesClassifier",
     "ExtraTreesRegressor",
+    "GradientBoostingClassifier",
+    "GradientBoostingRegressor",
     "RandomForestClassifier",
     "RandomForestRegressor",
 ]

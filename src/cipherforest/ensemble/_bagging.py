@@ -47,7 +47,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..io import register_model_class
+from .._registry import register_model_class
 from ..tree._classes import DecisionTreeClassifier, DecisionTreeRegressor, resolve_max_features
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import TreeData, grow_tree_on, prepare_tree_data

@@ -19,7 +19,7 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from ..io import register_model_class
+from .._registry import register_model_class
 from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,

@@ -58,7 +58,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..io import register_model_class
+from .._registry import register_model_class
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import grow_tree_on, prepare_tree_data
@@ -228,7 +228,8 @@ class _PreparedTrees:
     """
 
     def __init__(self, template, X: np.ndarray, y: np.ndarray, classes: np.ndarray | None,
-                 seed: int, rows: np.ndarray | None = None):
+                 seed: int, rows: np.ndarray | None = None,
+                 sample_weight: np.ndarray | None = None):
         template._validate_params()
         self.template = template
         self.is_classifier = classes is not None
@@ -256,9 +257,10 @@ class _PreparedTrees:
         if rows is not None:
             X, y_fit = X[rows], y_fit[rows]
             weight_factor = None if weight_factor is None else weight_factor[rows]
+            sample_weight = None if sample_weight is None else sample_weight[rows]
         self.y_fit = y_fit
         self.weight_factor = weight_factor
-        self.data = prepare_tree_data(X, template.max_bins, seed)
+        self.data = prepare_tree_data(X, template.max_bins, seed, sample_weight)
 
     def fit(self, sample_weight: np.ndarray, rng: np.random.RandomState):
         est = clone(self.template)
@@ -285,13 +287,15 @@ class _PreparedTrees:
         return est
 
 
-def _make_learners(template, X, y, classes, seed: int, positive: np.ndarray):
-    """The learner factory for ``template``: the presorted-tree fast path for our own trees,
-    scikit-learn's clone-and-fit otherwise."""
+def _make_learners(template, X, y, classes, seed: int, sample_weight: np.ndarray):
+    """The learner factory for ``template``: the presorted-tree fast path for our own trees
+    (bins weighted by the initial ``sample_weight``), scikit-learn's clone-and-fit
+    otherwise."""
     fast = DecisionTreeRegressor if classes is None else DecisionTreeClassifier
     if type(template) is fast:
+        positive = sample_weight > 0
         rows = None if positive.all() else np.flatnonzero(positive)
-        return _PreparedTrees(template, X, y, classes, seed, rows)
+        return _PreparedTrees(template, X, y, classes, seed, rows, sample_weight)
     return _GenericLearners(template, X, y)
 
 
@@ -358,7 +362,7 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         classes = None if self._is_regressor else self.classes_
         learners = _make_learners(self.estimator_, X, y, classes, int(draw_seeds(rng, 1)[0]),
-                                  ~zero)
+                                  sample_weight)
         estimators, weights, errors, normalizers = [], [], [], []
         bar = ProgressBar(self.n_estimators, type(self).__name__) if self.verbose > 0 else None
         try:

@@ -2,8 +2,10 @@
 
 Each feature gets at most ``max_bins`` bins for observed values, bounded by thresholds placed
 at midpoints between distinct values (so a bin split reproduces an exact split when a feature
-has no more than ``max_bins`` distinct values). NaN maps to the extra bin ``max_bins``.
-Value ``x`` falls in bin ``b`` iff ``thresholds[b-1] < x <= thresholds[b]``.
+has no more than ``max_bins`` distinct values). Value ``x`` falls in bin ``b`` iff
+``thresholds[b-1] < x <= thresholds[b]``. Histograms are only as wide as the feature with the
+most bins needs (``n_value_bins``, often far below ``max_bins`` on small or discrete data);
+NaN maps to the extra bin ``n_value_bins``.
 """
 
 from __future__ import annotations
@@ -16,45 +18,60 @@ from ._common import X_BINNED_DTYPE
 SUBSAMPLE_FOR_BINNING = 200_000
 
 
-def bin_thresholds_for_column(column: np.ndarray, max_bins: int) -> np.ndarray:
-    """Sorted upper bin edges (at most ``max_bins - 1``) for one feature column."""
-    values = column[~np.isnan(column)]
-    distinct = np.unique(values)
+def bin_thresholds_for_column(column: np.ndarray, max_bins: int,
+                              weight: np.ndarray | None = None) -> np.ndarray:
+    """Sorted upper bin edges (at most ``max_bins - 1``) for one feature column.
+
+    With more distinct values than bins, edges sit at weighted quantiles (a row of weight 2
+    counts as two rows, a row of weight 0 not at all), each moved to the midpoint between
+    the distinct values around it, so edges are placed the way exact thresholds are.
+    """
+    keep = ~np.isnan(column)
+    if weight is not None:
+        keep &= weight > 0
+    values = column[keep]
+    distinct, inverse = np.unique(values, return_inverse=True)
     if distinct.shape[0] <= max_bins:
         return distinct[:-1] / 2.0 + distinct[1:] / 2.0
-    percentiles = np.linspace(0, 100, max_bins + 1)[1:-1]
-    cuts = np.percentile(values, percentiles, method="midpoint")
-    # Move each cut to the midpoint between the distinct values around it, so the edges are
-    # placed the way exact thresholds are.
-    upper = np.searchsorted(distinct, cuts, side="right")
-    upper = np.clip(upper, 1, distinct.shape[0] - 1)
-    edges = distinct[upper - 1] / 2.0 + distinct[upper] / 2.0
-    return np.unique(edges)
+    mass = np.bincount(inverse, weights=None if weight is None else weight[keep])
+    cumulative = np.cumsum(mass)
+    targets = cumulative[-1] * np.arange(1, max_bins) / max_bins
+    lower = np.searchsorted(cumulative, targets, side="left")
+    lower = np.clip(lower, 0, distinct.shape[0] - 2)
+    return np.unique(distinct[lower] / 2.0 + distinct[lower + 1] / 2.0)
 
 
-def fit_bin_thresholds(X: np.ndarray, max_bins: int, rng: np.random.Generator) -> list:
-    """Bin edges of every column of ``X`` (float64, NaN allowed)."""
+def fit_bin_thresholds(X: np.ndarray, max_bins: int, rng: np.random.Generator,
+                       sample_weight: np.ndarray | None = None) -> list:
+    """Bin edges of every column of ``X`` (float64, NaN allowed), optionally weighted."""
     n_samples = X.shape[0]
     if n_samples > SUBSAMPLE_FOR_BINNING:
         rows = np.sort(rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
         X = X[rows]
-    return [bin_thresholds_for_column(X[:, j], max_bins) for j in range(X.shape[1])]
+        sample_weight = None if sample_weight is None else sample_weight[rows]
+    return [bin_thresholds_for_column(X[:, j], max_bins, sample_weight)
+            for j in range(X.shape[1])]
 
 
-def apply_bins(X: np.ndarray, thresholds: list, max_bins: int) -> np.ndarray:
-    """Bin ``X`` into a C-ordered ``uint8`` matrix; NaN goes to bin ``max_bins``."""
+def n_value_bins(thresholds: list) -> int:
+    """Width of the histograms: bins of the feature with the most bins."""
+    return max((edges.shape[0] + 1 for edges in thresholds), default=1)
+
+
+def apply_bins(X: np.ndarray, thresholds: list, missing_bin: int) -> np.ndarray:
+    """Bin ``X`` into a C-ordered ``uint8`` matrix; NaN goes to bin ``missing_bin``."""
     binned = np.empty(X.shape, dtype=X_BINNED_DTYPE)
     for j, edges in enumerate(thresholds):
         column = X[:, j]
         b = np.searchsorted(edges, column, side="left")
-        b[np.isnan(column)] = max_bins
+        b[np.isnan(column)] = missing_bin
         binned[:, j] = b
     return binned
 
 
-def threshold_table(thresholds: list, max_bins: int) -> np.ndarray:
-    """Dense ``(n_features, max_bins)`` table of bin upper edges, padded with ``inf``."""
-    table = np.full((len(thresholds), max_bins), np.inf)
+def threshold_table(thresholds: list, width: int) -> np.ndarray:
+    """Dense ``(n_features, width)`` table of bin upper edges, padded with ``inf``."""
+    table = np.full((len(thresholds), width), np.inf)
     for j, edges in enumerate(thresholds):
         table[j, : edges.shape[0]] = edges
     return table

@@ -21,7 +21,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
-from ..io import register_model_class
+from .._registry import register_model_class
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, fit_tree_arrays
 from ._pruning import cost_complexity_pruning_path as _pruning_path

@@ -12,13 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from numba import njit
 
-from ._binning import apply_bins, fit_bin_thresholds, threshold_table
+from ._binning import apply_bins, fit_bin_thresholds, n_value_bins, threshold_table
 from ._common import (
     CRITERION_ENTROPY,
     CRITERION_GINI,
+    JIT_OPTIONS,
     STAT_FIRST,
     STAT_WEIGHT,
+    TREE_LEAF,
     n_criterion_stats,
 )
 from ._grower import grow_tree
@@ -48,7 +51,7 @@ class TreeData:
 
     Exact finder: ``sorted_index[f]`` / ``sorted_value[f]`` list all rows sorted by feature
     ``f`` (NaN last). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
-    every bin, ``inf``-padded) and ``max_bins`` (NaN's bin index).
+    every bin, ``inf``-padded, one column per bin); NaN's bin is the column count.
     """
 
     n_samples: int
@@ -58,6 +61,11 @@ class TreeData:
     sorted_value: np.ndarray | None = None
     X_binned: np.ndarray | None = None
     bin_thresholds: np.ndarray | None = None
+
+    @property
+    def n_hist_bins(self) -> int:
+        """Histogram width: value bins plus the NaN bin (histogram finder only)."""
+        return self.bin_thresholds.shape[1] + 1
 
 
 def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -69,16 +77,22 @@ def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
             np.ascontiguousarray(values.T))
 
 
-def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int) -> TreeData:
-    """Presort (``max_bins=None``) or bin ``X`` (float64, NaN allowed) for growing trees."""
+def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
+                      sample_weight: np.ndarray | None = None) -> TreeData:
+    """Presort (``max_bins=None``) or bin ``X`` (float64, NaN allowed) for growing trees.
+
+    Bin edges follow the ``sample_weight``-weighted quantiles, so weighting a row by k is the
+    same as repeating it k times, and weight 0 the same as removing it.
+    """
     n_samples, n_features = X.shape
     if max_bins is None:
         sorted_index, sorted_value = presort(X)
         return TreeData(n_samples, n_features, None, sorted_index=sorted_index,
                         sorted_value=sorted_value)
-    edges = fit_bin_thresholds(X, max_bins, np.random.default_rng(seed))
-    return TreeData(n_samples, n_features, max_bins, X_binned=apply_bins(X, edges, max_bins),
-                    bin_thresholds=threshold_table(edges, max_bins))
+    edges = fit_bin_thresholds(X, max_bins, np.random.default_rng(seed), sample_weight)
+    width = n_value_bins(edges)
+    return TreeData(n_samples, n_features, max_bins, X_binned=apply_bins(X, edges, width),
+                    bin_thresholds=threshold_table(edges, width))
 
 
 _EMPTY_INDEX = np.zeros((0, 0), dtype=np.int32)
@@ -87,7 +101,7 @@ _EMPTY_BINNED = np.zeros((0, 0), dtype=np.uint8)
 
 
 def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
-                 params: GrowthParams, seed: int) -> Tree:
+                 params: GrowthParams, seed: int, return_leaves: bool = False):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
     Parameters
@@ -103,6 +117,14 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     params : GrowthParams
     seed : int
         Seed of the kernel's random generator (feature draws, random thresholds).
+    return_leaves : bool, default=False
+        Also return the leaf of every row (-1 for rows of zero weight), read off the
+        grower's final sample order at no extra walk (boosting's line search needs it).
+
+    Returns
+    -------
+    tree : Tree
+    leaves : ndarray of shape (n_samples,), only with ``return_leaves``
     """
     if params.max_bins != data.max_bins:
         raise ValueError(f"tree data was prepared for max_bins={data.max_bins}, "
@@ -127,7 +149,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     else:
         sorted_index, sorted_value = _EMPTY_INDEX, _EMPTY_VALUE
         X_binned, thresholds = data.X_binned, data.bin_thresholds
-        n_hist_bins = data.max_bins + 1
+        n_hist_bins = data.n_hist_bins
 
     node_int, node_float, node_stats = grow_tree(
         data.max_bins is not None, params.is_random, params.criterion, n_stats, y_kernel, w,
@@ -135,8 +157,35 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         params.max_features, params.max_depth, params.min_samples_split,
         params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
         params.max_leaf_nodes, make_state(seed))
-    return _tree_from_growth(node_int, node_float, node_stats, data.n_features, n_classes,
+    tree = _tree_from_growth(node_int, node_float, node_stats, data.n_features, n_classes,
                              params.criterion in (CRITERION_GINI, CRITERION_ENTROPY))
+    if not return_leaves:
+        return tree
+    order = samples if data.max_bins is not None else sorted_index[0]
+    return tree, leaves_from_partition(tree.children_left, tree.children_right,
+                                       tree.n_node_samples, order, data.n_samples)
+
+
+@njit(**JIT_OPTIONS)
+def leaves_from_partition(children_left, children_right, n_node_samples, order, n_rows):
+    """Leaf of every row, from the grower's final sample order.
+
+    The grower leaves every node's rows as one contiguous segment of ``order``: node ``t``
+    owns ``order[start[t] : start[t] + n_node_samples[t]]`` and its left child the first
+    ``n_node_samples[left]`` of them. Children have larger ids than parents. Rows not in
+    ``order`` (zero weight) get -1.
+    """
+    start = np.zeros(children_left.shape[0], dtype=np.int64)
+    leaves = np.full(n_rows, -1, dtype=np.intp)
+    for node in range(children_left.shape[0]):
+        left = children_left[node]
+        if left == TREE_LEAF:
+            for i in range(start[node], start[node] + n_node_samples[node]):
+                leaves[order[i]] = node
+        else:
+            start[left] = start[node]
+            start[children_right[node]] = start[node] + n_node_samples[left]
+    return leaves
 
 
 def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
@@ -146,7 +195,7 @@ def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_c
     keep = sample_weight > 0
     if not keep.all():
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    data = prepare_tree_data(X, params.max_bins, seed)
+    data = prepare_tree_data(X, params.max_bins, seed, sample_weight)
     return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
 
 

@@ -1,0 +1,407 @@
+"""Loss functions of gradient boosting: initial estimate, negative gradient, leaf line search.
+
+Contract. A loss works on *raw predictions* ``raw`` of shape ``(n_samples, n_trees)``
+(``n_trees`` is 1 except for multiclass log loss, which grows one tree per class and round)
+and on the encoded target ``y`` (real targets, or class indices ``0..K-1`` as float). Every
+loss implements
+
+* ``init_raw(y, w)``: the constant ``H0`` minimising the weighted loss, shape ``(n_trees,)``;
+* ``for_stage(y, raw, w)``: the loss to use for one boosting round (Huber re-estimates its
+  ``delta`` from the current residuals; other losses return themselves);
+* ``negative_gradient(y, raw)``: ``-dl/draw`` of every sample, shape ``(n_samples, n_trees)``;
+* ``leaf_values(leaf, y, raw_k, neg_grad_k, w, k, n_nodes)``: the line search of round
+  ``k``-th tree, one value per node id (only leaves are used), from the rows ``leaf`` (node
+  id of each in-bag row) — a closed form where it is exact (median, quantile, Huber's one
+  step) and a Newton step otherwise;
+* ``__call__(y, raw, w)``: the weighted mean loss, on scikit-learn's reporting scale (twice
+  the "half" losses for squared error and binary log loss, as ``train_score_`` does there).
+
+``tree_values_are_optimal`` marks squared error, whose line search is the leaf mean of the
+residuals, i.e. exactly what the regression tree already stores. Classification losses also
+map raw predictions to probabilities with ``raw_to_proba``.
+
+Per-leaf sums use ``np.bincount`` and per-leaf percentiles one ``np.lexsort``; nothing loops
+over samples in Python.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+from scipy.special import expit, logsumexp, softmax
+
+from ..tree._common import JIT_OPTIONS
+
+#: Denominators below this make a leaf's Newton step 0 (no improvement possible), as
+#: scikit-learn's ``_safe_divide``.
+_TINY_DENOMINATOR = 1e-150
+_EPS = np.finfo(np.float64).eps
+
+
+# ------------------------------------------------------------------------- per-leaf helpers
+def safe_ratio(numerator: np.ndarray, denominator: np.ndarray) -> np.ndarray:
+    """``numerator / denominator``, with 0 where ``|denominator| < 1e-150``."""
+    small = np.abs(denominator) < _TINY_DENOMINATOR
+    return np.where(small, 0.0, numerator / np.where(small, 1.0, denominator))
+
+
+def leaf_sums(leaf: np.ndarray, values: np.ndarray, n_nodes: int) -> np.ndarray:
+    """Sum of ``values`` over the rows of each node id (``0..n_nodes-1``)."""
+    return np.bincount(leaf, weights=values, minlength=n_nodes)
+
+
+def weighted_percentile(values: np.ndarray, weights: np.ndarray, q: float,
+                        average: bool = False) -> float:
+    """Weighted ``q``-quantile (``q`` in [0, 1]) with the inverted-CDF rule.
+
+    The smallest value whose cumulative weight reaches ``q`` times the total, as
+    scikit-learn's ``_weighted_percentile`` (rows of zero weight never count). With
+    ``average=True``, a quantile falling exactly on a step of the CDF is the mean of the two
+    values around it ("averaged inverted CDF"), so unit weights give ``np.median``. NaN when
+    no weight is positive.
+    """
+    keep = weights > 0
+    if not keep.any():
+        return np.nan
+    order = np.argsort(values[keep], kind="stable")
+    sorted_values = values[keep][order]
+    cum = np.cumsum(weights[keep][order])
+    target = q * cum[-1]
+    last = sorted_values.shape[0] - 1
+    i = min(int(np.searchsorted(cum, target, side="left")), last)
+    if average and i < last and cum[i] - target <= _EPS:
+        return float(0.5 * (sorted_values[i] + sorted_values[i + 1]))
+    return float(sorted_values[i])
+
+
+def grouped_weighted_percentile(groups: np.ndarray, values: np.ndarray, weights: np.ndarray,
+                                q: float, n_groups: int) -> np.ndarray:
+    """Weighted ``q``-quantile of ``values`` within each group ``0..n_groups-1``.
+
+    One sort by ``(group, value)``; the cumulative weight is then searched for
+    ``q * (group total)`` inside each group. Empty groups get 0.
+    """
+    keep = weights > 0
+    if not keep.all():
+        groups, values, weights = groups[keep], values[keep], weights[keep]
+    out = np.zeros(n_groups)
+    if values.shape[0] == 0:
+        return out
+    order = np.lexsort((values, groups))
+    sorted_values = values[order]
+    sorted_weights = weights[order]
+    counts = np.bincount(groups, minlength=n_groups)
+    totals = np.bincount(groups, weights=weights, minlength=n_groups)
+    ends = np.cumsum(counts)
+    starts = ends - counts
+    cum = np.cumsum(sorted_weights)
+    before = np.where(starts > 0, cum[np.maximum(starts - 1, 0)], 0.0)
+    # Smallest position whose cumulative weight reaches the target; the clip keeps q=0 (and
+    # rounding) inside the group.
+    positions = np.searchsorted(cum, before + q * totals, side="left")
+    positions = np.clip(positions, starts, np.maximum(ends - 1, starts))
+    filled = counts > 0
+    out[filled] = sorted_values[positions[filled]]
+    return out
+
+
+def _weighted_mean(values: np.ndarray, w: np.ndarray) -> float:
+    """Weighted mean; NaN when the weights sum to 0 (e.g. no out-of-bag row)."""
+    total = w.sum()
+    return float((values * w).sum() / total) if total > 0 else np.nan
+
+
+@njit(**JIT_OPTIONS)
+def _mean_half_binomial(y, raw, w):
+    """Weighted mean of ``log(1 + e^r) - y r`` (computed stably), in one pass."""
+    total = 0.0
+    weight = 0.0
+    for i in range(y.shape[0]):
+        r = raw[i]
+        total += w[i] * (max(r, 0.0) + np.log1p(np.exp(-abs(r))) - y[i] * r)
+        weight += w[i]
+    return total / weight if weight > 0 else np.nan
+
+
+# ------------------------------------------------------------------------- regression losses
+class SquaredError:
+    """``l(y, H) = (y - H)^2 / 2``: residuals as negative gradient, leaf mean as step."""
+
+    name = "squared_error"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = True
+
+    def init_raw(self, y: np.ndarray, w: np.ndarray) -> np.ndarray:
+        return np.array([_weighted_mean(y, w)])
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y: np.ndarray, raw: np.ndarray) -> np.ndarray:
+        return (y - raw[:, 0])[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        # The exact line search: the weighted mean residual of the leaf.
+        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes), leaf_sums(leaf, w, n_nodes))
+
+    def __call__(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
+        return _weighted_mean((y - raw[:, 0]) ** 2, w)
+
+
+class AbsoluteError:
+    """``l(y, H) = |y - H|``: signs as negative gradient, leaf median residual as step."""
+
+    name = "absolute_error"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = False
+
+    def init_raw(self, y, w):
+        return np.array([weighted_percentile(y, w, 0.5, average=True)])
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y, raw):
+        return np.where(raw[:, 0] > y, -1.0, 1.0)[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        return grouped_weighted_percentile(leaf, y - raw_k, w, 0.5, n_nodes)
+
+    def __call__(self, y, raw, w):
+        return _weighted_mean(np.abs(y - raw[:, 0]), w)
+
+
+class QuantileLoss:
+    """Pinball loss ``rho_a(y - H)``: ``a`` or ``a - 1`` as negative gradient, leaf
+    ``a``-quantile of the residuals as step."""
+
+    name = "quantile"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = False
+
+    def __init__(self, alpha: float):
+        self.alpha = float(alpha)
+
+    def init_raw(self, y, w):
+        return np.array([weighted_percentile(y, w, self.alpha)])
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y, raw):
+        return np.where(y >= raw[:, 0], self.alpha, self.alpha - 1.0)[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        return grouped_weighted_percentile(leaf, y - raw_k, w, self.alpha, n_nodes)
+
+    def __call__(self, y, raw, w):
+        diff = y - raw[:, 0]
+        return _weighted_mean(np.where(diff >= 0, self.alpha * diff, (self.alpha - 1) * diff), w)
+
+
+class HuberLoss:
+    """Huber loss with ``delta`` the ``alpha``-quantile of the current absolute residuals.
+
+    Leaf step: Friedman's one-step estimate ``m + mean(sign(r - m) * min(delta, |r - m|))``
+    with ``m`` the leaf's median residual.
+    """
+
+    name = "huber"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = False
+
+    def __init__(self, alpha: float, delta: float = 1.0):
+        self.alpha = float(alpha)
+        self.delta = float(delta)
+
+    def init_raw(self, y, w):
+        return np.array([weighted_percentile(y, w, 0.5, average=True)])
+
+    def for_stage(self, y, raw, w):
+        delta = weighted_percentile(np.abs(y - raw[:, 0]), w, self.alpha)
+        return HuberLoss(self.alpha, delta)
+
+    def negative_gradient(self, y, raw):
+        diff = y - raw[:, 0]
+        return np.clip(diff, -self.delta, self.delta)[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        residual = y - raw_k
+        median = grouped_weighted_percentile(leaf, residual, w, 0.5, n_nodes)
+        diff = residual - median[leaf]
+        term = np.sign(diff) * np.minimum(self.delta, np.abs(diff))
+        step = safe_ratio(leaf_sums(leaf, w * term, n_nodes), leaf_sums(leaf, w, n_nodes))
+        return median + step
+
+    def __call__(self, y, raw, w):
+        abs_err = np.abs(y - raw[:, 0])
+        loss = np.where(abs_err <= self.delta, 0.5 * abs_err**2,
+                        self.delta * (abs_err - 0.5 * self.delta))
+        return _weighted_mean(loss, w)
+
+
+# ------------------------------------------------------------------------- classification
+def _class_priors(y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
+    priors = np.bincount(y.astype(np.intp), weights=w, minlength=n_classes) / w.sum()
+    return np.clip(priors, _EPS, 1 - _EPS)
+
+
+class BinomialLoss:
+    """Binary log loss ``log(1 + e^H) - y H`` (sigmoid link); leaf step is one Newton step
+    ``sum w (y - p) / sum w p (1 - p)``."""
+
+    name = "log_loss"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = False
+
+    def init_raw(self, y, w):
+        p = _class_priors(y, w, 2)[1]
+        return np.array([np.log(p / (1 - p))])
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y, raw):
+        return (y - expit(raw[:, 0]))[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        prob = y - neg_grad_k
+        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
+                          leaf_sums(leaf, w * prob * (1 - prob), n_nodes))
+
+    def __call__(self, y, raw, w):
+        return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
+
+    def raw_to_proba(self, raw):
+        p1 = expit(raw[:, 0])
+        return np.column_stack([1 - p1, p1])
+
+
+class MultinomialLoss:
+    """Multiclass log loss with softmax link and one tree per class and round.
+
+    Leaf step of class ``k`` (Friedman's, as scikit-learn):
+    ``(K - 1) / K * sum w g / sum w |g| (1 - |g|)`` with ``g = 1{y=k} - p_k``.
+    """
+
+    name = "log_loss"
+    is_multiclass = True
+    tree_values_are_optimal = False
+
+    def __init__(self, n_classes: int):
+        self.n_classes = int(n_classes)
+        self.n_trees = self.n_classes
+
+    def init_raw(self, y, w):
+        log_p = np.log(_class_priors(y, w, self.n_classes))
+        return log_p - log_p.mean()  # symmetric multinomial logit: raw sums to 0
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y, raw):
+        grad = -softmax(raw, axis=1)
+        grad[np.arange(y.shape[0]), y.astype(np.intp)] += 1.0
+        return grad
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        abs_g = np.abs(neg_grad_k)
+        ratio = safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
+                           leaf_sums(leaf, w * abs_g * (1 - abs_g), n_nodes))
+        return (self.n_classes - 1) / self.n_classes * ratio
+
+    def __call__(self, y, raw, w):
+        picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
+        return _weighted_mean(logsumexp(raw, axis=1) - picked, w)
+
+    def raw_to_proba(self, raw):
+        return softmax(raw, axis=1)
+
+
+class ExponentialLoss:
+    """AdaBoost's exponential loss ``exp(-(2y - 1) H)`` (binary only); ``P(y=1) =
+    sigmoid(2H)``; leaf step is the Newton step ``sum w g / sum w |g|``."""
+
+    name = "exponential"
+    n_trees = 1
+    is_multiclass = False
+    tree_values_are_optimal = False
+
+    def init_raw(self, y, w):
+        p = _class_priors(y, w, 2)[1]
+        return np.array([0.5 * np.log(p / (1 - p))])
+
+    def for_stage(self, y, raw, w):
+        return self
+
+    def negative_gradient(self, y, raw):
+        sign = 2.0 * y - 1.0
+        return (sign * np.exp(-sign * raw[:, 0]))[:, np.newaxis]
+
+    def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
+        # The Hessian y e^-H + (1 - y) e^H equals |negative gradient|.
+        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
+                          leaf_sums(leaf, w * np.abs(neg_grad_k), n_nodes))
+
+    def __call__(self, y, raw, w):
+        return _weighted_mean(np.exp(-(2.0 * y - 1.0) * raw[:, 0]), w)
+
+    def raw_to_proba(self, raw):
+        p1 = expit(2.0 * raw[:, 0])
+        return np.column_stack([1 - p1, p1])
+
+
+REGRESSION_LOSSES = ("squared_error", "absolute_error", "huber", "quantile")
+CLASSIFICATION_LOSSES = ("log_loss", "exponential")
+
+
+def make_regression_loss(name: str, alpha: float):
+    """The regression loss called ``name`` (``alpha``: quantile level / Huber's quantile)."""
+    factories = {
+        "squared_error": SquaredError,
+        "absolute_error": AbsoluteError,
+        "huber": lambda: HuberLoss(alpha),
+        "quantile": lambda: QuantileLoss(alpha),
+    }
+    return factories[name]()
+
+
+def make_classification_loss(name: str, n_classes: int):
+    """The classification loss called ``name`` for ``n_classes`` classes.
+
+    Raises
+    ------
+    ValueError
+        For ``"exponential"`` with more than two classes.
+    """
+    if name == "exponential":
+        if n_classes > 2:
+            raise ValueError(f"loss='exponential' is only suitable for a binary classification "
+                             f"problem, you have n_classes={n_classes}. Please use "
+                             "loss='log_loss' instead.")
+        return ExponentialLoss()
+    return BinomialLoss() if n_classes == 2 else MultinomialLoss(n_classes)
+
+
+__all__ = [
+    "CLASSIFICATION_LOSSES",
+    "REGRESSION_LOSSES",
+    "AbsoluteError",
+    "BinomialLoss",
+    "ExponentialLoss",
+    "HuberLoss",
+    "MultinomialLoss",
+    "QuantileLoss",
+    "SquaredError",
+    "grouped_weighted_percentile",
+    "leaf_sums",
+    "make_classification_loss",
+    "make_regression_loss",
+    "safe_ratio",
+    "weighted_percentile",
+]

@@ -1,0 +1,686 @@
+"""Gradient boosting of regression trees with the scikit-learn API.
+
+The seed's algorithm, literally::
+
+    H <- H0                                   (loss.init_raw: mean, median, quantile, prior)
+    repeat:
+        r_i <- -dl(y_i, H(x_i)) / dH          (loss.negative_gradient)
+        h   <- regression tree fitted to r    (squared-error criterion)
+        each leaf's value <- line search      (loss.leaf_values: closed form / Newton step)
+        H   <- H + learning_rate * h
+
+The feature matrix is prepared ONCE per fit (``prepare_tree_data``: presorted for the exact
+finder, binned for ``max_bins``); every round grows its tree(s) on that shared data, weighted
+by the sample weights (times the in-bag mask of stochastic boosting). The grower leaves the
+in-bag rows partitioned by leaf, so each row's leaf is read off the partition instead of
+walking the new tree again (``grow_tree_on(..., return_leaves=True)``).
+
+The fitted model is its public attributes: ``init_`` (the raw ``H0``, one value per tree of a
+round), ``estimators_`` (a list of rounds, each a list of fitted
+:class:`~cipherforest.tree.DecisionTreeRegressor` whose leaf values are the line-search
+steps) and the parameters (``learning_rate``, ``loss``, ``alpha``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from numbers import Integral, Real
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.model_selection import train_test_split
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import (
+    _check_sample_weight,
+    check_is_fitted,
+    check_random_state,
+    column_or_1d,
+    validate_data,
+)
+
+from .._registry import register_model_class
+from ..tree._classes import DecisionTreeRegressor
+from ..tree._common import (
+    CRITERION_SQUARED_ERROR,
+    MAX_BINS,
+    TREE_LEAF,
+)
+from ..tree._fit import grow_tree_on, prepare_tree_data
+from ..tree._pruning import prune_tree
+from ..tree._tree import Tree
+from ._base import SEED_BOUND, ProgressBar, draw_seeds
+from ._gb_losses import (
+    CLASSIFICATION_LOSSES,
+    REGRESSION_LOSSES,
+    make_classification_loss,
+    make_regression_loss,
+)
+
+__all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
+
+
+def _constant_tree(n_features: int, value: float) -> Tree:
+    """A single-leaf tree (a round whose in-bag rows all have zero weight)."""
+    arrays = {"children_left": [TREE_LEAF], "children_right": [TREE_LEAF], "feature": [-2],
+              "threshold": [-2.0], "impurity": [0.0], "n_node_samples": [0],
+              "weighted_n_node_samples": [0.0], "missing_go_to_left": [0],
+              "value": np.full((1, 1, 1), value)}
+    return Tree(n_features, np.array([1]), {k: np.asarray(v) for k, v in arrays.items()})
+
+
+def _add_tree(raw_k: np.ndarray, tree: Tree, X: np.ndarray, learning_rate: float) -> None:
+    """``raw_k += learning_rate * h(X)`` in place."""
+    raw_k += learning_rate * tree.value[tree.apply(X), 0, 0]
+
+
+# ----------------------------------------------------------------------------- estimators
+class BaseGradientBoosting(BaseEstimator):
+    """Fit loop, staged prediction and fitted state shared by classifier and regressor."""
+
+    _parameter_constraints: dict = {
+        "learning_rate": [Interval(Real, 0.0, None, closed="left")],
+        "n_estimators": [Interval(Integral, 1, None, closed="left")],
+        "subsample": [Interval(Real, 0.0, 1.0, closed="right")],
+        "criterion": [StrOptions({"squared_error", "friedman_mse"})],
+        "min_samples_split": [
+            Interval(Integral, 2, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+        ],
+        "min_samples_leaf": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="neither"),
+        ],
+        "min_weight_fraction_leaf": [Interval(Real, 0.0, 0.5, closed="both")],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
+        "init": [StrOptions({"zero"}), None],
+        "random_state": ["random_state"],
+        "max_features": [
+            Interval(Integral, 1, None, closed="left"),
+            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            StrOptions({"sqrt", "log2"}),
+            None,
+        ],
+        "verbose": ["verbose"],
+        "max_leaf_nodes": [Interval(Integral, 2, None, closed="left"), None],
+        "warm_start": ["boolean"],
+        "validation_fraction": [Interval(Real, 0.0, 1.0, closed="neither")],
+        "n_iter_no_change": [Interval(Integral, 1, None, closed="left"), None],
+        "tol": [Interval(Real, 0.0, None, closed="left")],
+        "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
+        "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
+    }
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
+    # ------------------------------------------------------------------ hooks
+    def _encode_y(self, y, sample_weight):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _loss(self):  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ fitting
+    def _tree_template(self) -> DecisionTreeRegressor:
+        return DecisionTreeRegressor(
+            criterion="squared_error", max_depth=self.max_depth,
+            min_samples_split=self.min_samples_split, min_samples_leaf=self.min_samples_leaf,
+            min_weight_fraction_leaf=self.min_weight_fraction_leaf,
+            max_features=self.max_features, max_leaf_nodes=self.max_leaf_nodes,
+            min_impurity_decrease=self.min_impurity_decrease, ccp_alpha=self.ccp_alpha,
+            max_bins=self.max_bins)
+
+    def _clear_state(self) -> None:
+        for name in ("estimators_", "init_", "train_score_", "oob_improvement_", "oob_scores_",
+                     "oob_score_", "n_estimators_"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+    def _is_fitted(self) -> bool:
+        return len(getattr(self, "estimators_", [])) > 0
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y, sample_weight=None, monitor=None):
+        """Fit the boosted ensemble.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+            Training rows; NaN is allowed (each split learns where NaN goes).
+        y : array-like of shape (n_samples,)
+            Targets: class labels (classifier) or real values (regressor).
+        sample_weight : array-like of shape (n_samples,), default=None
+            Non-negative weights; None gives every sample weight 1.
+        monitor : callable, default=None
+            Called after each round as ``monitor(i, self, locals())``; returning True stops
+            the fit (as scikit-learn's).
+
+        Returns
+        -------
+        self : estimator
+        """
+        if not self.warm_start:
+            self._clear_state()
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
+                             multi_output=True)
+        y = column_or_1d(y, warn=True)
+        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                             ensure_non_negative=True)
+        if not np.any(sample_weight > 0):
+            raise ValueError("sample_weight is zero for every sample; nothing to fit")
+        y = self._encode_y(y, sample_weight)
+        loss = self._loss()
+
+        if self.n_iter_no_change is not None:
+            X_train, X_val, y_train, y_val, w_train, w_val = train_test_split(
+                X, y, sample_weight, random_state=self.random_state,
+                test_size=self.validation_fraction,
+                stratify=y if isinstance(self, ClassifierMixin) else None)
+            if (isinstance(self, ClassifierMixin)
+                    and np.unique(y_train).shape[0] != self.n_classes_):
+                raise ValueError("The training data after the early stopping split is missing "
+                                 "some classes. Try using another random seed.")
+        else:
+            X_train, y_train, w_train = X, y, sample_weight
+            X_val = y_val = w_val = None
+
+        if not self._is_fitted():
+            self.init_ = (np.zeros(loss.n_trees) if self.init == "zero"
+                          else loss.init_raw(y_train, w_train))
+            self.estimators_ = []
+            self.train_score_ = np.zeros(0)
+            begin = 0
+            raw = np.tile(self.init_, (X_train.shape[0], 1))
+        else:
+            begin = len(self.estimators_)
+            if self.n_estimators < begin:
+                raise ValueError(f"n_estimators={self.n_estimators} must be larger or equal to "
+                                 f"len(estimators_)={begin} when warm_start==True")
+            raw = self._raw_predict_validated(X_train)
+        self._resize_scores(begin)
+        n_stages = self._fit_stages(X_train, y_train, w_train, raw, X_val, y_val, w_val, loss,
+                                    begin, monitor)
+        self.estimators_ = self.estimators_[:n_stages]
+        self.train_score_ = self.train_score_[:n_stages]
+        if self.subsample < 1.0:
+            self.oob_improvement_ = self.oob_improvement_[:n_stages]
+            self.oob_scores_ = self.oob_scores_[:n_stages]
+            self.oob_score_ = float(self.oob_scores_[-1])
+        self.n_estimators_ = n_stages
+        return self
+
+    def _resize_scores(self, begin: int) -> None:
+        """Size the per-round score arrays to ``n_estimators``, keeping the first ``begin``."""
+        def resized(name):
+            out = np.zeros(self.n_estimators)
+            old = getattr(self, name, None)
+            if old is not None:
+                out[:begin] = old[:begin]
+            return out
+
+        self.train_score_ = resized("train_score_")
+        if self.subsample < 1.0:
+            self.oob_improvement_ = resized("oob_improvement_")
+            self.oob_scores_ = resized("oob_scores_")
+        else:  # a warm start without subsampling: out-of-bag scores no longer cover all rounds
+            for name in ("oob_improvement_", "oob_scores_", "oob_score_"):
+                if hasattr(self, name):
+                    delattr(self, name)
+
+    def _fit_stages(self, X, y, sample_weight, raw, X_val, y_val, w_val, loss, begin, monitor):
+        """Run rounds ``begin..n_estimators-1``; return the number of rounds kept."""
+        n_samples, n_features = X.shape
+        rng = check_random_state(self.random_state)
+        bin_seed = int(rng.randint(SEED_BOUND))
+        stage_seeds = draw_seeds(rng, self.n_estimators)  # round i's seed ignores begin
+        data = prepare_tree_data(X, self.max_bins, bin_seed)
+        template = self._tree_template()
+        base_params = template._growth_params(CRITERION_SQUARED_ERROR, n_samples,
+                                              float(sample_weight.sum()), n_features)
+        self.max_features_ = base_params.max_features
+        tree_params = template.get_params()
+        do_oob = self.subsample < 1.0
+        n_inbag = max(1, int(self.subsample * n_samples))
+        inbag = np.ones(n_samples, dtype=bool)
+        raw_val = None
+        if self.n_iter_no_change is not None:
+            raw_val = self._raw_predict_validated(X_val)
+            loss_history = np.full(self.n_iter_no_change, np.inf)
+
+        bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
+        i = begin - 1
+        try:
+            for i in range(begin, self.n_estimators):
+                stage_rng = np.random.RandomState(stage_seeds[i])
+                if do_oob:
+                    inbag = np.zeros(n_samples, dtype=bool)
+                    inbag[stage_rng.permutation(n_samples)[:n_inbag]] = True
+                    stage_weight = sample_weight * inbag
+                else:
+                    stage_weight = sample_weight
+                stage_loss = loss.for_stage(y, raw, sample_weight)
+                if do_oob and i == 0:
+                    initial_oob = stage_loss(y[~inbag], raw[~inbag], sample_weight[~inbag])
+                params = base_params
+                if self.min_weight_fraction_leaf > 0:
+                    params = dataclasses.replace(params, min_weight_leaf=float(
+                        self.min_weight_fraction_leaf * stage_weight.sum()))
+                neg_gradient = stage_loss.negative_gradient(y, raw)
+                stage = []
+                for k in range(loss.n_trees):
+                    tree = self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
+                                          sample_weight, params, stage_loss, k,
+                                          int(stage_rng.randint(SEED_BOUND)))
+                    if raw_val is not None:
+                        _add_tree(raw_val[:, k], tree, X_val, self.learning_rate)
+                    stage.append(self._wrap_tree(tree, tree_params, n_features,
+                                                   self.max_features_, stage_seeds[i]))
+                self.estimators_.append(stage)
+
+                if do_oob:
+                    self.train_score_[i] = stage_loss(y[inbag], raw[inbag],
+                                                      sample_weight[inbag])
+                    self.oob_scores_[i] = stage_loss(y[~inbag], raw[~inbag],
+                                                     sample_weight[~inbag])
+                    previous = initial_oob if i == 0 else self.oob_scores_[i - 1]
+                    self.oob_improvement_[i] = previous - self.oob_scores_[i]
+                else:
+                    self.train_score_[i] = stage_loss(y, raw, sample_weight)
+                if bar is not None:
+                    bar.update()
+                if monitor is not None and monitor(i, self, locals()):
+                    break
+                if raw_val is not None:
+                    # Stop unless the validation loss beats one of the last n_iter_no_change
+                    # by more than tol (scikit-learn's rule).
+                    val_loss = stage_loss(y_val, raw_val, w_val)
+                    if np.any(val_loss + self.tol < loss_history):
+                        loss_history[i % loss_history.shape[0]] = val_loss
+                    else:
+                        break
+        finally:
+            if bar is not None:
+                bar.close()
+        return i + 1
+
+    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
+                  loss, k, seed) -> Tree:
+        """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
+        add it to ``raw[:, k]``."""
+        if not np.any(stage_weight > 0):
+            tree = _constant_tree(X.shape[1], 0.0)
+            return tree
+        tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
+                                    return_leaves=True)
+        if self.ccp_alpha > 0.0:
+            tree = prune_tree(tree, float(self.ccp_alpha))
+            leaves = np.where(stage_weight > 0, tree.apply(X), -1)
+        all_rows = leaves.shape[0] > 0 and leaves.min() >= 0
+        if not loss.tree_values_are_optimal:
+            if all_rows:  # no gathers in the common case (no subsampling, no zero weights)
+                values = loss.leaf_values(leaves, y, raw[:, k], neg_gradient_k, sample_weight,
+                                          k, tree.node_count)
+            else:
+                rows = np.flatnonzero(leaves >= 0)
+                values = loss.leaf_values(leaves[rows], y[rows], raw[rows, k],
+                                          neg_gradient_k[rows], sample_weight[rows], k,
+                                          tree.node_count)
+            is_leaf = tree.children_left == TREE_LEAF
+            tree.value[is_leaf, 0, 0] = values[is_leaf]
+        step = self.learning_rate * tree.value[:, 0, 0]
+        if all_rows:
+            raw[:, k] += step[leaves]
+        else:
+            rows = leaves >= 0
+            raw[rows, k] += step[leaves[rows]]
+            others = np.flatnonzero(~rows)  # out-of-bag rows and rows of zero weight
+            raw[others, k] += step[tree.apply(X[others])]
+        return tree
+
+    @staticmethod
+    def _wrap_tree(tree: Tree, tree_params: dict, n_features: int, max_features: int,
+                   seed: int) -> DecisionTreeRegressor:
+        """A fitted ``DecisionTreeRegressor`` holding ``tree`` (what ``estimators_`` lists)."""
+        est = DecisionTreeRegressor(**{**tree_params, "random_state": int(seed)})
+        est.tree_ = tree
+        est.n_features_in_ = n_features
+        est.n_outputs_ = 1
+        est.max_features_ = max_features
+        return est
+
+    # ------------------------------------------------------------------ prediction
+    def _validate_X_predict(self, X):
+        check_is_fitted(self)
+        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
+                             reset=False)
+
+    def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
+        raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
+        for stage in self.estimators_:
+            for k, est in enumerate(stage):
+                _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
+        return raw
+
+    def _raw_predict(self, X) -> np.ndarray:
+        return self._raw_predict_validated(self._validate_X_predict(X))
+
+    def _staged_raw_predict(self, X):
+        X = self._validate_X_predict(X)
+        raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
+        for stage in self.estimators_:
+            for k, est in enumerate(stage):
+                _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
+            yield raw.copy()
+
+    def apply(self, X):
+        """Leaf index of every sample in every tree.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_leaves : ndarray of shape (n_samples, n_estimators_, n_trees_per_iteration_)
+        """
+        X = self._validate_X_predict(X)
+        leaves = np.zeros((X.shape[0], len(self.estimators_), len(self.estimators_[0])),
+                          dtype=np.intp)
+        for i, stage in enumerate(self.estimators_):
+            for k, est in enumerate(stage):
+                leaves[:, i, k] = est.tree_.apply(X)
+        return leaves
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """Mean impurity decrease (MDI) over all trees, normalised to sum to 1.
+
+        Trees that are a single leaf are left out; all zeros if every tree is one.
+        """
+        check_is_fitted(self)
+        per_tree = [est.tree_.compute_feature_importances(normalize=False)
+                    for stage in self.estimators_ for est in stage
+                    if est.tree_.node_count > 1]
+        if not per_tree:
+            return np.zeros(self.n_features_in_)
+        mean = np.mean(per_tree, axis=0)
+        return mean / mean.sum()
+
+
+_COMMON_PARAMS_DOC = """\
+    learning_rate : float, default=0.1
+        Shrinks each tree's contribution: ``H <- H + learning_rate * h``.
+    n_estimators : int, default=100
+        Number of boosting rounds.
+    subsample : float in (0, 1], default=1.0
+        Fraction of the rows drawn (without replacement) for each round (stochastic gradient
+        boosting); below 1.0, trees and line searches use the in-bag rows only and
+        ``oob_improvement_`` / ``oob_scores_`` are recorded.
+    criterion : {"squared_error", "friedman_mse"}, default="squared_error"
+        Split criterion of the trees. Friedman's improvement score ranks splits exactly as the
+        squared-error decrease, so both names give the same trees.
+    min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_depth, \
+min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
+        Per-tree rules, as in :class:`~cipherforest.tree.DecisionTreeRegressor`
+        (``max_depth`` defaults to 3 here).
+    init : {None, "zero"}, default=None
+        None starts from the constant minimising the loss (mean, median, quantile, log of the
+        class priors); "zero" starts from raw predictions 0.
+    random_state : int, RandomState instance or None, default=None
+        Seeds subsampling, feature draws, binning and the early-stopping split.
+    verbose : int, default=0
+        Show a progress bar on stderr when > 0.
+    warm_start : bool, default=False
+        Reuse the fitted rounds and add rounds up to ``n_estimators``.
+    validation_fraction : float, default=0.1
+        Held-out fraction for early stopping (used when ``n_iter_no_change`` is set).
+    n_iter_no_change : int, default=None
+        Stop when the validation loss has not improved by ``tol`` on any of the last
+        ``n_iter_no_change`` rounds.
+    tol : float, default=1e-4
+        Improvement tolerance of early stopping.
+    max_bins : int in [2, 255] or None, default=None
+        None finds exact splits; an int bins X once per fit into at most this many bins per
+        feature and grows every round's trees on histograms (much faster on large data).
+"""
+
+_COMMON_ATTRIBUTES_DOC = """\
+    n_estimators_ : int
+        Rounds actually fitted (fewer than ``n_estimators`` after early stopping).
+    estimators_ : list of lists of DecisionTreeRegressor
+        ``estimators_[i][k]``: round ``i``'s tree for output ``k``; leaf values are the
+        line-search steps (before ``learning_rate``).
+    init_ : ndarray of shape (n_trees_per_iteration_,)
+        The initial raw prediction ``H0``.
+    train_score_ : ndarray of shape (n_estimators_,)
+        Loss on the (in-bag) training rows after each round.
+    oob_improvement_ : ndarray of shape (n_estimators_,)
+        Decrease of the out-of-bag loss brought by each round (``subsample < 1`` only).
+    oob_scores_ : ndarray of shape (n_estimators_,)
+        Out-of-bag loss after each round (``subsample < 1`` only).
+    oob_score_ : float
+        Last out-of-bag loss (``subsample < 1`` only).
+    n_trees_per_iteration_ : int
+    max_features_ : int
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X has string column names.
+    feature_importances_ : ndarray of shape (n_features_in_,)
+"""
+
+
+@register_model_class
+class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
+    __doc__ = f"""Gradient boosting classifier, drop-in for scikit-learn's.
+
+    Parameters
+    ----------
+    loss : {{"log_loss", "exponential"}}, default="log_loss"
+        "log_loss": binary (sigmoid, one tree per round) or multiclass (softmax, one tree per
+        class and round) log loss; "exponential": AdaBoost's loss, binary only.
+{_COMMON_PARAMS_DOC}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    n_classes_ : int
+{_COMMON_ATTRIBUTES_DOC}"""
+
+    _parameter_constraints: dict = {
+        **BaseGradientBoosting._parameter_constraints,
+        "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
+    }
+
+    def __init__(self, *, loss="log_loss", learning_rate=0.1, n_estimators=100, subsample=1.0,
+                 criterion="squared_error", min_samples_split=2, min_samples_leaf=1,
+                 min_weight_fraction_leaf=0.0, max_depth=3, min_impurity_decrease=0.0,
+                 init=None, random_state=None, max_features=None, verbose=0,
+                 max_leaf_nodes=None, warm_start=False, validation_fraction=0.1,
+                 n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0, max_bins=None):
+        self.loss = loss
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.subsample = subsample
+        self.criterion = criterion
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_weight_fraction_leaf = min_weight_fraction_leaf
+        self.max_depth = max_depth
+        self.min_impurity_decrease = min_impurity_decrease
+        self.init = init
+        self.random_state = random_state
+        self.max_features = max_features
+        self.verbose = verbose
+        self.max_leaf_nodes = max_leaf_nodes
+        self.warm_start = warm_start
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.ccp_alpha = ccp_alpha
+        self.max_bins = max_bins
+
+    def _encode_y(self, y, sample_weight):
+        check_classification_targets(y)
+        classes, encoded = np.unique(y, return_inverse=True)
+        if self._is_fitted() and self.warm_start and not np.array_equal(classes, self.classes_):
+            raise ValueError("warm_start needs the same classes as the first fit")
+        self.classes_ = classes
+        self.n_classes_ = int(classes.shape[0])
+        present = np.count_nonzero(np.bincount(encoded, weights=sample_weight))
+        if present < 2:
+            raise ValueError(f"y contains {present} class after sample_weight trimmed classes "
+                             "with zero weights, while a minimum of 2 classes are required.")
+        self.n_trees_per_iteration_ = 1 if self.n_classes_ == 2 else self.n_classes_
+        return encoded.astype(np.float64)
+
+    def _loss(self):
+        return make_classification_loss(self.loss, self.n_classes_)
+
+    def decision_function(self, X):
+        """Raw predictions ``H(x)``: shape (n_samples,) for two classes, else
+        (n_samples, n_classes).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        score : ndarray
+        """
+        raw = self._raw_predict(X)
+        return raw.ravel() if raw.shape[1] == 1 else raw
+
+    def staged_decision_function(self, X):
+        """Yield ``decision_function``'s raw predictions after each round (shape
+        (n_samples, n_trees_per_iteration_))."""
+        yield from self._staged_raw_predict(X)
+
+    def predict_proba(self, X):
+        """Class probabilities (sigmoid or softmax of the raw predictions).
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        proba : ndarray of shape (n_samples, n_classes)
+        """
+        raw = self._raw_predict(X)
+        return self._loss().raw_to_proba(raw)
+
+    def predict_log_proba(self, X):
+        """Natural logarithm of ``predict_proba``."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def staged_predict_proba(self, X):
+        """Yield ``predict_proba`` after each round."""
+        for raw in self._staged_raw_predict(X):
+            yield self._loss().raw_to_proba(raw)
+
+    def _classes_from_raw(self, raw: np.ndarray) -> np.ndarray:
+        if raw.shape[1] == 1:
+            return self.classes_.take((raw[:, 0] >= 0).astype(np.intp))
+        return self.classes_.take(np.argmax(raw, axis=1))
+
+    def predict(self, X):
+        """Most probable class of each sample.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        return self._classes_from_raw(self._raw_predict(X))
+
+    def staged_predict(self, X):
+        """Yield ``predict`` after each round."""
+        for raw in self._staged_raw_predict(X):
+            yield self._classes_from_raw(raw)
+
+
+@register_model_class
+class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
+    __doc__ = f"""Gradient boosting regressor, drop-in for scikit-learn's.
+
+    Parameters
+    ----------
+    loss : {{"squared_error", "absolute_error", "huber", "quantile"}}, default="squared_error"
+        Loss to minimise; leaf values are its exact line search (mean, median, ``alpha``
+        quantile of the residuals, Huber's one-step estimate).
+{_COMMON_PARAMS_DOC}
+    alpha : float in (0, 1), default=0.9
+        Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
+
+    Attributes
+    ----------
+{_COMMON_ATTRIBUTES_DOC}"""
+
+    _parameter_constraints: dict = {
+        **BaseGradientBoosting._parameter_constraints,
+        "loss": [StrOptions(set(REGRESSION_LOSSES))],
+        "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
+    }
+
+    def __init__(self, *, loss="squared_error", learning_rate=0.1, n_estimators=100,
+                 subsample=1.0, criterion="squared_error", min_samples_split=2,
+                 min_samples_leaf=1, min_weight_fraction_leaf=0.0, max_depth=3,
+                 min_impurity_decrease=0.0, init=None, random_state=None, max_features=None,
+                 alpha=0.9, verbose=0, max_leaf_nodes=None, warm_start=False,
+                 validation_fraction=0.1, n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0,
+                 max_bins=None):
+        self.loss = loss
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.subsample = subsample
+        self.criterion = criterion
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_weight_fraction_leaf = min_weight_fraction_leaf
+        self.max_depth = max_depth
+        self.min_impurity_decrease = min_impurity_decrease
+        self.init = init
+        self.random_state = random_state
+        self.max_features = max_features
+        self.alpha = alpha
+        self.verbose = verbose
+        self.max_leaf_nodes = max_leaf_nodes
+        self.warm_start = warm_start
+        self.validation_fraction = validation_fraction
+        self.n_iter_no_change = n_iter_no_change
+        self.tol = tol
+        self.ccp_alpha = ccp_alpha
+        self.max_bins = max_bins
+
+    def _encode_y(self, y, sample_weight):
+        self.n_trees_per_iteration_ = 1
+        return np.asarray(y, dtype=np.float64)
+
+    def _loss(self):
+        return make_regression_loss(self.loss, self.alpha)
+
+    def predict(self, X):
+        """Predicted targets ``H(x)``.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        y : ndarray of shape (n_samples,)
+        """
+        return self._raw_predict(X)[:, 0]
+
+    def staged_predict(self, X):
+        """Yield ``predict`` after each round."""
+        for raw in self._staged_raw_predict(X):
+            yield raw[:, 0]
