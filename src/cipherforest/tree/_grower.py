@@ -131,7 +131,12 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
 
     hist_bins = n_hist_bins if use_histogram else 1
     hist_features = n_features if use_histogram else 1
-    hist_pool = np.zeros((4 if use_histogram else 0, hist_features, hist_bins, n_stats))
+    # Best-first growth holds up to max_leaf_nodes histograms: size the pool once (np.zeros
+    # maps zero pages lazily, so unused slots cost nothing) instead of growing by copies.
+    n_slots = 4
+    if best_first:
+        n_slots = max(4, min(max_leaf_nodes + 2, 256))
+    hist_pool = np.zeros((n_slots if use_histogram else 0, hist_features, hist_bins, n_stats))
     hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)

@@ -20,7 +20,7 @@ import numpy as np
 from numba import njit
 
 from ._candidates import children_impurity
-from ._common import JIT_OPTIONS, STAT_COUNT
+from ._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS, STAT_COUNT, STAT_FIRST, STAT_WEIGHT
 from ._criteria import add_sample
 from ._rng import rand_int
 from ._split_record import (
@@ -37,19 +37,35 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
     """Accumulate the samples ``samples[start:end]`` into the zeroed slot ``hist``."""
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
-    lo[:] = n_bins
-    hi[:] = -1
-    for i in range(start, end):
-        sample = samples[i]
-        yi = y[sample]
-        wi = w[sample]
-        for f in range(n_features):
-            b = np.int64(X_binned[sample, f])
-            add_sample(hist[f, b], yi, wi, criterion)
-            if b < lo[f]:
-                lo[f] = b
-            if b > hi[f]:
-                hi[f] = b
+    if criterion == CRITERION_SQUARED_ERROR:
+        # Boosting's hot loop: the four sums written out, no per-sample criterion dispatch.
+        for i in range(start, end):
+            sample = samples[i]
+            wi = w[sample]
+            wy = wi * y[sample]
+            wyy = wy * y[sample]
+            for f in range(n_features):
+                h = hist[f, np.int64(X_binned[sample, f])]
+                h[STAT_WEIGHT] += wi
+                h[STAT_COUNT] += 1.0
+                h[STAT_FIRST] += wy
+                h[STAT_FIRST + 1] += wyy
+    else:
+        for i in range(start, end):
+            sample = samples[i]
+            for f in range(n_features):
+                add_sample(hist[f, np.int64(X_binned[sample, f])], y[sample], w[sample],
+                           criterion)
+    # Occupied range per feature, found after the fact: cheaper than two compares per add.
+    for f in range(n_features):
+        first = 0
+        while first < n_bins and hist[f, first, STAT_COUNT] < 0.5:
+            first += 1
+        last = n_bins - 1
+        while last > first and hist[f, last, STAT_COUNT] < 0.5:
+            last -= 1
+        lo[f] = first
+        hi[f] = last if first < n_bins else -1
 
 
 @njit(**JIT_OPTIONS)
