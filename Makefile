@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -28,5 +28,8 @@ test: lint
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/trees.py --markdown docs/benchmarks-trees-latest.md
 
-clean:
+clean-cache:
+	find src -name '*.nbi' -delete -o -name '*.nbc' -delete
+
+clean: clean-cache
 	rm -rf $(VENV) build *.egg-info src/*.egg-info

@@ -75,12 +75,12 @@ _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Modules whose import registers the built-in estimators, tried when a class is unknown.
 _BUILTIN_MODEL_MODULES = ("cipherforest.tree", "cipherforest.ensemble")
 # Errors that reading a damaged zip archive or .npy member can raise.
-_READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
+READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
                 ValueError, KeyError, NotImplementedError, RuntimeError)
 
 # numpy < 2.1 has no allow_pickle in savez (and would store it as an array); object arrays
 # are rejected before writing anyway.
-_SAVEZ_OPTIONS = ({"allow_pickle": False}
+SAVEZ_OPTIONS = ({"allow_pickle": False}
                   if "allow_pickle" in inspect.signature(np.savez).parameters else {})
 
 
@@ -89,7 +89,8 @@ class ModelFormatError(ValueError):
     """A file is not a valid cipherforest model file (corrupt, foreign or unsupported)."""
 
 
-def _library_version() -> str:
+def library_version() -> str:
+    """Installed cipherforest version, recorded in every file the library writes."""
     package = sys.modules.get("cipherforest")
     version = getattr(package, "__version__", None)
     if version is not None:
@@ -280,7 +281,7 @@ class _Decoder:
             array = self.npz[key]
         except KeyError:
             self.fail(f"array {key!r} of {where} is missing")
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             self.fail(f"array {key!r} of {where} is corrupt ({type(exc).__name__}: {exc})")
         if not isinstance(array, np.ndarray):  # NpzFile returns raw bytes for non-.npy data
             self.fail(f"member {key!r} of {where} is not a .npy array")
@@ -395,7 +396,10 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def _atomic_write(path: str, write: Callable[[Any], None]) -> None:
+def atomic_write(path: str, write: Callable[[Any], None]) -> None:
+    """Write a file all-or-nothing: ``write(file)`` fills a temporary file in the same
+    directory, which is flushed, fsynced and renamed over ``path``; on any error the temporary
+    file is removed and ``path`` is untouched."""
     directory = os.path.dirname(os.path.abspath(path))
     fd, temp = _create_temp(directory, os.path.basename(path))
     try:
@@ -437,15 +441,15 @@ def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
     encoder = _Encoder(type(estimator).__name__)
     spec = encoder.estimator(estimator, "", "")
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION,
-            "library_version": _library_version(), **spec}
+            "library_version": library_version(), **spec}
     meta_bytes = json.dumps(meta, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
     def write(file: Any) -> None:
-        np.savez(file, **_SAVEZ_OPTIONS, **encoder.arrays)
+        np.savez(file, **SAVEZ_OPTIONS, **encoder.arrays)
         with zipfile.ZipFile(file, "a") as archive:
             archive.writestr(_META_MEMBER, meta_bytes)
 
-    _atomic_write(path, write)
+    atomic_write(path, write)
 
 
 def _read_meta(path: str, archive: zipfile.ZipFile) -> dict[str, Any]:
@@ -456,7 +460,7 @@ def _read_meta(path: str, archive: zipfile.ZipFile) -> dict[str, Any]:
         raw = archive.read(_META_MEMBER)
     except KeyError:
         fail(f"not a cipherforest model file (no {_META_MEMBER} member)")
-    except _READ_ERRORS as exc:
+    except READ_ERRORS as exc:
         fail(f"corrupt model file: cannot read {_META_MEMBER} ({type(exc).__name__}: {exc})")
     try:
         meta = json.loads(raw.decode("utf-8"))
@@ -499,7 +503,7 @@ def load_model(path: str | os.PathLike[str]) -> Any:
     with open(path, "rb") as file:
         try:
             archive = zipfile.ZipFile(file)
-        except _READ_ERRORS as exc:
+        except READ_ERRORS as exc:
             raise ModelFormatError(f"{path}: not a cipherforest model file (not a readable "
                                    f"zip archive: {exc})") from None
         with archive:
@@ -507,7 +511,7 @@ def load_model(path: str | os.PathLike[str]) -> Any:
             file.seek(0)
             try:
                 npz = np.load(file, allow_pickle=False)
-            except _READ_ERRORS as exc:
+            except READ_ERRORS as exc:
                 raise ModelFormatError(f"{path}: corrupt model file ({exc})") from None
             with npz:
                 return _Decoder(path, npz).estimator(meta, "model")
