@@ -25,8 +25,10 @@ from ._common import EPSILON, JIT_OPTIONS, STAT_COUNT, STAT_WEIGHT, TREE_LEAF, T
 from ._criteria import add_sample, node_impurity
 from ._histogram import (
     best_split_histogram_feature,
+    best_split_small_node_feature,
     build_histogram,
     clear_histogram,
+    is_small_node,
     partition_histogram,
     subtract_histogram,
 )
@@ -148,6 +150,9 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     tmp_value = np.zeros(n_samples if not use_histogram else 0, dtype=np.float64)
 
     features = np.arange(n_features, dtype=np.int64)
+    small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
+    bin_buffer = np.zeros(small_capacity, dtype=np.int64)
+    sample_buffer = np.zeros(small_capacity, dtype=np.int64)
     cum = np.zeros(n_stats)
     missing = np.zeros(n_stats)
     left = np.zeros(n_stats)
@@ -157,6 +162,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     child_bounds = np.zeros((2, 2), dtype=np.int64)
     child_split = np.zeros(2, dtype=np.bool_)
     child_slots = np.full(2, -1, dtype=np.int64)
+    child_needs = np.zeros(2, dtype=np.bool_)
 
     root_stats = np.zeros(n_stats)
     for i in range(n_samples):
@@ -189,7 +195,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
 
     root_splittable = _is_splittable(root_stats, 0, max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
-    if use_histogram and root_splittable:
+    if use_histogram and root_splittable and not is_small_node(n_samples, n_hist_bins):
         hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
         build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples, 0,
@@ -226,7 +232,13 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 features[j] = features[k]
                 features[k] = tmp
                 f = features[j]
-                if use_histogram:
+                if use_histogram and slot < 0:
+                    non_constant = best_split_small_node_feature(
+                        f, samples, start, end, X_binned, bin_thresholds, n_hist_bins, y, w,
+                        criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
+                        rng_state, split, cum, missing, left, right, bin_buffer,
+                        sample_buffer)
+                elif use_histogram:
                     non_constant = best_split_histogram_feature(
                         f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
                         criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
@@ -341,8 +353,13 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                                             min_weight_leaf, node_float[cid, 1])
 
         child_slots[:] = -1
-        if use_histogram:
-            if child_split[0] or child_split[1]:
+        if use_histogram and parent_slot >= 0:
+            # Children that will be split and are not small need a histogram; the smaller
+            # child's is built (even if only to subtract), the larger one's subtracted.
+            for c in range(2):
+                child_needs[c] = child_split[c] and not is_small_node(
+                    child_bounds[c, 1] - child_bounds[c, 0], n_hist_bins)
+            if child_needs[0] or child_needs[1]:
                 small = 0 if (mid - start) <= (end - mid) else 1
                 large = 1 - small
                 hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
@@ -352,7 +369,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                                 samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
                                 criterion)
                 child_slots[small] = s_slot
-                if child_split[large]:
+                if child_needs[large]:
                     hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
                         _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
                                       n_hists))
@@ -360,7 +377,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                                        hist_hi[parent_slot], hist_pool[s_slot],
                                        hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot])
                     child_slots[large] = l_slot
-                if not child_split[small]:
+                if not child_needs[small]:
                     clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
                     hist_free[n_free_hists] = s_slot
                     n_free_hists += 1

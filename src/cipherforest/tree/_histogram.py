@@ -12,6 +12,11 @@ built from its samples or, for the larger child, obtained by subtraction::
     hist(larger child) = hist(parent) - hist(smaller child)
 
 which is the usual LightGBM / HistGradientBoosting trick: only the smaller child is scanned.
+
+Nodes with few samples (``is_small_node``) get no histogram at all: their samples' bins are
+sorted per feature instead (``best_split_small_node_feature``), which costs O(m log m) rather
+than O(occupied bin range) — the deep nodes of a fully grown tree would otherwise pay for
+hundreds of bins to place a handful of samples.
 """
 
 from __future__ import annotations
@@ -37,6 +42,21 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
     """Accumulate the samples ``samples[start:end]`` into the zeroed slot ``hist``."""
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
+    if 4 * (end - start) < n_bins:
+        # Few samples: track the occupied range while adding (scanning all bins afterwards
+        # would cost more than the adds; deep nodes of fully grown trees are all like this).
+        lo[:] = n_bins
+        hi[:] = -1
+        for i in range(start, end):
+            sample = samples[i]
+            for f in range(n_features):
+                b = np.int64(X_binned[sample, f])
+                add_sample(hist[f, b], y[sample], w[sample], criterion)
+                if b < lo[f]:
+                    lo[f] = b
+                if b > hi[f]:
+                    hi[f] = b
+        return
     if criterion == CRITERION_SQUARED_ERROR:
         # Boosting's hot loop: the four sums written out, no per-sample criterion dispatch.
         for i in range(start, end):
@@ -56,7 +76,7 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
             for f in range(n_features):
                 add_sample(hist[f, np.int64(X_binned[sample, f])], y[sample], w[sample],
                            criterion)
-    # Occupied range per feature, found after the fact: cheaper than two compares per add.
+    # Many samples: find the occupied range once afterwards, cheaper than compares per add.
     for f in range(n_features):
         first = 0
         while first < n_bins and hist[f, first, STAT_COUNT] < 0.5:
@@ -138,6 +158,90 @@ def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterio
             continue  # an empty bin repeats the previous candidate
         if is_random and b < drawn:
             continue
+        c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, b, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+            if not has_missing:
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if has_missing:
+            for k in range(cum.shape[0]):
+                left[k] = cum[k] + missing[k]
+            c = children_impurity(left, right, node, criterion, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < split[SPLIT_CHILDREN]:
+                record_candidate(split, feature, b, True, c, left, right)
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+        if is_random:
+            break
+    if has_missing:
+        for k in range(cum.shape[0]):
+            left[k] = node[k] - missing[k]
+        c = children_impurity(left, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, missing_bin - 1, False, c, left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def is_small_node(n_samples, n_bins):
+    """Whether a node is split by sorting its samples' bins instead of by a histogram."""
+    return 4 * n_samples < n_bins
+
+
+@njit(**JIT_OPTIONS)
+def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_thresholds,
+                                  n_bins, y, w, criterion, node, min_samples_leaf,
+                                  min_weight_leaf, is_random, rng_state, split, cum, missing,
+                                  left, right, bin_buffer, sample_buffer):
+    """``best_split_histogram_feature`` for a small node, from its samples' sorted bins.
+
+    Same candidates, same order, same random draw: boundaries after each occupied bin
+    (bins ``<= b`` left), NaN tried on both sides, and "all values left, NaN right".
+    ``bin_buffer`` / ``sample_buffer`` are scratch arrays of at least ``end - start`` items.
+    """
+    missing_bin = n_bins - 1
+    missing[:] = 0.0
+    n_valid = 0
+    for i in range(start, end):
+        sample = samples[i]
+        b = np.int64(X_binned[sample, feature])
+        if b == missing_bin:
+            add_sample(missing, y[sample], w[sample], criterion)
+            continue
+        # Insertion sort by bin: nodes here hold fewer than n_bins / 4 samples.
+        j = n_valid
+        while j > 0 and bin_buffer[j - 1] > b:
+            bin_buffer[j] = bin_buffer[j - 1]
+            sample_buffer[j] = sample_buffer[j - 1]
+            j -= 1
+        bin_buffer[j] = b
+        sample_buffer[j] = sample
+        n_valid += 1
+    has_missing = n_valid < end - start
+    if n_valid == 0:
+        return False
+    first = bin_buffer[0]
+    last = bin_buffer[n_valid - 1]
+    if last == first and not has_missing:
+        return False
+
+    drawn = -1
+    if is_random and last > first:
+        drawn = rand_int(rng_state, first, last)
+
+    cum[:] = 0.0
+    for i in range(n_valid - 1):
+        add_sample(cum, y[sample_buffer[i]], w[sample_buffer[i]], criterion)
+        b = bin_buffer[i]
+        b_next = bin_buffer[i + 1]
+        if b_next == b:
+            continue
+        if is_random:
+            if not (b <= drawn < b_next):
+                continue
+            b = drawn
         c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
         if c < split[SPLIT_CHILDREN]:
             record_candidate(split, feature, b, False, c, cum, right)
