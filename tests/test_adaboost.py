@@ -452,6 +452,11 @@ def test_save_load_round_trip(make, tmp_path):
 
 
 def _expected_failed_checks(estimator):
+    if isinstance(estimator, AdaBoostRegressor):
+        return {"check_sample_weight_equivalence_on_dense_data":
+                "AdaBoost.R2 draws a weighted bootstrap every round, so a row of weight 2 and "
+                "two copies of it get different draws (scikit-learn xfails this for its "
+                "AdaBoostRegressor too)"}
     if getattr(estimator.estimator, "max_bins", None) is not None:
         return {"check_sample_weight_equivalence_on_dense_data":
                 "histogram subtraction rounds differently for a row of weight 2 than for two "
@@ -514,13 +519,15 @@ def test_missing_values_are_handled_by_the_trees(model, breast_cancer):
 
 
 class TreeThenOffset(RegressorMixin, BaseEstimator):
-    """A depth-3 tree on uniform weights (round 1), afterwards a constant far above every
-    target (average loss close to 1)."""
+    """A depth-3 tree in round 1, afterwards a constant far above every target (average loss
+    close to 1). Rounds are counted on the class: every round fits a fresh clone."""
+
+    fits = 0
 
     def fit(self, X, y, sample_weight=None):
-        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight)
-        self.tree_ = DecisionTreeRegressor(max_depth=3).fit(X, y) if np.allclose(w, w[0]) \
-            else None
+        type(self).fits += 1
+        self.tree_ = (DecisionTreeRegressor(max_depth=3).fit(X, y, sample_weight)
+                      if type(self).fits == 1 else None)
         self.offset_ = float(np.max(y) + 10 * np.ptp(y))
         return self
 
@@ -532,6 +539,7 @@ class TreeThenOffset(RegressorMixin, BaseEstimator):
 
 def test_regressor_learner_without_edge_is_not_added():
     X, y = load_diabetes(return_X_y=True)
+    TreeThenOffset.fits = 0
     model = AdaBoostRegressor(TreeThenOffset(), n_estimators=6).fit(X, y)
     assert len(model) == 1 and model.estimators_[0].tree_ is not None
     np.testing.assert_allclose(model.predict(X), model.estimators_[0].predict(X))

@@ -368,7 +368,8 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         try:
             for _ in range(self.n_estimators):
                 w = floor_weights(w, zero)
-                est = learners.fit(w, np.random.RandomState(draw_seeds(rng, 1)[0]))
+                round_rng = np.random.RandomState(draw_seeds(rng, 1)[0])
+                est = learners.fit(self._learner_weights(w, round_rng), round_rng)
                 outcome = self._round(est, X, y, w, is_first=not estimators)
                 if bar:
                     bar.update()
@@ -389,6 +390,10 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         self.estimator_errors_ = np.asarray(errors, dtype=np.float64)
         self.normalizers_ = np.asarray(normalizers, dtype=np.float64)
         return self
+
+    def _learner_weights(self, w: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+        """Weights the round's learner is fitted with (classification: the boosting weights)."""
+        return w
 
     def __len__(self) -> int:
         """Number of fitted sub-estimators."""
@@ -661,8 +666,9 @@ class AdaBoostRegressor(RegressorMixin, _BaseWeightBoosting):
 
     Notes
     -----
-    scikit-learn always fits R2's learners on weighted bootstraps; here estimators that
-    take ``sample_weight`` are fitted on the weights (deterministic given the data). A
+    As Drucker's AdaBoost.R2 and scikit-learn, each learner is fitted on a bootstrap drawn
+    with the boosting weights as probabilities (passed as draw counts when the learner takes
+    ``sample_weight``); errors are measured on every row with the boosting weights. A
     learner with ``eps >= 1/2`` is not added, except in round one where, as in
     scikit-learn, it is kept alone so that the model can predict. A perfect learner gets
     ``alpha`` at ``eps = 2.2e-16`` (scikit-learn: 1). Per-round arrays have one entry per
@@ -690,6 +696,13 @@ class AdaBoostRegressor(RegressorMixin, _BaseWeightBoosting):
 
     def _prepare_targets(self, y):
         return np.asarray(y, dtype=np.float64)
+
+    def _learner_weights(self, w: np.ndarray, rng: np.random.RandomState) -> np.ndarray:
+        """AdaBoost.R2 (Drucker 1997) fits each learner on a bootstrap drawn with the
+        boosting weights as probabilities; the draw counts reach the learner as weights."""
+        n = w.shape[0]
+        draws = rng.choice(n, size=n, replace=True, p=w / w.sum())
+        return np.bincount(draws, minlength=n).astype(np.float64)
 
     def _round(self, est, X, y, w, is_first: bool):
         losses = r2_losses(np.abs(est.predict(X) - y), w > 0, self.loss)
