@@ -79,6 +79,11 @@ def make_model(name: str):
         return lightgbm.LGBMClassifier(n_estimators=N_TREES, num_leaves=31, learning_rate=0.1,
                                        min_child_samples=20, n_jobs=os.cpu_count(),
                                        verbose=-1, random_state=0)
+    if name == "lightgbm_1thread":
+        import lightgbm
+        return lightgbm.LGBMClassifier(n_estimators=N_TREES, num_leaves=31, learning_rate=0.1,
+                                       min_child_samples=20, n_jobs=1, verbose=-1,
+                                       random_state=0)
     if name == "xgboost":
         import xgboost
         return xgboost.XGBClassifier(n_estimators=N_TREES, tree_method="hist", max_depth=0,
@@ -96,7 +101,7 @@ def model_size_bytes(name: str, model) -> int:
             path = Path(tmp) / "model.cfm"
             save_model(model, path)
             return path.stat().st_size
-    if name == "lightgbm":
+    if name.startswith("lightgbm"):
         return len(model.booster_.model_to_string().encode())
     if name == "xgboost":
         return len(model.get_booster().save_raw())
@@ -149,7 +154,7 @@ def machine_line() -> str:
 
 
 PEERS = {"ours_rf_exact": ["sklearn_rf"], "ours_rf_hist": ["sklearn_rf"],
-         "ours_gb_hist": ["sklearn_hgb", "lightgbm", "xgboost"]}
+         "ours_gb_hist": ["sklearn_hgb", "lightgbm", "lightgbm_1thread", "xgboost"]}
 
 
 def render(results: list[dict]) -> str:
