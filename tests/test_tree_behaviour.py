@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
 
 from cipherforest import DecisionTreeClassifier, DecisionTreeRegressor
@@ -528,3 +529,25 @@ def test_weights_scale_invariance():
     for name in ("children_left", "feature", "threshold", "n_node_samples", "value"):
         np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
     np.testing.assert_array_equal(b.weighted_n_node_samples, 8.0 * a.weighted_n_node_samples)
+
+
+@pytest.mark.parametrize("max_bins", [None, 32])
+def test_random_feature_draws_do_not_depend_on_growth_order(max_bins):
+    """Each node draws from a generator seeded by its position, so best-first growth with room
+    for every leaf builds the depth-first tree (the encrypted protocol grows level by level)."""
+    X, y = make_classification(n_samples=600, n_features=12, n_informative=6, random_state=1)
+    params = dict(max_features=3, random_state=7, max_bins=max_bins)
+    depth_first = DecisionTreeClassifier(**params).fit(X, y)
+    best_first = DecisionTreeClassifier(max_leaf_nodes=10_000, **params).fit(X, y)
+    assert depth_first.tree_.max_depth > 5
+    a, b = depth_first.tree_, best_first.tree_
+    assert a.node_count == b.node_count
+    stack = [(0, 0)]
+    while stack:  # walk both trees in lockstep: their node numbering differs
+        i, j = stack.pop()
+        assert a.feature[i] == b.feature[j]
+        assert a.threshold[i] == b.threshold[j]
+        np.testing.assert_array_equal(a.value[i], b.value[j])
+        if a.children_left[i] >= 0:
+            stack += [(a.children_left[i], b.children_left[j]),
+                      (a.children_right[i], b.children_right[j])]

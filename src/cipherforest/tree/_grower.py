@@ -32,7 +32,7 @@ from ._histogram import (
     partition_histogram,
     subtract_histogram,
 )
-from ._rng import rand_int
+from ._rng import child_seed, rand_int
 from ._split_record import (
     MISSING_UNSEEN,
     SPLIT_CHILDREN,
@@ -186,6 +186,9 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     pending_end = np.zeros(2, dtype=np.int64)
     pending_depth = np.zeros(2, dtype=np.int64)
     pending_hist = np.full(2, -1, dtype=np.int64)
+    pending_seed = np.zeros(2, dtype=np.uint64)
+    pending_seed[0] = rng_state[0]
+    frontier_seed = np.zeros(16, dtype=np.uint64)
     n_pending = 1
     pending_node[0] = 0
     pending_start[0] = 0
@@ -222,10 +225,14 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 frontier_free = _grow_rows(frontier_free, n_entries)
                 order = _grow_rows(order, n_entries)
                 keys = _grow_rows(keys, n_entries)
+                frontier_seed = _grow_rows(frontier_seed, n_entries)
             split = frontier_split[entry]
             reset_split(split)
             stats = node_stats[node_id]
             n_visited = 0
+            rng_state[0] = pending_seed[p]
+            for j in range(n_features):
+                features[j] = j
             for j in range(n_features):
                 k = rand_int(rng_state, j, n_features)
                 tmp = features[j]
@@ -269,6 +276,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             frontier_int[entry, _F_END] = end
             frontier_int[entry, _F_DEPTH] = pending_depth[p]
             frontier_int[entry, _F_HIST] = slot
+            frontier_seed[entry] = pending_seed[p]
             if best_first:
                 order_size = _heap_push(order, order_size, improvement, entry, keys)
             else:
@@ -394,6 +402,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 pending_end[n_pending] = child_bounds[c, 1]
                 pending_depth[n_pending] = depth + 1
                 pending_hist[n_pending] = child_slots[c]
+                pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
                 n_pending += 1
 
     return node_int[:node_count].copy(), node_float[:node_count].copy(), \

@@ -40,3 +40,16 @@ def rand_uniform(state, low, high):
     """Uniform float in ``[low, high)``."""
     u = np.float64(next_uint64(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)
     return low + (high - low) * u
+
+
+@njit(**JIT_OPTIONS)
+def child_seed(seed, side):
+    """Seed of a node's child (``side`` 0 left, 1 right) from the node's own seed.
+
+    Every node draws its features (and random thresholds) from a generator seeded by its
+    position in the tree, not by the order nodes are visited in, so depth-first,
+    best-first and level-by-level growth (the encrypted protocol's) build the same tree.
+    """
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = np.uint64(seed) ^ (np.uint64(side + 1) * np.uint64(0xD1B54A32D192ED03))
+    return next_uint64(state)
