@@ -3,11 +3,14 @@
 * :class:`GiniPreservingEncryptor` — the paper's scheme as a scikit-learn transformer;
   ``fit_transform`` / ``transform`` give the integer cipher matrix a
   :class:`~cipherforest.ensemble.RandomForestClassifier` trains and predicts on.
+* :class:`PrivateForestClient` / :class:`PrivateForestServer` — the paper's encrypted random
+  forest: GIPE features, CKKS (or exact BFV) labels, one round trip per tree level.
 * :mod:`cipherforest.privacy.leakage` — the bitwise leakage matrix (Roy et al., CCS 2022;
   the paper's appendix E) of a column under GIPE or order-preserving encryption.
 """
 
 from ._state_file import StateFileError
+from .client import PrivateForestClient, ProtocolStats
 from .gipe import (
     MAX_CIPHER,
     CipherSpaceError,
@@ -16,6 +19,9 @@ from .gipe import (
     GipeRekeyWarning,
     cipher_max,
 )
+from .he import HEError
+from .protocol import ProtocolError
+from .server import PrivateForestServer
 
 __all__ = [
     "MAX_CIPHER",
@@ -23,6 +29,11 @@ __all__ = [
     "GiniPreservingEncryptor",
     "GipeDecryptionError",
     "GipeRekeyWarning",
+    "HEError",
+    "PrivateForestClient",
+    "PrivateForestServer",
+    "ProtocolError",
+    "ProtocolStats",
     "StateFileError",
     "cipher_max",
 ]

@@ -1,0 +1,344 @@
+"""The data owner's side of the encrypted random forest: :class:`PrivateForestClient`.
+
+The client encrypts features with GIPE and labels with CKKS (or BFV, the exact mode), hands
+the ciphertexts and its *public* homomorphic context to a server, then answers one query per
+tree level for the whole forest: it decrypts the packed squared class counts, computes every
+candidate's Gini impurity and tells the server, per node, which candidate wins or that the
+node is a leaf. Secret keys never leave the client. Predictions come back as encrypted leaf
+counts; the client decrypts and averages them as a random forest does.
+"""
+
+from __future__ import annotations
+
+import secrets
+import time
+from dataclasses import dataclass, field
+from numbers import Integral
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from ..ensemble._base import resolve_n_draws
+from ..tree._classes import resolve_max_features
+from .gipe import GiniPreservingEncryptor
+from .he import SCHEMES, HEError, SecretContext
+from .protocol import Message, ProtocolError, decode_message, encode_message
+
+__all__ = ["PrivateForestClient", "ProtocolStats", "choose_splits"]
+
+_EPSILON = np.finfo(np.float64).eps
+# CKKS returns squared counts with an error far below this; more means a wrong key or a
+# corrupted ciphertext, not rounding.
+_CKKS_INTEGER_TOLERANCE = 0.25
+
+
+@dataclass
+class ProtocolStats:
+    """Costs of one fit or predict as seen by the client."""
+
+    client_seconds: float = 0.0
+    server_seconds: float = 0.0
+    rounds: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    bytes_per_round: list[int] = field(default_factory=list)
+    last_received: int = 0
+
+
+class PrivateForestClient(ClassifierMixin, BaseEstimator):
+    """Random forest trained by a server on encrypted data (GIPE features, CKKS labels).
+
+    Parameters mirror :class:`~cipherforest.ensemble.RandomForestClassifier` (Gini criterion);
+    with the same ``random_state`` the server grows the trees that random forest grows on the
+    GIPE ciphertexts with clear labels.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+    max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
+    max_depth : int or None, default=None
+    min_samples_split : int, default=2
+        The paper's α: nodes with fewer samples become leaves.
+    min_samples_leaf : int, default=1
+    bootstrap : bool, default=True
+    max_samples : int, float or None, default=None
+    max_bins : int or None, default=None
+        Candidate thresholds at most ``max_bins - 1`` bin edges per feature (histogram
+        forest) instead of every midpoint: fewer blocks per round.
+    random_state : int or None, default=None
+        Seeds the forest (sent to the server) and, independently, GIPE.
+    scheme : {"ckks", "bfv"}, default="ckks"
+        Label encryption. "bfv" is the exact mode: integer counts, decisions identical to the
+        plaintext forest's by construction.
+    security_parameter : float, default=6.4
+        GIPE's λ.
+    server : PrivateForestServer-like or None, default=None
+        Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
+    label_chunk : int, default=256
+        Label ciphertexts per upload message.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    encryptor_ : GiniPreservingEncryptor
+        The GIPE state (secret).
+    session_ : str
+        Server session id.
+    fit_stats_ : ProtocolStats
+    predict_stats_ : ProtocolStats
+        Of the last ``predict_proba`` call.
+    """
+
+    def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
+                 max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
+                 server=None, label_chunk=256):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.bootstrap = bootstrap
+        self.max_samples = max_samples
+        self.max_bins = max_bins
+        self.random_state = random_state
+        self.scheme = scheme
+        self.security_parameter = security_parameter
+        self.server = server
+        self.label_chunk = label_chunk
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X, y):
+        """Encrypt ``X`` and ``y``, let the server grow the forest, answer its queries."""
+        stats = ProtocolStats()
+        started = time.perf_counter()
+        self._validate_params_simple()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        n_classes = len(self.classes_)
+        if n_classes < 2:
+            raise ValueError("PrivateForestClient needs at least two classes")
+        y_encoded = encoder.transform(y)
+        forest_seed, gipe_seed = self._seeds()
+        self.encryptor_ = GiniPreservingEncryptor(self.security_parameter,
+                                                  random_state=gipe_seed)
+        X_cipher = self.encryptor_.fit_transform(X, y_encoded).astype(np.float64)
+        self._he = SecretContext(self.scheme)
+        server = self._server()
+        self._n_classes = n_classes
+
+        n_samples, n_features = X.shape
+        meta = {
+            "n_classes": n_classes,
+            "n_estimators": int(self.n_estimators),
+            "max_features": resolve_max_features(self.max_features, n_features),
+            "max_depth": None if self.max_depth is None else int(self.max_depth),
+            "min_samples_split": int(self.min_samples_split),
+            "min_samples_leaf": int(self.min_samples_leaf),
+            "bootstrap": bool(self.bootstrap),
+            "n_draws": resolve_n_draws(self.max_samples, n_samples) if self.bootstrap
+            else n_samples,
+            "max_bins": None if self.max_bins is None else int(self.max_bins),
+            "random_state": forest_seed,
+        }
+        setup = Message("setup", meta, {"X": X_cipher},
+                        {"context": [self._he.public_bytes()]})
+        reply = self._exchange(server, setup, "session", stats)
+        self.session_ = reply.value("session", str)
+        labels = self._he.encrypt_labels(y_encoded, n_classes)
+        for start in range(0, n_samples, self.label_chunk):
+            chunk = Message("labels", self._meta({"start": start}),
+                            blobs={"labels": labels[start: start + self.label_chunk]})
+            self._exchange(server, chunk, "ack", stats)
+        del labels
+        reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
+                               stats)
+        while reply.kind == "query":
+            stats.rounds += 1
+            stats.bytes_per_round.append(stats.last_received)
+            answer = self._answer(reply)
+            reply = self._exchange(server, answer, ("query", "trained"), stats)
+        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+        self.fit_stats_ = stats
+        return self
+
+    def _validate_params_simple(self) -> None:
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+        for name in ("n_estimators", "min_samples_split", "min_samples_leaf", "label_chunk"):
+            value = getattr(self, name)
+            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value!r}")
+        if self.min_samples_split < 2:
+            raise ValueError(f"min_samples_split must be >= 2, got {self.min_samples_split}")
+        if self.max_bins is not None and not (isinstance(self.max_bins, Integral)
+                                              and 2 <= self.max_bins <= 255):
+            raise ValueError(f"max_bins must be None or an integer in [2, 255], "
+                             f"got {self.max_bins!r}")
+        if self.max_depth is not None and not (isinstance(self.max_depth, Integral)
+                                               and self.max_depth >= 1):
+            raise ValueError(f"max_depth must be None or a positive integer, "
+                             f"got {self.max_depth!r}")
+
+    def _seeds(self) -> tuple[int, int]:
+        """The forest's seed (as RandomForestClassifier reads random_state) and GIPE's."""
+        if self.random_state is None:
+            forest = secrets.randbits(32)
+        elif isinstance(self.random_state, Integral):
+            forest = int(self.random_state)
+        else:
+            forest = int(check_random_state(self.random_state).randint(2**32 - 1))
+        gipe = int(np.random.SeedSequence([forest, 0x61FE]).generate_state(1)[0])
+        return forest, gipe
+
+    def _server(self):
+        if self.server is not None:
+            return self.server
+        if getattr(self, "server_", None) is None:
+            from .server import PrivateForestServer
+
+            self.server_ = PrivateForestServer()
+        return self.server_
+
+    def _meta(self, extra: dict) -> dict:
+        return {"session": self.session_, "context": self._he.fingerprint_public, **extra}
+
+    def _exchange(self, server, message: Message, expected, stats: ProtocolStats) -> Message:
+        data = encode_message(message)
+        started = time.perf_counter()
+        reply = server.handle(data)
+        stats.server_seconds += time.perf_counter() - started
+        stats.bytes_sent += len(data)
+        stats.bytes_received += len(reply)
+        stats.last_received = len(reply)
+        return decode_message(reply, expected)
+
+    def _answer(self, query: Message) -> Message:
+        token = query.value("token", str)
+        round_ = query.value("round", int)
+        squares = self._decrypt_blocks(query)
+        choice = choose_splits(
+            squares, query.array("weight", "int64", 1), query.array("tree_weight", "int64", 1),
+            query.array("n_candidates", "int64", 1), query.array("left_weight", "int64", 1))
+        arrays = {"tree": query.array("tree", "int64", 1),
+                  "node": query.array("node", "int64", 1), "choice": choice}
+        return Message("answer", self._meta({"round": round_, "token": token}), arrays)
+
+    def _decrypt_blocks(self, query: Message) -> np.ndarray:
+        """Per block (node total or candidate): summed squares of its L and R halves."""
+        tau = self._n_classes
+        shift = query.value("shift", int)
+        blocks = []
+        for blob in query.blob_list("squares"):
+            try:
+                ct = self._he.load_ciphertext(blob)
+            except HEError as exc:
+                raise ProtocolError(f"query: {exc}") from None
+            slots = self._he.decrypt(ct)
+            per_ct = slots.shape[0] // (2 * tau)
+            blocks.append(slots[: per_ct * 2 * tau].reshape(per_ct, 2, tau))
+        values = np.concatenate(blocks).sum(axis=2)
+        if self.scheme == "ckks":
+            values = values * 4.0 ** shift
+            rounded = np.rint(values)
+            if np.abs(values - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
+                raise ProtocolError("decrypted squared counts are not integers: the query "
+                                    "was not made with this client's key or is corrupted")
+            values = rounded
+        return values
+
+    # ------------------------------------------------------------------ predict
+    def predict_proba(self, X) -> np.ndarray:
+        """Class probabilities: mean over trees of the leaf class frequencies (decrypted)."""
+        check_is_fitted(self, "session_")
+        stats = ProtocolStats()
+        started = time.perf_counter()
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X_cipher = self.encryptor_.transform(X).astype(np.float64)
+        request = Message("predict", self._meta({}), {"X": X_cipher})
+        reply = self._exchange(self._server(), request, "scores", stats)
+        n_rows, n_trees = reply.value("n_rows", int), reply.value("n_trees", int)
+        tau = self._n_classes
+        counts = []
+        for blob in reply.blob_list("scores"):
+            try:
+                slots = self._he.decrypt(self._he.load_ciphertext(blob))
+            except HEError as exc:
+                raise ProtocolError(f"scores: {exc}") from None
+            counts.append(slots[: (slots.shape[0] // tau) * tau])
+        counts = np.concatenate(counts)[: n_rows * n_trees * tau].reshape(n_rows, n_trees, tau)
+        if self.scheme == "ckks":
+            rounded = np.rint(counts)
+            if np.abs(counts - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
+                raise ProtocolError("decrypted leaf counts are not integers: the scores were "
+                                    "not made with this client's key or are corrupted")
+            counts = rounded
+        counts = counts.astype(np.float64)
+        totals = counts.sum(axis=2, keepdims=True)
+        if (totals <= 0).any():
+            raise ProtocolError("a decrypted leaf holds no samples")
+        proba = (counts / totals).mean(axis=1)
+        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+        self.predict_stats_ = stats
+        return proba
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class of each row."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,
+                  n_candidates: np.ndarray, left_weight: np.ndarray) -> np.ndarray:
+    """The client's decision per node: index of the best candidate, or -1 for a leaf.
+
+    Parameters
+    ----------
+    squares : ndarray of shape (n_blocks, 2)
+        Decrypted blocks in query order: each node's total block ``(ΣT², 0)`` followed by one
+        ``(ΣL², ΣR²)`` block per candidate; exact integers.
+    weight, tree_weight, n_candidates : ndarray of shape (n_nodes,)
+        Node weight ``W``, its tree's root weight, number of candidates.
+    left_weight : ndarray of shape (n_candidates_total,)
+        Left child weight ``W_l`` of every candidate.
+
+    Returns
+    -------
+    choice : ndarray of int64
+        As the plaintext grower decides: a pure node (Gini ≤ eps) is a leaf; otherwise the
+        candidate with the smallest weighted children impurity
+        ``W_l - ΣL²/W_l + W_r - ΣR²/W_r`` (first in the server's order on ties), unless it
+        does not decrease the impurity.
+    """
+    n_nodes = weight.shape[0]
+    expected_blocks = n_nodes + int(n_candidates.sum())
+    if squares.shape[0] < expected_blocks:
+        raise ProtocolError(f"query describes {expected_blocks} blocks, its ciphertexts "
+                            f"hold {squares.shape[0]}")
+    choice = np.full(n_nodes, -1, dtype=np.int64)
+    block = 0
+    cand = 0
+    for i in range(n_nodes):
+        w = float(weight[i])
+        sq_total = squares[block, 0]
+        block += 1
+        k = int(n_candidates[i])
+        sq = squares[block: block + k]
+        w_left = left_weight[cand: cand + k].astype(np.float64)
+        block += k
+        cand += k
+        impurity = 1.0 - sq_total / (w * w)
+        if impurity <= _EPSILON or k == 0:
+            continue
+        w_right = w - w_left
+        children = (w_left - sq[:, 0] / w_left) + (w_right - sq[:, 1] / w_right)
+        best = int(np.argmin(children))
+        improvement = (w * impurity - children[best]) / float(tree_weight[i])
+        if improvement + _EPSILON < 0.0:
+            continue
+        choice[i] = best
+    return choice

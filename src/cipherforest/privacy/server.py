@@ -1,0 +1,639 @@
+"""The server of the encrypted random forest: grows trees on GIPE ciphers and CKKS/BFV labels.
+
+The server holds the GIPE cipher matrix (integers it may compare), one label ciphertext per
+training row and the client's *public* homomorphic context; it never sees a label or a key.
+It grows every tree of the forest level by level (DESIGN.md §4, the paper's section 4):
+
+1. For each open node of each tree it draws the candidate features and enumerates the
+   candidate thresholds exactly as :class:`~cipherforest.ensemble.RandomForestClassifier`
+   does on the same ciphers (same bootstrap counts, same per-node feature draws, same
+   midpoints or histogram bins, same ``min_samples_leaf`` filter): everything but the
+   impurities is plaintext to the server.
+2. Running sums of label ciphertexts along the sorted rows give each candidate's left class
+   counts ``L`` (``R = T - L``). Each candidate gets a block of ``2τ`` slots, filled by
+   multiplying with a pre-encoded ``(+v | -v)`` block mask; the node's ``T`` goes to its own
+   block and to the right halves of its candidates' blocks. One ciphertext thus carries
+   ``n_slots / 2τ`` blocks; squaring it (one multiplication) yields ``L²`` and ``R²``.
+3. All trees' blocks of one level travel in one message; the client answers each node with
+   a candidate index or "leaf". A leaf keeps the encrypted class counts ``T`` of its rows.
+
+Prediction routes GIPE-encrypted test rows through every tree and returns each (row, tree)
+leaf count vector packed ``n_slots / τ`` per ciphertext; the client decrypts and averages.
+
+Protocol state changes only after a message has been validated completely, so a rejected
+message (tampered, truncated, foreign, for an unknown node, for another round, replayed)
+leaves the session as it was.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ensemble._base import bootstrap_counts, draw_seeds
+from ..tree._fit import prepare_tree_data
+from ..tree._rng import child_seed, make_state, rand_int
+from .he import HEError, PublicContext
+from .protocol import Message, ProtocolError, decode_message, encode_message
+
+__all__ = ["PrivateForestServer"]
+
+# CKKS: a squared block value must stay below 2^(60 - 40 - 1) on the last prime; masks carry
+# 2^-shift so that (v * count)^2 <= 2^17 even for the heaviest node.
+_CKKS_MAX_SCALED_COUNT = 2.0 ** 8.5
+_MAX_LABEL_CHUNK = 4096
+
+
+@dataclass(frozen=True)
+class ForestSpec:
+    """Validated training parameters (the client's, in RandomForestClassifier's meaning)."""
+
+    n_estimators: int
+    max_features: int
+    max_depth: int  # -1: unlimited
+    min_samples_split: int
+    min_samples_leaf: int
+    bootstrap: bool
+    n_draws: int
+    max_bins: int | None
+    random_state: int
+
+    @classmethod
+    def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
+        def integer(name, low, high=None, allow_none=False):
+            value = meta.get(name)
+            if value is None and allow_none:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ProtocolError(f"setup: {name} must be an integer, got {value!r}")
+            if value < low or (high is not None and value > high):
+                raise ProtocolError(f"setup: {name}={value} must be in [{low}, {high}]")
+            return value
+
+        if not isinstance(meta.get("bootstrap"), bool):
+            raise ProtocolError("setup: bootstrap must be true or false")
+        max_depth = integer("max_depth", 1, allow_none=True)
+        min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
+        return cls(
+            n_estimators=integer("n_estimators", 1, 10_000),
+            max_features=integer("max_features", 1, n_features),
+            max_depth=-1 if max_depth is None else max_depth,
+            min_samples_split=max(integer("min_samples_split", 2), 2 * min_samples_leaf),
+            min_samples_leaf=min_samples_leaf,
+            bootstrap=meta["bootstrap"],
+            n_draws=integer("n_draws", 1, n_samples),
+            max_bins=integer("max_bins", 2, 255, allow_none=True),
+            random_state=integer("random_state", 0, 2**32 - 1),
+        )
+
+
+@dataclass
+class _OpenNode:
+    node_id: int
+    samples: np.ndarray  # row ids with positive weight
+    depth: int
+    seed: int
+
+
+@dataclass
+class _Candidate:
+    feature: int
+    key: float  # rows with key <= this go left (value in exact mode, bin in histogram mode)
+    threshold: float
+    end: int  # rows order[:end] go left
+    left_weight: int
+
+
+@dataclass
+class _NodePlan:
+    tree: int
+    node: _OpenNode
+    weight: int
+    orders: list[np.ndarray]  # per visited feature with candidates: row order
+    candidates: list[list[_Candidate]]  # per visited feature
+
+
+@dataclass
+class _TreeState:
+    weights: np.ndarray  # bootstrap counts (int64)
+    total_weight: int
+    left: list[int] = field(default_factory=lambda: [-1])
+    right: list[int] = field(default_factory=lambda: [-1])
+    feature: list[int] = field(default_factory=lambda: [-2])
+    threshold: list[float] = field(default_factory=lambda: [-2.0])
+    n_node_samples: list[int] = field(default_factory=lambda: [0])
+    leaves: dict[int, object] = field(default_factory=dict)
+    open: list[_OpenNode] = field(default_factory=list)
+
+    def add_children(self, parent: int, feature: int, threshold: float) -> tuple[int, int]:
+        left_id = len(self.left)
+        for _ in range(2):
+            self.left.append(-1)
+            self.right.append(-1)
+            self.feature.append(-2)
+            self.threshold.append(-2.0)
+            self.n_node_samples.append(0)
+        self.left[parent], self.right[parent] = left_id, left_id + 1
+        self.feature[parent], self.threshold[parent] = feature, threshold
+        return left_id, left_id + 1
+
+    def apply(self, X: np.ndarray) -> np.ndarray:
+        """Leaf id of every row of ``X`` (cipher space)."""
+        left = np.asarray(self.left)
+        right = np.asarray(self.right)
+        feature = np.asarray(self.feature)
+        threshold = np.asarray(self.threshold)
+        node = np.zeros(X.shape[0], dtype=np.int64)
+        rows = np.arange(X.shape[0])
+        active = left[node] >= 0
+        while active.any():
+            idx = rows[active]
+            cur = node[idx]
+            go_left = X[idx, feature[cur]] <= threshold[cur]
+            node[idx] = np.where(go_left, left[cur], right[cur])
+            active = left[node] >= 0
+        return node
+
+
+@dataclass
+class ServerStats:
+    """What a session cost the server: seconds and bytes per message kind, rounds."""
+
+    seconds: float = 0.0
+    rounds: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    bytes_per_round: list[int] = field(default_factory=list)
+    query_ciphertexts: int = 0
+    candidates: int = 0
+
+
+class _Session:
+    def __init__(self, session_id: str, context: PublicContext, X: np.ndarray,
+                 n_classes: int, spec: ForestSpec):
+        self.id = session_id
+        self.context = context
+        self.X = X
+        self.n_classes = n_classes
+        self.spec = spec
+        self.labels: list = []
+        self.state = "receiving labels"
+        self.round = 0
+        self.query_token = ""
+        self.plans: list[_NodePlan] = []
+        self.stats = ServerStats()
+        n_samples, n_features = X.shape
+        seeds = draw_seeds(np.random.RandomState(spec.random_state), spec.n_estimators)
+        data = prepare_tree_data(X, spec.max_bins, int(seeds[0]))
+        self.keys = X if spec.max_bins is None else data.X_binned
+        self.bin_thresholds = data.bin_thresholds
+        self.trees: list[_TreeState] = []
+        for seed in seeds:
+            if spec.bootstrap:
+                counts = bootstrap_counts(int(seed), n_samples, spec.n_draws).astype(np.int64)
+            else:
+                counts = np.ones(n_samples, dtype=np.int64)
+            tree = _TreeState(weights=counts, total_weight=int(counts.sum()))
+            samples = np.flatnonzero(counts > 0)
+            tree.n_node_samples[0] = samples.shape[0]
+            tree.open.append(_OpenNode(0, samples, 0, int(make_state(int(seed))[0])))
+            self.trees.append(tree)
+        self.block_size = 2 * n_classes
+        self.blocks_per_ciphertext = context.n_slots // self.block_size
+
+
+class PrivateForestServer:
+    """Encrypted random-forest server: holds sessions, answers protocol messages (bytes).
+
+    Each session is created by a ``setup`` message carrying the client's public context, the
+    GIPE cipher matrix and the forest parameters; the server never receives a secret key.
+    :meth:`handle` takes one encoded message and returns the encoded reply; it raises
+    :class:`~cipherforest.privacy.protocol.ProtocolError` for anything invalid, leaving the
+    session unchanged.
+    """
+
+    def __init__(self):
+        self._sessions: dict[str, _Session] = {}
+
+    # ------------------------------------------------------------------ dispatch
+    def handle(self, data: bytes) -> bytes:
+        """Process one request message and return the reply message (both as bytes)."""
+        started = time.perf_counter()
+        message = decode_message(data)
+        handlers = {"setup": self._setup, "labels": self._labels, "train": self._train,
+                    "answer": self._answer, "predict": self._predict}
+        if message.kind not in handlers:
+            raise ProtocolError(f"unknown request kind {message.kind!r}")
+        session, reply = handlers[message.kind](message)
+        out = encode_message(reply)
+        session.stats.seconds += time.perf_counter() - started
+        session.stats.bytes_in += len(data)
+        session.stats.bytes_out += len(out)
+        if reply.kind == "query":
+            session.stats.bytes_per_round.append(len(out))
+        return out
+
+    def session_stats(self, session_id: str) -> ServerStats:
+        return self._session(session_id).stats
+
+    def tree_arrays(self, session_id: str) -> list[dict[str, np.ndarray]]:
+        """Plaintext structure of each grown tree (cipher-space thresholds): the server's view."""
+        session = self._session(session_id)
+        return [{"children_left": np.asarray(t.left), "children_right": np.asarray(t.right),
+                 "feature": np.asarray(t.feature), "threshold": np.asarray(t.threshold),
+                 "n_node_samples": np.asarray(t.n_node_samples)} for t in session.trees]
+
+    def _session(self, session_id) -> _Session:
+        if not isinstance(session_id, str) or session_id not in self._sessions:
+            raise ProtocolError(f"unknown session {session_id!r}")
+        return self._sessions[session_id]
+
+    def _session_of(self, message: Message) -> _Session:
+        session = self._session(message.meta.get("session"))
+        fingerprint = message.meta.get("context")
+        if fingerprint != session.context.fingerprint_public:
+            raise ProtocolError("message was made under a different homomorphic context "
+                                f"(fingerprint {fingerprint!r}, session uses "
+                                f"{session.context.fingerprint_public!r})")
+        return session
+
+    # ------------------------------------------------------------------ setup and upload
+    def _setup(self, message: Message):
+        context_blob = message.blob_list("context")
+        if len(context_blob) != 1:
+            raise ProtocolError("setup: expected exactly one public context")
+        try:
+            context = PublicContext.from_bytes(context_blob[0])
+        except HEError as exc:
+            raise ProtocolError(f"setup: {exc}") from None
+        X = message.array("X", "float64", 2)
+        if X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
+            raise ProtocolError("setup: X must be a finite cipher matrix with >= 2 rows")
+        n_classes = message.value("n_classes", int)
+        if not 2 <= n_classes <= context.n_slots // 2:
+            raise ProtocolError(f"setup: n_classes={n_classes} out of range")
+        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        session = _Session(secrets.token_hex(16), context, X, n_classes, spec)
+        self._sessions[session.id] = session
+        reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
+                                    "max_label_chunk": _MAX_LABEL_CHUNK})
+        return session, reply
+
+    def _labels(self, message: Message):
+        session = self._session_of(message)
+        if session.state != "receiving labels":
+            raise ProtocolError(f"labels: session is {session.state}, not receiving labels")
+        start = message.value("start", int)
+        if start != len(session.labels):
+            raise ProtocolError(f"labels: chunk starts at row {start}, expected row "
+                                f"{len(session.labels)} (chunks must arrive in order, once)")
+        blobs = message.blob_list("labels")
+        if not blobs or len(blobs) > _MAX_LABEL_CHUNK:
+            raise ProtocolError(f"labels: a chunk holds 1..{_MAX_LABEL_CHUNK} ciphertexts")
+        if start + len(blobs) > session.X.shape[0]:
+            raise ProtocolError(f"labels: {start + len(blobs)} labels for "
+                                f"{session.X.shape[0]} rows")
+        loaded = []
+        for i, blob in enumerate(blobs):
+            try:
+                loaded.append(session.context.prepare(session.context.load_ciphertext(blob)))
+            except HEError as exc:
+                raise ProtocolError(f"labels: ciphertext of row {start + i}: {exc}") from None
+        session.labels.extend(loaded)
+        return session, Message("ack", {"received": len(session.labels)})
+
+    def _train(self, message: Message):
+        session = self._session_of(message)
+        if session.state != "receiving labels" or len(session.labels) != session.X.shape[0]:
+            raise ProtocolError(f"train: {len(session.labels)} of {session.X.shape[0]} "
+                                f"label ciphertexts received; session is {session.state}")
+        session.state = "training"
+        return session, self._next_query(session)
+
+    # ------------------------------------------------------------------ one level
+    def _next_query(self, session: _Session) -> Message:
+        """Plan the open nodes of all trees, finish leaves, and pack the level's query."""
+        plans: list[_NodePlan] = []
+        for t, tree in enumerate(session.trees):
+            still_open = []
+            for node in tree.open:
+                plan = _plan_node(session, t, tree, node)
+                if plan is None:
+                    _make_leaf(session, tree, node)
+                else:
+                    plans.append(plan)
+                    still_open.append(node)
+            tree.open = still_open
+        if not plans:
+            session.state = "trained"
+            session.plans = []
+            return Message("trained", {"session": session.id, "rounds": session.round,
+                                       "n_leaves": sum(len(t.leaves) for t in session.trees)})
+        max_weight = max(plan.weight for plan in plans)
+        shift = 0
+        if session.context.scheme == "ckks":
+            shift = max(0, math.ceil(math.log2(max_weight / _CKKS_MAX_SCALED_COUNT)))
+        packer = _SquarePacker(session.context, session.n_classes, shift)
+        for plan in plans:
+            _pack_node(session, plan, packer)
+        blobs = packer.finish()
+        session.round += 1
+        session.query_token = secrets.token_hex(8)
+        session.plans = plans
+        session.stats.rounds += 1
+        session.stats.query_ciphertexts += len(blobs)
+        n_cands = np.array([sum(len(c) for c in p.candidates) for p in plans], dtype=np.int64)
+        session.stats.candidates += int(n_cands.sum())
+        left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
+                               dtype=np.int64)
+        meta = {"session": session.id, "round": session.round, "token": session.query_token,
+                "shift": shift, "block_size": session.block_size,
+                "blocks_per_ciphertext": session.blocks_per_ciphertext,
+                "min_impurity_decrease": 0.0}
+        arrays = {
+            "tree": np.array([p.tree for p in plans], dtype=np.int64),
+            "node": np.array([p.node.node_id for p in plans], dtype=np.int64),
+            "weight": np.array([p.weight for p in plans], dtype=np.int64),
+            "tree_weight": np.array([session.trees[p.tree].total_weight for p in plans],
+                                    dtype=np.int64),
+            "n_candidates": n_cands,
+            "left_weight": left_weight,
+        }
+        return Message("query", meta, arrays, {"squares": blobs})
+
+    # ------------------------------------------------------------------ answers
+    def _answer(self, message: Message):
+        session = self._session_of(message)
+        if session.state != "training":
+            raise ProtocolError(f"answer: session is {session.state}, no query is open")
+        round_ = message.value("round", int)
+        if round_ < session.round:
+            raise ProtocolError(f"answer for round {round_} replayed: round {round_} was "
+                                f"already answered, the open query is round {session.round}")
+        if round_ != session.round or message.value("token", str) != session.query_token:
+            raise ProtocolError(f"answer for round {round_} does not match the open query "
+                                f"(round {session.round})")
+        trees = message.array("tree", "int64", 1)
+        nodes = message.array("node", "int64", 1)
+        choices = message.array("choice", "int64", 1)
+        plans = session.plans
+        if not (trees.shape[0] == nodes.shape[0] == choices.shape[0]):
+            raise ProtocolError("answer: tree, node and choice arrays differ in length")
+        expected = {(p.tree, p.node.node_id): i for i, p in enumerate(plans)}
+        order = np.full(len(plans), -1, dtype=np.int64)
+        for k, key in enumerate(zip(trees.tolist(), nodes.tolist(), strict=True)):
+            i = expected.get(key)
+            if i is None:
+                raise ProtocolError(f"answer names node {key[1]} of tree {key[0]}, which is "
+                                    f"not an open node of round {session.round}")
+            if order[i] >= 0:
+                raise ProtocolError(f"answer names node {key[1]} of tree {key[0]} twice")
+            order[i] = k
+        if (order < 0).any():
+            i = int(np.flatnonzero(order < 0)[0])
+            raise ProtocolError(f"answer misses node {plans[i].node.node_id} of tree "
+                                f"{plans[i].tree}")
+        decided = choices[order]
+        for plan, choice in zip(plans, decided.tolist(), strict=True):
+            n_cands = sum(len(c) for c in plan.candidates)
+            if not -1 <= choice < n_cands:
+                raise ProtocolError(f"answer: node {plan.node.node_id} of tree {plan.tree} has "
+                                    f"{n_cands} candidates, choice {choice} is not one")
+        # Everything checked: apply.
+        for tree in session.trees:
+            tree.open = []
+        for plan, choice in zip(plans, decided.tolist(), strict=True):
+            tree = session.trees[plan.tree]
+            if choice < 0:
+                _make_leaf(session, tree, plan.node)
+                continue
+            f_index, cand = _locate(plan, choice)
+            order_rows = plan.orders[f_index]
+            left_ids, right_ids = tree.add_children(plan.node.node_id, cand.feature,
+                                                    cand.threshold)
+            for child_id, rows, side in ((left_ids, order_rows[: cand.end], 0),
+                                         (right_ids, order_rows[cand.end:], 1)):
+                rows = np.sort(rows)
+                tree.n_node_samples[child_id] = rows.shape[0]
+                tree.open.append(_OpenNode(child_id, rows, plan.node.depth + 1,
+                                           int(child_seed(np.uint64(plan.node.seed), side))))
+        for tree in session.trees:
+            tree.open.sort(key=lambda n: n.node_id)
+        return session, self._next_query(session)
+
+    # ------------------------------------------------------------------ prediction
+    def _predict(self, message: Message):
+        session = self._session_of(message)
+        if session.state != "trained":
+            raise ProtocolError(f"predict: session is {session.state}, not trained")
+        X = message.array("X", "float64", 2)
+        if X.shape[1] != session.X.shape[1] or not np.all(np.isfinite(X)):
+            raise ProtocolError(f"predict: X must be finite with {session.X.shape[1]} columns")
+        context = session.context
+        tau = session.n_classes
+        per_ct = context.n_slots // tau
+        n_trees = len(session.trees)
+        leaves = np.stack([tree.apply(X) for tree in session.trees], axis=1)  # (rows, trees)
+        blobs, acc, filled = [], None, 0
+        for r in range(X.shape[0]):
+            for t in range(n_trees):
+                if filled == per_ct:
+                    blobs.append(context.dump_ciphertext(context.finish_plain(acc)))
+                    acc, filled = None, 0
+                leaf_ct = session.trees[t].leaves[int(leaves[r, t])]
+                values = np.zeros(context.n_slots)
+                values[filled * tau: (filled + 1) * tau] = 1
+                plain = context.mask(("row", tau, filled), values, like=leaf_ct)
+                product = context.multiply_mask(leaf_ct, plain)
+                if acc is None:
+                    acc = product
+                else:
+                    context.add_inplace(acc, product)
+                filled += 1
+        if acc is not None:
+            blobs.append(context.dump_ciphertext(context.finish_plain(acc)))
+        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": n_trees,
+                "block_size": tau}
+        return session, Message("scores", meta, {}, {"scores": blobs})
+
+
+# ---------------------------------------------------------------------- planning (plaintext)
+def _plan_node(session: _Session, t: int, tree: _TreeState, node: _OpenNode):
+    """Candidate splits of an open node as the plaintext forest enumerates them, or None
+    when the node is a leaf by rules that need no label (the grower's ``_is_splittable``
+    minus purity, which only the client can see)."""
+    spec = session.spec
+    samples = node.samples
+    n = samples.shape[0]
+    if spec.max_depth >= 0 and node.depth >= spec.max_depth:
+        return None
+    if n < spec.min_samples_split or n < 2 * spec.min_samples_leaf:
+        return None
+    weights = tree.weights[samples]
+    weight = int(weights.sum())
+    n_features = session.X.shape[1]
+    features = np.arange(n_features)
+    state = np.array([np.uint64(node.seed)], dtype=np.uint64)
+    orders, candidates = [], []
+    n_visited = 0
+    msl = spec.min_samples_leaf
+    for j in range(n_features):
+        k = int(rand_int(state, j, n_features))
+        features[j], features[k] = features[k], features[j]
+        f = int(features[j])
+        keys = session.keys[samples, f]
+        order = np.argsort(keys, kind="stable")
+        sorted_keys = keys[order]
+        if not sorted_keys[-1] > sorted_keys[0]:
+            continue  # constant in the node: not a visit
+        n_visited += 1
+        ends = np.flatnonzero(sorted_keys[:-1] < sorted_keys[1:]) + 1
+        left_weight = np.cumsum(weights[order])[ends - 1]
+        ok = (ends >= msl) & (n - ends >= msl)
+        feature_candidates = []
+        for end, lw in zip(ends[ok].tolist(), left_weight[ok].tolist(), strict=True):
+            key = sorted_keys[end - 1]
+            if spec.max_bins is None:
+                threshold = _midpoint(float(key), float(sorted_keys[end]))
+            else:
+                threshold = float(session.bin_thresholds[f, int(key)])
+            feature_candidates.append(_Candidate(f, key, threshold, end, int(lw)))
+        if feature_candidates:
+            orders.append(samples[order])
+            candidates.append(feature_candidates)
+        if n_visited >= spec.max_features:
+            break
+    if not candidates:
+        return None
+    return _NodePlan(t, node, weight, orders, candidates)
+
+
+def _midpoint(a: float, b: float) -> float:
+    """The exact splitter's threshold between consecutive values (same float operations)."""
+    t = a / 2.0 + b / 2.0
+    if t >= b or not math.isfinite(t):
+        t = a
+    return t
+
+
+def _locate(plan: _NodePlan, choice: int) -> tuple[int, _Candidate]:
+    for f_index, cands in enumerate(plan.candidates):
+        if choice < len(cands):
+            return f_index, cands[choice]
+        choice -= len(cands)
+    raise IndexError(choice)
+
+
+# ---------------------------------------------------------------------- encrypted sums
+def _label_sum(session: _Session, rows: np.ndarray, weights: np.ndarray):
+    """Encrypted class counts of ``rows`` (each added as often as its bootstrap count)."""
+    context = session.context
+    acc = None
+    for row, count in zip(rows.tolist(), weights.tolist(), strict=True):
+        for _ in range(count):
+            if acc is None:
+                acc = context.copy(session.labels[row])
+            else:
+                context.add_inplace(acc, session.labels[row])
+    return acc
+
+
+def _make_leaf(session: _Session, tree: _TreeState, node: _OpenNode) -> None:
+    total = _label_sum(session, node.samples, tree.weights[node.samples])
+    tree.leaves[node.node_id] = session.context.store_leaf(total)
+
+
+def _pack_node(session: _Session, plan: _NodePlan, packer: _SquarePacker) -> None:
+    tree = session.trees[plan.tree]
+    context = session.context
+    total = _label_sum(session, plan.node.samples, tree.weights[plan.node.samples])
+    packer.begin_node(total)
+    for order, cands in zip(plan.orders, plan.candidates, strict=True):
+        acc = None
+        done = 0
+        weights = tree.weights
+        for cand in cands:
+            for row in order[done: cand.end].tolist():
+                for _ in range(int(weights[row])):
+                    if acc is None:
+                        acc = context.copy(session.labels[row])
+                    else:
+                        context.add_inplace(acc, session.labels[row])
+            done = cand.end
+            packer.add_candidate(acc)
+    packer.end_node()
+
+
+class _SquarePacker:
+    """Packs node totals and candidate (L | R) blocks into ciphertexts, then squares them."""
+
+    def __init__(self, context: PublicContext, n_classes: int, shift: int):
+        self.context = context
+        self.tau = n_classes
+        self.block = 2 * n_classes
+        self.per_ct = context.n_slots // self.block
+        self.value = 2.0 ** -shift if context.scheme == "ckks" else 1
+        self.shift = shift
+        self.blobs: list[bytes] = []
+        self.acc = None
+        self.filled = 0
+        self.total = None
+        self.total_mask = None  # slots of the current ciphertext that receive the node's T
+
+    def _block_index(self) -> int:
+        if self.filled == self.per_ct:
+            self._flush_total()
+            self._finish_ciphertext()
+        index = self.filled
+        self.filled += 1
+        return index
+
+    def _add(self, product) -> None:
+        if self.acc is None:
+            self.acc = product
+        else:
+            self.context.add_inplace(self.acc, product)
+
+    def begin_node(self, total) -> None:
+        self.total = total
+        index = self._block_index()
+        self.total_mask = np.zeros(self.context.n_slots)
+        self.total_mask[index * self.block: index * self.block + self.tau] = self.value
+
+    def add_candidate(self, left) -> None:
+        index = self._block_index()
+        if self.total_mask is None:
+            self.total_mask = np.zeros(self.context.n_slots)
+        start = index * self.block
+        values = np.zeros(self.context.n_slots)
+        values[start: start + self.tau] = self.value
+        values[start + self.tau: start + self.block] = -self.value
+        plain = self.context.mask(("lr", self.block, index, self.shift), values)
+        self._add(self.context.multiply_mask(left, plain))
+        self.total_mask[start + self.tau: start + self.block] = self.value
+
+    def end_node(self) -> None:
+        self._flush_total()
+        self.total = None
+
+    def _flush_total(self) -> None:
+        if self.total is not None and self.total_mask is not None and self.total_mask.any():
+            plain = self.context.encode_mask(self.total_mask)
+            self._add(self.context.multiply_mask(self.total, plain))
+        self.total_mask = None
+
+    def _finish_ciphertext(self) -> None:
+        if self.acc is not None:
+            squared = self.context.square(self.context.finish_sum(self.acc))
+            self.blobs.append(self.context.dump_ciphertext(squared))
+        self.acc = None
+        self.filled = 0
+
+    def finish(self) -> list[bytes]:
+        self._flush_total()
+        self._finish_ciphertext()
+        return self.blobs
