@@ -77,6 +77,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         GIPE's λ.
     server : PrivateForestServer-like or None, default=None
         Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
+    n_jobs : int or None, default=None
+        Worker processes of the embedded server (None: 1, -1: all cores).
     label_chunk : int, default=256
         Label ciphertexts per upload message.
 
@@ -95,7 +97,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
-                 server=None, label_chunk=256):
+                 server=None, n_jobs=None, label_chunk=256):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -108,6 +110,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.scheme = scheme
         self.security_parameter = security_parameter
         self.server = server
+        self.n_jobs = n_jobs
         self.label_chunk = label_chunk
 
     # ------------------------------------------------------------------ fit
@@ -129,7 +132,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                                   random_state=gipe_seed)
         X_cipher = self.encryptor_.fit_transform(X, y_encoded).astype(np.float64)
         self._he = SecretContext(self.scheme)
-        server = self._server()
+        server = self._fresh_server()
         self._n_classes = n_classes
 
         n_samples, n_features = X.shape
@@ -150,12 +153,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                         {"context": [self._he.public_bytes()]})
         reply = self._exchange(server, setup, "session", stats)
         self.session_ = reply.value("session", str)
-        labels = self._he.encrypt_labels(y_encoded, n_classes)
         for start in range(0, n_samples, self.label_chunk):
-            chunk = Message("labels", self._meta({"start": start}),
-                            blobs={"labels": labels[start: start + self.label_chunk]})
+            labels = self._he.encrypt_labels(y_encoded[start: start + self.label_chunk],
+                                             n_classes)
+            chunk = Message("labels", self._meta({"start": start}), blobs={"labels": labels})
             self._exchange(server, chunk, "ack", stats)
-        del labels
         reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
                                stats)
         while reply.kind == "query":
@@ -202,8 +204,14 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         if getattr(self, "server_", None) is None:
             from .server import PrivateForestServer
 
-            self.server_ = PrivateForestServer()
+            self.server_ = PrivateForestServer(n_jobs=self.n_jobs)
         return self.server_
+
+    def _fresh_server(self):
+        """The server for a new fit; an embedded one is replaced, dropping old sessions."""
+        if self.server is None:
+            self.server_ = None
+        return self._server()
 
     def _meta(self, extra: dict) -> dict:
         return {"session": self.session_, "context": self._he.fingerprint_public, **extra}
@@ -233,15 +241,22 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Per block (node total or candidate): summed squares of its L and R halves."""
         tau = self._n_classes
         shift = query.value("shift", int)
-        blocks = []
-        for blob in query.blob_list("squares"):
+        ciphertexts = query.blob_list("squares")
+        used = query.array("blocks_used", "int64", 1)
+        if used.shape[0] != len(ciphertexts):
+            raise ProtocolError(f"query: {len(ciphertexts)} ciphertexts but "
+                                f"{used.shape[0]} block counts")
+        blocks = [np.zeros((0, 2, tau))]
+        for blob, n_used in zip(ciphertexts, used.tolist(), strict=True):
             try:
                 ct = self._he.load_ciphertext(blob)
             except HEError as exc:
                 raise ProtocolError(f"query: {exc}") from None
             slots = self._he.decrypt(ct)
             per_ct = slots.shape[0] // (2 * tau)
-            blocks.append(slots[: per_ct * 2 * tau].reshape(per_ct, 2, tau))
+            if not 0 < n_used <= per_ct:
+                raise ProtocolError(f"query: a ciphertext cannot hold {n_used} blocks")
+            blocks.append(slots[: n_used * 2 * tau].reshape(n_used, 2, tau))
         values = np.concatenate(blocks).sum(axis=2)
         if self.scheme == "ckks":
             values = values * 4.0 ** shift

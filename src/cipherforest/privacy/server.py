@@ -28,13 +28,14 @@ leaves the session as it was.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import secrets
 import time
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ensemble._base import bootstrap_counts, draw_seeds
+from ..ensemble._base import bootstrap_counts, draw_seeds, effective_n_jobs
 from ..tree._fit import prepare_tree_data
 from ..tree._rng import child_seed, make_state, rand_int
 from .he import HEError, PublicContext
@@ -214,10 +215,17 @@ class PrivateForestServer:
     :meth:`handle` takes one encoded message and returns the encoded reply; it raises
     :class:`~cipherforest.privacy.protocol.ProtocolError` for anything invalid, leaving the
     session unchanged.
+
+    Parameters
+    ----------
+    n_jobs : int or None, default=None
+        Worker processes per tree level (trees are split among them): None means 1, -1 all
+        cores, as in scikit-learn.
     """
 
-    def __init__(self):
+    def __init__(self, n_jobs: int | None = None):
         self._sessions: dict[str, _Session] = {}
+        self.n_jobs = effective_n_jobs(n_jobs)
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, data: bytes) -> bytes:
@@ -318,29 +326,29 @@ class PrivateForestServer:
     def _next_query(self, session: _Session) -> Message:
         """Plan the open nodes of all trees, finish leaves, and pack the level's query."""
         plans: list[_NodePlan] = []
+        leaf_jobs: list[tuple[int, _OpenNode]] = []
         for t, tree in enumerate(session.trees):
             still_open = []
             for node in tree.open:
                 plan = _plan_node(session, t, tree, node)
                 if plan is None:
-                    _make_leaf(session, tree, node)
+                    leaf_jobs.append((t, node))
                 else:
                     plans.append(plan)
                     still_open.append(node)
             tree.open = still_open
+        shift = 0
+        if plans and session.context.scheme == "ckks":
+            max_weight = max(plan.weight for plan in plans)
+            shift = max(0, math.ceil(math.log2(max_weight / _CKKS_MAX_SCALED_COUNT)))
+        leaves, blobs, blocks_used = self._compute_level(session, leaf_jobs, plans, shift)
+        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+            session.trees[t].leaves[node.node_id] = leaf
         if not plans:
             session.state = "trained"
             session.plans = []
             return Message("trained", {"session": session.id, "rounds": session.round,
                                        "n_leaves": sum(len(t.leaves) for t in session.trees)})
-        max_weight = max(plan.weight for plan in plans)
-        shift = 0
-        if session.context.scheme == "ckks":
-            shift = max(0, math.ceil(math.log2(max_weight / _CKKS_MAX_SCALED_COUNT)))
-        packer = _SquarePacker(session.context, session.n_classes, shift)
-        for plan in plans:
-            _pack_node(session, plan, packer)
-        blobs = packer.finish()
         session.round += 1
         session.query_token = secrets.token_hex(8)
         session.plans = plans
@@ -362,8 +370,40 @@ class PrivateForestServer:
                                     dtype=np.int64),
             "n_candidates": n_cands,
             "left_weight": left_weight,
+            "blocks_used": np.asarray(blocks_used, dtype=np.int64),
         }
         return Message("query", meta, arrays, {"squares": blobs})
+
+    def _compute_level(self, session: _Session, leaf_jobs, plans, shift):
+        """Encrypted work of one level: leaf totals and the packed, squared query blocks.
+
+        Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to forked
+        worker processes (they inherit the session; SEAL holds the GIL). Each returns its
+        ciphertexts serialised; blocks stay in tree order, so the query order is unchanged.
+        """
+        n_jobs = min(self.n_jobs, len(session.trees))
+        work = sum(p.node.samples.shape[0] * (len(p.candidates) + 1) for p in plans)
+        if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
+            return _level_part(session, leaf_jobs, plans, shift, serialize=False)
+        # Encode the block masks once here: masks a worker encodes die with the worker.
+        _SquarePacker(session.context, session.n_classes, shift).encode_all_masks()
+        bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
+        tasks = [([j for j in leaf_jobs if lo <= j[0] < hi],
+                  [p for p in plans if lo <= p.tree < hi]) for lo, hi in bounds]
+        global _FORK_STATE
+        _FORK_STATE = (session, tasks, shift)
+        try:
+            with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+                parts = pool.map(_level_part_in_worker, range(len(tasks)))
+        finally:
+            _FORK_STATE = None
+        leaves, blobs, used = [], [], []
+        for part_leaves, part_blobs, part_used in parts:
+            leaves.extend(session.context.load_ciphertext(b) for b in part_leaves)
+            blobs.extend(part_blobs)
+            used.extend(part_used)
+        leaves = [session.context.prepare(ct) for ct in leaves]
+        return leaves, blobs, used
 
     # ------------------------------------------------------------------ answers
     def _answer(self, message: Message):
@@ -543,8 +583,48 @@ def _label_sum(session: _Session, rows: np.ndarray, weights: np.ndarray):
 
 
 def _make_leaf(session: _Session, tree: _TreeState, node: _OpenNode) -> None:
+    tree.leaves[node.node_id] = _leaf_ciphertext(session, tree, node)
+
+
+def _leaf_ciphertext(session: _Session, tree: _TreeState, node: _OpenNode):
     total = _label_sum(session, node.samples, tree.weights[node.samples])
-    tree.leaves[node.node_id] = session.context.store_leaf(total)
+    return session.context.store_leaf(total)
+
+
+_FORK_STATE = None  # (session, tasks, shift) inherited by forked level workers
+_MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it saves
+
+
+def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool):
+    """Leaf ciphertexts and packed query ciphertexts for some trees of one level."""
+    leaves = [_leaf_ciphertext(session, session.trees[t], node) for t, node in leaf_jobs]
+    if serialize:
+        leaves = [session.context.dump_ciphertext(ct) for ct in leaves]
+    packer = _SquarePacker(session.context, session.n_classes, shift)
+    for plan in plans:
+        _pack_node(session, plan, packer)
+    blobs, used = packer.finish()
+    return leaves, blobs, used
+
+
+def _level_part_in_worker(index: int):
+    session, tasks, shift = _FORK_STATE
+    leaf_jobs, plans = tasks[index]
+    return _level_part(session, leaf_jobs, plans, shift, serialize=True)
+
+
+def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tuple[int, int]]:
+    """Split the trees into ``n_parts`` contiguous ranges of about equal encrypted work."""
+    cost = np.zeros(len(session.trees))
+    for t, node in leaf_jobs:
+        cost[t] += node.samples.shape[0]
+    for p in plans:
+        cost[p.tree] += p.node.samples.shape[0] * (len(p.candidates) + 1)
+    cumulative = np.cumsum(cost)
+    cuts = np.searchsorted(cumulative, cumulative[-1] * np.arange(1, n_parts) / n_parts)
+    edges = [0, *sorted(set(int(c) + 1 for c in cuts)), len(session.trees)]
+    edges = sorted(set(min(e, len(session.trees)) for e in edges))
+    return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
 def _pack_node(session: _Session, plan: _NodePlan, packer: _SquarePacker) -> None:
@@ -579,6 +659,7 @@ class _SquarePacker:
         self.value = 2.0 ** -shift if context.scheme == "ckks" else 1
         self.shift = shift
         self.blobs: list[bytes] = []
+        self.used: list[int] = []
         self.acc = None
         self.filled = 0
         self.total = None
@@ -604,16 +685,24 @@ class _SquarePacker:
         self.total_mask = np.zeros(self.context.n_slots)
         self.total_mask[index * self.block: index * self.block + self.tau] = self.value
 
-    def add_candidate(self, left) -> None:
-        index = self._block_index()
-        if self.total_mask is None:
-            self.total_mask = np.zeros(self.context.n_slots)
+    def _candidate_mask(self, index: int):
+        """``+v`` on the left half of block ``index``, ``-v`` on its right half."""
         start = index * self.block
         values = np.zeros(self.context.n_slots)
         values[start: start + self.tau] = self.value
         values[start + self.tau: start + self.block] = -self.value
-        plain = self.context.mask(("lr", self.block, index, self.shift), values)
-        self._add(self.context.multiply_mask(left, plain))
+        return self.context.mask(("lr", self.block, index, self.shift), values)
+
+    def encode_all_masks(self) -> None:
+        for index in range(self.per_ct):
+            self._candidate_mask(index)
+
+    def add_candidate(self, left) -> None:
+        index = self._block_index()
+        if self.total_mask is None:
+            self.total_mask = np.zeros(self.context.n_slots)
+        self._add(self.context.multiply_mask(left, self._candidate_mask(index)))
+        start = index * self.block
         self.total_mask[start + self.tau: start + self.block] = self.value
 
     def end_node(self) -> None:
@@ -630,10 +719,11 @@ class _SquarePacker:
         if self.acc is not None:
             squared = self.context.square(self.context.finish_sum(self.acc))
             self.blobs.append(self.context.dump_ciphertext(squared))
+            self.used.append(self.filled)
         self.acc = None
         self.filled = 0
 
-    def finish(self) -> list[bytes]:
+    def finish(self) -> tuple[list[bytes], list[int]]:
         self._flush_total()
         self._finish_ciphertext()
-        return self.blobs
+        return self.blobs, self.used
