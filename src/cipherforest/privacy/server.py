@@ -569,26 +569,50 @@ def _locate(plan: _NodePlan, choice: int) -> tuple[int, _Candidate]:
 
 
 # ---------------------------------------------------------------------- encrypted sums
-def _label_sum(session: _Session, rows: np.ndarray, weights: np.ndarray):
-    """Encrypted class counts of ``rows`` (each added as often as its bootstrap count)."""
-    context = session.context
-    acc = None
-    for row, count in zip(rows.tolist(), weights.tolist(), strict=True):
-        for _ in range(count):
+class _WeightedLabels:
+    """Label ciphertexts of one tree's rows, each multiplied by its bootstrap count.
+
+    A row drawn ``k`` times would cost ``k`` additions in every running sum; its ``k``-fold
+    ciphertext is built once (``k - 1`` additions) and reused by every sum of the level.
+    """
+
+    def __init__(self, session: _Session, tree: _TreeState):
+        self.labels = session.labels
+        self.weights = tree.weights
+        self.context = session.context
+        self.multiples: dict[int, object] = {}
+
+    def __getitem__(self, row: int):
+        count = int(self.weights[row])
+        if count == 1:
+            return self.labels[row]
+        ct = self.multiples.get(row)
+        if ct is None:
+            ct = self.context.copy(self.labels[row])
+            for _ in range(count - 1):
+                self.context.add_inplace(ct, self.labels[row])
+            self.multiples[row] = ct
+        return ct
+
+    def running_sum(self, rows, acc=None):
+        """``acc`` plus the weighted labels of ``rows`` (a new ciphertext if ``acc`` is None)."""
+        for row in rows:
             if acc is None:
-                acc = context.copy(session.labels[row])
+                acc = self.context.copy(self[row])
             else:
-                context.add_inplace(acc, session.labels[row])
-    return acc
+                self.context.add_inplace(acc, self[row])
+        return acc
 
 
-def _make_leaf(session: _Session, tree: _TreeState, node: _OpenNode) -> None:
-    tree.leaves[node.node_id] = _leaf_ciphertext(session, tree, node)
+def _make_leaf(session: _Session, tree: _TreeState, node: _OpenNode,
+               labels: _WeightedLabels | None = None) -> None:
+    tree.leaves[node.node_id] = _leaf_ciphertext(session, tree, node, labels)
 
 
-def _leaf_ciphertext(session: _Session, tree: _TreeState, node: _OpenNode):
-    total = _label_sum(session, node.samples, tree.weights[node.samples])
-    return session.context.store_leaf(total)
+def _leaf_ciphertext(session: _Session, tree: _TreeState, node: _OpenNode,
+                     labels: _WeightedLabels | None = None):
+    labels = _WeightedLabels(session, tree) if labels is None else labels
+    return session.context.store_leaf(labels.running_sum(node.samples.tolist()))
 
 
 _FORK_STATE = None  # (session, tasks, shift) inherited by forked level workers
@@ -597,12 +621,21 @@ _MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it 
 
 def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool):
     """Leaf ciphertexts and packed query ciphertexts for some trees of one level."""
-    leaves = [_leaf_ciphertext(session, session.trees[t], node) for t, node in leaf_jobs]
+    per_tree: dict[int, _WeightedLabels] = {}
+
+    def labels_of(t: int) -> _WeightedLabels:
+        if t not in per_tree:
+            per_tree.clear()  # jobs come in tree order: free the previous tree's multiples
+            per_tree[t] = _WeightedLabels(session, session.trees[t])
+        return per_tree[t]
+
+    leaves = [_leaf_ciphertext(session, session.trees[t], node, labels_of(t))
+              for t, node in leaf_jobs]
     if serialize:
         leaves = [session.context.dump_ciphertext(ct) for ct in leaves]
     packer = _SquarePacker(session.context, session.n_classes, shift)
     for plan in plans:
-        _pack_node(session, plan, packer)
+        _pack_node(plan, labels_of(plan.tree), packer)
     blobs, used = packer.finish()
     return leaves, blobs, used
 
@@ -627,22 +660,12 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-def _pack_node(session: _Session, plan: _NodePlan, packer: _SquarePacker) -> None:
-    tree = session.trees[plan.tree]
-    context = session.context
-    total = _label_sum(session, plan.node.samples, tree.weights[plan.node.samples])
-    packer.begin_node(total)
+def _pack_node(plan: _NodePlan, labels: _WeightedLabels, packer: _SquarePacker) -> None:
+    packer.begin_node(labels.running_sum(plan.node.samples.tolist()))
     for order, cands in zip(plan.orders, plan.candidates, strict=True):
-        acc = None
-        done = 0
-        weights = tree.weights
+        acc, done = None, 0
         for cand in cands:
-            for row in order[done: cand.end].tolist():
-                for _ in range(int(weights[row])):
-                    if acc is None:
-                        acc = context.copy(session.labels[row])
-                    else:
-                        context.add_inplace(acc, session.labels[row])
+            acc = labels.running_sum(order[done: cand.end].tolist(), acc)
             done = cand.end
             packer.add_candidate(acc)
     packer.end_node()
