@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from ..ensemble._base import resolve_n_draws
 from ..tree._classes import resolve_max_features
+from ._blocks import BlockLayout
 from .gipe import GiniPreservingEncryptor
 from .he import SCHEMES, HEError, SecretContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
@@ -238,26 +239,25 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         return Message("answer", self._meta({"round": round_, "token": token}), arrays)
 
     def _decrypt_blocks(self, query: Message) -> np.ndarray:
-        """Per block (node total or candidate): summed squares of its L and R halves."""
-        tau = self._n_classes
+        """Per block (node total or candidate): ``(ΣL², ΣR²)`` as exact integers."""
+        layout = BlockLayout(self.scheme, self._he.n_slots, self._n_classes)
         shift = query.value("shift", int)
         ciphertexts = query.blob_list("squares")
         used = query.array("blocks_used", "int64", 1)
         if used.shape[0] != len(ciphertexts):
             raise ProtocolError(f"query: {len(ciphertexts)} ciphertexts but "
                                 f"{used.shape[0]} block counts")
-        blocks = [np.zeros((0, 2, tau))]
+        blocks = [np.zeros((0, 2))]
         for blob, n_used in zip(ciphertexts, used.tolist(), strict=True):
+            if not 0 < n_used <= layout.per_ciphertext:
+                raise ProtocolError(f"query: a ciphertext cannot hold {n_used} blocks")
             try:
                 ct = self._he.load_ciphertext(blob)
             except HEError as exc:
                 raise ProtocolError(f"query: {exc}") from None
-            slots = self._he.decrypt(ct)
-            per_ct = slots.shape[0] // (2 * tau)
-            if not 0 < n_used <= per_ct:
-                raise ProtocolError(f"query: a ciphertext cannot hold {n_used} blocks")
-            blocks.append(slots[: n_used * 2 * tau].reshape(n_used, 2, tau))
-        values = np.concatenate(blocks).sum(axis=2)
+            slots = self._he.decrypt(ct, complex_slots=True)
+            blocks.append(layout.squares(slots, n_used))
+        values = np.concatenate(blocks)
         if self.scheme == "ckks":
             values = values * 4.0 ** shift
             rounded = np.rint(values)

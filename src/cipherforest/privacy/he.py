@@ -133,8 +133,12 @@ class _Base:
 
     def _encode(self, values: np.ndarray, scale: float | None = None) -> seal.Plaintext:
         if self.scheme == "ckks":
-            return self._encoder.encode(np.ascontiguousarray(values, dtype=np.float64),
-                                        self.scale if scale is None else scale)
+            scale = self.scale if scale is None else scale
+            values = np.asarray(values)
+            if np.iscomplexobj(values):
+                return self._encoder.encode_complex(
+                    np.ascontiguousarray(values, dtype=np.complex128), scale)
+            return self._encoder.encode(np.ascontiguousarray(values, dtype=np.float64), scale)
         # Signed integers in (-t/2, t/2), as SEAL's batch encoder takes int64 input.
         return self._encoder.encode(np.ascontiguousarray(values, dtype=np.int64))
 
@@ -190,10 +194,13 @@ class SecretContext(_Base):
         plains = {c: self._encode((slot_class == c).astype(np.float64)) for c in np.unique(y)}
         return [self._encryptor.encrypt_symmetric(plains[c]).to_string() for c in y]
 
-    def decrypt(self, ct: seal.Ciphertext) -> np.ndarray:
-        """Decrypt and decode all slots (float64 for CKKS, int64 in [0, t) for BFV)."""
+    def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
+        """Decrypt and decode all slots (float64, or complex128 with ``complex_slots``, for
+        CKKS; int64 in [0, t) for BFV)."""
         plain = self._decryptor.decrypt(ct)
         if self.scheme == "ckks":
+            if complex_slots:
+                return np.asarray(self._encoder.decode_complex(plain), dtype=np.complex128)
             return np.asarray(self._encoder.decode(plain), dtype=np.float64)
         return np.asarray(self._encoder.decode(plain), dtype=np.int64)
 

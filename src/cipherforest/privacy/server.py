@@ -10,10 +10,11 @@ It grows every tree of the forest level by level (DESIGN.md §4, the paper's sec
    midpoints or histogram bins, same ``min_samples_leaf`` filter): everything but the
    impurities is plaintext to the server.
 2. Running sums of label ciphertexts along the sorted rows give each candidate's left class
-   counts ``L`` (``R = T - L``). Each candidate gets a block of ``2τ`` slots, filled by
-   multiplying with a pre-encoded ``(+v | -v)`` block mask; the node's ``T`` goes to its own
-   block and to the right halves of its candidates' blocks. One ciphertext thus carries
-   ``n_slots / 2τ`` blocks; squaring it (one multiplication) yields ``L²`` and ``R²``.
+   counts ``L`` (``R = T - L``). Each candidate gets a block of slots (``_blocks``: ``τ``
+   complex slots ``L + iR`` in CKKS, ``2τ`` integer slots ``L | R`` in BFV), filled by
+   multiplying with a pre-encoded block mask; the node's ``T`` goes to its own block and to
+   the ``R`` parts of its candidates' blocks. Squaring the ciphertext (one multiplication for
+   all its blocks) gives the client ``ΣL²`` and ``ΣR²`` of every candidate.
 3. All trees' blocks of one level travel in one message; the client answers each node with
    a candidate index or "leaf". A leaf keeps the encrypted class counts ``T`` of its rows.
 
@@ -38,6 +39,7 @@ import numpy as np
 from ..ensemble._base import bootstrap_counts, draw_seeds, effective_n_jobs
 from ..tree._fit import prepare_tree_data
 from ..tree._rng import child_seed, make_state, rand_int
+from ._blocks import BlockLayout
 from .he import HEError, PublicContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
@@ -203,8 +205,9 @@ class _Session:
             tree.n_node_samples[0] = samples.shape[0]
             tree.open.append(_OpenNode(0, samples, 0, int(make_state(int(seed))[0])))
             self.trees.append(tree)
-        self.block_size = 2 * n_classes
-        self.blocks_per_ciphertext = context.n_slots // self.block_size
+        layout = BlockLayout(context.scheme, context.n_slots, n_classes)
+        self.block_size = layout.block_size
+        self.blocks_per_ciphertext = layout.per_ciphertext
 
 
 class PrivateForestServer:
@@ -672,13 +675,12 @@ def _pack_node(plan: _NodePlan, labels: _WeightedLabels, packer: _SquarePacker) 
 
 
 class _SquarePacker:
-    """Packs node totals and candidate (L | R) blocks into ciphertexts, then squares them."""
+    """Packs node totals and candidate (L, R) blocks into ciphertexts, then squares them."""
 
     def __init__(self, context: PublicContext, n_classes: int, shift: int):
         self.context = context
-        self.tau = n_classes
-        self.block = 2 * n_classes
-        self.per_ct = context.n_slots // self.block
+        self.layout = BlockLayout(context.scheme, context.n_slots, n_classes)
+        self.per_ct = self.layout.per_ciphertext
         self.value = 2.0 ** -shift if context.scheme == "ckks" else 1
         self.shift = shift
         self.blobs: list[bytes] = []
@@ -686,7 +688,7 @@ class _SquarePacker:
         self.acc = None
         self.filled = 0
         self.total = None
-        self.total_mask = None  # slots of the current ciphertext that receive the node's T
+        self.total_mask = None  # how the node's T enters the current ciphertext's blocks
 
     def _block_index(self) -> int:
         if self.filled == self.per_ct:
@@ -702,31 +704,26 @@ class _SquarePacker:
         else:
             self.context.add_inplace(self.acc, product)
 
-    def begin_node(self, total) -> None:
-        self.total = total
-        index = self._block_index()
-        self.total_mask = np.zeros(self.context.n_slots)
-        self.total_mask[index * self.block: index * self.block + self.tau] = self.value
-
     def _candidate_mask(self, index: int):
-        """``+v`` on the left half of block ``index``, ``-v`` on its right half."""
-        start = index * self.block
-        values = np.zeros(self.context.n_slots)
-        values[start: start + self.tau] = self.value
-        values[start + self.tau: start + self.block] = -self.value
-        return self.context.mask(("lr", self.block, index, self.shift), values)
+        return self.context.mask(("candidate", index, self.shift),
+                                 self.layout.candidate_mask(index, self.value))
 
     def encode_all_masks(self) -> None:
         for index in range(self.per_ct):
             self._candidate_mask(index)
 
+    def begin_node(self, total) -> None:
+        self.total = total
+        index = self._block_index()
+        self.total_mask = self.layout.empty_mask()
+        self.layout.add_total(self.total_mask, index, self.value, node_block=True)
+
     def add_candidate(self, left) -> None:
         index = self._block_index()
         if self.total_mask is None:
-            self.total_mask = np.zeros(self.context.n_slots)
+            self.total_mask = self.layout.empty_mask()
         self._add(self.context.multiply_mask(left, self._candidate_mask(index)))
-        start = index * self.block
-        self.total_mask[start + self.tau: start + self.block] = self.value
+        self.layout.add_total(self.total_mask, index, self.value, node_block=False)
 
     def end_node(self) -> None:
         self._flush_total()
