@@ -26,7 +26,6 @@ from __future__ import annotations
 import dataclasses
 from numbers import Integral, Real
 
-import numba
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.model_selection import train_test_split
@@ -316,7 +315,7 @@ class BaseGradientBoosting(BaseEstimator):
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
-                                    return_leaves=True, n_threads=numba.get_num_threads())
+                                    return_leaves=True)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1)
