@@ -34,8 +34,11 @@ from cipherforest.ensemble._gradient_boosting import (
     GradientBoostingRegressor,
 )
 from cipherforest.io import load_model, save_model
-from cipherforest.tree._common import CRITERION_SQUARED_ERROR
-from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
+from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
+from cipherforest.tree._fit import _PARALLEL_LOCK, GrowthParams, grow_tree_on, prepare_tree_data
+from cipherforest.tree._histogram import PARALLEL_MIN_SAMPLES, _scan_bins, _scan_squared_error
+from cipherforest.tree._rng import make_state
+from cipherforest.tree._split_record import reset_split, split_record_size
 
 
 def leaf_values(est, stage, k=0):
@@ -375,6 +378,66 @@ def test_grower_partition_gives_each_rows_leaf():
                               min_impurity_decrease=0.0, max_leaf_nodes=max_leaf_nodes)
         tree, leaves = grow_tree_on(data, g, w, 1, params, seed=1, return_leaves=True)
         np.testing.assert_array_equal(leaves, np.where(w > 0, tree.apply(X), -1))
+
+
+@pytest.mark.parametrize("criterion, n_classes", [(CRITERION_SQUARED_ERROR, 1),
+                                                   (CRITERION_GINI, 3)])
+def test_parallel_histogram_build_grows_the_same_tree(criterion, n_classes):
+    rng = np.random.RandomState(0)
+    n = 3 * PARALLEL_MIN_SAMPLES
+    X = rng.normal(size=(n, 7))
+    X[rng.rand(n, 7) < 0.05] = np.nan
+    y = rng.randint(0, 3, size=n).astype(float) if n_classes > 1 else rng.normal(size=n)
+    w = rng.randint(0, 3, size=n).astype(float)
+    data = prepare_tree_data(X, 64, 0)
+    params = GrowthParams(criterion=criterion, is_random=False, max_bins=64, max_features=7,
+                          max_depth=-1, min_samples_split=2, min_samples_leaf=5,
+                          min_weight_leaf=0.0, min_impurity_decrease=0.0, max_leaf_nodes=31)
+    serial, serial_leaves = grow_tree_on(data, y, w, n_classes, params, seed=3,
+                                         return_leaves=True)
+    parallel, parallel_leaves = grow_tree_on(data, y, w, n_classes, params, seed=3,
+                                             return_leaves=True, n_threads=2)
+    with _PARALLEL_LOCK:  # another tree holds the parallel path: this one builds serially
+        fallback = grow_tree_on(data, y, w, n_classes, params, seed=3, n_threads=2)
+    for tree in (parallel, fallback):
+        for name in ("children_left", "feature", "threshold", "impurity", "n_node_samples",
+                     "missing_go_to_left", "value"):
+            np.testing.assert_array_equal(getattr(tree, name), getattr(serial, name))
+    np.testing.assert_array_equal(parallel_leaves, serial_leaves)
+
+
+def test_squared_error_scan_matches_generic_scan():
+    rng = np.random.RandomState(0)
+    for trial in range(300):
+        n_bins = rng.randint(3, 30)
+        n = rng.randint(2, 100)
+        bins = rng.randint(0, n_bins, size=n)
+        if trial % 2:
+            bins[rng.rand(n) < 0.2] = n_bins - 1  # NaN bin
+        y = rng.normal(size=n)
+        w = rng.rand(n) + 0.1 if trial % 3 else np.ones(n)
+        hist = np.zeros((1, n_bins, 4))
+        for b, yi, wi in zip(bins, y, w, strict=True):
+            hist[0, b] += (wi, 1.0, wi * yi, wi * yi * yi)
+        occupied = np.flatnonzero(hist[0, :-1, 1] > 0.5)
+        if occupied.size == 0:
+            continue
+        node = hist[0].sum(axis=0)
+        thresholds = np.sort(rng.rand(1, n_bins), axis=1)
+        has_missing = hist[0, -1, 1] > 0.5
+        records = []
+        for generic in (True, False):
+            split = np.zeros(split_record_size(4))
+            reset_split(split)
+            scratch = [np.zeros(4) for _ in range(3)]
+            args = (0, hist, occupied[0], occupied[-1], has_missing, thresholds)
+            if generic:
+                _scan_bins(*args, CRITERION_SQUARED_ERROR, node, 3, 0.2, False, make_state(0),
+                           split, *scratch)
+            else:
+                _scan_squared_error(*args, node, 3, 0.2, split, *scratch)
+            records.append(split)
+        np.testing.assert_array_equal(records[1], records[0])
 
 
 def test_subsample_trees_use_in_bag_rows_and_record_oob():

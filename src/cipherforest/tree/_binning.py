@@ -6,9 +6,15 @@ has no more than ``max_bins`` distinct values). Value ``x`` falls in bin ``b`` i
 ``thresholds[b-1] < x <= thresholds[b]``. Histograms are only as wide as the feature with the
 most bins needs (``n_value_bins``, often far below ``max_bins`` on small or discrete data);
 NaN maps to the extra bin ``n_value_bins``.
+
+Columns are binned independently, on a few Python threads: numpy's sorts and searches
+release the GIL, so binning takes about 1 / cores of its serial time (same bins).
 """
 
 from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -49,8 +55,8 @@ def fit_bin_thresholds(X: np.ndarray, max_bins: int, rng: np.random.Generator,
         rows = np.sort(rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
         X = X[rows]
         sample_weight = None if sample_weight is None else sample_weight[rows]
-    return [bin_thresholds_for_column(X[:, j], max_bins, sample_weight)
-            for j in range(X.shape[1])]
+    return _map_columns(lambda j: bin_thresholds_for_column(X[:, j], max_bins, sample_weight),
+                        X.shape[1])
 
 
 def n_value_bins(thresholds: list) -> int:
@@ -61,12 +67,24 @@ def n_value_bins(thresholds: list) -> int:
 def apply_bins(X: np.ndarray, thresholds: list, missing_bin: int) -> np.ndarray:
     """Bin ``X`` into a C-ordered ``uint8`` matrix; NaN goes to bin ``missing_bin``."""
     binned = np.empty(X.shape, dtype=X_BINNED_DTYPE)
-    for j, edges in enumerate(thresholds):
+
+    def bin_column(j):
         column = X[:, j]
-        b = np.searchsorted(edges, column, side="left")
+        b = np.searchsorted(thresholds[j], column, side="left")
         b[np.isnan(column)] = missing_bin
         binned[:, j] = b
+
+    _map_columns(bin_column, X.shape[1])
     return binned
+
+
+def _map_columns(function, n_columns: int) -> list:
+    """``[function(j) for j in range(n_columns)]``, run on up to one thread per core."""
+    n_workers = min(n_columns, os.cpu_count() or 1)
+    if n_workers <= 1:
+        return [function(j) for j in range(n_columns)]
+    with ThreadPoolExecutor(n_workers) as pool:
+        return list(pool.map(function, range(n_columns)))
 
 
 def threshold_table(thresholds: list, width: int) -> np.ndarray:

@@ -103,7 +103,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
               sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
-              max_leaf_nodes, rng_state):
+              max_leaf_nodes, rng_state, n_threads):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
@@ -111,7 +111,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     by sample id; ``samples`` lists the ids the tree is grown on (their weights must be > 0).
     Exact mode reads ``sorted_index``/``sorted_value``, whose rows hold exactly ``samples``
     (and reorders them in place); histogram mode reads ``X_binned`` (``n_hist_bins`` bins, the
-    last for NaN) and ``bin_thresholds``, and reorders ``samples`` in place.
+    last for NaN) and ``bin_thresholds``, and reorders ``samples`` in place; it builds the
+    histograms of large nodes on ``n_threads`` numba threads (1: all on the calling thread).
     """
     n_samples = samples.shape[0]
     n_features = X_binned.shape[1] if use_histogram else sorted_index.shape[0]
@@ -202,7 +203,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
         hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
         build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples, 0,
-                        n_samples, y, w, criterion)
+                        n_samples, y, w, criterion, n_threads)
         pending_hist[0] = slot
     if not root_splittable:
         n_pending = 0
@@ -375,7 +376,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                                   n_hists))
                 build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
                                 samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
-                                criterion)
+                                criterion, n_threads)
                 child_slots[small] = s_slot
                 if child_needs[large]:
                     hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
