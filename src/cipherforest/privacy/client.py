@@ -150,6 +150,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             "max_bins": None if self.max_bins is None else int(self.max_bins),
             "random_state": forest_seed,
         }
+        self._n_draws = meta["n_draws"]
         setup = Message("setup", meta, {"X": X_cipher},
                         {"context": [self._he.public_bytes()]})
         reply = self._exchange(server, setup, "session", stats)
@@ -233,7 +234,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         squares = self._decrypt_blocks(query)
         choice = choose_splits(
             squares, query.array("weight", "int64", 1), query.array("tree_weight", "int64", 1),
-            query.array("n_candidates", "int64", 1), query.array("left_weight", "int64", 1))
+            query.array("n_candidates", "int64", 1), query.array("left_weight", "int64", 1),
+            self._n_classes)
         arrays = {"tree": query.array("tree", "int64", 1),
                   "node": query.array("node", "int64", 1), "choice": choice}
         return Message("answer", self._meta({"round": round_, "token": token}), arrays)
@@ -293,10 +295,12 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                 raise ProtocolError("decrypted leaf counts are not integers: the scores were "
                                     "not made with this client's key or are corrupted")
             counts = rounded
-        counts = counts.astype(np.float64)
+        counts = self._he.centered(counts).astype(np.float64)
         totals = counts.sum(axis=2, keepdims=True)
-        if (totals <= 0).any():
-            raise ProtocolError("a decrypted leaf holds no samples")
+        if (counts < 0).any() or (totals <= 0).any() or (totals > self._n_draws).any():
+            raise ProtocolError("decrypted leaf counts are not counts of at most "
+                                f"{self._n_draws} bootstrap draws: the scores were not made "
+                                "with this client's key or are corrupted")
         proba = (counts / totals).mean(axis=1)
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.predict_stats_ = stats
@@ -304,11 +308,13 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
 
     def predict(self, X) -> np.ndarray:
         """Most probable class of each row."""
+        check_is_fitted(self, "session_")
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
 
 def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,
-                  n_candidates: np.ndarray, left_weight: np.ndarray) -> np.ndarray:
+                  n_candidates: np.ndarray, left_weight: np.ndarray,
+                  n_classes: int) -> np.ndarray:
     """The client's decision per node: index of the best candidate, or -1 for a leaf.
 
     Parameters
@@ -320,6 +326,8 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
         Node weight ``W``, its tree's root weight, number of candidates.
     left_weight : ndarray of shape (n_candidates_total,)
         Left child weight ``W_l`` of every candidate.
+    n_classes : int
+        τ; with the weights it bounds every squared sum (a check against wrong keys).
 
     Returns
     -------
@@ -346,6 +354,15 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
         w_left = left_weight[cand: cand + k].astype(np.float64)
         block += k
         cand += k
+        # Σ over classes of squared counts lies in [W²/τ, W²] for W rows: anything else did
+        # not come from this client's labels (another key, corruption).
+        if (not w * w / n_classes - 0.5 <= sq_total <= w * w
+                or (sq[:, 0] > w_left ** 2).any() or (sq[:, 1] > (w - w_left) ** 2).any()
+                or (sq[:, 0] < w_left ** 2 / n_classes - 0.5).any()
+                or (sq[:, 1] < (w - w_left) ** 2 / n_classes - 0.5).any()):
+            raise ProtocolError("decrypted squared counts are out of range for the node's "
+                                "weight: the query was not made with this client's key or "
+                                "is corrupted")
         impurity = 1.0 - sq_total / (w * w)
         if impurity <= _EPSILON or k == 0:
             continue

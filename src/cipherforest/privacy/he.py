@@ -117,13 +117,31 @@ class _Base:
         """
         if not isinstance(data, (bytes, bytearray, memoryview)):
             raise HEError(f"a ciphertext must be bytes, got {type(data).__name__}")
+        data = bytes(data)
         ct = seal.Ciphertext()
         try:
-            ct.load_bytes(self.context, bytes(data))
+            ct.load_bytes(self.context, data)
         except (RuntimeError, ValueError) as exc:
             raise HEError(f"invalid ciphertext for this context: {exc}") from None
         if ct.size() != 2:
             raise HEError(f"a ciphertext must have 2 polynomials, this one has {ct.size()}")
+        if ct.save_size(seal.compr_mode_type.none) != len(data):
+            raise HEError("ciphertext bytes are followed by trailing data")
+        return ct
+
+    def load_fresh_ciphertext(self, data: bytes) -> seal.Ciphertext:
+        """:meth:`load_ciphertext`, also requiring a freshly encrypted one: first level,
+        the scheme's NTT form, and (CKKS) the encoding scale. Anything else would make later
+        evaluation fail or compute garbage."""
+        ct = self.load_ciphertext(data)
+        if ct.parms_id() != self.context.first_parms_id():
+            raise HEError("ciphertext is not at the first level (not freshly encrypted)")
+        if ct.is_ntt_form() != (self.scheme == "ckks"):
+            raise HEError(f"ciphertext NTT flag is {ct.is_ntt_form()}, a fresh {self.scheme} "
+                          "ciphertext has the other")
+        if self.scheme == "ckks" and ct.scale() != self.scale:
+            raise HEError(f"ciphertext scale {ct.scale()!r} is not the encoding scale "
+                          f"{self.scale!r}")
         return ct
 
     @staticmethod
@@ -253,10 +271,6 @@ class PublicContext(_Base):
         if self.scheme == "bfv" and not ct.is_ntt_form():
             self._evaluator.transform_to_ntt_inplace(ct)
         return ct
-
-    def zero_like(self, ct: seal.Ciphertext) -> seal.Ciphertext:
-        """A ciphertext of zeros with ``ct``'s level and scale (``ct - ct``)."""
-        return self._evaluator.sub(ct, ct)
 
     def add_inplace(self, acc: seal.Ciphertext, ct: seal.Ciphertext) -> None:
         self._evaluator.add_inplace(acc, ct)

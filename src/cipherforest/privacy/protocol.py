@@ -7,7 +7,9 @@ Client and server exchange nothing but :class:`Message` objects serialised by
 
 The JSON header names the message ``kind`` and carries small ``meta`` values (numbers, strings,
 lists), the layout of the body's numeric ``arrays`` (name, dtype, shape) and ``blobs`` (named
-lists of opaque byte strings such as serialised ciphertexts), and the SHA-256 of the body.
+lists of opaque byte strings such as serialised ciphertexts), and a SHA-256 digest of the rest
+of the header (canonical JSON) and the body. The digest detects corruption and truncation; it
+is not a MAC (authenticity is the transport's job, e.g. TLS).
 :func:`decode_message` checks every part (magic, JSON, allowed dtypes, sizes adding up to the
 body length exactly, digest) before anything is interpreted, and raises
 :class:`ProtocolError` naming the problem.
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import struct
 from dataclasses import dataclass, field
 from typing import Any
@@ -76,7 +79,9 @@ def encode_message(message: Message) -> bytes:
     """Serialise ``message`` (arrays little-endian, C order)."""
     array_specs, parts = [], []
     for name, value in message.arrays.items():
-        value = np.ascontiguousarray(value)
+        value = np.asarray(value)
+        if not value.flags.c_contiguous:
+            value = value.copy(order="C")
         if value.dtype.name not in _ALLOWED_DTYPES:
             raise TypeError(f"array {name!r}: dtype {value.dtype} is not allowed")
         data = value.astype(value.dtype.newbyteorder("<"), copy=False).tobytes()
@@ -88,12 +93,27 @@ def encode_message(message: Message) -> bytes:
         sizes = [len(item) for item in items]
         blob_specs.append({"name": name, "sizes": sizes})
         parts.extend(bytes(item) for item in items)
+    if len({spec["name"] for spec in blob_specs}) != len(blob_specs):
+        raise ValueError("blob names must be unique")
     body = b"".join(parts)
-    header = json.dumps({
-        "kind": message.kind, "meta": message.meta, "arrays": array_specs,
-        "blobs": blob_specs, "sha256": hashlib.sha256(body).hexdigest(),
-    }, allow_nan=False, separators=(",", ":")).encode()
-    return _MAGIC + struct.pack("<I", len(header)) + header + body
+    header = {"kind": message.kind, "meta": message.meta, "arrays": array_specs,
+              "blobs": blob_specs}
+    header["sha256"] = _digest(header, body)
+    encoded = json.dumps(header, allow_nan=False, separators=(",", ":")).encode()
+    return _MAGIC + struct.pack("<I", len(encoded)) + encoded + body
+
+
+def _digest(header: dict, body) -> str:
+    """SHA-256 of the header without its digest (canonical JSON) followed by the body."""
+    fields = {key: header[key] for key in ("kind", "meta", "arrays", "blobs")}
+    canonical = json.dumps(fields, allow_nan=False, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(canonical.encode())
+    digest.update(body)
+    return digest.hexdigest()
+
+
+def _reject_constant(name: str):
+    raise ValueError(f"{name} is not allowed in a message header")
 
 
 def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = None) -> Message:
@@ -107,7 +127,10 @@ def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = No
     """
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise ProtocolError(f"a message must be bytes, got {type(data).__name__}")
-    data = memoryview(data).cast("B")
+    data = memoryview(data)
+    if not data.contiguous:
+        data = memoryview(data.tobytes())
+    data = data.cast("B")
     if len(data) > MAX_MESSAGE_BYTES:
         raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of "
                             f"{MAX_MESSAGE_BYTES}")
@@ -118,9 +141,12 @@ def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = No
     if header_size > _MAX_HEADER_BYTES or start + header_size > len(data):
         raise ProtocolError("message header is truncated or too large")
     try:
-        header = json.loads(bytes(data[start: start + header_size]))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        header = json.loads(bytes(data[start: start + header_size]),
+                            parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
         raise ProtocolError(f"message header is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("message header is nested too deeply") from None
     _check_header(header)
     body = data[start + header_size:]
     expected = sum(s["size"] for s in header["arrays"]) + sum(
@@ -128,8 +154,12 @@ def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = No
     if len(body) != expected:
         raise ProtocolError(f"message body has {len(body)} bytes, its header describes "
                             f"{expected}: truncated or padded")
-    if hashlib.sha256(body).hexdigest() != header["sha256"]:
-        raise ProtocolError("message body does not match its SHA-256 digest: corrupted or "
+    try:
+        digest = _digest(header, body)
+    except (ValueError, RecursionError):
+        raise ProtocolError("message header cannot be put in canonical form") from None
+    if digest != header["sha256"]:
+        raise ProtocolError("message does not match its SHA-256 digest: corrupted or "
                             "tampered with in transit")
     kind = header["kind"]
     if expected_kind is not None:
@@ -139,7 +169,7 @@ def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = No
     arrays, offset = {}, 0
     for spec in header["arrays"]:
         dtype = np.dtype(spec["dtype"]).newbyteorder("<")
-        count = int(np.prod(spec["shape"], dtype=np.int64))
+        count = math.prod(spec["shape"])  # Python ints: no overflow
         if count * dtype.itemsize != spec["size"]:
             raise ProtocolError(f"array {spec['name']!r}: shape {spec['shape']} does not "
                                 f"match {spec['size']} bytes")
@@ -170,15 +200,19 @@ def _check_header(header: Any) -> None:
     for spec in header["arrays"] if isinstance(header["arrays"], list) else [None]:
         if (not isinstance(spec, dict) or set(spec) != {"name", "dtype", "shape", "size"}
                 or not isinstance(spec["name"], str) or spec["dtype"] not in _ALLOWED_DTYPES
-                or not isinstance(spec["shape"], list)
-                or not all(isinstance(d, int) and d >= 0 for d in spec["shape"])
-                or not isinstance(spec["size"], int) or spec["size"] < 0):
+                or not isinstance(spec["shape"], list) or len(spec["shape"]) > 32
+                or not all(type(d) is int and d >= 0 for d in spec["shape"])
+                or type(spec["size"]) is not int or spec["size"] < 0):
             raise ProtocolError("message header: malformed array description")
         if spec["name"] in names:
             raise ProtocolError(f"message header: array {spec['name']!r} appears twice")
         names.add(spec["name"])
+    blob_names = set()
     for spec in header["blobs"] if isinstance(header["blobs"], list) else [None]:
         if (not isinstance(spec, dict) or set(spec) != {"name", "sizes"}
                 or not isinstance(spec["name"], str) or not isinstance(spec["sizes"], list)
-                or not all(isinstance(s, int) and s >= 0 for s in spec["sizes"])):
+                or not all(type(s) is int and s >= 0 for s in spec["sizes"])):
             raise ProtocolError("message header: malformed blob description")
+        if spec["name"] in blob_names:
+            raise ProtocolError(f"message header: blobs {spec['name']!r} appear twice")
+        blob_names.add(spec["name"])

@@ -311,7 +311,8 @@ class PrivateForestServer:
         loaded = []
         for i, blob in enumerate(blobs):
             try:
-                loaded.append(session.context.prepare(session.context.load_ciphertext(blob)))
+                loaded.append(session.context.prepare(
+                    session.context.load_fresh_ciphertext(blob)))
             except HEError as exc:
                 raise ProtocolError(f"labels: ciphertext of row {start + i}: {exc}") from None
         session.labels.extend(loaded)
@@ -322,8 +323,10 @@ class PrivateForestServer:
         if session.state != "receiving labels" or len(session.labels) != session.X.shape[0]:
             raise ProtocolError(f"train: {len(session.labels)} of {session.X.shape[0]} "
                                 f"label ciphertexts received; session is {session.state}")
-        session.state = "training"
-        return session, self._next_query(session)
+        reply = self._next_query(session)
+        if reply.kind == "query":
+            session.state = "training"
+        return session, reply
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: _Session) -> Message:

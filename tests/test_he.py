@@ -1,0 +1,648 @@
+"""Homomorphic label encryption (``cipherforest.privacy.he``) over seal-python, CKKS and BFV.
+
+Proves: for both schemes, labels encrypted by a :class:`SecretContext` and loaded on a
+:class:`PublicContext` rebuilt from ``public_bytes()`` add up, take block masks, finish and
+square into exactly the expected class counts and squared counts (CKKS within 1e-6, BFV
+exactly), also on random label vectors (hypothesis); the public bundle carries no secret-key
+bytes and a public context cannot decrypt; loading a public bundle rejects garbage, truncation,
+trailing bytes, a secret key in place of any part and any parameter set but the library's;
+loading a ciphertext rejects truncation, coefficients beyond their modulus, non-bytes, a
+3-polynomial ciphertext and ciphertexts of the other scheme or another parameter set; a
+ciphertext decrypted under another client's key does not give its plaintext.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import seal
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cipherforest.privacy import he
+from cipherforest.privacy._blocks import BlockLayout
+from cipherforest.privacy.he import HEError, PublicContext, SecretContext
+
+SCHEMES = ("ckks", "bfv")
+SEAL_HEADER = 16
+WORD = 8
+
+
+@pytest.fixture(scope="module")
+def contexts():
+    """One secret context per scheme and its server-side public context (keygen once)."""
+    out = {}
+    for scheme in SCHEMES:
+        secret = SecretContext(scheme)
+        out[scheme] = (secret, PublicContext.from_bytes(secret.public_bytes()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def other_contexts():
+    """A second client per scheme: same parameters, different keys."""
+    return {scheme: SecretContext(scheme) for scheme in SCHEMES}
+
+
+@pytest.fixture(scope="module")
+def foreign_ckks():
+    """Keys of a valid 128-bit CKKS parameter set that is not the library's (60+40+60 bits)."""
+    parms = seal.EncryptionParameters(seal.scheme_type.ckks)
+    parms.set_poly_modulus_degree(8192)
+    parms.set_coeff_modulus(seal.CoeffModulus.Create(8192, [60, 40, 60]))
+    context = seal.SEALContext(parms, True, seal.sec_level_type.tc128)
+    assert context.parameters_set()
+    keygen = seal.KeyGenerator(context)
+    public_key = keygen.create_public_key()
+    encoder = seal.CKKSEncoder(context)
+    encryptor = seal.Encryptor(context, public_key)
+    ct = encryptor.encrypt(encoder.encode(np.ones(encoder.slot_count()), 2.0 ** 40))
+    return {"parms": parms, "public_key": public_key.to_string(),
+            "relin_keys": keygen.create_relin_keys().to_string(), "ciphertext": ct.to_string()}
+
+
+# ---------------------------------------------------------------------- helpers
+def _to_client(secret: SecretContext, public: PublicContext, ct) -> np.ndarray:
+    """What the client sees: serialise on the server, load and decrypt with the secret key."""
+    blob = public.dump_ciphertext(ct)
+    return secret.centered(secret.decrypt(secret.load_ciphertext(blob)))
+
+
+def _assert_slots(scheme: str, got: np.ndarray, expected: np.ndarray,
+                  integer: bool = True) -> None:
+    """CKKS within 1e-6 (relative, and absolute for zeros); BFV exactly (and as int64)."""
+    assert got.shape == expected.shape
+    if scheme == "ckks":
+        np.testing.assert_allclose(got, expected, rtol=1e-6, atol=1e-6)
+    else:
+        if integer:
+            assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, expected)
+
+
+def _load_labels(secret, public, y, n_classes, prepare=True):
+    blobs = secret.encrypt_labels(np.asarray(y), n_classes)
+    assert len(blobs) == len(y) and all(isinstance(b, bytes) for b in blobs)
+    cts = [public.load_ciphertext(b) for b in blobs]
+    return [public.prepare(ct) for ct in cts] if prepare else cts
+
+
+def _sum(public, cts, start, stop):
+    """Sum of ``cts[start:stop]``; None for an empty range (SEAL has no encrypted zero)."""
+    acc = None
+    for ct in cts[start:stop]:
+        if acc is None:
+            acc = public.copy(ct)
+        else:
+            public.add_inplace(acc, ct)
+    return acc
+
+
+def _packed_squares(secret, public, y, n_classes, split):
+    """The server's packing for one node and one candidate, decrypted by the client.
+
+    Block 0 holds the node's total ``(T | 0)``; block 1 the candidate ``(L | T - L)`` with
+    ``L`` the counts of rows ``[0, split)``; both squared slot-wise by one multiplication.
+    Returns (decrypted slots, expected slots).
+    """
+    tau, block, n = n_classes, 2 * n_classes, public.n_slots
+    cts = _load_labels(secret, public, y, n_classes)
+    left = _sum(public, cts, 0, split)
+    total = _sum(public, cts, 0, len(y))
+    lr_mask = np.zeros(n)
+    lr_mask[block: block + tau] = 1
+    lr_mask[block + tau: 2 * block] = -1
+    total_mask = np.zeros(n)
+    total_mask[:tau] = 1
+    total_mask[block + tau: 2 * block] = 1
+    acc = public.multiply_mask(total, public.encode_mask(total_mask))
+    if left is not None:  # split == 0: L = 0, the block is (0 | T)
+        public.add_inplace(acc, public.multiply_mask(left, public.mask(("test-lr", tau),
+                                                                       lr_mask)))
+    squared = public.square(public.finish_sum(acc))
+    assert squared.size() == 2  # relinearised
+    assert squared.parms_id() == public.context.last_parms_id()
+
+    y = np.asarray(y)
+    t_counts = np.bincount(y, minlength=tau)
+    l_counts = np.bincount(y[:split], minlength=tau)
+    expected = np.zeros(n, dtype=np.float64 if secret.scheme == "ckks" else np.int64)
+    expected[:tau] = t_counts ** 2
+    expected[block: block + tau] = l_counts ** 2
+    expected[block + tau: 2 * block] = (t_counts - l_counts) ** 2
+    return _to_client(secret, public, squared), expected
+
+
+# ---------------------------------------------------------------------- correctness
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_public_context_matches_secret_context(contexts, scheme):
+    secret, public = contexts[scheme]
+    assert public.scheme == secret.scheme == scheme
+    n_slots = he.POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else he.POLY_MODULUS_DEGREE
+    assert public.n_slots == secret.n_slots == n_slots
+    assert public.fingerprint_public == secret.fingerprint_public
+    assert len(public.fingerprint_public) == 32
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_fresh_keys_per_context(contexts, other_contexts, scheme):
+    secret, other = contexts[scheme][0], other_contexts[scheme]
+    assert secret._secret_key.to_string() != other._secret_key.to_string()
+    assert secret.public_bytes() != other.public_bytes()
+    assert secret.fingerprint_public != other.fingerprint_public
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_label_ciphertexts_decrypt_to_replicated_one_hot(contexts, scheme):
+    secret, _ = contexts[scheme]
+    y = np.array([2, 0, 1, 2])
+    slot_class = np.arange(secret.n_slots) % 3
+    for label, blob in zip(y, secret.encrypt_labels(y, 3), strict=True):
+        got = secret.centered(secret.decrypt(secret.load_ciphertext(blob)))
+        _assert_slots(scheme, got, (slot_class == label).astype(got.dtype))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_sum_of_labels_gives_class_counts(contexts, scheme):
+    secret, public = contexts[scheme]
+    y = np.array([0, 1, 1, 2, 1, 0, 1])
+    cts = _load_labels(secret, public, y, 3, prepare=False)
+    total = public.copy(cts[0])
+    for ct in cts[1:]:
+        public.add_inplace(total, ct)
+    got = secret.centered(secret.decrypt(total))
+    counts = np.bincount(y, minlength=3)
+    _assert_slots(scheme, got, counts[np.arange(secret.n_slots) % 3].astype(got.dtype))
+    # The copy is independent of the ciphertext it was made from.
+    _assert_slots(scheme, secret.centered(secret.decrypt(cts[0])),
+                  (np.arange(secret.n_slots) % 3 == 0).astype(got.dtype))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_masked_sums_square_to_exact_counts(contexts, scheme):
+    secret, public = contexts[scheme]
+    y = [0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0]
+    got, expected = _packed_squares(secret, public, y, 2, split=4)
+    # T = (5, 6), L = (2, 2), R = (3, 4): blocks (T² | 0) and (L² | R²), zeros elsewhere.
+    assert expected[:8].tolist() == [25, 36, 0, 0, 4, 4, 9, 16]
+    assert not expected[8:].any()
+    _assert_slots(scheme, got, expected)
+
+
+def test_ckks_masks_with_scaled_values(contexts):
+    """CKKS shrinks heavy nodes with 2^-shift masks: the square is scaled by 4^-shift."""
+    scheme = "ckks"
+    secret, public = contexts[scheme]
+    y = np.array([0] * 30 + [1] * 50)
+    cts = _load_labels(secret, public, y, 2)
+    total = _sum(public, cts, 0, len(y))
+    mask = np.zeros(public.n_slots)
+    mask[:2] = 2.0 ** -3
+    squared = public.square(public.finish_sum(public.multiply_mask(total, public.encode_mask(
+        mask))))
+    got = _to_client(secret, public, squared)
+    expected = np.zeros(public.n_slots)
+    expected[:2] = np.array([30.0, 50.0]) ** 2 / 64
+    _assert_slots(scheme, got, expected)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_leaf_counts_for_prediction(contexts, scheme):
+    """store_leaf + a cached block mask + finish_plain: the leaf counts land in one block."""
+    secret, public = contexts[scheme]
+    y = np.array([1, 2, 2, 0, 2])
+    total = _sum(public, _load_labels(secret, public, y, 3), 0, len(y))
+    leaf = public.store_leaf(total)
+    mask = np.zeros(public.n_slots)
+    mask[6:9] = 1
+    plain = public.mask(("test-row", 3, 2), mask, like=leaf)
+    assert public.mask(("test-row", 3, 2), mask, like=leaf) is plain  # cached per level
+    out = public.finish_plain(public.multiply_mask(leaf, plain))
+    assert out.parms_id() == public.context.last_parms_id()
+    expected = np.zeros(public.n_slots, dtype=np.float64 if scheme == "ckks" else np.int64)
+    expected[6:9] = [1, 1, 3]
+    _assert_slots(scheme, _to_client(secret, public, out), expected)
+
+
+def _layout_squares(secret, public, y, n_classes, splits, shift=0):
+    """One node packed as the server packs it (``_blocks.BlockLayout``: CKKS ``L + iR``
+    complex blocks, BFV ``L | R`` blocks): its total block, then one block per split point.
+
+    Returns the client's ``(ΣL², ΣR²)`` per block (scaled back by ``4^shift``) and the exact
+    values.
+    """
+    layout = BlockLayout(secret.scheme, public.n_slots, n_classes)
+    value = 2.0 ** -shift if secret.scheme == "ckks" else 1
+    cts = _load_labels(secret, public, y, n_classes)
+    total = _sum(public, cts, 0, len(y))
+    total_mask = layout.empty_mask()
+    layout.add_total(total_mask, 0, value, node_block=True)
+    acc = None
+    for index, split in enumerate(splits, start=1):
+        layout.add_total(total_mask, index, value, node_block=False)
+        left = _sum(public, cts, 0, split)
+        if left is None:
+            continue
+        product = public.multiply_mask(left, public.mask(("test-cand", n_classes, index, shift),
+                                                        layout.candidate_mask(index, value)))
+        if acc is None:
+            acc = product
+        else:
+            public.add_inplace(acc, product)
+    product = public.multiply_mask(total, public.encode_mask(total_mask))
+    if acc is None:
+        acc = product
+    else:
+        public.add_inplace(acc, product)
+    squared = public.square(public.finish_sum(acc))
+    blob = public.dump_ciphertext(squared)
+    slots = secret.decrypt(secret.load_ciphertext(blob), complex_slots=True)
+    if secret.scheme == "ckks":
+        assert slots.dtype == np.complex128
+    got = layout.squares(slots, 1 + len(splits)) * 4.0 ** shift
+
+    y = np.asarray(y)
+    t_counts = np.bincount(y, minlength=n_classes)
+    expected = [[float(t_counts @ t_counts), 0.0]]
+    for split in splits:
+        left = np.bincount(y[:split], minlength=n_classes)
+        right = t_counts - left
+        expected.append([float(left @ left), float(right @ right)])
+    return got, np.array(expected)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_server_block_layout_gives_sums_of_squares(contexts, scheme):
+    secret, public = contexts[scheme]
+    y = [0, 2, 1, 1, 0, 2, 2, 2, 1, 0]
+    got, expected = _layout_squares(secret, public, y, 3, splits=[0, 1, 4, 9, 10])
+    # T = (3, 3, 4): ΣT² = 34; split 4: L = (1, 2, 1), R = (2, 1, 3).
+    assert expected[0].tolist() == [34, 0] and expected[3].tolist() == [6, 14]
+    _assert_slots(scheme, got, expected, integer=False)
+
+
+def test_ckks_block_layout_uses_complex_slots(contexts):
+    secret, public = contexts["ckks"]
+    layout = BlockLayout("ckks", public.n_slots, 4)
+    assert layout.block_size == 4  # τ complex slots, half the real layout's 2τ
+    assert layout.per_ciphertext == public.n_slots // 4
+    assert BlockLayout("bfv", 8192, 4).block_size == 8
+
+
+def test_ckks_block_layout_with_shift(contexts):
+    """Heavy nodes: masks carry 2^-shift, the client scales the squares back by 4^shift."""
+    secret, public = contexts["ckks"]
+    y = [0] * 300 + [1] * 200 + [0] * 100
+    got, expected = _layout_squares(secret, public, y, 2, splits=[300, 500], shift=3)
+    _assert_slots("ckks", got, expected, integer=False)
+
+
+@settings(max_examples=5, deadline=None)
+@given(data=st.data())
+def test_random_label_vectors_square_exactly(contexts, data):
+    scheme = data.draw(st.sampled_from(SCHEMES), label="scheme")
+    n_classes = data.draw(st.integers(2, 5), label="n_classes")
+    y = data.draw(st.lists(st.integers(0, n_classes - 1), min_size=1, max_size=12), label="y")
+    split = data.draw(st.integers(0, len(y)), label="split")
+    secret, public = contexts[scheme]
+    got, expected = _packed_squares(secret, public, y, n_classes, split)
+    _assert_slots(scheme, got, expected)
+    splits = data.draw(st.lists(st.integers(0, len(y)), min_size=1, max_size=4), label="splits")
+    got, expected = _layout_squares(secret, public, y, n_classes, sorted(splits))
+    _assert_slots(scheme, got, expected, integer=False)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_encrypt_labels_validates_input(contexts, scheme):
+    secret, _ = contexts[scheme]
+    with pytest.raises(ValueError, match="n_classes"):
+        secret.encrypt_labels(np.array([0, 1]), 1)
+    with pytest.raises(ValueError, match="n_classes"):
+        secret.encrypt_labels(np.array([0, 1]), secret.n_slots)
+    with pytest.raises(ValueError, match="class indices"):
+        secret.encrypt_labels(np.array([0, 2]), 2)
+    with pytest.raises(ValueError, match="class indices"):
+        secret.encrypt_labels(np.array([-1, 1]), 2)
+
+
+def test_unknown_scheme_rejected():
+    with pytest.raises(ValueError, match="scheme must be one of"):
+        SecretContext("bgv")
+
+
+# ---------------------------------------------------------------------- the public bundle
+def _secret_key_windows(secret: SecretContext, n_windows: int = 6, size: int = 64):
+    """64-byte windows of the secret key's coefficients (past the SEAL header and metadata)."""
+    payload = secret._secret_key.to_string()[SEAL_HEADER:]
+    n_coeffs = secret.context.key_context_data().parms().poly_modulus_degree() * len(
+        secret.context.key_context_data().parms().coeff_modulus())
+    data_start = len(payload) - n_coeffs * WORD
+    assert data_start > 0
+    starts = np.linspace(data_start, len(payload) - size, n_windows).astype(int)
+    return [payload[s: s + size] for s in starts]
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_public_bundle_holds_no_secret_key(contexts, scheme):
+    secret, public = contexts[scheme]
+    bundle = secret.public_bytes()
+    windows = _secret_key_windows(secret)
+    assert len(set(windows)) == len(windows)  # random-looking, distinct
+    for window in windows:
+        assert window not in bundle
+    # The check can fail: it finds the key when a bundle does carry it.
+    leaky = bundle + secret._secret_key.to_string()
+    assert all(window in leaky for window in windows)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_public_context_cannot_decrypt(contexts, scheme):
+    _, public = contexts[scheme]
+    for name in ("decrypt", "centered", "encrypt_labels", "encrypt_vector", "public_bytes"):
+        assert not hasattr(public, name), name
+    for name in ("_secret_key", "_decryptor", "_encryptor", "_public_key"):
+        assert not hasattr(public, name), name
+    for value in vars(public).values():
+        assert not isinstance(value, (seal.SecretKey, seal.Decryptor, seal.Encryptor,
+                                      seal.KeyGenerator))
+
+
+def _parts(secret):
+    return he._unpack_bundle(secret.public_bytes())
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_bundle_round_trip(contexts, scheme):
+    secret, _ = contexts[scheme]
+    parts = _parts(secret)
+    assert set(parts) == set(he._PARTS)
+    rebuilt = he._pack_bundle(parts)
+    assert rebuilt == secret.public_bytes()
+    assert PublicContext.from_bytes(bytearray(rebuilt)).scheme == scheme
+    assert PublicContext.from_bytes(memoryview(rebuilt)).fingerprint_public == \
+        secret.fingerprint_public
+
+
+@pytest.mark.parametrize("data", [b"", b"garbage", b"CFHE1\n", b"CFHE1\n\x00\x00",
+                                  b"\x00" * 4096, bytes(range(256)) * 64],
+                         ids=["empty", "garbage", "magic-only", "short-header", "zeros",
+                              "noise"])
+def test_from_bytes_rejects_garbage(data):
+    with pytest.raises(HEError):
+        PublicContext.from_bytes(data)
+
+
+@pytest.mark.parametrize("data", ["CFHE1\n", None, 12, ["bytes"]])
+def test_from_bytes_rejects_non_bytes(data):
+    with pytest.raises(HEError, match="must be bytes"):
+        PublicContext.from_bytes(data)
+
+
+def test_from_bytes_rejects_header_garbage(contexts):
+    bundle = contexts["ckks"][0].public_bytes()
+    magic = he._BUNDLE_MAGIC
+    bad_json = magic + (5).to_bytes(4, "little") + b"{nope" + bundle[len(magic) + 4:]
+    with pytest.raises(HEError, match="not valid JSON"):
+        PublicContext.from_bytes(bad_json)
+    parts = _parts(contexts["ckks"][0])
+    for header in (b'["params"]', b'{"params": 1}',
+                   b'{"params": 1, "public_key": 1, "relin_keys": -1}',
+                   b'{"params": 1, "public_key": 1, "relin_keys": 1, "secret_key": 1}',
+                   b'{"params": 1, "public_key": "1", "relin_keys": 1}'):
+        data = magic + len(header).to_bytes(4, "little") + header + b"".join(parts.values())
+        with pytest.raises(HEError, match="exactly the parts"):
+            PublicContext.from_bytes(data)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_from_bytes_rejects_truncated_or_padded(contexts, scheme):
+    bundle = contexts[scheme][0].public_bytes()
+    for cut in (len(bundle) - 1, len(bundle) // 2, 200, len(he._BUNDLE_MAGIC) + 3):
+        with pytest.raises(HEError):
+            PublicContext.from_bytes(bundle[:cut])
+    with pytest.raises(HEError, match="trailing"):
+        PublicContext.from_bytes(bundle + b"\x00")
+    with pytest.raises(HEError, match="trailing"):
+        PublicContext.from_bytes(bundle + bundle)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("part", he._PARTS)
+def test_from_bytes_rejects_secret_key_in_place_of_a_part(contexts, scheme, part):
+    secret, _ = contexts[scheme]
+    parts = _parts(secret)
+    parts[part] = secret._secret_key.to_string()
+    with pytest.raises(HEError):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_from_bytes_rejects_swapped_keys(contexts, scheme):
+    parts = _parts(contexts[scheme][0])
+    parts["public_key"], parts["relin_keys"] = parts["relin_keys"], parts["public_key"]
+    with pytest.raises(HEError, match="public or relinearisation key"):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+def test_from_bytes_rejects_keys_of_the_other_scheme(contexts):
+    ckks, bfv = _parts(contexts["ckks"][0]), _parts(contexts["bfv"][0])
+    for name in ("public_key", "relin_keys"):
+        mixed = dict(ckks)
+        mixed[name] = bfv[name]
+        with pytest.raises(HEError, match="public or relinearisation key"):
+            PublicContext.from_bytes(he._pack_bundle(mixed))
+
+
+def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
+    bundle = he._pack_bundle({"params": foreign_ckks["parms"].to_bytes(),
+                              "public_key": foreign_ckks["public_key"],
+                              "relin_keys": foreign_ckks["relin_keys"]})
+    with pytest.raises(HEError, match="only the library's 128-bit parameter set"):
+        PublicContext.from_bytes(bundle)
+    # The library's parameters with keys generated for other parameters.
+    parts = _parts(contexts["ckks"][0])
+    parts["public_key"], parts["relin_keys"] = (foreign_ckks["public_key"],
+                                                foreign_ckks["relin_keys"])
+    with pytest.raises(HEError, match="public or relinearisation key"):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+def test_from_bytes_rejects_other_bfv_plain_modulus(contexts):
+    parms = he._parameters("bfv")
+    parms.set_plain_modulus(seal.PlainModulus.Batching(8192, 20))
+    parts = _parts(contexts["bfv"][0])
+    parts["params"] = parms.to_bytes()
+    with pytest.raises(HEError, match="unexpected bfv parameters"):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+def test_from_bytes_rejects_insecure_parameters():
+    parms = seal.EncryptionParameters(seal.scheme_type.ckks)
+    parms.set_poly_modulus_degree(4096)
+    parms.set_coeff_modulus(seal.CoeffModulus.Create(4096, [60, 60, 60]))  # 180 > 109 bits
+    bundle = he._pack_bundle({"params": parms.to_bytes(), "public_key": b"",
+                              "relin_keys": b""})
+    with pytest.raises(HEError, match="unexpected ckks parameters"):
+        PublicContext.from_bytes(bundle)
+
+
+# ---------------------------------------------------------------------- ciphertexts
+def _data_offset(ct_bytes: bytes, ct: seal.Ciphertext) -> int:
+    """Offset of the first coefficient word (uncompressed SEAL serialisation ends in them)."""
+    n_words = ct.size() * ct.coeff_modulus_size() * ct.poly_modulus_degree()
+    offset = len(ct_bytes) - n_words * WORD
+    assert 0 < offset < 200
+    return offset
+
+
+@pytest.fixture(scope="module")
+def label_blobs(contexts):
+    return {scheme: contexts[scheme][0].encrypt_labels(np.array([1, 0]), 2)
+            for scheme in SCHEMES}
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_round_trip(contexts, label_blobs, scheme):
+    secret, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    for data in (blob, bytearray(blob), memoryview(blob)):
+        ct = public.load_ciphertext(data)
+        assert ct.size() == 2
+        assert public.dump_ciphertext(ct) == blob
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_rejects_truncated(contexts, label_blobs, scheme):
+    _, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    for cut in (0, 8, SEAL_HEADER, 64, 120, len(blob) // 2, len(blob) - WORD, len(blob) - 1):
+        with pytest.raises(HEError, match="invalid ciphertext"):
+            public.load_ciphertext(blob[:cut])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("where", ["first", "middle", "last"])
+def test_load_ciphertext_rejects_coefficient_beyond_modulus(contexts, label_blobs, scheme,
+                                                           where):
+    _, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    offset = _data_offset(blob, public.load_ciphertext(blob))
+    n_words = (len(blob) - offset) // WORD
+    word = {"first": 0, "middle": n_words // 2 + 3, "last": n_words - 1}[where]
+    pos = offset + word * WORD
+    for patch in (b"\xff" * WORD, None):
+        bad = bytearray(blob)
+        if patch is None:
+            bad[pos + WORD - 1] ^= 0x80  # bit 63: above every coefficient modulus (<= 60 bits)
+        else:
+            bad[pos: pos + WORD] = patch
+        with pytest.raises(HEError, match="invalid ciphertext"):
+            public.load_ciphertext(bytes(bad))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_rejects_corrupted_metadata(contexts, label_blobs, scheme):
+    _, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    # magic, header size, parms_id (first and last byte), polynomial degree
+    for pos in (0, 2, SEAL_HEADER, SEAL_HEADER + 31, 60):
+        bad = bytearray(blob)
+        bad[pos] ^= 0x01
+        with pytest.raises(HEError, match="invalid ciphertext"):
+            public.load_ciphertext(bytes(bad))
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_low_bit_flip_in_coefficients_is_not_detectable_by_seal(contexts, label_blobs, scheme):
+    """Documents SEAL's limit: an in-range coefficient change loads (and decrypts to noise).
+
+    This is why the protocol digests every message body; see test_protocol.
+    """
+    secret, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    offset = _data_offset(blob, public.load_ciphertext(blob))
+    bad = bytearray(blob)
+    bad[offset + 5 * WORD] ^= 0x01
+    ct = public.load_ciphertext(bytes(bad))
+    assert public.dump_ciphertext(ct) == bytes(bad)
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+@pytest.mark.parametrize("data", ["ciphertext", None, 7, [b"x"], np.zeros(4, dtype=np.uint8)],
+                         ids=["str", "none", "int", "list", "ndarray"])
+def test_load_ciphertext_rejects_non_bytes(contexts, scheme, data):
+    _, public = contexts[scheme]
+    with pytest.raises(HEError, match="must be bytes"):
+        public.load_ciphertext(data)
+
+
+def test_load_ciphertext_rejects_other_scheme(contexts, label_blobs):
+    for mine, theirs in (("ckks", "bfv"), ("bfv", "ckks")):
+        secret, public = contexts[mine]
+        for ctx in (secret, public):
+            with pytest.raises(HEError, match="invalid ciphertext"):
+                ctx.load_ciphertext(label_blobs[theirs][0])
+
+
+def test_load_ciphertext_rejects_other_parameter_set(contexts, foreign_ckks):
+    secret, public = contexts["ckks"]
+    for ctx in (secret, public):
+        with pytest.raises(HEError, match="invalid ciphertext"):
+            ctx.load_ciphertext(foreign_ckks["ciphertext"])
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_rejects_three_polynomials(contexts, label_blobs, scheme):
+    _, public = contexts[scheme]
+    ct = public.load_ciphertext(label_blobs[scheme][0])
+    unrelinearised = seal.Evaluator(public.context).square(ct)
+    assert unrelinearised.size() == 3
+    with pytest.raises(HEError, match="2 polynomials"):
+        public.load_ciphertext(unrelinearised.to_string())
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_same_parameter_foreign_ciphertext_loads(contexts, other_contexts, scheme):
+    """SEAL cannot tell keys apart: a same-parameter ciphertext of another client loads.
+
+    The protocol therefore carries the public-context fingerprint (see test_private_forest).
+    """
+    _, public = contexts[scheme]
+    blob = other_contexts[scheme].encrypt_labels(np.array([1]), 2)[0]
+    assert public.load_ciphertext(blob).size() == 2
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_other_clients_key_does_not_decrypt(contexts, other_contexts, scheme):
+    secret, _ = contexts[scheme]
+    other = other_contexts[scheme]
+    y = np.array([1, 0, 1])
+    slot_class = np.arange(secret.n_slots) % 2
+    for label, blob in zip(y, secret.encrypt_labels(y, 2), strict=True):
+        plain = (slot_class == label).astype(np.float64)
+        own = secret.centered(secret.decrypt(secret.load_ciphertext(blob)))
+        _assert_slots(scheme, own, plain.astype(own.dtype))
+        wrong = other.centered(other.decrypt(other.load_ciphertext(blob))).astype(np.float64)
+        # Essentially random: far from 0/1 in nearly every slot.
+        assert np.mean(np.abs(wrong - plain) < 0.5) < 0.01
+        assert np.abs(wrong).max() > 1e3
+
+
+# ---------------------------------------------------------------------- fixed gaps
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_rejects_trailing_bytes(contexts, label_blobs, scheme):
+    _, public = contexts[scheme]
+    with pytest.raises(HEError):
+        public.load_ciphertext(label_blobs[scheme][0] + b"\x00")
+
+
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_load_ciphertext_rejects_flipped_ntt_flag(contexts, label_blobs, scheme):
+    _, public = contexts[scheme]
+    blob = label_blobs[scheme][0]
+    bad = bytearray(blob)
+    ntt_flag = SEAL_HEADER + 32  # after the 32-byte parms_id
+    assert bad[ntt_flag] == (1 if scheme == "ckks" else 0)
+    bad[ntt_flag] ^= 1
+    with pytest.raises(HEError, match="NTT flag"):
+        public.load_fresh_ciphertext(bytes(bad))
