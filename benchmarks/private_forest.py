@@ -98,13 +98,14 @@ def time_breakdown(profile: cProfile.Profile) -> dict[str, float]:
     return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
-def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None) -> dict:
+def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
+        max_round_bytes: int | None) -> dict:
     X_train, X_test, y_train, y_test = load(name)
     plain = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins, n_jobs=-1)
     plain.fit(X_train, y_train)
     server = _ProfiledServer(n_jobs)
     client = PrivateForestClient(n_trees, random_state=0, scheme=scheme, max_bins=max_bins,
-                                 server=server)
+                                 max_round_bytes=max_round_bytes, server=server)
     started = time.perf_counter()
     client.fit(X_train, y_train)
     fit_wall = time.perf_counter() - started
@@ -119,7 +120,7 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None)
     session = server.inner.session_stats(client.session_)
     return {
         "dataset": name, "shape": X_train.shape, "trees": n_trees, "scheme": scheme,
-        "jobs": n_jobs, "max_bins": max_bins,
+        "jobs": n_jobs, "max_bins": max_bins, "max_round_bytes": max_round_bytes,
         "acc_plain": float((plain.predict(X_test) == y_test).mean()),
         "acc_gipe": float((cipher_pred == y_test).mean()),
         "acc_private": float((private_pred == y_test).mean()),
@@ -145,9 +146,11 @@ def render(results: list[dict]) -> str:
              "acc plain | acc GIPE | acc GIPE+HE | equal to GIPE RF |",
              "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
+        cap = r["max_round_bytes"]
         lines.append(
             f"| {r['dataset']} {r['shape'][0]}×{r['shape'][1]} | {r['trees']} | {r['scheme']}"
-            f"{'' if r['max_bins'] is None else ', max_bins=' + str(r['max_bins'])} | "
+            f"{'' if r['max_bins'] is None else ', max_bins=' + str(r['max_bins'])}"
+            f"{'' if cap is None else f', cap {cap / 1e6:g} MB'} | "
             f"{r['fit_wall']:.1f} | {r['server_s_per_tree']:.2f} | "
             f"{r['client_s_per_tree']:.3f} | {100 * r['client_share']:.1f} % | {r['rounds']} | "
             f"{r['max_round_mb']:.2f} | {r['mean_round_mb']:.2f} | {r['upload_mb']:.0f} | "
@@ -176,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1,
                         help="server worker processes (profiles are exact only with 1)")
     parser.add_argument("--max-bins", type=int, default=None)
+    parser.add_argument("--max-round-mb", type=float, default=None,
+                        help="cap on each query's size (PrivateForestClient.max_round_bytes)")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     # Compile the numba kernels (GIPE, trees) outside the timings.
@@ -183,7 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     PrivateForestClient(1, random_state=0, max_depth=2).fit(X[:60], y[:60])
     results = []
     for name in args.datasets.split(","):
-        results.append(run(name, args.trees, args.scheme, args.jobs, args.max_bins))
+        cap = None if args.max_round_mb is None else int(args.max_round_mb * 1e6)
+        results.append(run(name, args.trees, args.scheme, args.jobs, args.max_bins, cap))
         print(render(results[-1:]), flush=True)
     text = render(results)
     if args.markdown:

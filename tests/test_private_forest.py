@@ -824,3 +824,26 @@ def test_labels_must_be_fresh_ciphertexts(wine, variant):
     with pytest.raises(ProtocolError, match="labels: ciphertext of row 5"):
         server.handle(encode_message(Message("labels", {**meta, "start": 0},
                                              blobs={"labels": labels})))
+
+
+def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
+    """A capped query covers the current levels of as many trees as fit: more rounds, each
+    within the cap, and the same trees as one round per level."""
+    X_train, X_test, y_train, _ = wine
+    params = dict(n_estimators=6, random_state=3, max_features=None)
+    free = PrivateForestClient(**params).fit(X_train, y_train)
+    cap = 1 << 18
+    capped = PrivateForestClient(**params, max_round_bytes=cap).fit(X_train, y_train)
+    assert max(free.fit_stats_.bytes_per_round) > cap  # the cap has work to do
+    assert max(capped.fit_stats_.bytes_per_round) <= cap
+    assert capped.fit_stats_.rounds > free.fit_stats_.rounds
+    for a, b in zip(free.server_.tree_arrays(free.session_),
+                    capped.server_.tree_arrays(capped.session_), strict=True):
+        for name in a:
+            np.testing.assert_array_equal(a[name], b[name])
+    np.testing.assert_array_equal(free.predict_proba(X_test), capped.predict_proba(X_test))
+
+
+def test_round_byte_cap_is_validated(wine):
+    with pytest.raises(ValueError, match="max_round_bytes must be None or an integer >= 256 KiB"):
+        PrivateForestClient(max_round_bytes=1000).fit(wine[0], wine[2])

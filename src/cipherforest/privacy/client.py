@@ -76,6 +76,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         plaintext forest's by construction.
     security_parameter : float, default=6.4
         GIPE's λ.
+    max_round_bytes : int or None, default=None
+        None: one round per tree level for all trees (the paper's O(depth) rounds). An int
+        (at least 256 KiB) caps each query: a round then covers the current levels of as many
+        trees as fit (at least one tree, which alone may exceed the cap), so rounds grow to
+        about total bytes / cap.
     server : PrivateForestServer-like or None, default=None
         Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
     n_jobs : int or None, default=None
@@ -98,7 +103,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
-                 server=None, n_jobs=None, label_chunk=256):
+                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=256):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -110,6 +115,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.scheme = scheme
         self.security_parameter = security_parameter
+        self.max_round_bytes = max_round_bytes
         self.server = server
         self.n_jobs = n_jobs
         self.label_chunk = label_chunk
@@ -149,6 +155,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             else n_samples,
             "max_bins": None if self.max_bins is None else int(self.max_bins),
             "random_state": forest_seed,
+            "max_round_bytes": None if self.max_round_bytes is None
+            else int(self.max_round_bytes),
         }
         self._n_draws = meta["n_draws"]
         setup = Message("setup", meta, {"X": X_cipher},
@@ -184,6 +192,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                               and 2 <= self.max_bins <= 255):
             raise ValueError(f"max_bins must be None or an integer in [2, 255], "
                              f"got {self.max_bins!r}")
+        if self.max_round_bytes is not None and not (
+                isinstance(self.max_round_bytes, Integral) and self.max_round_bytes >= 1 << 18):
+            raise ValueError("max_round_bytes must be None or an integer >= 256 KiB (262144), "
+                             f"got {self.max_round_bytes!r}")
         if self.max_depth is not None and not (isinstance(self.max_depth, Integral)
                                                and self.max_depth >= 1):
             raise ValueError(f"max_depth must be None or a positive integer, "
@@ -244,6 +256,12 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Per block (node total or candidate): ``(ΣL², ΣR²)`` as exact integers."""
         layout = BlockLayout(self.scheme, self._he.n_slots, self._n_classes)
         shift = query.value("shift", int)
+        if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
+                layout.block_size, layout.per_ciphertext):
+            raise ProtocolError("query: block layout differs from this client's "
+                                f"({layout.block_size} slots × {layout.per_ciphertext})")
+        if not 0 <= shift <= 60:
+            raise ProtocolError(f"query: shift {shift} out of range")
         ciphertexts = query.blob_list("squares")
         used = query.array("blocks_used", "int64", 1)
         if used.shape[0] != len(ciphertexts):
@@ -320,8 +338,8 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
     Parameters
     ----------
     squares : ndarray of shape (n_blocks, 2)
-        Decrypted blocks in query order: each node's total block ``(ΣT², 0)`` followed by one
-        ``(ΣL², ΣR²)`` block per candidate; exact integers.
+        Decrypted blocks in query order: per node, one ``(ΣL², ΣR²)`` block per candidate
+        followed by the node's total block ``(ΣT², 0)``; exact integers.
     weight, tree_weight, n_candidates : ndarray of shape (n_nodes,)
         Node weight ``W``, its tree's root weight, number of candidates.
     left_weight : ndarray of shape (n_candidates_total,)
@@ -347,12 +365,11 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
     cand = 0
     for i in range(n_nodes):
         w = float(weight[i])
-        sq_total = squares[block, 0]
-        block += 1
         k = int(n_candidates[i])
         sq = squares[block: block + k]
+        sq_total = squares[block + k, 0]
         w_left = left_weight[cand: cand + k].astype(np.float64)
-        block += k
+        block += k + 1
         cand += k
         # Σ over classes of squared counts lies in [W²/τ, W²] for W rows: anything else did
         # not come from this client's labels (another key, corruption).

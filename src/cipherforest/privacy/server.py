@@ -64,6 +64,7 @@ class ForestSpec:
     n_draws: int
     max_bins: int | None
     random_state: int
+    max_round_bytes: int | None  # None: one round per tree level for the whole forest
 
     @classmethod
     def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
@@ -91,6 +92,7 @@ class ForestSpec:
             n_draws=integer("n_draws", 1, n_samples),
             max_bins=integer("max_bins", 2, 255, allow_none=True),
             random_state=integer("random_state", 0, 2**32 - 1),
+            max_round_bytes=integer("max_round_bytes", 1 << 18, allow_none=True),
         )
 
 
@@ -184,6 +186,8 @@ class _Session:
         self.n_classes = n_classes
         self.spec = spec
         self.labels: list = []
+        self.plan_cache: dict[int, tuple[list, list]] = {}  # tree -> (plans, leaf jobs)
+        self.next_tree = 0  # where the next byte-capped round starts
         self.state = "receiving labels"
         self.round = 0
         self.query_token = ""
@@ -330,19 +334,47 @@ class PrivateForestServer:
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: _Session) -> Message:
-        """Plan the open nodes of all trees, finish leaves, and pack the level's query."""
+        """Plan the open nodes, finish leaves, and pack the next query.
+
+        By default a query covers the current level of every tree. With ``max_round_bytes``
+        it covers the current levels of as many trees (taken in turn) as fit in that many
+        bytes, at least one tree; the other trees keep their plans for a later round.
+        """
         plans: list[_NodePlan] = []
         leaf_jobs: list[tuple[int, _OpenNode]] = []
-        for t, tree in enumerate(session.trees):
-            still_open = []
-            for node in tree.open:
-                plan = _plan_node(session, t, tree, node)
-                if plan is None:
-                    leaf_jobs.append((t, node))
-                else:
-                    plans.append(plan)
-                    still_open.append(node)
-            tree.open = still_open
+        n_trees = len(session.trees)
+        blocks = nodes = 0
+        for step in range(n_trees):
+            t = (session.next_tree + step) % n_trees
+            tree = session.trees[t]
+            if not tree.open:
+                continue
+            if t not in session.plan_cache:
+                tree_plans, tree_leaves = [], []
+                for node in tree.open:
+                    plan = _plan_node(session, t, tree, node)
+                    if plan is None:
+                        tree_leaves.append((t, node))
+                    else:
+                        tree_plans.append(plan)
+                session.plan_cache[t] = (tree_plans, tree_leaves)
+            tree_plans, tree_leaves = session.plan_cache[t]
+            tree_blocks = sum(sum(len(c) for c in p.candidates) + 1 for p in tree_plans)
+            if plans and not self._round_fits(session, blocks + tree_blocks,
+                                              nodes + len(tree_plans)):
+                session.next_tree = t
+                break
+            del session.plan_cache[t]
+            blocks += tree_blocks
+            nodes += len(tree_plans)
+            plans.extend(tree_plans)
+            leaf_jobs.extend(tree_leaves)
+            tree.open = [p.node for p in tree_plans]
+        else:
+            session.next_tree = 0
+        # Tree order: the query's block order and the workers' tree ranges agree.
+        plans.sort(key=lambda p: p.tree)
+        leaf_jobs.sort(key=lambda job: job[0])
         shift = 0
         if plans and session.context.scheme == "ckks":
             max_weight = max(plan.weight for plan in plans)
@@ -350,6 +382,8 @@ class PrivateForestServer:
         leaves, blobs, blocks_used = self._compute_level(session, leaf_jobs, plans, shift)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
+        if not plans and any(tree.open for tree in session.trees):
+            return self._next_query(session)  # only leaves this time: carry on
         if not plans:
             session.state = "trained"
             session.plans = []
@@ -366,8 +400,7 @@ class PrivateForestServer:
                                dtype=np.int64)
         meta = {"session": session.id, "round": session.round, "token": session.query_token,
                 "shift": shift, "block_size": session.block_size,
-                "blocks_per_ciphertext": session.blocks_per_ciphertext,
-                "min_impurity_decrease": 0.0}
+                "blocks_per_ciphertext": session.blocks_per_ciphertext}
         arrays = {
             "tree": np.array([p.tree for p in plans], dtype=np.int64),
             "node": np.array([p.node.node_id for p in plans], dtype=np.int64),
@@ -379,6 +412,20 @@ class PrivateForestServer:
             "blocks_used": np.asarray(blocks_used, dtype=np.int64),
         }
         return Message("query", meta, arrays, {"squares": blobs})
+
+    def _round_fits(self, session: _Session, n_blocks: int, n_nodes: int) -> bool:
+        """Whether a query of ``n_blocks`` blocks for ``n_nodes`` nodes stays within
+        ``max_round_bytes`` (always, without a cap)."""
+        cap = session.spec.max_round_bytes
+        if cap is None:
+            return True
+        # A query ciphertext sits on the last prime: 2 polynomials of N 64-bit words; each
+        # worker process may leave one ciphertext partly filled.
+        ciphertext_bytes = 2 * 8 * session.context.n_slots * (
+            2 if session.context.scheme == "ckks" else 1) + 128
+        n_ciphertexts = -(-n_blocks // session.blocks_per_ciphertext) + self.n_jobs - 1
+        metadata = 8 * n_blocks + 56 * n_nodes + 8192  # per-candidate/node arrays, header
+        return n_ciphertexts * ciphertext_bytes + metadata <= cap
 
     def _compute_level(self, session: _Session, leaf_jobs, plans, shift):
         """Encrypted work of one level: leaf totals and the packed, squared query blocks.
@@ -450,8 +497,8 @@ class PrivateForestServer:
                 raise ProtocolError(f"answer: node {plan.node.node_id} of tree {plan.tree} has "
                                     f"{n_cands} candidates, choice {choice} is not one")
         # Everything checked: apply.
-        for tree in session.trees:
-            tree.open = []
+        for t in {plan.tree for plan in plans}:
+            session.trees[t].open = []
         for plan, choice in zip(plans, decided.tolist(), strict=True):
             tree = session.trees[plan.tree]
             if choice < 0:
@@ -667,18 +714,28 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
 
 
 def _pack_node(plan: _NodePlan, labels: _WeightedLabels, packer: _SquarePacker) -> None:
-    packer.begin_node(labels.running_sum(plan.node.samples.tolist()))
+    """Blocks of one node: its candidates in the forest's order, then its total ``T``.
+
+    ``T`` is the end of the first feature's running sum, so it costs no pass of its own.
+    """
+    packer.begin_node()
     for order, cands in zip(plan.orders, plan.candidates, strict=True):
         acc, done = None, 0
         for cand in cands:
             acc = labels.running_sum(order[done: cand.end].tolist(), acc)
             done = cand.end
             packer.add_candidate(acc)
+        if packer.total is None:
+            packer.set_total(labels.running_sum(order[done:].tolist(), acc))
     packer.end_node()
 
 
 class _SquarePacker:
-    """Packs node totals and candidate (L, R) blocks into ciphertexts, then squares them."""
+    """Packs candidate (L, R) blocks and node totals into ciphertexts, then squares them.
+
+    A candidate's ``R = T - L`` needs the node total ``T``, known only once the node's first
+    running sum ends; ciphertexts filled before that wait in ``pending``.
+    """
 
     def __init__(self, context: PublicContext, n_classes: int, shift: int):
         self.context = context
@@ -692,13 +749,15 @@ class _SquarePacker:
         self.filled = 0
         self.total = None
         self.total_mask = None  # how the node's T enters the current ciphertext's blocks
+        self.pending: list[tuple] = []  # (acc, total_mask, filled) waiting for T
 
     def _block_index(self) -> int:
         if self.filled == self.per_ct:
-            self._flush_total()
-            self._finish_ciphertext()
+            self._close_ciphertext()
         index = self.filled
         self.filled += 1
+        if self.total_mask is None:
+            self.total_mask = self.layout.empty_mask()
         return index
 
     def _add(self, product) -> None:
@@ -715,38 +774,53 @@ class _SquarePacker:
         for index in range(self.per_ct):
             self._candidate_mask(index)
 
-    def begin_node(self, total) -> None:
-        self.total = total
-        index = self._block_index()
-        self.total_mask = self.layout.empty_mask()
-        self.layout.add_total(self.total_mask, index, self.value, node_block=True)
+    def begin_node(self) -> None:
+        self.total = None
 
     def add_candidate(self, left) -> None:
         index = self._block_index()
-        if self.total_mask is None:
-            self.total_mask = self.layout.empty_mask()
         self._add(self.context.multiply_mask(left, self._candidate_mask(index)))
         self.layout.add_total(self.total_mask, index, self.value, node_block=False)
 
+    def set_total(self, total) -> None:
+        """The node's ``T``: completes the waiting ciphertexts, in order."""
+        self.total = total
+        for acc, mask, filled in self.pending:
+            self._finish(self._with_total(acc, mask), filled)
+        self.pending = []
+
     def end_node(self) -> None:
-        self._flush_total()
+        index = self._block_index()
+        self.layout.add_total(self.total_mask, index, self.value, node_block=True)
+        self.acc = self._with_total(self.acc, self.total_mask)
+        self.total_mask = None
         self.total = None
 
-    def _flush_total(self) -> None:
-        if self.total is not None and self.total_mask is not None and self.total_mask.any():
-            plain = self.context.encode_mask(self.total_mask)
-            self._add(self.context.multiply_mask(self.total, plain))
-        self.total_mask = None
+    def _with_total(self, acc, mask):
+        if mask is not None and mask.any():
+            product = self.context.multiply_mask(self.total, self.context.encode_mask(mask))
+            if acc is None:
+                return product
+            self.context.add_inplace(acc, product)
+        return acc
 
-    def _finish_ciphertext(self) -> None:
-        if self.acc is not None:
-            squared = self.context.square(self.context.finish_sum(self.acc))
-            self.blobs.append(self.context.dump_ciphertext(squared))
-            self.used.append(self.filled)
+    def _close_ciphertext(self) -> None:
+        if self.total is None and self.total_mask is not None and self.total_mask.any():
+            self.pending.append((self.acc, self.total_mask, self.filled))
+        else:
+            self._finish(self._with_total(self.acc, self.total_mask), self.filled)
         self.acc = None
         self.filled = 0
+        self.total_mask = None
+
+    def _finish(self, acc, filled: int) -> None:
+        if acc is not None:
+            squared = self.context.square(self.context.finish_sum(acc))
+            self.blobs.append(self.context.dump_ciphertext(squared))
+            self.used.append(filled)
 
     def finish(self) -> tuple[list[bytes], list[int]]:
-        self._flush_total()
-        self._finish_ciphertext()
+        if self.pending:
+            raise RuntimeError("a node was left without its total")
+        self._close_ciphertext()
         return self.blobs, self.used
