@@ -847,3 +847,17 @@ def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
 def test_round_byte_cap_is_validated(wine):
     with pytest.raises(ValueError, match="max_round_bytes must be None or an integer >= 256 KiB"):
         PrivateForestClient(max_round_bytes=1000).fit(wine[0], wine[2])
+
+
+def test_close_forgets_the_session(wine):
+    X_train, X_test, y_train, _ = wine
+    client = PrivateForestClient(n_estimators=2, max_depth=2, random_state=0).fit(X_train, y_train)
+    session, server = client.session_, client.server_
+    client.close()
+    assert session not in server._sessions
+    with pytest.raises(NotFittedError):
+        client.predict(X_test)
+    stale = Message("predict", {"session": session, "context": client._he.fingerprint_public},
+                    {"X": client.encryptor_.transform(X_test).astype(np.float64)})
+    with pytest.raises(ProtocolError, match="unknown session"):
+        server.handle(encode_message(stale))

@@ -324,6 +324,16 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.predict_stats_ = stats
         return proba
 
+    def close(self) -> None:
+        """Ask the server to forget this model's session (its ciphertexts and trees).
+
+        The client keeps its keys and GIPE state; predictions need a new ``fit`` afterwards.
+        """
+        check_is_fitted(self, "session_")
+        self._exchange(self._server(), Message("close", self._meta({})), "closed",
+                       ProtocolStats())
+        del self.session_
+
     def predict(self, X) -> np.ndarray:
         """Most probable class of each row."""
         check_is_fitted(self, "session_")

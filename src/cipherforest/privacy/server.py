@@ -240,7 +240,7 @@ class PrivateForestServer:
         started = time.perf_counter()
         message = decode_message(data)
         handlers = {"setup": self._setup, "labels": self._labels, "train": self._train,
-                    "answer": self._answer, "predict": self._predict}
+                    "answer": self._answer, "predict": self._predict, "close": self._close}
         if message.kind not in handlers:
             raise ProtocolError(f"unknown request kind {message.kind!r}")
         session, reply = handlers[message.kind](message)
@@ -517,6 +517,12 @@ class PrivateForestServer:
         for tree in session.trees:
             tree.open.sort(key=lambda n: n.node_id)
         return session, self._next_query(session)
+
+    def _close(self, message: Message):
+        """Forget a session: its ciphertexts, trees and leaves."""
+        session = self._session_of(message)
+        del self._sessions[session.id]
+        return session, Message("closed", {"session": session.id})
 
     # ------------------------------------------------------------------ prediction
     def _predict(self, message: Message):
