@@ -382,9 +382,7 @@ class PrivateForestServer:
         leaves, blobs, blocks_used = self._compute_level(session, leaf_jobs, plans, shift)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
-        if not plans and any(tree.open for tree in session.trees):
-            return self._next_query(session)  # only leaves this time: carry on
-        if not plans:
+        if not plans:  # every tree was visited and none has an open node left
             session.state = "trained"
             session.plans = []
             return Message("trained", {"session": session.id, "rounds": session.round,
