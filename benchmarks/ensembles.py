@@ -68,7 +68,8 @@ def make_model(name: str):
         from cipherforest.ensemble import GradientBoostingClassifier
         return GradientBoostingClassifier(n_estimators=N_TREES, learning_rate=0.1,
                                           max_depth=None, max_leaf_nodes=31,
-                                          min_samples_leaf=20, max_bins=255, random_state=0)
+                                          min_samples_leaf=20, max_bins=255, n_jobs=-1,
+                                          random_state=0)
     if name == "sklearn_hgb":
         from sklearn.ensemble import HistGradientBoostingClassifier
         return HistGradientBoostingClassifier(max_iter=N_TREES, learning_rate=0.1,

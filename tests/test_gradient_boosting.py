@@ -19,6 +19,7 @@ from scipy.special import expit, softmax
 from sklearn.datasets import (
     load_breast_cancer,
     load_diabetes,
+    load_digits,
     load_iris,
     make_classification,
     make_regression,
@@ -528,3 +529,18 @@ def test_save_load_round_trip(est, dataset, tmp_path):
         np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
     np.testing.assert_array_equal(loaded.train_score_, est.train_score_)
     np.testing.assert_array_equal(loaded.feature_importances_, est.feature_importances_)
+
+
+@pytest.mark.parametrize("max_bins", [None, 32])
+def test_multiclass_trees_of_a_round_in_threads_give_the_same_model(max_bins):
+    X, y = load_digits(return_X_y=True)
+    params = dict(n_estimators=8, max_leaf_nodes=15, max_depth=None, subsample=0.8,
+                  max_bins=max_bins, random_state=0)
+    serial = GradientBoostingClassifier(**params).fit(X, y)
+    threaded = GradientBoostingClassifier(**params, n_jobs=2).fit(X, y)
+    for stage_a, stage_b in zip(serial.estimators_, threaded.estimators_, strict=True):
+        for a, b in zip(stage_a, stage_b, strict=True):
+            for name, array in a.tree_.arrays().items():
+                np.testing.assert_array_equal(array, b.tree_.arrays()[name], err_msg=name)
+    np.testing.assert_array_equal(serial.train_score_, threaded.train_score_)
+    np.testing.assert_array_equal(serial.predict_proba(X), threaded.predict_proba(X))

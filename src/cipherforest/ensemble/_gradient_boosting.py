@@ -24,6 +24,7 @@ steps) and the parameters (``learning_rate``, ``loss``, ``alpha``).
 from __future__ import annotations
 
 import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
@@ -49,7 +50,7 @@ from ..tree._common import (
 from ..tree._fit import grow_tree_on, prepare_tree_data
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
-from ._base import SEED_BOUND, ProgressBar, draw_seeds
+from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs
 from ._gb_losses import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
@@ -252,6 +253,8 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
+        n_threads = min(effective_n_jobs(getattr(self, "n_jobs", None)), loss.n_trees)
+        pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         i = begin - 1
         try:
             for i in range(begin, self.n_estimators):
@@ -270,11 +273,21 @@ class BaseGradientBoosting(BaseEstimator):
                     params = dataclasses.replace(params, min_weight_leaf=float(
                         self.min_weight_fraction_leaf * stage_weight.sum()))
                 neg_gradient = stage_loss.negative_gradient(y, raw)
+                seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
+
+                def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
+                                   params=params, stage_loss=stage_loss, seeds=seeds):
+                    # Tree k reads and updates only column k of raw: rounds' trees are
+                    # independent, so threads give the same model.
+                    return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
+                                          sample_weight, params, stage_loss, k, seeds[k])
+
+                if pool is None:
+                    trees = [fit_class_tree(k) for k in range(loss.n_trees)]
+                else:
+                    trees = list(pool.map(fit_class_tree, range(loss.n_trees)))
                 stage = []
-                for k in range(loss.n_trees):
-                    tree = self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          sample_weight, params, stage_loss, k,
-                                          int(stage_rng.randint(SEED_BOUND)))
+                for k, tree in enumerate(trees):
                     if raw_val is not None:
                         _add_tree(raw_val[:, k], tree, X_val, self.learning_rate)
                     stage.append(self._wrap_tree(tree, tree_params, n_features,
@@ -305,6 +318,8 @@ class BaseGradientBoosting(BaseEstimator):
         finally:
             if bar is not None:
                 bar.close()
+            if pool is not None:
+                pool.shutdown()
         return i + 1
 
     def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
@@ -483,6 +498,11 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
         "log_loss": binary (sigmoid, one tree per round) or multiclass (softmax, one tree per
         class and round) log loss; "exponential": AdaBoost's loss, binary only.
 {_COMMON_PARAMS_DOC}
+    n_jobs : int or None, default=None
+        Threads growing a round's trees with more than two classes (one tree per class; they
+        are independent). None means 1, -1 all cores. The model does not depend on it.
+        (scikit-learn's GradientBoostingClassifier has no such parameter.)
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -492,6 +512,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
     _parameter_constraints: dict = {
         **BaseGradientBoosting._parameter_constraints,
         "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(self, *, loss="log_loss", learning_rate=0.1, n_estimators=100, subsample=1.0,
@@ -499,7 +520,8 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
                  min_weight_fraction_leaf=0.0, max_depth=3, min_impurity_decrease=0.0,
                  init=None, random_state=None, max_features=None, verbose=0,
                  max_leaf_nodes=None, warm_start=False, validation_fraction=0.1,
-                 n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0, max_bins=None):
+                 n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0, max_bins=None, n_jobs=None):
+        self.n_jobs = n_jobs
         self.loss = loss
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators
