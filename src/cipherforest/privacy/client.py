@@ -46,7 +46,6 @@ class ProtocolStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     bytes_per_round: list[int] = field(default_factory=list)
-    last_received: int = 0
 
 
 class PrivateForestClient(ClassifierMixin, BaseEstimator):
@@ -172,7 +171,6 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                stats)
         while reply.kind == "query":
             stats.rounds += 1
-            stats.bytes_per_round.append(stats.last_received)
             answer = self._answer(reply)
             reply = self._exchange(server, answer, ("query", "trained"), stats)
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
@@ -237,8 +235,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats.server_seconds += time.perf_counter() - started
         stats.bytes_sent += len(data)
         stats.bytes_received += len(reply)
-        stats.last_received = len(reply)
-        return decode_message(reply, expected)
+        message = decode_message(reply, expected)
+        if message.kind == "query":
+            stats.bytes_per_round.append(len(reply))
+        return message
 
     def _answer(self, query: Message) -> Message:
         token = query.value("token", str)
@@ -271,21 +271,19 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         for blob, n_used in zip(ciphertexts, used.tolist(), strict=True):
             if not 0 < n_used <= layout.per_ciphertext:
                 raise ProtocolError(f"query: a ciphertext cannot hold {n_used} blocks")
-            try:
-                ct = self._he.load_ciphertext(blob)
-            except HEError as exc:
-                raise ProtocolError(f"query: {exc}") from None
-            slots = self._he.decrypt(ct, complex_slots=True)
+            slots = self._decrypt_blob(blob, "query", complex_slots=True)
             blocks.append(layout.squares(slots, n_used))
         values = np.concatenate(blocks)
         if self.scheme == "ckks":
-            values = values * 4.0 ** shift
-            rounded = np.rint(values)
-            if np.abs(values - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
-                raise ProtocolError("decrypted squared counts are not integers: the query "
-                                    "was not made with this client's key or is corrupted")
-            values = rounded
+            values = _integers(values * 4.0 ** shift, "squared counts", "the query was")
         return values
+
+    def _decrypt_blob(self, blob: bytes, where: str, complex_slots: bool = False) -> np.ndarray:
+        try:
+            ct = self._he.load_ciphertext(blob)
+        except HEError as exc:
+            raise ProtocolError(f"{where}: {exc}") from None
+        return self._he.decrypt(ct, complex_slots=complex_slots)
 
     # ------------------------------------------------------------------ predict
     def predict_proba(self, X) -> np.ndarray:
@@ -301,18 +299,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         tau = self._n_classes
         counts = []
         for blob in reply.blob_list("scores"):
-            try:
-                slots = self._he.decrypt(self._he.load_ciphertext(blob))
-            except HEError as exc:
-                raise ProtocolError(f"scores: {exc}") from None
+            slots = self._decrypt_blob(blob, "scores")
             counts.append(slots[: (slots.shape[0] // tau) * tau])
         counts = np.concatenate(counts)[: n_rows * n_trees * tau].reshape(n_rows, n_trees, tau)
         if self.scheme == "ckks":
-            rounded = np.rint(counts)
-            if np.abs(counts - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
-                raise ProtocolError("decrypted leaf counts are not integers: the scores were "
-                                    "not made with this client's key or are corrupted")
-            counts = rounded
+            counts = _integers(counts, "leaf counts", "the scores were")
         counts = self._he.centered(counts).astype(np.float64)
         totals = counts.sum(axis=2, keepdims=True)
         if (counts < 0).any() or (totals <= 0).any() or (totals > self._n_draws).any():
@@ -338,6 +329,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Most probable class of each row."""
         check_is_fitted(self, "session_")
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+def _integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
+    """CKKS results that must be integers, rounded; a larger residue is not rounding error."""
+    rounded = np.rint(values)
+    if np.abs(values - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
+        raise ProtocolError(f"decrypted {what} are not integers: {source} not made with "
+                            "this client's key or corrupted")
+    return rounded
 
 
 def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,

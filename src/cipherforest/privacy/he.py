@@ -28,7 +28,6 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-from dataclasses import dataclass
 
 import numpy as np
 import seal
@@ -51,12 +50,6 @@ _PARTS = ("params", "public_key", "relin_keys")
 
 class HEError(ValueError):
     """Malformed, foreign or tampered homomorphic-encryption material."""
-
-
-@dataclass(frozen=True)
-class _Layout:
-    scheme: str
-    n_slots: int
 
 
 def _parameters(scheme: str) -> seal.EncryptionParameters:

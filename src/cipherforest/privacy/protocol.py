@@ -93,8 +93,6 @@ def encode_message(message: Message) -> bytes:
         sizes = [len(item) for item in items]
         blob_specs.append({"name": name, "sizes": sizes})
         parts.extend(bytes(item) for item in items)
-    if len({spec["name"] for spec in blob_specs}) != len(blob_specs):
-        raise ValueError("blob names must be unique")
     body = b"".join(parts)
     header = {"kind": message.kind, "meta": message.meta, "arrays": array_specs,
               "blobs": blob_specs}
