@@ -3,6 +3,8 @@
 * ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
+* ``cipherforest experiments`` — the paper's evaluation (accuracy, time, leakage) as a report
+  folder; ``--quick`` for a run of a few minutes.
 """
 
 from __future__ import annotations
@@ -140,6 +142,55 @@ def run_private_demo(n_estimators: int = 20, scheme: str = "ckks", n_jobs: int |
     return result
 
 
+def _add_experiments_parser(sub) -> None:
+    p = sub.add_parser("experiments", help="the paper's evaluation as a report folder",
+                       description="Cross-validate every method on every dataset, measure "
+                       "bitwise leakage, write Markdown + HTML + CSV + PNG to --out. Every "
+                       "(method, dataset, fold) result is cached: rerun to resume.")
+    p.add_argument("--out", required=True, help="report folder (created)")
+    p.add_argument("--quick", action="store_true",
+                   help="small run: 2 bundled datasets, 1 x 3-fold CV, 10 trees")
+    p.add_argument("--datasets", nargs="+", default=None,
+                   help="bundled names, CSV names from --data-dir, or openml:NAME_OR_ID")
+    p.add_argument("--data-dir", default=None, help="folder of CSV datasets (label last)")
+    p.add_argument("--openml-cache", default=None, help="OpenML cache folder")
+    p.add_argument("--cache", default=None, help="result cache (default OUT/cache)")
+    p.add_argument("--methods", nargs="+", default=None, help="method keys to run")
+    for name, kind, text in (
+            ("trials", int, "CV repetitions (paper 5)"), ("folds", int, "CV folds (paper 5)"),
+            ("trees", int, "trees per forest (paper 100)"),
+            ("max-rows", int, "stratified subsample of each dataset"),
+            ("protocol-trees", int, "trees of the encrypted protocol runs"),
+            ("protocol-rows", int, "training rows per fold of the protocol runs"),
+            ("protocol-trials", int, "run the protocol in the first N trials only"),
+            ("reference", str, "method key for win/tie/loss (default gipe_ckks_gini)"),
+            ("jobs", int, "n_jobs of the forests (default 1)")):
+        p.add_argument(f"--{name}", type=kind, default=None, help=text)
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def _run_experiments_command(args, parser) -> int:
+    from .experiments import ExperimentConfig, quick_config, run_experiments
+
+    changes = {k: v for k, v in {
+        "datasets": tuple(args.datasets) if args.datasets else None,
+        "csv_dir": args.data_dir, "openml_cache": args.openml_cache,
+        "methods": tuple(args.methods) if args.methods else None,
+        "trials": args.trials, "folds": args.folds, "n_estimators": args.trees,
+        "max_rows": args.max_rows, "protocol_trees": args.protocol_trees,
+        "protocol_max_train_rows": args.protocol_rows,
+        "protocol_trials": args.protocol_trials, "reference": args.reference,
+        "n_jobs": args.jobs}.items() if v is not None}
+    try:
+        config = quick_config(**changes) if args.quick else ExperimentConfig(**changes)
+        result = run_experiments(config, args.out, cache_dir=args.cache,
+                                 progress=not args.no_progress)
+    except (ValueError, FileNotFoundError, ImportError) as exc:
+        parser.error(str(exc))
+    print(f"report: {result.folder / 'report.md'} and {result.folder / 'report.html'}")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cipherforest`` console script."""
     parser = argparse.ArgumentParser(prog="cipherforest", description=__doc__,
@@ -151,7 +202,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--jobs", type=int, default=-1,
                       help="server worker processes (default -1: all cores)")
     sub.add_parser("compare", help="our trees and forests vs scikit-learn on bundled data")
+    _add_experiments_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "experiments":
+        return _run_experiments_command(args, parser)
     if args.command == "demo":
         if args.trees < 1:
             parser.error("--trees must be at least 1")

@@ -1,0 +1,46 @@
+"""The compared methods, one small module each, and the registry that builds them.
+
+Our methods: plaintext RF (:mod:`.plaintext`), RF on GIPE ciphers per mode (:mod:`.gipe_rf`),
+the full GIPE + CKKS protocol per split selection (:mod:`.gipe_ckks`). Baselines that run
+here: DiffPrivRFs (:mod:`.diffpriv`), AnonyRFs (:mod:`.anony_rf`), an OPE forest
+(:mod:`.ope_rf`). Stand-ins for systems that cannot run here: :mod:`.reimplementations`.
+"""
+
+from __future__ import annotations
+
+from . import anony_rf, diffpriv, gipe_ckks, gipe_rf, ope_rf, plaintext, reimplementations
+from .base import ForestSetting, Method, MethodOutput
+
+__all__ = ["ForestSetting", "Method", "MethodOutput", "build_methods"]
+
+
+def build_methods(config) -> list[Method]:
+    """The methods an :class:`~cipherforest.experiments.ExperimentConfig` asks for.
+
+    GIPE modes and split selections this version of the library does not offer are left
+    out (the report lists what ran).
+    """
+    methods = [plaintext.ours(), plaintext.sklearn()]
+    modes = [m for m in config.gipe_modes if m in gipe_rf.available_modes()]
+    methods += [gipe_rf.method(m, config.quantile_bins if m == "quantile" else None)
+                for m in modes]
+    selections = [s for s in config.split_selections
+                  if s in gipe_ckks.available_split_selections()]
+    protocol = {"n_estimators": config.protocol_trees,
+                "max_train_rows": config.protocol_max_train_rows}
+    for selection in selections:
+        if selection == "dp":
+            methods += [gipe_ckks.method("dp", label_epsilon=eps, **protocol)
+                        for eps in config.label_epsilons]
+        else:
+            methods.append(gipe_ckks.method(selection, **protocol))
+    methods += [diffpriv.method(config.diffpriv_epsilon), anony_rf.method(config.anonymity_k),
+                ope_rf.method(), reimplementations.ppd_erts(),
+                reimplementations.pivot_rfs(config.pivot_depth), reimplementations.mulprfs()]
+    if config.methods is not None:
+        unknown = set(config.methods) - {m.key for m in methods}
+        if unknown:
+            raise ValueError(f"unknown or unavailable methods: {', '.join(sorted(unknown))}; "
+                             f"available: {', '.join(m.key for m in methods)}")
+        methods = [m for m in methods if m.key in config.methods]
+    return methods

@@ -1,0 +1,303 @@
+"""Run the evaluation (:func:`run_experiments`) and write the report folder.
+
+Folder layout::
+
+    report.md, report.html        the report (the HTML embeds its figures)
+    tables/*.csv                   every table of the report, plus runs.csv (one row per fold)
+    figures/*.png                  time chart, leakage heatmaps (one per dataset)
+    config.json                    the configuration that produced it
+    cache/                         per-(method, dataset, trial, fold) JSON results (default
+                                   location; reused by the next run with the same parameters)
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from . import figures, stats
+from .config import ExperimentConfig
+from .cv import run_cross_validation, subsample_dataset
+from .datasets import BUNDLED, Dataset, load_bundled, load_csv_folder, load_openml
+from .methods import Method, build_methods
+from .render import Report
+from .security import scheme_security
+
+__all__ = ["ExperimentResult", "load_datasets", "run_experiments"]
+
+SCHEME_TITLES = {"gipe_paper": "GIPE (paper)", "gipe_order": "GIPE (order)",
+                 "gipe_quantile": "GIPE (quantile)", "ope": "OPE", "dp": "local DP",
+                 "kanon": "k-anonymity", "he": "HE"}
+
+
+@dataclass
+class ExperimentResult:
+    """What a run produced: the records and tables, and where the report is."""
+
+    folder: Path
+    records: list[dict]
+    accuracy: list[dict]
+    comparisons: list[dict]
+    win_tie_loss: list[dict]
+    times: list[dict]
+    leakage: list[dict]
+    attacks: list[dict]
+    methods: list[Method]
+    datasets: list[Dataset]
+
+
+def load_datasets(config: ExperimentConfig) -> list[Dataset]:
+    """Resolve ``config.datasets`` (bundled, CSV-folder names, ``openml:<name or id>``)."""
+    csvs = {}
+    if config.csv_dir is not None:
+        csvs = {d.name: d for d in load_csv_folder(config.csv_dir)}
+    out = []
+    for name in config.datasets:
+        if name in BUNDLED:
+            out.append(load_bundled(name))
+        elif name.startswith("openml:"):
+            out.append(load_openml(name[7:], cache_dir=config.openml_cache))
+        elif name in csvs:
+            out.append(csvs[name])
+        else:
+            where = (f"CSV folder {config.csv_dir} has {', '.join(sorted(csvs)) or 'no CSVs'}"
+                     if config.csv_dir else "no CSV folder given (csv_dir / --data-dir)")
+            raise ValueError(f"unknown dataset {name!r}: not bundled ({', '.join(BUNDLED)}), "
+                             f"not openml:<name>, and {where}")
+    return out
+
+
+def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
+                    progress: bool = True, stream=None) -> ExperimentResult:
+    """Run every method on every dataset, the leakage analysis, and write the report."""
+    folder = Path(out_dir)
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    (folder / "figures").mkdir(parents=True, exist_ok=True)
+    cache = Path(cache_dir) if cache_dir is not None else folder / "cache"
+    full = load_datasets(config)
+    alpha_rows = {d.name: d.y.shape[0] for d in full}
+    datasets = [subsample_dataset(d, config.max_rows, config.seed) for d in full]
+    methods = build_methods(config)
+    keys = [m.key for m in methods]
+    if config.reference not in keys:
+        raise ValueError(f"reference method {config.reference!r} is not among the methods "
+                         f"run: {', '.join(keys)}")
+    _warm_up(methods, datasets[0])
+    records = run_cross_validation(
+        datasets, methods, trials=config.trials, folds=config.folds,
+        n_estimators=config.n_estimators, cache_dir=cache, alpha_rows=alpha_rows,
+        protocol_trials=config.protocol_trials, seed=config.seed, n_jobs=config.n_jobs,
+        progress=progress, stream=stream)
+    accuracy = stats.accuracy_table(records)
+    comparisons = stats.compare_to_reference(records, config.reference)
+    wtl = stats.win_tie_loss(comparisons)
+    labels = {m.key: m.label for m in methods}
+    measured = {m.key for m in methods if not m.reimplementation}
+    times = [t | {"measured": t["method"] in measured} for t in stats.time_table(records)]
+    leakage, heatmaps = _leakage(datasets, config, folder)
+    attacks: list[dict] = []
+    result = ExperimentResult(folder, records, accuracy, comparisons, wtl, times, leakage,
+                              attacks, methods, datasets)
+    _write_tables(result)
+    figures.time_figure([t for t in times if t["measured"]], labels,
+                        folder / "figures" / "times.png")
+    report = _build_report(result, config, full, heatmaps)
+    _write_text(folder / "report.md", report.markdown())
+    _write_text(folder / "report.html", report.html(folder))
+    _write_text(folder / "config.json", json.dumps(config.to_dict(), indent=2, default=str))
+    return result
+
+
+def _warm_up(methods: list[Method], data: Dataset) -> None:
+    """Compile numba kernels and import baselines before anything is timed (not recorded)."""
+    from .methods import ForestSetting
+
+    rows = np.concatenate([np.flatnonzero(data.y == c)[:15] for c in np.unique(data.y)])
+    for method in methods:
+        if not method.protocol:
+            method.run(data.X[rows], data.y[rows], data.X[rows], ForestSetting(n_estimators=2))
+
+
+def _leakage(datasets: list[Dataset], config: ExperimentConfig, folder: Path):
+    rows, heatmaps = [], []
+    for i, data in enumerate(datasets):
+        rng = np.random.default_rng(config.seed + i)
+        feature = int(rng.integers(data.X.shape[1]))
+        sec = scheme_security(data.X[:, feature], data.y, n_bits=config.leakage_bits,
+                              n_samples=config.leakage_samples,
+                              dp_epsilon=config.leakage_dp_epsilon, k=config.leakage_k,
+                              random_state=config.seed)
+        titles = dict(SCHEME_TITLES, dp=f"local DP ε={config.leakage_dp_epsilon:g}",
+                      kanon=f"k-anonymity k={config.leakage_k}")
+        name = f"leakage_{data.name}.png"
+        figures.leakage_figure(sec, titles, f"{data.name}: feature {feature}, "
+                               f"{next(iter(sec.values())).shape[0]} samples, "
+                               f"{config.leakage_bits}-bit", folder / "figures" / name)
+        heatmaps.append((data.name, feature, f"figures/{name}"))
+        for scheme, m in sec.items():
+            rows.append({"dataset": data.name, "feature": feature, "scheme": scheme,
+                         "mean_security": float(m.mean()),
+                         "share_of_bits_known": float(np.mean(m < 0.05)),
+                         **{f"bit{j + 1}": float(m[:, j].mean()) for j in range(m.shape[1])}})
+    return rows, heatmaps
+
+
+def _write_text(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)  # a report, not a secret (mkstemp creates 0600)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    fields = list(dict.fromkeys(k for r in rows for k in r)) or ["empty"]
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as fh:
+            writer = csv.DictWriter(fh, fieldnames=fields)
+            writer.writeheader()
+            for r in rows:
+                writer.writerow({k: (json.dumps(v, sort_keys=True) if isinstance(v, dict)
+                                     else v) for k, v in r.items()})
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _write_tables(result: ExperimentResult) -> None:
+    t = result.folder / "tables"
+    _write_csv(t / "runs.csv", result.records)
+    _write_csv(t / "accuracy.csv", result.accuracy)
+    _write_csv(t / "comparisons.csv", result.comparisons)
+    _write_csv(t / "win_tie_loss.csv", result.win_tie_loss)
+    _write_csv(t / "times.csv", result.times)
+    _write_csv(t / "leakage.csv", result.leakage)
+    if result.attacks:
+        _write_csv(t / "attacks.csv", result.attacks)
+
+
+def _fmt(x: float, digits: int = 2) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
+
+
+def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list[Dataset],
+                  heatmaps) -> Report:
+    r = Report("cipherforest evaluation: accuracy, time, leakage")
+    labels = {m.key: m.label for m in result.methods}
+    ref = labels[config.reference]
+    r.heading("What ran")
+    r.bullets([
+        f"{config.trials} trial(s) × {config.folds}-fold stratified CV (shuffle seed = "
+        f"{config.seed} + trial); {config.n_estimators} trees, ⌊√d⌋ features per split, "
+        "α (min samples to split) = 10 below 20,000 rows else 100.",
+        f"Reference for win/tie/loss: **{ref}** (paired t-test at 95 % over the folds both "
+        "ran).",
+        f"Leakage: one random feature per dataset scaled to {config.leakage_bits}-bit "
+        f"integers, {config.leakage_samples} samples; local DP ε = "
+        f"{config.leakage_dp_epsilon:g}, k-anonymity k = {config.leakage_k}.",
+        *(config.notes or ()),
+    ])
+    rows = []
+    for data, original in zip(result.datasets, full, strict=True):
+        alpha = 10 if original.y.shape[0] < 20_000 else 100
+        rows.append([data.name, f"{data.y.shape[0]:,}"
+                     + (f" of {original.y.shape[0]:,}" if data is not original else ""),
+                     data.X.shape[1], data.n_classes, alpha, data.source])
+    r.table(["dataset", "rows used", "features", "classes", "α", "source"], rows)
+    r.heading("Methods", 3)
+    r.table(["key", "method", "what it is"],
+            [[f"`{m.key}`", m.label, m.description] for m in result.methods])
+
+    r.heading("Accuracy")
+    r.paragraph(f"Mean ± std accuracy (%) over the runs. • / ◦: {ref} is significantly "
+                "better / worse than the method on that dataset (paired t-test, 95 %); "
+                "the last column counts the reference's wins/ties/losses over datasets.")
+    acc = {(a["dataset"], a["method"]): a for a in result.accuracy}
+    cmp = {(c["dataset"], c["method"]): c for c in result.comparisons}
+    wtl = {w["method"]: w for w in result.win_tie_loss}
+    names = [d.name for d in result.datasets]
+    rows = []
+    for m in result.methods:
+        cells = [m.label]
+        for d in names:
+            a = acc.get((d, m.key))
+            if a is None:
+                cells.append("—")
+                continue
+            mark = {"win": " •", "loss": " ◦"}.get(cmp.get((d, m.key), {}).get("outcome"), "")
+            cells.append(f"{100 * a['mean']:.2f} ± {100 * a['std']:.2f}{mark}")
+        w = wtl.get(m.key)
+        cells.append("reference" if m.key == config.reference else
+                     f"{w['win']}/{w['tie']}/{w['loss']}" + (f" ({w['n/a']} n/a)"
+                                                             if w["n/a"] else ""))
+        rows.append(cells)
+    r.table(["method", *names, "win/tie/loss"], rows)
+
+    r.heading("Time")
+    r.paragraph("Mean seconds per fold on this machine (wall clock, shared CPU). Encryption "
+                "counts as training/prediction time of the encrypted methods. "
+                "Re-implementations of systems that cannot run here are **not measured**.")
+    tim = {(t["dataset"], t["method"]): t for t in result.times}
+    rows = []
+    for m in result.methods:
+        cells = [m.label]
+        for d in names:
+            t = tim.get((d, m.key))
+            cells.append("—" if t is None else "not measured" if m.reimplementation
+                         else f"{t['fit_seconds']:.3g} / {t['predict_seconds']:.3g}")
+        rows.append(cells)
+    r.table(["method (fit s / predict s)", *names], rows)
+    r.image("figures/times.png", "training and prediction time per method (log scale)")
+    protocol = [x for x in result.records if x["method"].startswith("gipe_ckks")
+                and x.get("extra")]
+    if protocol:
+        r.heading("Encrypted protocol runs", 3)
+        rows = []
+        for d in names:
+            for m in result.methods:
+                mine = [x for x in protocol if x["dataset"] == d and x["method"] == m.key]
+                if mine:
+                    e = [x["extra"] for x in mine]
+                    rows.append([d, m.label, len(mine), e[0]["trees"],
+                                 int(np.mean([x["train_rows"] for x in e])),
+                                 _fmt(np.mean([x["rounds"] for x in e]), 1),
+                                 _fmt(np.mean([x["bytes_sent"] for x in e]) / 1e6, 1),
+                                 _fmt(np.mean([x["server_seconds"] for x in e]), 1)])
+        r.table(["dataset", "method", "folds", "trees", "training rows", "rounds",
+                 "MB uploaded", "server s"], rows)
+
+    r.heading("Bitwise leakage")
+    r.paragraph("Bitwise security 1 − L (Roy et al., CCS 2022; the paper's appendix E) of one "
+                "feature per dataset: rows are the ranks of the sampled values, columns the "
+                "bits (1 = most significant). White = the adversary knows the bit; the colour "
+                "scale is fixed to [0, 1] on every panel and no value is altered for display.")
+    lk = {(x["dataset"], x["scheme"]): x for x in result.leakage}
+    schemes = list(dict.fromkeys(x["scheme"] for x in result.leakage))
+    r.table(["scheme (mean 1 − L)", *names],
+            [[SCHEME_TITLES.get(s, s), *[_fmt(lk[(d, s)]["mean_security"], 3)
+                                         if (d, s) in lk else "—" for d in names]]
+             for s in schemes])
+    for name, feature, path in heatmaps:
+        r.image(path, f"bitwise security on {name}, feature {feature}")
+
+    r.heading("Attacks")
+    if result.attacks:
+        r.table(list(result.attacks[0]), [list(map(str, a.values())) for a in result.attacks])
+    else:
+        r.paragraph("Not run: this version of cipherforest has no "
+                    "`cipherforest.privacy.attacks` module.")
+    return r
