@@ -2,7 +2,8 @@
 
 Every loader returns a :class:`Dataset` (name, float feature matrix, integer-coded labels,
 where it came from). CSV files follow one convention: the label is the last column; a first
-row that is not all numbers is a header; ``drop_first_column`` removes an id column. The
+row that is not all numbers, or that numbers the columns ``0, 1, 2, …``, is a header;
+``drop_first_column`` removes an id column. The
 three CSVs of the paper's evaluation (breastw, cancer, pendigits) are recognised by file name
 so ``load_csv_folder`` drops cancer's patient id without being told.
 
@@ -87,7 +88,7 @@ def load_csv(path, *, name: str | None = None, drop_first_column: bool = False) 
     with path.open() as fh:
         first = fh.readline()
     cells = [c.strip().strip('"') for c in first.split(",")]
-    has_header = not all(_is_number(c) for c in cells)
+    has_header = not all(_is_number(c) for c in cells) or _is_index_row(cells)
     try:
         data = np.loadtxt(path, delimiter=",", skiprows=1 if has_header else 0, ndmin=2)
     except ValueError as exc:
@@ -154,6 +155,12 @@ def load_openml(name_or_id: str | int, *, cache_dir=None,
         Path(tmp).unlink(missing_ok=True)
         raise
     return dataset
+
+
+def _is_index_row(cells: list[str]) -> bool:
+    """``0,1,2,…`` in every column but (possibly) the label's: a header of column indices."""
+    head = cells[:-1]
+    return len(head) >= 2 and all(c == str(i) for i, c in enumerate(head))
 
 
 def _is_number(text: str) -> bool:
