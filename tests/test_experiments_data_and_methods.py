@@ -19,7 +19,6 @@ from cipherforest.experiments.security import (
 from cipherforest.experiments.stats import compare_to_reference, win_tie_loss
 from cipherforest.privacy.leakage import bitwise_leakage_matrix
 
-
 # --- datasets ---------------------------------------------------------------------------
 
 def test_csv_header_detected_and_id_column_dropped(tmp_path):

@@ -1,0 +1,90 @@
+"""The evaluation report end to end: a tiny quick run into a temporary folder."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from cipherforest.cli import main
+from cipherforest.experiments import quick_config, run_experiments
+
+TINY = {"datasets": ("wine", "iris"), "max_rows": 90, "trials": 1, "folds": 2,
+        "n_estimators": 3, "protocol_trees": 2, "protocol_max_train_rows": 40,
+        "leakage_samples": 60}
+
+
+def _csv(path):
+    with path.open() as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("report")
+    stream = io.StringIO()
+    result = run_experiments(quick_config(**TINY), folder, stream=stream)
+    return folder, result, stream.getvalue()
+
+
+def test_every_table_and_figure_is_there_and_consistent(tiny_run):
+    folder, result, progress = tiny_run
+    n_datasets, n_methods = 2, len(result.methods)
+    assert f"{len(result.records)}/{len(result.records)}" in progress  # the bar reached the end
+    for name in ("runs", "accuracy", "comparisons", "win_tie_loss", "times", "leakage"):
+        assert (folder / "tables" / f"{name}.csv").stat().st_size > 0, name
+    runs = _csv(folder / "tables" / "runs.csv")
+    assert len(runs) == n_datasets * 2 * n_methods  # every method ran on every fold
+    assert all(0.0 <= float(r["accuracy"]) <= 1.0 for r in runs)
+    accuracy = _csv(folder / "tables" / "accuracy.csv")
+    assert len(accuracy) == n_datasets * n_methods
+    wtl = _csv(folder / "tables" / "win_tie_loss.csv")
+    assert len(wtl) == n_methods - 1  # everyone but the reference
+    for row in wtl:
+        assert sum(int(row[k]) for k in ("win", "tie", "loss", "n/a")) == n_datasets
+    times = _csv(folder / "tables" / "times.csv")
+    reimpl = {m.key for m in result.methods if m.reimplementation}
+    assert {t["method"] for t in times if t["measured"] == "False"} == reimpl
+    leakage = _csv(folder / "tables" / "leakage.csv")
+    schemes = {r["scheme"] for r in leakage}
+    assert {"gipe_paper", "ope", "dp", "kanon", "he"} <= schemes
+    assert len(leakage) == n_datasets * len(schemes)
+
+    figures = sorted(p.name for p in (folder / "figures").glob("*.png"))
+    assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png"]
+    md = (folder / "report.md").read_text()
+    html = (folder / "report.html").read_text()
+    for png in figures:
+        assert f"figures/{png}" in md
+        assert (folder / "figures" / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert html.count("data:image/png;base64,") == len(figures)  # self-contained
+    assert "figures/" not in html
+    for m in result.methods:
+        assert m.label in md
+    assert md.count("not measured") >= len(reimpl) * n_datasets
+    assert json.loads((folder / "config.json").read_text())["folds"] == 2
+
+
+def test_second_run_reads_every_fold_from_the_cache(tiny_run, tmp_path):
+    folder, first, _ = tiny_run
+    files = sorted((folder / "cache").rglob("*.json"))
+    assert len(files) == len(first.records)
+    files[0].unlink()  # an interrupted run: one result missing
+    again = run_experiments(quick_config(**TINY), tmp_path / "again",
+                            cache_dir=folder / "cache", progress=False)
+    assert sum(not r["cached"] for r in again.records) == 1
+    same = {(r["dataset"], r["method"], r["fold"]): r["accuracy"] for r in first.records}
+    for r in again.records:
+        if r["cached"]:
+            assert r["accuracy"] == same[(r["dataset"], r["method"], r["fold"])]
+
+
+def test_cli_rejects_unknown_datasets_and_methods(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["experiments", "--quick", "--out", str(tmp_path), "--datasets", "nope"])
+    assert "unknown dataset 'nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["experiments", "--quick", "--out", str(tmp_path), "--methods", "magic"])
+    assert "unknown or unavailable methods: magic" in capsys.readouterr().err
