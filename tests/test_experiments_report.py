@@ -53,7 +53,8 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     assert len(leakage) == n_datasets * len(schemes)
 
     figures = sorted(p.name for p in (folder / "figures").glob("*.png"))
-    assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png"]
+    assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png",
+                       "tradeoff_value.png"]
     md = (folder / "report.md").read_text()
     html = (folder / "report.html").read_text()
     for png in figures:

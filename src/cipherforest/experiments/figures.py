@@ -73,17 +73,17 @@ def leakage_figure(security: dict[str, np.ndarray], titles: dict[str, str], head
     plt.close(fig)
 
 
-def tradeoff_figure(points: list[dict], path: Path) -> None:
-    """Accuracy (x) against attack success (y), one marker per (dataset, method)."""
+def tradeoff_figure(points: list[dict], path: Path, ylabel: str) -> None:
+    """One labelled marker per method: accuracy (x) against a privacy measure (y)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 5))
-    for label in dict.fromkeys(p["label"] for p in points):
-        mine = [p for p in points if p["label"] == label]
-        ax.scatter([p["accuracy"] for p in mine], [p["attack"] for p in mine], label=label)
-    ax.set_xlabel("accuracy (CV mean)")
-    ax.set_ylabel("best attack's success rate")
+    fig, ax = plt.subplots(figsize=(7.5, 5))
+    for p in points:
+        ax.scatter(p["accuracy"], p["privacy"], s=40)
+        ax.annotate(p["label"], (p["accuracy"], p["privacy"]), fontsize=7,
+                    xytext=(4, 3), textcoords="offset points")
+    ax.set_xlabel("accuracy (mean over datasets and folds)")
+    ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -108,11 +108,48 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     _write_tables(result)
     figures.time_figure([t for t in times if t["measured"]], labels,
                         folder / "figures" / "times.png")
-    report = _build_report(result, config, full, heatmaps)
+    tradeoff = _value_tradeoff(result, config)
+    if tradeoff:
+        figures.tradeoff_figure(tradeoff, folder / "figures" / "tradeoff_value.png",
+                                "feature-value security: mean 1 − L (0 = plaintext)")
+    report = _build_report(result, config, full, heatmaps, bool(tradeoff))
     _write_text(folder / "report.md", report.markdown())
     _write_text(folder / "report.html", report.html(folder))
     _write_text(folder / "config.json", json.dumps(config.to_dict(), indent=2, default=str))
     return result
+
+
+def _scheme_of(method: Method, config: ExperimentConfig) -> str | None:
+    """The leakage scheme whose view of the features a method's server holds."""
+    key = method.key
+    if key in ("rf_ours", "rf_sklearn"):
+        return "plaintext"
+    if key.startswith("gipe_rf_"):
+        return f"gipe_{method.params['mode']}"
+    if method.protocol:
+        return f"gipe_{method.params.get('mode') or 'paper'}"
+    if key == "ope_rf":
+        return "ope"
+    if key.startswith("anony_rf") and method.params.get("k") == config.leakage_k:
+        return "kanon"
+    return None
+
+
+def _value_tradeoff(result: ExperimentResult, config: ExperimentConfig) -> list[dict]:
+    """Accuracy against the bitwise security of what the method's server sees."""
+    security: dict[str, list[float]] = {}
+    for row in result.leakage:
+        security.setdefault(row["scheme"], []).append(row["mean_security"])
+    points = []
+    for m in result.methods:
+        scheme = _scheme_of(m, config)
+        acc = [a["mean"] for a in result.accuracy if a["method"] == m.key]
+        if scheme is None or not acc or (scheme != "plaintext" and scheme not in security):
+            continue
+        value = 0.0 if scheme == "plaintext" else float(np.mean(security[scheme]))
+        points.append({"method": m.key, "label": m.label, "scheme": scheme,
+                       "accuracy": float(np.mean(acc)), "privacy": value})
+    return points
 
 
 def _warm_up(methods: list[Method], data: Dataset) -> None:
@@ -195,7 +232,7 @@ def _fmt(x: float, digits: int = 2) -> str:
 
 
 def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list[Dataset],
-                  heatmaps) -> Report:
+                  heatmaps, tradeoff: bool) -> Report:
     r = Report("cipherforest evaluation: accuracy, time, leakage")
     labels = {m.key: m.label for m in result.methods}
     ref = labels[config.reference]
@@ -293,6 +330,12 @@ def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list
              for s in schemes])
     for name, feature, path in heatmaps:
         r.image(path, f"bitwise security on {name}, feature {feature}")
+    if tradeoff:
+        r.paragraph("Accuracy against the bitwise security of the feature values each "
+                    "method's server holds (mean over datasets; plaintext = 0 by definition; "
+                    "the protocol's server holds GIPE cipher1; DiffPrivRFs perturbs inside "
+                    "training, not the features, so it has no point here).")
+        r.image("figures/tradeoff_value.png", "accuracy against feature-value security")
 
     r.heading("Attacks")
     if result.attacks:
