@@ -76,11 +76,12 @@ def leakage_figure(security: dict[str, np.ndarray], titles: dict[str, str], head
 def tradeoff_figure(points: list[dict], path: Path, ylabel: str) -> None:
     """One labelled marker per method: accuracy (x) against a privacy measure (y)."""
     plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for p in points:
-        ax.scatter(p["accuracy"], p["privacy"], s=40)
-        ax.annotate(p["label"], (p["accuracy"], p["privacy"]), fontsize=7,
-                    xytext=(4, 3), textcoords="offset points")
+    fig, ax = plt.subplots(figsize=(9, 5))
+    markers = "osD^vP*Xh<>p"
+    for i, p in enumerate(points):
+        ax.scatter(p["accuracy"], p["privacy"], s=50, marker=markers[i % len(markers)],
+                   label=p["label"])
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.set_xlabel("accuracy (mean over datasets and folds)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
