@@ -127,7 +127,7 @@ def _scheme_of(method: Method, config: ExperimentConfig) -> str | None:
     if key.startswith("gipe_rf_"):
         return f"gipe_{method.params['mode']}"
     if method.protocol:
-        return f"gipe_{method.params.get('mode') or 'paper'}"
+        return f"gipe_{method.params['gipe_mode']}"
     if key == "ope_rf":
         return "ope"
     if key.startswith("anony_rf") and method.params.get("k") == config.leakage_k:

@@ -27,6 +27,34 @@ def available_split_selections() -> tuple[str, ...]:
     return ("gini", "blind", "dp")
 
 
+def client_gipe_mode(requested: str | None = None) -> str:
+    """The GIPE mode the protocol's client encrypts features with.
+
+    ``requested`` is passed to the client when it has a mode parameter; otherwise the client
+    uses the library's default mode (``"paper"`` before GIPE had modes), and asking for
+    another one is an error.
+    """
+    from ...privacy import PrivateForestClient, gipe
+
+    default = getattr(gipe, "DEFAULT_MODE", "paper")
+    if _client_mode_parameter() is None:
+        if requested not in (None, default):
+            raise ValueError(f"this PrivateForestClient always encrypts in GIPE mode "
+                             f"{default!r}; cannot run it in {requested!r}")
+        return default
+    if requested is not None:
+        return requested
+    return inspect.signature(PrivateForestClient).parameters[
+        _client_mode_parameter()].default
+
+
+def _client_mode_parameter() -> str | None:
+    from ...privacy import PrivateForestClient
+
+    params = inspect.signature(PrivateForestClient).parameters
+    return next((p for p in ("gipe_mode", "mode") if p in params), None)
+
+
 def stratified_subsample(y: np.ndarray, max_rows: int | None, seed: int) -> np.ndarray:
     """Indices of at most ``max_rows`` rows keeping class proportions (every class kept)."""
     n = y.shape[0]
@@ -40,7 +68,8 @@ def stratified_subsample(y: np.ndarray, max_rows: int | None, seed: int) -> np.n
     return np.sort(np.concatenate(picked))
 
 
-def method(split_selection: str = "gini", *, label_epsilon: float | None = None,
+def method(split_selection: str = "gini", *, gipe_mode: str | None = None,
+           label_epsilon: float | None = None,
            n_estimators: int | None = None, max_train_rows: int | None = None,
            scheme: str = "ckks", server_jobs: int | None = 1) -> Method:
     """The encrypted forest (GIPE + CKKS) with the given split selection."""
@@ -61,6 +90,8 @@ def method(split_selection: str = "gini", *, label_epsilon: float | None = None,
             kwargs["split_selection"] = split_selection
         if label_epsilon is not None:
             kwargs["label_epsilon"] = label_epsilon
+        if gipe_mode is not None and _client_mode_parameter() is not None:
+            kwargs[_client_mode_parameter()] = gipe_mode
         client = PrivateForestClient(**kwargs)
         start = time.perf_counter()
         client.fit(X_train[rows], y_train[rows])
@@ -75,16 +106,21 @@ def method(split_selection: str = "gini", *, label_epsilon: float | None = None,
         client.close()
         return MethodOutput(pred, fitted - start, done - fitted, extra)
 
+    mode = client_gipe_mode(gipe_mode)
     suffix = split_selection if label_epsilon is None else f"{split_selection}_eps{label_epsilon:g}"
+    if gipe_mode is not None:
+        suffix += f"_{gipe_mode}"
     params = {"split_selection": split_selection, "label_epsilon": label_epsilon,
+              "gipe_mode": mode,
               "n_estimators": n_estimators, "max_train_rows": max_train_rows, "scheme": scheme}
     reductions = []
     if n_estimators is not None:
         reductions.append(f"{n_estimators} trees")
     if max_train_rows is not None:
         reductions.append(f"at most {max_train_rows} training rows per fold (stratified)")
-    label = f"GIPE + {scheme.upper()} protocol ({suffix})"
+    label = f"GIPE + {scheme.upper()} protocol ({suffix.replace('_', ', ')}; GIPE {mode})"
     return Method(f"gipe_{scheme}_{suffix}", label, run, params, protocol=True,
-                  description=f"Full client-server protocol, split selection {split_selection!r}"
+                  description=f"Full client-server protocol, GIPE mode {mode!r}, split "
+                  f"selection {split_selection!r}"
                   + (f", label ε = {label_epsilon:g}" if label_epsilon is not None else "")
                   + (f"; reduced: {', '.join(reductions)}" if reductions else "") + ".")
