@@ -32,8 +32,10 @@ class Report:
     def bullets(self, items: list[str]) -> None:
         self.blocks.append(("bullets", list(items)))
 
-    def table(self, header: list[str], rows: list[list]) -> None:
-        self.blocks.append(("table", list(header), [[str(c) for c in r] for r in rows]))
+    def table(self, header: list[str], rows: list[list], numeric: bool = True) -> None:
+        """``numeric``: right-align every column but the first (Markdown)."""
+        self.blocks.append(("table", list(header), [[str(c) for c in r] for r in rows],
+                            numeric))
 
     def image(self, path: str, alt: str) -> None:
         """``path`` relative to the report folder."""
@@ -50,9 +52,10 @@ class Report:
             elif kind == "bullets":
                 out += [f"- {item}" for item in block[1]] + [""]
             elif kind == "table":
-                header, rows = block[1], block[2]
+                header, rows, numeric = block[1], block[2], block[3]
                 out.append("| " + " | ".join(header) + " |")
-                out.append("|" + "|".join(["---"] + ["---:"] * (len(header) - 1)) + "|")
+                rest = "---:" if numeric else "---"
+                out.append("|" + "|".join(["---"] + [rest] * (len(header) - 1)) + "|")
                 out += ["| " + " | ".join(r) + " |" for r in rows] + [""]
             elif kind == "image":
                 out += [f"![{block[2]}]({block[1]})", ""]

@@ -254,10 +254,11 @@ def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list
         rows.append([data.name, f"{data.y.shape[0]:,}"
                      + (f" of {original.y.shape[0]:,}" if data is not original else ""),
                      data.X.shape[1], data.n_classes, alpha, data.source])
-    r.table(["dataset", "rows used", "features", "classes", "α", "source"], rows)
+    r.table(["dataset", "rows used", "features", "classes", "α", "source"], rows,
+            numeric=False)
     r.heading("Methods", 3)
     r.table(["key", "method", "what it is"],
-            [[f"`{m.key}`", m.label, m.description] for m in result.methods])
+            [[f"`{m.key}`", m.label, m.description] for m in result.methods], numeric=False)
 
     r.heading("Accuracy")
     r.paragraph(f"Mean ± std accuracy (%) over the runs. • / ◦: {ref} is significantly "
