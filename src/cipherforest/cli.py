@@ -162,7 +162,10 @@ def _add_experiments_parser(sub) -> None:
             ("max-rows", int, "stratified subsample of each dataset"),
             ("protocol-trees", int, "trees of the encrypted protocol runs"),
             ("protocol-rows", int, "training rows per fold of the protocol runs"),
-            ("protocol-trials", int, "run the protocol in the first N trials only"),
+            ("protocol-trials", int, "run the protocol (and simulations) in the first N "
+             "trials only"),
+            ("sim-trees", int, "trees of the simulated encrypted forests"),
+            ("sim-rows", int, "training rows per fold of the simulated encrypted forests"),
             ("reference", str, "method key for win/tie/loss (default gipe_ckks_gini)"),
             ("jobs", int, "n_jobs of the forests (default 1)")):
         p.add_argument(f"--{name}", type=kind, default=None, help=text)
@@ -180,6 +183,7 @@ def _run_experiments_command(args, parser) -> int:
         "max_rows": args.max_rows, "protocol_trees": args.protocol_trees,
         "protocol_max_train_rows": args.protocol_rows,
         "protocol_trials": args.protocol_trials, "reference": args.reference,
+        "simulated_trees": args.sim_trees, "simulated_max_train_rows": args.sim_rows,
         "n_jobs": args.jobs}.items() if v is not None}
     try:
         config = quick_config(**changes) if args.quick else ExperimentConfig(**changes)

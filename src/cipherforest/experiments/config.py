@@ -31,6 +31,13 @@ class ExperimentConfig:
     protocol_trees, protocol_max_train_rows, protocol_trials : int or None
         Reductions of the expensive GIPE + CKKS protocol runs: trees, training rows per fold
         (stratified subsample), and the first trials only. None: no reduction.
+        ``protocol_trials`` also applies to the simulated encrypted forests.
+    simulated_variants : tuple of str
+        Privacy settings of the simulated encrypted forest: ``"gini"`` (library defaults),
+        ``"paper"`` (paper GIPE + the paper's leaf rule), ``"blind"``, ``"dp"`` (one per
+        ``label_epsilons``).
+    simulated_trees, simulated_max_train_rows : int or None
+        Reductions of the simulated runs.
     reference : str
         Method key the win/tie/loss rows compare against (paired t-test, 95 %).
     """
@@ -50,6 +57,9 @@ class ExperimentConfig:
     protocol_trees: int | None = None
     protocol_max_train_rows: int | None = None
     protocol_trials: int | None = None
+    simulated_variants: tuple[str, ...] = ("gini", "paper", "blind", "dp")
+    simulated_trees: int | None = None
+    simulated_max_train_rows: int | None = None
     diffpriv_epsilon: float = 1.0
     anonymity_k: int = 10
     pivot_depth: int = 4
@@ -94,6 +104,8 @@ def quick_config(**changes) -> ExperimentConfig:
     base = ExperimentConfig(
         datasets=("breast_cancer", "wine"), trials=1, folds=3, n_estimators=10, max_rows=300,
         label_epsilons=(1.0,), protocol_trees=3, protocol_max_train_rows=120,
+        simulated_trees=10, simulated_max_train_rows=150,
         notes=("Quick run: 1 trial x 3-fold CV, 10 trees, at most 300 rows per dataset; "
-               "the protocol with 3 trees on at most 120 training rows per fold.",))
+               "the protocol with 3 trees on at most 120 training rows per fold; simulated "
+               "encrypted forests with 10 trees on at most 150.",))
     return replace(base, **changes)

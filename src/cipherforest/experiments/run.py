@@ -288,7 +288,8 @@ def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list
     r.heading("Time")
     r.paragraph("Mean seconds per fold on this machine (wall clock, shared CPU). Encryption "
                 "counts as training/prediction time of the encrypted methods. "
-                "Re-implementations of systems that cannot run here are **not measured**.")
+                "Re-implementations of systems that cannot run here, and the simulated encrypted "
+                "forests (decisions on clear labels), are **not measured**.")
     tim = {(t["dataset"], t["method"]): t for t in result.times}
     rows = []
     for m in result.methods:

@@ -1,14 +1,24 @@
 """The compared methods, one small module each, and the registry that builds them.
 
 Our methods: plaintext RF (:mod:`.plaintext`), RF on GIPE ciphers per mode (:mod:`.gipe_rf`),
-the full GIPE + CKKS protocol per split selection (:mod:`.gipe_ckks`). Baselines that run
+the full GIPE + CKKS protocol per split selection (:mod:`.gipe_ckks`), and its decisions on
+clear labels per privacy setting (:mod:`.simulated`). Baselines that run
 here: DiffPrivRFs (:mod:`.diffpriv`), AnonyRFs (:mod:`.anony_rf`), an OPE forest
 (:mod:`.ope_rf`). Stand-ins for systems that cannot run here: :mod:`.reimplementations`.
 """
 
 from __future__ import annotations
 
-from . import anony_rf, diffpriv, gipe_ckks, gipe_rf, ope_rf, plaintext, reimplementations
+from . import (
+    anony_rf,
+    diffpriv,
+    gipe_ckks,
+    gipe_rf,
+    ope_rf,
+    plaintext,
+    reimplementations,
+    simulated,
+)
 from .base import ForestSetting, Method, MethodOutput
 
 __all__ = ["ForestSetting", "Method", "MethodOutput", "build_methods"]
@@ -34,6 +44,18 @@ def build_methods(config) -> list[Method]:
                         for eps in config.label_epsilons]
         else:
             methods.append(gipe_ckks.method(selection, **protocol))
+    if simulated.available():
+        sim = {"n_estimators": config.simulated_trees,
+               "max_train_rows": config.simulated_max_train_rows}
+        for variant in config.simulated_variants:
+            if variant == "paper":
+                methods.append(simulated.method("gini", gipe_mode="paper", reveal_leaves=True,
+                                                **sim))
+            elif variant == "dp":
+                methods += [simulated.method("dp", label_epsilon=eps, **sim)
+                            for eps in config.label_epsilons]
+            else:
+                methods.append(simulated.method(variant, **sim))
     methods += [diffpriv.method(config.diffpriv_epsilon), anony_rf.method(config.anonymity_k),
                 ope_rf.method(), reimplementations.ppd_erts(),
                 reimplementations.pivot_rfs(config.pivot_depth), reimplementations.mulprfs()]
