@@ -13,7 +13,7 @@ from cipherforest.experiments import quick_config, run_experiments
 
 TINY = {"datasets": ("wine", "iris"), "max_rows": 90, "trials": 1, "folds": 2,
         "n_estimators": 3, "protocol_trees": 2, "protocol_max_train_rows": 40,
-        "simulated_trees": 2,
+        "simulated_trees": 2, "simulated_variants": ("gini", "blind"),
         "leakage_samples": 60}
 
 
