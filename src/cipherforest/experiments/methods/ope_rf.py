@@ -4,7 +4,10 @@ The OPE here is a keyed, strictly increasing piecewise-linear map per feature: k
 training fold's distinct values get ciphers with random positive gaps (drawn from the key),
 values between knots interpolate and values beyond extrapolate with random slopes. It reveals
 the order and equality of values, as every deterministic OPE does; a forest on it can choose
-every split the plaintext forest can.
+every split the plaintext forest can. Ciphers are float64 of magnitude up to about 2**20 per
+distinct training value, so two values closer than the ciphers' float resolution (relative
+1e-16 of the cipher) may share a cipher: order is preserved, strictness only down to that
+resolution.
 """
 
 from __future__ import annotations
