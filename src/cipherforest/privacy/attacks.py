@@ -27,16 +27,16 @@ Attacks (DESIGN.md §4a lists what they found in the paper's mode):
 
 from __future__ import annotations
 
-import copy
 import secrets
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import numpy as np
 from scipy import sparse
 from scipy.optimize import linear_sum_assignment
+from scipy.sparse.linalg import eigsh
 from scipy.stats import rankdata, spearmanr
 
-from ..ensemble._base import bootstrap_counts, draw_seeds
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
 __all__ = [
@@ -208,33 +208,37 @@ def _alternation_graph(X_cipher: np.ndarray) -> sparse.csr_matrix:
 
 
 def _leading_eigenvector(graph: sparse.spmatrix) -> np.ndarray:
-    """Eigenvector of the largest eigenvalue of a symmetric matrix (dense solve: n is small)."""
-    dense = graph.toarray()
-    if not dense.any():
-        return np.zeros(dense.shape[0])
-    _, vectors = np.linalg.eigh(dense)
-    return vectors[:, -1]
+    """Eigenvector of the largest eigenvalue of a symmetric sparse matrix (Lanczos)."""
+    if graph.nnz == 0:
+        return np.zeros(graph.shape[0])
+    if graph.shape[0] < 3:
+        return np.linalg.eigh(graph.toarray())[1][:, -1]
+    start = np.random.default_rng(0).standard_normal(graph.shape[0])  # deterministic
+    _, vectors = eigsh(graph.astype(np.float64), k=1, which="LA", v0=start)
+    return vectors[:, 0]
 
 
 # ---------------------------------------------------------------------- 2. shared ciphers
 def shared_cipher_labels(X_cipher, known_rows, known_labels, class_counts, *,
-                         alpha: float = 0.8, n_iter: int = 100) -> np.ndarray:
+                         alpha: float = 0.8, prior_weight: float = 1e-3,
+                         n_iter: int = 100) -> np.ndarray:
     """Labels propagated over rows that share a cipher, from one known label per class.
 
     In the paper's GIPE a cipher shared by several rows is (mostly) a run of one label.
-    Every group ``g`` of rows sharing a cipher of some feature is a hyperedge of weight
-    ``1/|g|``, ``W = Σ_g 1_g 1_gᵀ / |g|`` (a random walk picks one of the row's features, then
-    a member of its group). Label spreading (Zhou et al., 2004) iterates
-    ``F ← α D⁻¹ W F + (1 - α) Y`` from the known rows' one-hot labels ``Y``; a restart
-    probability ``1 - α`` keeps the walks short, so labels travel along chains of shared
-    ciphers and do not diffuse across the few mixed groups (equal values of both labels).
-    Class mass normalisation (the attacker knows the class counts) scales column ``c`` of
-    ``F`` to total ``n_c`` before each row takes its largest class. Rows the known labels do
-    not reach get the most frequent class of ``class_counts``. Known rows keep their labels.
+    Every group ``g`` of rows sharing a cipher of a feature (a row alone with its cipher
+    counts as a group of one) is a hyperedge of weight ``1/|g|``, ``W = Σ_g 1_g 1_gᵀ / |g|``:
+    a random walk picks one of the row's features, then a member of its group, so a row
+    that shares its cipher in few features mostly stays where it is. Label spreading (Zhou
+    et al., 2004) iterates ``F ← α D⁻¹ W F + (1 - α) Y`` from the known rows' one-hot labels
+    ``Y``; the restart probability ``1 - α`` keeps the walks short, so labels travel along
+    chains of shared ciphers and do not diffuse across the few mixed groups (equal values
+    of both labels). Each row takes ``argmax_c F[i, c] + prior_weight · n_c / n`` (the
+    attacker knows the class counts ``n_c``): rows the known labels reach only weakly, or
+    not at all, keep the most frequent class. Known rows keep their labels.
 
-    Equal plaintext values share a cipher in every mode, so on data with many ties (pixel
-    intensities) this is also semi-supervised learning from ``X``'s equality structure,
-    whatever the labels did to the ciphers.
+    Equal plaintext values share a cipher in every mode, and quantile bins are shared by
+    similar rows, so on such ciphers this is also semi-supervised learning from ``X``'s
+    equality structure, whatever the labels did to the ciphers.
 
     Parameters
     ----------
@@ -243,6 +247,7 @@ def shared_cipher_labels(X_cipher, known_rows, known_labels, class_counts, *,
         Rows whose labels (class codes ``0 .. n_classes - 1``) the attacker knows.
     class_counts : array-like of shape (n_classes,)
     alpha : float, default=0.8
+    prior_weight : float, default=1e-3
     n_iter : int, default=100
 
     Returns
@@ -251,43 +256,36 @@ def shared_cipher_labels(X_cipher, known_rows, known_labels, class_counts, *,
     """
     X_cipher = np.asarray(X_cipher)
     n = X_cipher.shape[0]
-    columns, rows, weights, offset = [], [], [], 0
+    columns, weights, offset = [], [], 0
     for j in range(X_cipher.shape[1]):
         group, sizes = _groups(X_cipher[:, j])
-        shared = sizes[group] >= 2
-        rows.append(np.flatnonzero(shared))
-        columns.append(group[shared] + offset)
-        weights.append(1.0 / np.sqrt(sizes[group[shared]]))
+        columns.append(group + offset)
+        weights.append(1.0 / np.sqrt(sizes[group]))
         offset += sizes.shape[0]
-    incidence = sparse.csr_matrix(
-        (np.concatenate(weights), (np.concatenate(rows), np.concatenate(columns))),
-        shape=(n, offset))
-    return _spread(incidence, known_rows, known_labels, class_counts, alpha, n_iter)
-
-
-def _spread(incidence: sparse.csr_matrix, known_rows, known_labels, class_counts,
-            alpha: float, n_iter: int) -> np.ndarray:
-    """Label spreading on ``W = B Bᵀ`` (``B`` the weighted incidence), never forming ``W``;
-    class mass normalisation by ``class_counts``."""
-    n = incidence.shape[0]
+    rows = np.tile(np.arange(n), X_cipher.shape[1])
+    incidence = sparse.csr_matrix((np.concatenate(weights), (rows, np.concatenate(columns))),
+                                  shape=(n, offset))
     counts = np.asarray(class_counts, dtype=np.float64)
-    known_rows = np.asarray(known_rows, dtype=np.int64)
-    known_labels = np.asarray(known_labels, dtype=np.int64)
-    seeds = np.zeros((n, counts.shape[0]))
-    seeds[known_rows, known_labels] = 1.0
+    scores = _spread(incidence, known_rows, known_labels, counts.shape[0], alpha, n_iter)
+    guess = np.argmax(scores + prior_weight * counts / counts.sum(), axis=1)
+    guess[np.asarray(known_rows, dtype=np.int64)] = known_labels
+    return guess.astype(np.int64)
+
+
+def _spread(incidence: sparse.csr_matrix, known_rows, known_labels, n_classes: int,
+            alpha: float, n_iter: int) -> np.ndarray:
+    """Label spreading scores on ``W = B Bᵀ`` (``B`` the weighted incidence), never
+    forming ``W``."""
+    n = incidence.shape[0]
+    seeds = np.zeros((n, n_classes))
+    seeds[np.asarray(known_rows, dtype=np.int64), np.asarray(known_labels, dtype=np.int64)] = 1
     degree = np.asarray(incidence @ (incidence.T @ np.ones(n))).ravel()
     inverse_degree = np.divide(1.0, degree, out=np.zeros(n), where=degree > 0)
     scores = seeds.copy()
     for _ in range(n_iter):
         spread = inverse_degree[:, None] * (incidence @ (incidence.T @ scores))
         scores = alpha * spread + (1.0 - alpha) * seeds
-    reached = scores.sum(axis=1) > 0
-    mass = scores[reached].sum(axis=0)
-    scaled = scores * np.divide(counts, mass, out=np.zeros_like(counts), where=mass > 0)
-    guess = np.full(n, _fallback_class(counts), dtype=np.int64)
-    guess[reached] = np.argmax(scaled[reached], axis=1)
-    guess[known_rows] = known_labels
-    return guess
+    return scores
 
 
 # ---------------------------------------------------------------------- trees
@@ -387,15 +385,14 @@ class RecordingServer:
 def server_bootstrap_counts(setup: Message) -> np.ndarray:
     """Bootstrap counts of every tree, shape (n_estimators, n_samples), from the setup message.
 
-    The server derives them deterministically from the forest seed the client sends, exactly
-    as :class:`~cipherforest.ensemble.RandomForestClassifier` does.
+    The server derives them deterministically from the forest seed and parameters the client
+    sends (its label-free planning, :class:`~cipherforest.privacy._plan.ForestGrowth`).
     """
-    meta = setup.meta
-    n_samples = setup.arrays["X"].shape[0]
-    seeds = draw_seeds(np.random.RandomState(meta["random_state"]), meta["n_estimators"])
-    if not meta["bootstrap"]:
-        return np.ones((len(seeds), n_samples), dtype=np.int64)
-    return np.stack([bootstrap_counts(int(s), n_samples, meta["n_draws"]) for s in seeds])
+    from ._plan import ForestGrowth, ForestSpec
+
+    X = setup.arrays["X"]
+    growth = ForestGrowth(X, ForestSpec.from_meta(setup.meta, X.shape[0], X.shape[1]))
+    return np.stack([growth.weights(t) for t in range(len(growth.trees))])
 
 
 def declared_leaves(transcript: Transcript) -> list[tuple[int, int]]:
@@ -521,15 +518,29 @@ def _name_by_counts(clusters: np.ndarray, class_counts) -> np.ndarray:
 def proximity_cluster_labels(proximity, class_counts, random_state=None) -> np.ndarray:
     """Labels from spectral clustering of the proximity matrix, named by class counts.
 
-    ``len(class_counts)`` clusters of the affinity ``P`` (scikit-learn's
-    :class:`~sklearn.cluster.SpectralClustering`, precomputed affinity), each named by the
-    class whose count its size matches (:func:`_name_by_counts`).
+    Normalised spectral clustering (Ng, Jordan and Weiss, 2001) of the affinity ``P`` into
+    ``k = len(class_counts)`` clusters: the ``k`` leading eigenvectors of
+    ``D^(-1/2) P D^(-1/2)``, rows scaled to unit length, then k-means; each cluster is named
+    by the class whose count its size matches (:func:`_name_by_counts`). With classes of
+    equal size the naming is a guess: the attack then needs known labels
+    (:func:`proximity_nearest_labels`).
     """
-    from sklearn.cluster import SpectralClustering
+    from sklearn.cluster import KMeans
+    from threadpoolctl import threadpool_limits
 
-    clustering = SpectralClustering(n_clusters=len(class_counts), affinity="precomputed",
-                                    random_state=random_state)
-    clusters = clustering.fit_predict(np.asarray(proximity, dtype=np.float64))
+    affinity = np.asarray(proximity, dtype=np.float64)
+    k = len(class_counts)
+    degree = affinity.sum(axis=1)
+    scale = np.divide(1.0, np.sqrt(degree), out=np.zeros_like(degree), where=degree > 0)
+    normalised = scale[:, None] * affinity * scale[None, :]
+    start = np.random.default_rng(0).standard_normal(affinity.shape[0])
+    _, vectors = eigsh(normalised, k=k, which="LA", v0=start)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    embedding = np.divide(vectors, norms, out=np.zeros_like(vectors), where=norms > 0)
+    # Small problem: one thread (OpenMP workers spinning on a loaded machine cost seconds).
+    with threadpool_limits(limits=1):
+        clusters = KMeans(n_clusters=k, n_init=10,
+                          random_state=random_state).fit_predict(embedding)
     return _name_by_counts(clusters, class_counts)
 
 
@@ -620,15 +631,18 @@ class PairOracleServer:
         return self.server.handle(data)
 
     def _crafted_query(self) -> Message:
-        from . import server as server_module  # the real server's packing, reused as is
+        # The real server's packing, reused as is: what a malicious server would run.
+        from . import server as server_module
+        from ._plan import Candidate, NodePlan, OpenNode, midpoint
 
         session = self.server._sessions[self._session_id]
         X = session.X
         n = X.shape[0]
         ref = self.reference_row
-        fake = copy.copy(session)
-        fake.trees = [server_module._TreeState(weights=np.ones(n, dtype=np.int64),
-                                               total_weight=2)]
+        ones = np.ones(n, dtype=np.int64)
+        fake = SimpleNamespace(labels=session.labels, context=session.context,
+                               n_classes=session.n_classes,
+                               growth=SimpleNamespace(weights=lambda t: ones))
         plans = []
         for i in range(n):
             differs = np.flatnonzero(X[ref] != X[i])
@@ -636,11 +650,11 @@ class PairOracleServer:
                 continue
             f = int(differs[0])
             low, high = (ref, i) if X[ref, f] < X[i, f] else (i, ref)
-            threshold = server_module._midpoint(float(X[low, f]), float(X[high, f]))
-            node = server_module._OpenNode(i, np.array([low, high]), 0, 0)
-            candidate = server_module._Candidate(f, float(X[low, f]), threshold, 1, 1)
-            plans.append(server_module._NodePlan(0, node, 2, [np.array([low, high])],
-                                                 [[candidate]]))
+            pair = np.array([low, high])
+            candidate = Candidate(f, float(X[low, f]),
+                                  midpoint(float(X[low, f]), float(X[high, f])), 1, 1)
+            plans.append(NodePlan(0, OpenNode(i, np.sort(pair), 0, 0), 2, [pair],
+                                  [[candidate]]))
         _, blobs, used = server_module._level_part(fake, [], plans, 0, serialize=False)
         self._token = secrets.token_hex(8)
         meta = {"session": self._session_id, "round": 1, "token": self._token, "shift": 0,
