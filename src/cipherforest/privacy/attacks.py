@@ -603,14 +603,23 @@ class PairOracleServer:
 
     Attributes
     ----------
+    crafted_query : Message or None
+        The fake query, once sent (node ids are the probed rows).
     same_as_reference : dict[int, bool]
         After the crafted round: row -> the client's answer read as "same label".
+
+    Notes
+    -----
+    :class:`~cipherforest.privacy.PrivateForestClient` replays the server's label-free plan
+    and refuses this query (its nodes are not the forest's): the attack then ends with the
+    client's ``ProtocolError``.
     """
 
     def __init__(self, server, reference_row: int = 0):
         self.server = server
         self.reference_row = reference_row
         self.same_as_reference: dict[int, bool] = {}
+        self.crafted_query: Message | None = None
         self._held_reply: bytes | None = None
         self._token = ""
         self._session_id = ""
@@ -620,7 +629,8 @@ class PairOracleServer:
         if message.kind == "train" and self._held_reply is None:
             self._held_reply = self.server.handle(data)  # the real first query, held back
             self._session_id = message.meta["session"]
-            return encode_message(self._crafted_query())
+            self.crafted_query = self._crafted_query()
+            return encode_message(self.crafted_query)
         if (message.kind == "answer" and self._token
                 and message.meta.get("token") == self._token):
             choice = message.arrays["choice"]
