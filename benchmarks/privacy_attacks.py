@@ -23,7 +23,17 @@ For every dataset and cipher mode (plaintext, ``paper``, ``order``, ``quantile``
   feature's range, and Spearman correlation (mean over features).
 
 The plaintext row's attacks use the plaintext matrix as "ciphers" (what an attacker seeing
-X would get). Run from the repository root::
+X would get).
+
+A second table runs the real protocol (``PrivateForestClient`` with CKKS, embedded server
+wrapped in ``attacks.RecordingServer``) on a stratified subsample of breast cancer, wine and
+digits (``--protocol-rows``, 150; ``--protocol-trees``, 10; ``max_bins=16`` to keep the
+rounds small) for the paper's configuration (``gipe_mode="paper"``, ``reveal_leaves=True``)
+and the defaults, and reports from the recorded transcript: client-declared leaves, the leaf
+union, alternation and shared-cipher attacks on the received cipher matrix, proximity
+(nearest) on the server's trees, and whether the client refused the pair oracle.
+
+Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/privacy_attacks.py [--markdown PATH]
         [--datasets breast_cancer wine] [--n-bins 8 16 32 64]
@@ -40,7 +50,7 @@ import numpy as np
 from sklearn.model_selection import StratifiedKFold, train_test_split
 
 from cipherforest.ensemble import RandomForestClassifier
-from cipherforest.privacy import attacks
+from cipherforest.privacy import PrivateForestClient, PrivateForestServer, attacks
 from cipherforest.privacy.gipe import GiniPreservingEncryptor
 from cipherforest.privacy.leakage import (
     bitwise_leakage_matrix,
@@ -142,6 +152,63 @@ def attack_row(X, y, mode: str, n_bins: int | None, n_jobs: int) -> dict:
     return out
 
 
+PROTOCOL_CONFIGS = (("paper (gipe_mode='paper', reveal_leaves=True)",
+                     {"gipe_mode": "paper", "reveal_leaves": True}),
+                    ("defaults", {}))
+
+
+def protocol_row(X, y, params: dict, n_trees: int) -> dict:
+    counts = np.bincount(y)
+    recorder = attacks.RecordingServer(PrivateForestServer())
+    client = PrivateForestClient(n_estimators=n_trees, max_bins=16, random_state=0,
+                                 server=recorder, **params)
+    client.fit(X, y)
+    transcript = recorder.transcript
+    C = transcript.X_cipher
+    leaves = attacks.declared_leaves(transcript)
+    bootstrap = attacks.server_bootstrap_counts(transcript.first("setup"))
+    proximity = attacks.proximity_matrix(transcript.trees, C)
+    out = {"leaves": len(leaves), "rounds": client.fit_stats_.rounds}
+    if counts.shape[0] == 2:
+        out["alternation"] = attacks.score_labels(
+            "", attacks.alternation_labels(C, counts), y).success
+    union, shared, nearest = [], [], []
+    for draw in range(KNOWN_DRAWS):
+        rows, labels = attacks.one_known_per_class(y, draw)
+        union.append(attacks.score_labels("", attacks.leaf_union_labels(
+            C, transcript.trees, leaves, bootstrap, rows, labels, counts), y, rows).success)
+        shared.append(attacks.score_labels("", attacks.shared_cipher_labels(
+            C, rows, labels, counts), y, rows).success)
+        nearest.append(attacks.score_labels("", attacks.proximity_nearest_labels(
+            proximity, rows, labels), y, rows).success)
+    out["union"], out["shared"] = float(np.mean(union)), float(np.mean(shared))
+    out["nearest"] = float(np.mean(nearest))
+    oracle = attacks.pair_oracle_attack(
+        PrivateForestClient(n_estimators=1, max_bins=16, random_state=0, **params), X, y)
+    out["oracle"] = "refused" if oracle.refused else f"{100 * oracle.success:.1f} %"
+    return out
+
+
+def protocol_table(names, n_rows: int, n_trees: int) -> list[str]:
+    header = ("| data | client | declared leaves | leaf union | alternation | shared cipher | "
+              "proximity nearest | pair oracle |")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for name in names:
+        X, y = DATASETS[name]()
+        y = np.unique(y, return_inverse=True)[1].astype(np.int64)
+        X, _, y, _ = train_test_split(X, y, train_size=n_rows, random_state=0, stratify=y)
+        for label, params in PROTOCOL_CONFIGS:
+            t0 = time.perf_counter()
+            row = protocol_row(X, y, params, n_trees)
+            line = (f"| {name} ({n_rows} rows, majority "
+                    f"{pct(attacks.majority_baseline(y))} %) | {label} | {row['leaves']} | "
+                    f"{pct(row['union'])} | {pct(row.get('alternation'))} | "
+                    f"{pct(row['shared'])} | {pct(row['nearest'])} | {row['oracle']} |")
+            lines.append(line)
+            print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+    return lines
+
+
 def pct(value) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
@@ -152,6 +219,10 @@ def main() -> None:
     parser.add_argument("--n-bins", nargs="+", type=int, default=[8, 16, 32, 64])
     parser.add_argument("--n-jobs", type=int, default=2)
     parser.add_argument("--markdown", type=Path)
+    parser.add_argument("--protocol-rows", type=int, default=150)
+    parser.add_argument("--protocol-trees", type=int, default=10)
+    parser.add_argument("--skip-modes", action="store_true",
+                        help="only the protocol table")
     parser.add_argument("--data-dir", type=Path,
                         default=next((d for d in DATA_DIRS if d.is_dir()), DATA_DIRS[0]),
                         help="folder of the CSV datasets (default: ../shared/data)")
@@ -162,9 +233,9 @@ def main() -> None:
     header = ("| data | mode | CV accuracy | Δ vs plain (points) | leakage top 3 bits | "
               "leakage all bits | alternation | shared cipher | proximity clusters | "
               "proximity nearest | values within 5 % (median guess) | rank corr. |")
-    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    lines = [] if args.skip_modes else [header, "|" + "---|" * (header.count("|") - 1)]
     started = time.perf_counter()
-    for name in args.datasets:
+    for name in [] if args.skip_modes else args.datasets:
         try:
             X, y = DATASETS[name]()
         except (FileNotFoundError, OSError) as exc:
@@ -191,6 +262,10 @@ def main() -> None:
                     f"{pct(row['within'])} ({pct(row['within_base'])}) | {row['rho']:.3f} |")
             lines.append(line)
             print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+    protocol = [n for n in ("breast_cancer", "wine", "digits") if n in args.datasets]
+    lines += ["", f"Protocol transcripts ({args.protocol_trees} trees, CKKS, max_bins=16; "
+              "attack success in %):", ""]
+    lines += protocol_table(protocol, args.protocol_rows, args.protocol_trees)
     table = "\n".join(lines)
     footer = (f"\nAttack success in % of rows (rows with a given label excluded); "
               f"{machine_line()}; total {time.perf_counter() - started:.0f} s.")
