@@ -2,7 +2,7 @@
 
 Positive controls: in the paper's mode (label-dependent GIPE, the client's "leaf" answers for
 pure nodes) the attacks recover labels far above the majority-class baseline, as measured in
-DESIGN.md §4a. Negative controls: with labels unrelated to what the adversary sees (ciphers
+issue #9. Negative controls: with labels unrelated to what the adversary sees (ciphers
 of permuted labels, forests grown on random labels, transcripts without declared leaves) they
 fall to the baseline; with label-independent ciphers (``mode="order"`` / ``"quantile"``) the
 cipher attacks gain nothing from the labels. Small oracles pin the building blocks (naming

@@ -9,7 +9,8 @@ function of that view alone; the true labels or values enter only in the scoring
 returns an :class:`AttackResult` with the success rate next to the majority-class baseline
 (the best a guess without the attack achieves).
 
-Attacks (DESIGN.md §4a lists what they found in the paper's mode):
+Attacks (``docs/threat_model.md`` reports what they recover in each mode, measured by
+``benchmarks/privacy_attacks.py``):
 
 * :func:`alternation_labels` — binary labels from cipher1 alone: the paper's GIPE merges runs
   of same-label neighbours into one cipher, so along a feature consecutive distinct ciphers
@@ -22,7 +23,11 @@ Attacks (DESIGN.md §4a lists what they found in the paper's mode):
   — what any revealed tree structure leaks: rows that keep landing together share labels.
 * :class:`PairOracleServer` / :func:`pair_oracle_attack` — a malicious server asks crafted
   two-row "nodes" and reads "leaf" as "same label".
-* :func:`quantile_value_recovery` — values from cipher ranks and an auxiliary sample.
+* :func:`quantile_value_recovery` / :func:`score_value_recovery` — values from cipher ranks
+  and an auxiliary sample of the feature's distribution.
+
+:func:`forest_trees` gives a fitted :class:`~cipherforest.ensemble.RandomForestClassifier`'s
+trees in the server's format, so the tree attacks run without the protocol.
 """
 
 from __future__ import annotations
@@ -151,7 +156,9 @@ def alternation_labels(X_cipher, class_counts, *, count_tolerance: float = 0.05)
     constraints, relaxed).
 
     Naming rule (the attacker knows the class counts ``n_0, n_1``): the side of the split
-    whose size is closer to ``n_1`` is named class 1 (ties: the positive side). The
+    whose size is closer to ``n_1`` is named class 1 (on a tie, the side where the
+    eigenvector is positive, whose sign is arbitrary: with equal class counts the naming
+    is a coin flip). The
     hypothesis "ciphers alternate labels" predicts the split's sizes to be the class counts;
     when the side named class 1 differs from ``n_1`` by more than ``count_tolerance · n``
     rows the attacker rejects the hypothesis and guesses the most frequent class for every
