@@ -151,7 +151,9 @@ def curve_modes(epsilons):
 def run_curves(args):
     names = ["breast cancer", "wine", "digits", "pendigits", "100 features, 10 informative",
              "50 features, 5 informative"]
-    caps = {"pendigits": args.pendigits_rows, "digits": None}
+    caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows,
+            "100 features, 10 informative": args.synthetic_rows,
+            "50 features, 5 informative": args.synthetic_rows}
     results = []
     for name in names:
         data = load(name, caps.get(name))
@@ -190,7 +192,8 @@ def run_curves(args):
                "majority", "ε spent per fit", "seconds"]
     note = (f"{args.trees} trees, {args.folds}-fold CV accuracy; proximity attack = nearest "
             "known row by root-path proximity on the server's trees grown on every row (one "
-            f"known label per class); pendigits subsampled to {args.pendigits_rows} rows; "
+            f"known label per class); rows capped: digits {args.digits_rows}, pendigits "
+            f"{args.pendigits_rows}, synthetic {args.synthetic_rows}; "
             "defaults otherwise (gipe_mode='quantile', 32 bins, hidden leaf decisions)")
     if args.figure:
         figure(results, args.figure)
@@ -249,6 +252,7 @@ def main(argv=None):
     parser.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
     parser.add_argument("--digits-rows", type=int, default=600)
     parser.add_argument("--pendigits-rows", type=int, default=3000)
+    parser.add_argument("--synthetic-rows", type=int, default=3000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--figure", type=Path)
