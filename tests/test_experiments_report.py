@@ -13,7 +13,8 @@ from cipherforest.experiments import quick_config, run_experiments
 
 TINY = {"datasets": ("wine", "iris"), "max_rows": 90, "trials": 1, "folds": 2,
         "n_estimators": 3, "protocol_trees": 2, "protocol_max_train_rows": 40,
-        "simulated_trees": 2, "simulated_variants": ("gini", "blind"),
+        "simulated_trees": 2, "simulated_variants": ("gini", "paper"),
+        "attack_max_rows": 60, "attack_protocol_rows": 40,
         "leakage_samples": 60}
 
 
@@ -55,7 +56,15 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
 
     figures = sorted(p.name for p in (folder / "figures").glob("*.png"))
     assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png",
-                       "tradeoff_value.png"]
+                       "tradeoff_labels.png", "tradeoff_value.png"]
+    attacks = _csv(folder / "tables" / "attacks.csv")
+    # per dataset: plaintext, 3 GIPE modes, OPE, and the protocol in 2 configurations
+    assert len(attacks) == n_datasets * 7
+    for row in attacks:
+        assert 0.0 <= float(row["majority baseline"]) <= 1.0
+        assert 0.0 <= float(row["best label attack"]) <= 1.0
+    plain = [r for r in attacks if r["scheme"] == "plaintext"]
+    assert all(float(r["value Spearman"]) > 0.9 for r in plain)  # values in the clear
     md = (folder / "report.md").read_text()
     html = (folder / "report.html").read_text()
     for png in figures:
@@ -74,7 +83,7 @@ def test_second_run_reads_every_fold_from_the_cache(tiny_run, tmp_path):
     files = sorted((folder / "cache").rglob("*.json"))
     assert len(files) == len(first.records)
     files[0].unlink()  # an interrupted run: one result missing
-    again = run_experiments(quick_config(**TINY), tmp_path / "again",
+    again = run_experiments(quick_config(**TINY, attacks=False), tmp_path / "again",
                             cache_dir=folder / "cache", progress=False)
     assert sum(not r["cached"] for r in again.records) == 1
     same = {(r["dataset"], r["method"], r["fold"]): r["accuracy"] for r in first.records}

@@ -38,6 +38,10 @@ class ExperimentConfig:
         ``label_epsilons``).
     simulated_trees, simulated_max_train_rows : int or None
         Reductions of the simulated runs.
+    attacks, attack_* :
+        The attack table (:mod:`.attack_table`): rows per dataset, trees of the proximity
+        forest, draws of the known labels, and the protocol run for the transcript attack
+        (rows, trees; None: no protocol run).
     reference : str
         Method key the win/tie/loss rows compare against (paired t-test, 95 %).
     """
@@ -69,6 +73,11 @@ class ExperimentConfig:
     leakage_dp_epsilon: float = 1.0
     leakage_k: int = 10
     attacks: bool = True
+    attack_max_rows: int = 600
+    attack_proximity_trees: int = 30
+    attack_draws: int = 3
+    attack_protocol_rows: int | None = 100
+    attack_protocol_trees: int = 5
     n_jobs: int = 1
     seed: int = 0
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -104,7 +113,9 @@ def quick_config(**changes) -> ExperimentConfig:
     base = ExperimentConfig(
         datasets=("breast_cancer", "wine"), trials=1, folds=3, n_estimators=10, max_rows=300,
         label_epsilons=(1.0,), protocol_trees=3, protocol_max_train_rows=120,
-        simulated_trees=10, simulated_max_train_rows=150,
+        simulated_trees=10, simulated_max_train_rows=150, attack_max_rows=150,
+        attack_proximity_trees=10, attack_draws=1, attack_protocol_rows=60,
+        attack_protocol_trees=2,
         notes=("Quick run: 1 trial x 3-fold CV, 10 trees, at most 300 rows per dataset; "
                "the protocol with 3 trees on at most 120 training rows per fold; simulated "
                "encrypted forests with 10 trees on at most 150.",))

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import figures, stats
+from . import attack_table, figures, stats
 from .config import ExperimentConfig
 from .cv import run_cross_validation, subsample_dataset
 from .datasets import BUNDLED, Dataset, load_bundled, load_csv_folder, load_openml
@@ -103,6 +103,13 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     times = [t | {"measured": t["method"] in measured} for t in stats.time_table(records)]
     leakage, heatmaps = _leakage(datasets, config, folder)
     attacks: list[dict] = []
+    if config.attacks and attack_table.available():
+        attacks = attack_table.attack_rows(
+            datasets, max_rows=config.attack_max_rows,
+            proximity_trees=config.attack_proximity_trees, draws=config.attack_draws,
+            protocol_rows=config.attack_protocol_rows,
+            protocol_trees=config.attack_protocol_trees, seed=config.seed)
+        _attach_accuracy(attacks, accuracy)
     result = ExperimentResult(folder, records, accuracy, comparisons, wtl, times, leakage,
                               attacks, methods, datasets)
     _write_tables(result)
@@ -112,7 +119,11 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     if tradeoff:
         figures.tradeoff_figure(tradeoff, folder / "figures" / "tradeoff_value.png",
                                 "feature-value security: mean 1 − L (0 = plaintext)")
-    report = _build_report(result, config, full, heatmaps, bool(tradeoff))
+    label_points = _label_tradeoff(attacks)
+    if label_points:
+        figures.tradeoff_figure(label_points, folder / "figures" / "tradeoff_labels.png",
+                                "best label attack's success (mean over datasets)")
+    report = _build_report(result, config, full, heatmaps, bool(tradeoff), bool(label_points))
     _write_text(folder / "report.md", report.markdown())
     _write_text(folder / "report.html", report.html(folder))
     _write_text(folder / "config.json", json.dumps(config.to_dict(), indent=2, default=str))
@@ -149,6 +160,34 @@ def _value_tradeoff(result: ExperimentResult, config: ExperimentConfig) -> list[
         value = 0.0 if scheme == "plaintext" else float(np.mean(security[scheme]))
         points.append({"method": m.key, "label": m.label, "scheme": scheme,
                        "accuracy": float(np.mean(acc)), "privacy": value})
+    return points
+
+
+_ACCURACY_OF = {"plaintext": "rf_ours", "gipe_paper": "gipe_rf_paper",
+                "gipe_order": "gipe_rf_order", "gipe_quantile": "gipe_rf_quantile",
+                "ope": "ope_rf",
+                "protocol, paper (GIPE paper, paper's leaf rule)": "sim_gini_paper_reveal",
+                "protocol, library defaults": "sim_gini_quantile"}
+_LABEL_ATTACKS = ("alternation", "shared cipher", "proximity", "transcript leaf union")
+
+
+def _attach_accuracy(rows: list[dict], accuracy: list[dict]) -> None:
+    """Each attack row gets the CV accuracy of the method whose server has that view."""
+    acc = {(a["dataset"], a["method"]): a["mean"] for a in accuracy}
+    for row in rows:
+        row["accuracy"] = acc.get((row["dataset"], _ACCURACY_OF.get(row["scheme"])), np.nan)
+        best = [row[k] for k in _LABEL_ATTACKS if k in row and not np.isnan(row[k])]
+        row["best label attack"] = max(best) if best else np.nan
+
+
+def _label_tradeoff(rows: list[dict]) -> list[dict]:
+    points = []
+    for scheme in dict.fromkeys(r["scheme"] for r in rows):
+        mine = [r for r in rows if r["scheme"] == scheme and not np.isnan(r["accuracy"])]
+        if mine:
+            points.append({"label": scheme, "accuracy": float(np.mean(
+                [r["accuracy"] for r in mine])), "privacy": float(np.mean(
+                    [r["best label attack"] for r in mine]))})
     return points
 
 
@@ -232,7 +271,7 @@ def _fmt(x: float, digits: int = 2) -> str:
 
 
 def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list[Dataset],
-                  heatmaps, tradeoff: bool) -> Report:
+                  heatmaps, tradeoff: bool, label_tradeoff: bool) -> Report:
     r = Report("cipherforest evaluation: accuracy, time, leakage")
     labels = {m.key: m.label for m in result.methods}
     ref = labels[config.reference]
@@ -341,8 +380,32 @@ def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list
 
     r.heading("Attacks")
     if result.attacks:
-        r.table(list(result.attacks[0]), [list(map(str, a.values())) for a in result.attacks])
+        r.paragraph(
+            "Label attacks (share of the labels the attacker was not given that it guesses "
+            "right; majority = the constant guess) and value recovery (share of values "
+            "within 5 % of the feature's range, guessed from cipher ranks and an auxiliary "
+            f"sample; ρ = Spearman) on at most {config.attack_max_rows} rows per dataset; "
+            f"proximity on a {config.attack_proximity_trees}-tree forest grown on the "
+            f"ciphers; known-label attacks use one known row per class ({config.attack_draws}"
+            " draws). Protocol rows: the real CKKS protocol on at most "
+            f"{config.attack_protocol_rows} rows, {config.attack_protocol_trees} trees, "
+            "attacked from its recorded transcript. Accuracy: CV accuracy of the method whose "
+            "server has that view (RF on those ciphers; the simulated encrypted forest for "
+            "the protocol rows).")
+        cols = ["accuracy", "majority baseline", *_LABEL_ATTACKS, "value within 5 %",
+                "value baseline", "value Spearman"]
+        rows = []
+        for a in result.attacks:
+            rows.append([a["dataset"], a["scheme"],
+                         *[_fmt(100 * a[c], 1) if c != "value Spearman" and c in a
+                           else _fmt(a.get(c, math.nan), 3) for c in cols]])
+        r.table(["dataset", "view", "accuracy %", "majority %", "alternation %",
+                 "shared cipher %", "proximity %", "leaf union %", "values ±5 %",
+                 "values baseline %", "ρ"], rows)
+        if label_tradeoff:
+            r.image("figures/tradeoff_labels.png", "accuracy against label attack success")
     else:
-        r.paragraph("Not run: this version of cipherforest has no "
-                    "`cipherforest.privacy.attacks` module.")
+        reason = ("disabled in the configuration" if not config.attacks else
+                  "this version of cipherforest has no `cipherforest.privacy.attacks`")
+        r.paragraph(f"Not run: {reason}.")
     return r
