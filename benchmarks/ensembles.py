@@ -38,7 +38,11 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-PENDIGITS = REPO.parent / "shared" / "data" / "dataset_32_pendigits.csv"
+#: ../shared/data next to the checkout (or next to the folder holding a git worktree of it).
+PENDIGITS = next((parent / "shared" / "data" / "dataset_32_pendigits.csv"
+                  for parent in REPO.parents[:2]
+                  if (parent / "shared" / "data" / "dataset_32_pendigits.csv").exists()),
+                 REPO.parent / "shared" / "data" / "dataset_32_pendigits.csv")
 N_TREES = 100
 BOOSTING_MODELS = ["ours_gb_hist", "ours_gb_hist_1thread", "lightgbm", "lightgbm_1thread",
                    "xgboost", "sklearn_hgb"]
