@@ -398,33 +398,12 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
 
 
 @njit(**JIT_OPTIONS)
-def partition_histogram(split_feature, split_bin, missing_left, samples, start, end, X_binned,
-                        missing_bin):
-    """Partition ``samples[start:end]`` in place (left first); return the left child's end."""
-    i = start
-    j = end - 1
-    while i <= j:
-        b = np.int64(X_binned[samples[i], split_feature])
-        if b == missing_bin:
-            go_left = missing_left
-        else:
-            go_left = b <= split_bin
-        if go_left:
-            i += 1
-        else:
-            tmp = samples[i]
-            samples[i] = samples[j]
-            samples[j] = tmp
-            j -= 1
-    return i
-
-
-@njit(**JIT_OPTIONS)
 def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
                                X_binned, missing_bin, buffer, y, w, criterion, left_stats,
                                right_stats):
-    """``partition_histogram`` that keeps each side in its previous order, and sums each
-    child's stats vector on the way (into the zeroed ``left_stats`` / ``right_stats``).
+    """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
+    previous order, and sum each child's stats vector on the way (into the zeroed
+    ``left_stats`` / ``right_stats``).
 
     Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
     builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
