@@ -3,6 +3,7 @@
 * ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
+* ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
 """
 
 from __future__ import annotations
@@ -151,7 +152,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--jobs", type=int, default=-1,
                       help="server worker processes (default -1: all cores)")
     sub.add_parser("compare", help="our trees and forests vs scikit-learn on bundled data")
+    serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
+                           "default)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--data-dir", default="cipherforest-data",
+                       help="sessions, uploads and the access key (default ./cipherforest-data)")
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        if not 0 <= args.port <= 65535:
+            parser.error("--port must be in [0, 65535]")
+        try:
+            from .service.serve import serve as run_server
+        except ImportError as exc:
+            parser.error(f"'cipherforest serve' needs the service extra "
+                         f"(pip install 'cipherforest[service]'): {exc}")
+        run_server(args.host, args.port, args.data_dir)
+        return 0
     if args.command == "demo":
         if args.trees < 1:
             parser.error("--trees must be at least 1")

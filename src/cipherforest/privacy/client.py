@@ -80,12 +80,19 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
         trees as fit (at least one tree, which alone may exceed the cap), so rounds grow to
         about total bytes / cap.
-    server : PrivateForestServer-like or None, default=None
-        Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
+    server : str, PrivateForestServer-like or None, default=None
+        ``"http://host:port"`` of a ``cipherforest serve`` process; or anything with
+        ``handle(bytes) -> bytes``; None runs a server in this process.
     n_jobs : int or None, default=None
         Worker processes of the embedded server (None: 1, -1: all cores).
     label_chunk : int, default=256
         Label ciphertexts per upload message.
+    server_key : str or None, default=None
+        Access key of a server given by URL; None reads ``$CIPHERFOREST_SERVER_KEY``.
+    timeout : float, default=120
+        Seconds a server given by URL may stay unreachable (retried with backoff) before
+        ``fit`` or ``predict`` gives up; after a reconnect the session continues where it
+        stands.
 
     Attributes
     ----------
@@ -102,7 +109,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
-                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=256):
+                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=256,
+                 server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -118,6 +126,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.server = server
         self.n_jobs = n_jobs
         self.label_chunk = label_chunk
+        self.server_key = server_key
+        self.timeout = timeout
 
     # ------------------------------------------------------------------ fit
     def fit(self, X, y):
@@ -211,17 +221,24 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         return forest, gipe
 
     def _server(self):
-        if self.server is not None:
+        if self.server is not None and not isinstance(self.server, str):
             return self.server
         if getattr(self, "server_", None) is None:
-            from .server import PrivateForestServer
+            if isinstance(self.server, str):
+                from ..service.transport import HTTPTransport
 
-            self.server_ = PrivateForestServer(n_jobs=self.n_jobs)
+                self.server_ = HTTPTransport(self.server, self.server_key,
+                                             timeout=self.timeout)
+            else:
+                from .server import PrivateForestServer
+
+                self.server_ = PrivateForestServer(n_jobs=self.n_jobs)
         return self.server_
 
     def _fresh_server(self):
-        """The server for a new fit; an embedded one is replaced, dropping old sessions."""
-        if self.server is None:
+        """The server for a new fit; an embedded one (or an HTTP session) is replaced,
+        dropping old sessions."""
+        if self.server is None or isinstance(self.server, str):
             self.server_ = None
         return self._server()
 
