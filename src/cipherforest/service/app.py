@@ -26,6 +26,7 @@ __all__ = ["create_app"]
 
 _log = logging.getLogger("cipherforest.service")
 _MAX_JSON_BYTES = 64 << 10
+_DRAIN_BYTES = 64 << 20
 _OCTET = "application/octet-stream"
 _MESSAGE_BODY = {"requestBody": {"required": True, "content": {
     _OCTET: {"schema": {"type": "string", "format": "binary"}}}}}
@@ -42,6 +43,8 @@ class SessionOpened(BaseModel):
     session: str
     token: str = Field(description="bearer token of this session, and of no other")
     idle_expiry_seconds: float
+    max_chunk_bytes: int = Field(description="largest upload chunk this server takes")
+    max_message_bytes: int
 
 
 class UploadStatus(BaseModel):
@@ -78,20 +81,32 @@ async def _read_body(request: Request, content_type: str, limit: int) -> bytes:
         raise ServiceError(415, "wrong_content_type", f"this endpoint takes {content_type}, "
                            f"got {given or 'no content type'!r}")
     declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.isdigit():
-            raise ServiceError(400, "bad_content_length", "Content-Length is not a number")
-        if int(declared) > limit:
-            raise ServiceError(413, "too_large", f"a body of {declared} bytes exceeds the "
-                               f"limit of {limit} bytes for this endpoint")
+    if declared is not None and not declared.isdigit():
+        raise ServiceError(400, "bad_content_length", "Content-Length is not a number")
     parts, size = [], 0
     async for part in request.stream():
         size += len(part)
         if size > limit:
-            raise ServiceError(413, "too_large", f"the body exceeds the limit of {limit} "
-                               "bytes for this endpoint")
+            # Read (and drop) a moderately larger body, so that the client gets the 413
+            # rather than a connection reset while it is still sending.
+            if size > max(2 * limit, _DRAIN_BYTES):
+                break
+            parts = []
+            continue
         parts.append(part)
+    if size > limit:
+        raise ServiceError(413, "too_large", f"a body of {declared or 'over ' + str(limit)} "
+                           f"bytes exceeds the limit of {limit} bytes for this endpoint")
     return b"".join(parts)
+
+
+def _session_record(request: Request, session_id: str = Path(pattern=r"^[0-9a-f]{32}$"),
+                    authorization: str | None = Header(default=None)) -> SessionRecord:
+    """The session named in the path, if the bearer token is its token."""
+    return request.app.state.manager.authenticate(session_id, _bearer(authorization))
+
+
+CurrentSession = Annotated[SessionRecord, Depends(_session_record)]
 
 
 def create_app(manager: SessionManager) -> FastAPI:
@@ -101,11 +116,6 @@ def create_app(manager: SessionManager) -> FastAPI:
                               "features, CKKS/BFV labels. The server never holds a secret key.")
     limits = manager.limits
 
-    def session_record(session_id: str = Path(pattern=r"^[0-9a-f]{32}$"),
-                       authorization: str | None = Header(default=None)) -> SessionRecord:
-        return manager.authenticate(session_id, _bearer(authorization))
-
-    CurrentSession = Annotated[SessionRecord, Depends(session_record)]
     health = APIRouter(tags=["health"])
 
     @health.get("/healthz")
@@ -120,7 +130,9 @@ def create_app(manager: SessionManager) -> FastAPI:
         """Open a session with the server's access key; returns the session's bearer token."""
         session_id, token = manager.open_session(_bearer(authorization))
         return SessionOpened(session=session_id, token=token,
-                             idle_expiry_seconds=limits.session_idle_seconds)
+                             idle_expiry_seconds=limits.session_idle_seconds,
+                             max_chunk_bytes=limits.max_chunk_bytes,
+                             max_message_bytes=limits.max_message_bytes)
 
     @sessions.get("/{session_id}")
     def status(record: CurrentSession) -> dict:

@@ -59,7 +59,8 @@ class HTTPTransport:
     timeout : float, default=120
         Seconds of continuous failure to reach the server before giving up.
     chunk_bytes : int, default=4 MiB
-        Upload chunk size.
+        Upload chunk size (at most what the server takes, which it says when a session
+        opens).
     progress : callable or None
         ``progress(what, done, total)`` after each upload chunk and each round.
     session : dict or None
@@ -127,6 +128,7 @@ class HTTPTransport:
         reply = json.loads(self._request("POST", None, b"", None, path="/v1/sessions",
                                          bearer=key))
         self.session_id, self.token = reply["session"], reply["token"]
+        self.chunk_bytes = min(self.chunk_bytes, int(reply["max_chunk_bytes"]))
         return self.session_id
 
     def upload(self, data: bytes, name: str | None = None) -> bytes:
