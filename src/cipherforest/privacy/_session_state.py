@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ._plan import OpenNode
 from .he import HEError
 from .protocol import ProtocolError
 
@@ -115,8 +116,6 @@ def restore_session(server, session_id: str, uploads: list[bytes],
         If the uploads or the state do not describe a valid session (the server is left
         without ``session_id``).
     """
-    from .server import _OpenNode, _plan_node
-
     if not uploads:
         raise ProtocolError("restore: no setup message")
     if session_id in server._sessions:
@@ -132,13 +131,13 @@ def restore_session(server, session_id: str, uploads: list[bytes],
         for message in uploads[1:]:
             server.handle(message)
         if state is not None:
-            _apply_state(session, state, _OpenNode, _plan_node)
+            _apply_state(session, state)
     except BaseException:
         del server._sessions[session_id]
         raise
 
 
-def _apply_state(session, state: SessionState, open_node_type, plan_node) -> None:
+def _apply_state(session, state: SessionState) -> None:
     meta, arrays = state.meta, state.arrays
     if meta.get("state") not in _STATES or meta.get("n_trees") != len(session.trees):
         raise ProtocolError("restore: state does not belong to this session's forest")
@@ -158,9 +157,9 @@ def _apply_state(session, state: SessionState, open_node_type, plan_node) -> Non
         tree.open = []
         for k in range(int(open_offsets[t]), int(open_offsets[t + 1])):
             rows = arrays["open_samples"][int(sample_offsets[k]): int(sample_offsets[k + 1])]
-            tree.open.append(open_node_type(int(arrays["open_node"][k]), rows.copy(),
-                                            int(arrays["open_depth"][k]),
-                                            int(arrays["open_seed"][k])))
+            tree.open.append(OpenNode(int(arrays["open_node"][k]), rows.copy(),
+                                      int(arrays["open_depth"][k]),
+                                      int(arrays["open_seed"][k])))
         tree.leaves = {}
     context = session.context
     for t, node in zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(),
@@ -175,9 +174,9 @@ def _apply_state(session, state: SessionState, open_node_type, plan_node) -> Non
     session.plan_cache = {}
     session.plans = []
     for t in arrays["round_trees"].tolist():
-        tree = session.trees[t]
-        for node in tree.open:
-            plan = plan_node(session, t, tree, node)
+        weights = session.growth.weights(t)
+        for node in session.trees[t].open:
+            plan = session.growth.plan_node(t, node, weights)
             if plan is None:
                 raise ProtocolError(f"restore: open node {node.node_id} of tree {t} has no "
                                     "candidates; the state is not this session's")
