@@ -19,6 +19,7 @@ open nodes, so :func:`restore_session` plans them again, exactly as the query wa
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,10 +27,11 @@ import numpy as np
 
 from ._plan import OpenNode
 from .he import HEError
-from .protocol import ProtocolError
+from .protocol import Message, ProtocolError, decode_message, encode_message
 
-__all__ = ["SessionState", "export_session_state", "forget_session", "has_session",
-           "restore_session", "session_progress"]
+__all__ = ["SessionState", "embedded_setup", "export_session_state", "forget_session",
+           "has_session", "restore_session", "session_progress", "state_from_arrays",
+           "state_to_arrays"]
 
 _STATES = ("receiving labels", "training", "trained")
 
@@ -106,6 +108,7 @@ def restore_session(server, session_id: str, uploads: list[bytes],
     ----------
     uploads : list of bytes
         The session's ``setup`` message followed by its ``labels`` messages, as received.
+        A trained session may be restored from its setup alone (prediction needs no label).
     state : SessionState or None
         From :func:`export_session_state` (with every leaf's bytes); None: the session had
         not started training.
@@ -120,8 +123,6 @@ def restore_session(server, session_id: str, uploads: list[bytes],
         raise ProtocolError("restore: no setup message")
     if session_id in server._sessions:
         raise ProtocolError(f"restore: session {session_id!r} exists already")
-    from .protocol import decode_message
-
     reply = decode_message(server.handle(uploads[0]), "session")
     fresh_id = reply.value("session", str)
     session = server._sessions.pop(fresh_id)
@@ -141,7 +142,8 @@ def _apply_state(session, state: SessionState) -> None:
     meta, arrays = state.meta, state.arrays
     if meta.get("state") not in _STATES or meta.get("n_trees") != len(session.trees):
         raise ProtocolError("restore: state does not belong to this session's forest")
-    if meta.get("n_labels") != len(session.labels):
+    trained_without_labels = meta["state"] == "trained" and not session.labels
+    if meta.get("n_labels") != len(session.labels) and not trained_without_labels:
         raise ProtocolError(f"restore: state was saved with {meta.get('n_labels')} labels, "
                             f"the uploads hold {len(session.labels)}")
     offsets = arrays["tree_offsets"]
@@ -206,3 +208,36 @@ def has_session(server, session_id: str) -> bool:
 def forget_session(server, session_id: str) -> None:
     """Drop ``session_id`` from ``server`` if it is there (the service deleted it)."""
     server._sessions.pop(session_id, None)
+
+
+def embedded_setup(server, session_id: str, public_context: bytes) -> bytes:
+    """A ``setup`` message that recreates ``session_id``'s forest parameters and cipher
+    matrix (for saving an embedded server's trained session, whose uploads were not kept);
+    ``public_context`` is the client's :meth:`~cipherforest.privacy.he.SecretContext.public_bytes`.
+    """
+    session = server._session(session_id)
+    meta = dataclasses.asdict(session.spec)
+    meta["max_depth"] = None if meta["max_depth"] < 0 else meta["max_depth"]
+    meta["n_classes"] = session.n_classes
+    return encode_message(Message("setup", meta, {"X": session.X},
+                                  {"context": [public_context]}))
+
+
+def state_to_arrays(state: SessionState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One ``(meta, arrays)`` pair holding the state and its leaf bytes (for one file)."""
+    arrays = dict(state.arrays)
+    keys = list(zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True))
+    blobs = [state.leaves[key] for key in keys]
+    arrays["leaf_bytes"] = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    arrays["leaf_offsets"] = np.cumsum([0, *map(len, blobs)]).astype(np.int64)
+    return dict(state.meta), arrays
+
+
+def state_from_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
+    """Inverse of :func:`state_to_arrays`."""
+    arrays = dict(arrays)
+    data = arrays.pop("leaf_bytes").tobytes()
+    offsets = arrays.pop("leaf_offsets").tolist()
+    keys = zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True)
+    leaves = {key: data[offsets[k]: offsets[k + 1]] for k, key in enumerate(keys)}
+    return SessionState(meta, arrays, leaves)

@@ -342,6 +342,35 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                        ProtocolStats())
         del self.session_
 
+    def save(self, path) -> None:
+        """Save the fitted client's secret material to the directory ``path`` (0600 files).
+
+        Keys (the HE secret key included), GIPE state, classes, parameters and the server
+        session (URL, session id and token; or, with the embedded server, the trained forest
+        itself), so that :meth:`load` predicts tomorrow what this client predicts today.
+        No pickle is written or read.
+        """
+        from ._client_state import save_client
+
+        check_is_fitted(self, "session_")
+        save_client(self, path)
+
+    @classmethod
+    def load(cls, path, *, server=None, server_key=None) -> PrivateForestClient:
+        """A client saved by :meth:`save`, connected to its server session again.
+
+        Parameters
+        ----------
+        path : str or path-like
+        server : str, server object or None
+            Overrides the saved server (e.g. the server's new URL).
+        server_key : str or None
+            Access key, only needed to :meth:`fit` again against a URL.
+        """
+        from ._client_state import load_client
+
+        return load_client(cls, path, server=server, server_key=server_key)
+
     def predict(self, X) -> np.ndarray:
         """Most probable class of each row."""
         check_is_fitted(self, "session_")
