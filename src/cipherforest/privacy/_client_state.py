@@ -43,11 +43,7 @@ _JSON_PARAMS = (type(None), bool, int, float, str)
 
 
 def _write_private(path: str, data: bytes) -> None:
-    def write(file):
-        os.fchmod(file.fileno(), 0o600)
-        file.write(data)
-
-    atomic_write(path, write)
+    atomic_write(path, lambda file: file.write(data), mode=0o600)
 
 
 def save_client(client, path: str | os.PathLike[str]) -> None:

@@ -80,11 +80,7 @@ class SessionRecord:
 
 
 def _write_file(path: str, data: bytes) -> None:
-    def write(file):
-        os.fchmod(file.fileno(), 0o600)
-        file.write(data)
-
-    atomic_write(path, write)
+    atomic_write(path, lambda file: file.write(data), mode=0o600)
 
 
 class Storage:
