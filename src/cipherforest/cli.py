@@ -4,6 +4,7 @@
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
 * ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
+* ``cipherforest client train | predict | status`` — the data owner's side against a server.
 """
 
 from __future__ import annotations
@@ -159,17 +160,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     serve.add_argument("--data-dir", default="cipherforest-data",
                        help="sessions, uploads and the access key (default ./cipherforest-data)")
+    from .service.client_cli import add_client_parser, run_client
+
+    add_client_parser(sub)
     args = parser.parse_args(argv)
     if args.command == "serve":
+        import importlib.util
+
         if not 0 <= args.port <= 65535:
             parser.error("--port must be in [0, 65535]")
-        try:
-            from .service.serve import serve as run_server
-        except ImportError as exc:
-            parser.error(f"'cipherforest serve' needs the service extra "
-                         f"(pip install 'cipherforest[service]'): {exc}")
+        missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+        if missing:
+            parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
+                         "pip install 'cipherforest[service]'")
+        from .service.serve import serve as run_server
+
         run_server(args.host, args.port, args.data_dir)
         return 0
+    if args.command == "client":
+        return run_client(args, parser)
     if args.command == "demo":
         if args.trees < 1:
             parser.error("--trees must be at least 1")

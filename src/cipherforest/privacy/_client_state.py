@@ -53,6 +53,9 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     params = client.get_params()
     server = params.pop("server")
+    transport = getattr(client, "server_", None)
+    if isinstance(server, HTTPTransport):  # saved as its URL and session
+        transport, server = server, server.url
     if server is not None and not isinstance(server, str):
         raise TypeError("a client with a server object cannot be saved with it; give "
                         "server=None (embedded) or a URL, or pass the server to load()")
@@ -61,7 +64,6 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
             raise TypeError(f"parameter {name}={value!r} cannot be saved (only None, bool, "
                             "int, float and str parameters can)")
     params["server"] = server
-    transport = getattr(client, "server_", None)
     meta: dict[str, Any] = {
         "params": params, "session": client.session_, "n_classes": client._n_classes,
         "n_draws": client._n_draws, "n_features_in": int(client.n_features_in_),

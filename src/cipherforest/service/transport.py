@@ -101,12 +101,12 @@ class HTTPTransport:
         if message.kind == "setup":
             self.session_id = self.token = self.protocol_id = None
             self.open_session()
-            reply = self.upload(data, "setup")
+            reply = self.upload(data, "setup", kind="setup")
             self.protocol_id = decode_message(reply, "session").value("session", str)
             return reply
         self._require_session()
         if message.kind in _UPLOAD_KINDS:
-            return self.upload(data)
+            return self.upload(data, kind=message.kind)
         if message.kind in ("train", "answer"):
             reply = self._request("POST", "rounds", data, "application/octet-stream")
             if self.progress is not None:
@@ -131,10 +131,10 @@ class HTTPTransport:
         self.chunk_bytes = min(self.chunk_bytes, int(reply["max_chunk_bytes"]))
         return self.session_id
 
-    def upload(self, data: bytes, name: str | None = None) -> bytes:
+    def upload(self, data: bytes, name: str | None = None, kind: str = "message") -> bytes:
         """Upload a message in chunks (skipping chunks the server has) and commit it."""
         digest = hashlib.sha256(data).hexdigest()
-        name = name or f"msg-{digest[:32]}"
+        name = name or f"{kind}-{digest[:32]}"
         status = json.loads(self._request("GET", f"uploads/{name}"))
         n_chunks = max(1, -(-len(data) // self.chunk_bytes))
         if not status["committed"]:
@@ -146,7 +146,7 @@ class HTTPTransport:
                                   "application/octet-stream",
                                   headers={"X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
                 if self.progress is not None:
-                    self.progress(f"upload {name}", min(len(data), (index + 1)
+                    self.progress(f"upload {kind}", min(len(data), (index + 1)
                                                         * self.chunk_bytes), len(data))
         body = json.dumps({"n_chunks": n_chunks, "size": len(data), "sha256": digest}).encode()
         return self._request("POST", f"uploads/{name}/commit", body, "application/json")
