@@ -27,7 +27,7 @@ from ..privacy._session_state import (
     restore_session,
     session_progress,
 )
-from ..privacy.protocol import Message, ProtocolError, decode_message, encode_message
+from ..privacy.protocol import Message, ProtocolError, decode_message
 from ..privacy.server import PrivateForestServer
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError, sha256_hex
 
@@ -123,6 +123,7 @@ class SessionManager:
         if not token:
             raise ServiceError(401, "missing_token", "this endpoint needs the session's token "
                                "as 'Authorization: Bearer <token>'")
+        self.expire_idle()
         record = self.storage.session_by_token(_token_digest(token))
         if record is None:
             raise ServiceError(401, "wrong_token", "the bearer token is not valid for any "
@@ -330,7 +331,3 @@ def _is_state_error(message: str) -> bool:
                                             "open query", "expected row", "label ciphertexts "
                                             "received"))
 
-
-def closed_reply(protocol_id: str) -> bytes:
-    """What the protocol answers a ``close`` message, for a transport that deleted over HTTP."""
-    return encode_message(Message("closed", {"session": protocol_id}))
