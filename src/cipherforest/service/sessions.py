@@ -182,6 +182,9 @@ class SessionManager:
                 if done[1] != sha256.lower():
                     raise ServiceError(409, "upload_committed", f"upload {name!r} was "
                                        "committed with other content")
+                if done[0] == "setup" and record.protocol_id is None:  # crashed in between
+                    self.storage.set_protocol_id(record.id, decode_message(
+                        done[2], "session").value("session", str))
                 return done[2]  # a retried commit: same reply
             received = self.storage.chunks(record.id, name)
             if not 1 <= n_chunks <= self.limits.max_chunks:
@@ -207,11 +210,12 @@ class SessionManager:
                 if record.protocol_id is not None:
                     raise ServiceError(409, "setup_done", "this session has its setup already")
                 reply = self._handle(data)
-                protocol_id = decode_message(reply, "session").value("session", str)
-                self.storage.set_protocol_id(record.id, protocol_id)
-            else:
-                self._ensure_live(record, message)
-                reply = self._handle(data)
+                self.storage.commit_upload(record.id, name, message.kind, data, reply)
+                self.storage.set_protocol_id(record.id, decode_message(
+                    reply, "session").value("session", str))
+                return reply
+            self._ensure_live(record, message)
+            reply = self._handle(data)
             self.storage.commit_upload(record.id, name, message.kind, data, reply)
             return reply
 
