@@ -341,3 +341,33 @@ def test_openapi_spec_lists_the_endpoints(service):
                  "/v1/sessions/{session_id}/uploads/{name}/commit",
                  "/v1/sessions/{session_id}/rounds", "/v1/sessions/{session_id}/predict"):
         assert path in paths, path
+
+
+def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, data):
+    """A server started again on a data dir serves the trained session; a damaged leaf
+    file is detected by its SHA-256 and the session refused with 410, not a 500."""
+    X, y, X_test = data
+    url, stop = start_server(tmp_path)
+    try:
+        client = PrivateForestClient(server=url, server_key=KEY, **PARAMS).fit(X, y)
+        expected = client.predict_proba(X_test)
+    finally:
+        stop()
+    url, stop = start_server(tmp_path)
+    try:
+        client.server_.url = url
+        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-9)
+    finally:
+        stop()
+    leaf = next((tmp_path / "sessions" / client.server_.session_id / "leaves").iterdir())
+    damaged = bytearray(leaf.read_bytes())
+    damaged[len(damaged) // 2] ^= 0xFF
+    leaf.write_bytes(bytes(damaged))
+    url, stop = start_server(tmp_path)
+    try:
+        status, body = request(url, "GET", f"/v1/sessions/{client.server_.session_id}", None,
+                               bearer(client.server_.token))
+        assert status == 410 and "does not match its SHA-256" in body["detail"]
+        assert request(url, "GET", "/healthz") == (200, {"status": "ok"})
+    finally:
+        stop()
