@@ -371,3 +371,38 @@ def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, da
         assert request(url, "GET", "/healthz") == (200, {"status": "ok"})
     finally:
         stop()
+
+
+class ReplayingTransport(HTTPTransport):
+    """Sends the second answer twice and then the first answer again, mid-training."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.answers: list[bytes] = []
+        self.checked = False
+
+    def handle(self, data: bytes) -> bytes:
+        reply = super().handle(data)
+        if decode_message(data).kind == "answer":
+            self.answers.append(data)
+            if len(self.answers) == 2:
+                assert super().handle(data) == reply  # the same request: the same reply
+                with pytest.raises(ServiceRequestError, match="409.*replayed"):
+                    super().handle(self.answers[0])
+                self.checked = True
+        return reply
+
+
+def test_replays_mid_training(tmp_path, data):
+    X, y, X_test = data
+    url, stop = start_server(tmp_path)
+    try:
+        params = {**PARAMS, "max_depth": 3}
+        transport = ReplayingTransport(url, KEY)
+        client = PrivateForestClient(server=transport, **params).fit(X, y)
+        assert transport.checked
+        np.testing.assert_allclose(client.predict_proba(X_test),
+                                   PrivateForestClient(**params).fit(X, y).predict_proba(X_test),
+                                   atol=1e-9)
+    finally:
+        stop()
