@@ -1,9 +1,10 @@
 """Export and restore of a server session's training state (Sans-IO, no files, no network).
 
 A relay hands every message to a server; after each training round it exports the session's
-state, builds a *new* server from the uploaded messages plus that state, and sends the next
-message there. The forest grown across these restarts must equal an uninterrupted run's:
-same trees on the server, same decrypted probabilities on the client.
+state, builds a *new* server from the uploaded messages plus that state (which must export
+the very same state: trees, open nodes, leaves, round, query token), and sends the next
+message there. The forest grown across these restarts must predict exactly as
+RandomForestClassifier on the client's GIPE ciphers with clear labels.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from cipherforest.privacy._session_state import (
     session_progress,
 )
 from cipherforest.privacy.protocol import decode_message
+from test_service import forest_on_ciphers_proba
 
 
 class RestartingRelay:
@@ -46,8 +48,18 @@ class RestartingRelay:
                                  dict(self.leaves))
             self.server = PrivateForestServer()
             restore_session(self.server, self.session, self.uploads, state)
+            _assert_same_state(export_session_state(self.server, self.session), state)
             self.restarts += 1
         return reply
+
+
+def _assert_same_state(restored: SessionState, saved: SessionState) -> None:
+    """A restored session exports exactly the state it was restored from."""
+    assert restored.meta == saved.meta
+    assert restored.arrays.keys() == saved.arrays.keys()
+    for name, array in saved.arrays.items():
+        np.testing.assert_array_equal(restored.arrays[name], array, err_msg=name)
+    assert restored.leaves.keys() == saved.leaves.keys()
 
 
 @pytest.fixture(scope="module")
@@ -65,16 +77,13 @@ def wine_small():
 def test_restarts_after_every_round_give_the_same_forest(wine_small, params):
     X, y, X_test = wine_small
     kwargs = {"n_estimators": 3, "max_depth": 3, "random_state": 3, **params}
-    plain = PrivateForestClient(**kwargs).fit(X, y)
     relay = RestartingRelay()
     restarted = PrivateForestClient(server=relay, **kwargs).fit(X, y)
     assert relay.restarts == restarted.fit_stats_.rounds + 1 >= 4
-    for a, b in zip(plain.server_.tree_arrays(plain.session_),
-                    relay.server.tree_arrays(restarted.session_), strict=True):
-        for name in a:
-            np.testing.assert_array_equal(a[name], b[name])
-    np.testing.assert_allclose(restarted.predict_proba(X_test), plain.predict_proba(X_test),
-                               atol=1e-9)
+    # Pure nodes get a random candidate (hidden leaf decisions), so trees may differ below
+    # them between runs; the predictions may not.
+    np.testing.assert_allclose(restarted.predict_proba(X_test),
+                               forest_on_ciphers_proba(restarted, X, y, X_test, kwargs), atol=1e-9)
     progress = session_progress(relay.server, restarted.session_)
     assert progress["state"] == "trained" and progress["open_nodes"] == 0
 

@@ -94,7 +94,12 @@ class SessionManager:
         self.limits = Limits() if limits is None else limits
         self._access_key = access_key.encode()
         self._key_id = hashlib.sha256(self._access_key).hexdigest()[:16]
-        self.server = PrivateForestServer()
+        # The service's quota binds; sessions idle in memory are dropped by the server and
+        # restored from disk when used again.
+        self.server = PrivateForestServer(max_sessions=self.limits.max_sessions_per_key)
+        # One protocol call at a time: the state machine is not thread-safe (and its
+        # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
+        self._server_lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
@@ -230,8 +235,10 @@ class SessionManager:
             if last is not None and last[0] == digest:
                 return last[1]  # the same request again: its reply, not a replay error
             reply = self._handle(data)
-            state = export_session_state(self.server, record.protocol_id,
-                                         skip_leaves=self._leaf_digests.setdefault(record.id, {}))
+            with self._server_lock:
+                state = export_session_state(
+                    self.server, record.protocol_id,
+                    skip_leaves=self._leaf_digests.setdefault(record.id, {}))
             self.storage.save_state(record.id, state, digest, reply,
                                     self._leaf_digests[record.id])
             self._last[record.id] = (digest, reply)
@@ -261,7 +268,8 @@ class SessionManager:
                 status.update({"state": "awaiting setup", "round": 0})
             else:
                 self._ensure_live(record, None)
-                status.update(session_progress(self.server, record.protocol_id))
+                with self._server_lock:
+                    status.update(session_progress(self.server, record.protocol_id))
             return status
 
     def delete(self, record: SessionRecord) -> None:
@@ -270,7 +278,8 @@ class SessionManager:
 
     def _forget(self, session_id: str, protocol_id: str | None) -> None:
         if protocol_id is not None:
-            forget_session(self.server, protocol_id)
+            with self._server_lock:
+                forget_session(self.server, protocol_id)
         self._last.pop(session_id, None)
         self._leaf_digests.pop(session_id, None)
         self.storage.delete_session(session_id)
@@ -301,7 +310,8 @@ class SessionManager:
 
     def _handle(self, data: bytes) -> bytes:
         try:
-            return self.server.handle(data)
+            with self._server_lock:
+                return self.server.handle(data)
         except ProtocolError as exc:
             raise ServiceError(409 if _is_state_error(str(exc)) else 400, "protocol_error",
                                str(exc)) from None
@@ -314,13 +324,15 @@ class SessionManager:
         if message is not None and message.meta.get("session") != record.protocol_id:
             raise ServiceError(403, "other_session", "the message names protocol session "
                                f"{message.meta.get('session')!r}, not this session's")
-        if has_session(self.server, record.protocol_id):
-            return
+        with self._server_lock:
+            if has_session(self.server, record.protocol_id):
+                return
         try:
             uploads = self.storage.committed_uploads(record.id)
             saved = self.storage.load_state(record.id)
-            restore_session(self.server, record.protocol_id, uploads,
-                            None if saved is None else saved[0])
+            with self._server_lock:
+                restore_session(self.server, record.protocol_id, uploads,
+                                None if saved is None else saved[0])
         except (StorageError, ProtocolError) as exc:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "
                                f"restored from disk: {exc}") from None
