@@ -3,6 +3,8 @@
 * ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
+* ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
+* ``cipherforest client train | predict | status`` — the data owner's side against a server.
 """
 
 from __future__ import annotations
@@ -191,7 +193,32 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="trees per forest (default 100)")
     compare.add_argument("--seed", type=int, default=0,
                          help="random_state of every model and of the split (default 0)")
+    serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
+                           "default)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--data-dir", default="cipherforest-data",
+                       help="sessions, uploads and the access key (default ./cipherforest-data)")
+    from .service.client_cli import add_client_parser, run_client
+
+    add_client_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        import importlib.util
+
+        if not 0 <= args.port <= 65535:
+            parser.error("--port must be in [0, 65535]")
+        missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+        if missing:
+            parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
+                         "pip install 'cipherforest[service]'")
+        from .service.serve import serve as run_server
+
+        run_server(args.host, args.port, args.data_dir)
+        return 0
+    if args.command == "client":
+        return run_client(args, parser)
     if args.command == "demo":
         if args.trees < 1:
             parser.error("--trees must be at least 1")
