@@ -23,7 +23,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -161,7 +161,7 @@ def _payload_size(n_features: int) -> int:
 
 
 # ------------------------------------------------------------------------------ estimator
-class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
+class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Gini-impurity-preserving encryption of numeric features (Xie et al., NeurIPS 2023).
 
     Each feature gets a secret state: a binary search tree whose nodes hold training values

@@ -69,7 +69,13 @@ def _grow_rows(table, n_rows):
         return table
     capacity = max(n_rows, 2 * table.shape[0])
     out = np.zeros((capacity,) + table.shape[1:], dtype=table.dtype)
-    out[: table.shape[0]] = table
+    # ``out[:len(table)] = table`` as a flat loop over the C-contiguous rows: slice
+    # assignment would compile numba's shape-mismatch message (string formatting code that
+    # costs seconds of compile time per array rank).
+    flat_table = table.reshape(table.size)
+    flat_out = out.reshape(out.size)
+    for i in range(flat_table.shape[0]):
+        flat_out[i] = flat_table[i]
     return out
 
 
@@ -137,11 +143,13 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     frontier_int = np.zeros((16, 5), dtype=np.int64)
     frontier_split = np.zeros((16, record_size), dtype=np.float64)
     frontier_free = np.zeros(16, dtype=np.int64)
-    n_free_entries = 0
-    n_entries = 0
+    # Counters start at np.int64(0), not 0: numba types a bare 0 as Literal[int](0) and
+    # would compile a second specialisation of every kernel it is passed to.
+    n_free_entries = np.int64(0)
+    n_entries = np.int64(0)
     order = np.zeros(16, dtype=np.int64)  # stack or heap of frontier entries
     keys = np.zeros(16, dtype=np.float64)
-    order_size = 0
+    order_size = np.int64(0)
 
     hist_bins = n_hist_bins if use_histogram else 1
     hist_features = n_features if use_histogram else 1
@@ -166,8 +174,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)
-    n_free_hists = 0
-    n_hists = 0
+    n_free_hists = np.int64(0)
+    n_hists = np.int64(0)
 
     goes_left = np.zeros(y.shape[0] if not use_histogram else 0, dtype=np.uint8)
     tmp_index = np.zeros(n_samples if not use_histogram else 0, dtype=sorted_index.dtype)
@@ -202,7 +210,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     node_int[0, _N_SAMPLES] = n_samples
     node_float[0, 0] = TREE_UNDEFINED
     node_float[0, 1] = node_impurity(root_stats, criterion)
-    node_stats[0] = root_stats
+    for k in range(n_stats):
+        node_stats[0, k] = root_stats[k]
 
     # Pending nodes to evaluate: (node id, start, end, depth, hist slot). The root's histogram
     # is built directly; children's come from the split of their parent.
@@ -221,17 +230,17 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     pending_depth[0] = 0
     n_leaves = 1
 
-    root_splittable = _is_splittable(root_stats, 0, max_depth, min_samples_split,
+    root_splittable = _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
     if use_histogram and root_splittable and not is_small_node(n_samples, n_hist_bins):
         hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
         if compact:
             build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
-                                    samples, 0, n_samples, y, w, n_threads)
+                                    samples, np.int64(0), n_samples, y, w, n_threads)
         else:
             build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples,
-                            0, n_samples, y, w, criterion, n_threads)
+                            np.int64(0), n_samples, y, w, criterion, n_threads)
         pending_hist[0] = slot
     if not root_splittable:
         n_pending = 0
@@ -390,7 +399,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
             node_float[cid, 0] = TREE_UNDEFINED
             node_float[cid, 1] = node_impurity(child_stats[c], criterion)
-            node_stats[cid] = child_stats[c]
+            for k in range(n_stats):
+                node_stats[cid, k] = child_stats[c, k]
             child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
@@ -486,15 +496,10 @@ def _acquire_hist(pool, lo, hi, free, n_free, n_used):
     n_used += 1
     if n_used > pool.shape[0]:
         capacity = max(4, 2 * pool.shape[0])
-        new_pool = np.zeros((capacity,) + pool.shape[1:])
-        new_pool[: pool.shape[0]] = pool
-        new_lo = np.zeros((capacity, lo.shape[1]), dtype=np.int64)
-        new_lo[: lo.shape[0]] = lo
-        new_hi = np.zeros((capacity, hi.shape[1]), dtype=np.int64)
-        new_hi[: hi.shape[0]] = hi
-        new_free = np.zeros(capacity, dtype=np.int64)
-        new_free[: free.shape[0]] = free
-        pool, lo, hi, free = new_pool, new_lo, new_hi, new_free
+        pool = _grow_rows(pool, capacity)
+        lo = _grow_rows(lo, capacity)
+        hi = _grow_rows(hi, capacity)
+        free = _grow_rows(free, capacity)
     lo[slot] = pool.shape[2]
     hi[slot] = -1
     return pool, lo, hi, free, n_free, n_used, slot

@@ -69,8 +69,8 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
         accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                             n_threads)
     else:
-        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion, 0,
-                             n_features)
+        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                             np.int64(0), n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)
