@@ -1,8 +1,8 @@
 """Gini-impurity-preserving encryption (GIPE) of numeric features, as a scikit-learn transformer.
 
 The paper's scheme (``mode="paper"``) is the one of Xie et al. (NeurIPS 2023), section 3 and
-appendices A-B, restated in DESIGN.md §3; its per-feature secret state and kernels live in
-``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"`` (DESIGN.md §4a) build
+appendices A-B, restated in docs/gipe.md; its per-feature secret state and kernels live in
+``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"`` (docs/threat_model.md) build
 their states in ``_gipe_codebook``; the state file container is ``_state_file``. This module
 holds the estimator and cipher2.
 
@@ -173,7 +173,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
       cipher1 is the minimum over the plaintext thresholds, at the root and in every subset
       of rows (Theorem 1), so a forest on ciphers grows the plaintext partitions. But which
       rows share a cipher depends on the labels: along a feature, consecutive distinct
-      ciphers alternate labels, which gives the labels away (DESIGN.md §4a). Kept to
+      ciphers alternate labels, which gives the labels away (docs/threat_model.md). Kept to
       reproduce the paper; it needs ``y``.
     * ``"order"``: one node per distinct training value, ciphers an ideal random
       order-preserving map (sorted distinct uniform draws). Which rows share a cipher and
@@ -195,7 +195,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
       256-bit key of cipher2, and computes c_max (below).
     * ``Encrypt`` of any rows, training or unseen, without labels: :meth:`transform` gives
       cipher1, :meth:`encrypt` gives ``(cipher1, cipher2)``. Values are encrypted by search
-      only, the state is not changed (DESIGN.md §3): inside a node's value range → the
+      only, the state is not changed (docs/gipe.md): inside a node's value range → the
       node's cipher. A value in the gap between in-order nodes A < x < B (plaintext
       splitter midpoint ``t = v_A/2 + v_B/2``) gets, in ``"paper"`` mode, an odd cipher
       strictly between theirs, interpolated; in ``"order"`` mode a fresh odd cipher drawn

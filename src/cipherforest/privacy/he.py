@@ -1,6 +1,6 @@
 """Homomorphic encryption of labels: a small interface over Microsoft SEAL (``seal-python``).
 
-The encrypted forest needs few operations (DESIGN.md §4): encrypt a label's one-hot vector
+The encrypted forest needs few operations (docs/private_forest.md): encrypt a label's one-hot vector
 replicated over all slots, add ciphertexts, multiply by pre-encoded 0/±1 block masks, square
 (+ relinearise, + rescale), decrypt, serialise and load untrusted bytes with validation.
 Two schemes sit behind one interface:
