@@ -2,9 +2,9 @@
 
 The paper's scheme (``mode="paper"``) is the one of Xie et al. (NeurIPS 2023), section 3 and
 appendices A-B, restated in docs/gipe.md; its per-feature secret state and kernels live in
-``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"`` (docs/threat_model.md) build
-their states in ``_gipe_codebook``; the state file container is ``_state_file``. This module
-holds the estimator and cipher2.
+``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"``
+(docs/threat_model.md) build their states in ``_gipe_codebook``; the state file container
+is ``_state_file``. This module holds the estimator and cipher2.
 
 cipher2 (the paper's CKKS encryption of a sample's position) is here one authenticated
 ciphertext per row (an AEAD built from the standard library, see ``_Cipher2``):
