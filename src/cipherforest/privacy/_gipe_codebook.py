@@ -1,7 +1,7 @@
 """Label-independent feature ciphers: the states of GIPE's ``"order"`` and ``"quantile"`` modes.
 
 The paper's state (``_gipe_tree``) merges runs of same-label neighbours into one cipher, so which
-rows share a cipher, and where the cipher changes, depend on the labels (DESIGN.md §4a). The
+rows share a cipher, and where the cipher changes, depend on the labels (docs/threat_model.md). The
 states built here are a function of the feature column alone:
 
 * ``"order"``: every distinct training value is its own node;
