@@ -46,7 +46,10 @@ UPSTREAM_FILES = (
     "ensemble/tests/test_gradient_boosting.py",
     "ensemble/tests/test_weight_boosting.py",
 )
-SWITCHED_MODULES = {"sklearn.tree": "cipherforest.tree", "sklearn.ensemble": "cipherforest.ensemble"}
+SWITCHED_MODULES = {
+    "sklearn.tree": "cipherforest.tree",
+    "sklearn.ensemble": "cipherforest.ensemble",
+}
 PASSING = ("passed",)
 COUNTED = ("passed", "failed")
 PER_TEST_TIMEOUT_S = 300
@@ -142,7 +145,8 @@ def prepare_folder(folder: Path) -> list[str]:
         target.write_text(rewrite_imports(source, provided), encoding="utf-8")
         names.append(target.name)
     (folder / "conftest.py").write_text(PLUGIN_FILE.read_text(encoding="utf-8"), encoding="utf-8")
-    (folder / "pytest.ini").write_text("[pytest]\naddopts = -p no:cacheprovider\n", encoding="utf-8")
+    ini = "[pytest]\naddopts = -p no:cacheprovider\n"
+    (folder / "pytest.ini").write_text(ini, encoding="utf-8")
     return names
 
 
