@@ -83,7 +83,8 @@ def test_one_full_round_with_unit_learning_rate_reproduces_leaf_means():
         est = GradientBoostingRegressor(n_estimators=1, learning_rate=1.0, max_depth=max_depth,
                                         min_samples_leaf=min_samples_leaf,
                                         random_state=0).fit(X, y)
-        leaves = est.apply(X)[:, 0, 0]
+        assert est.apply(X).shape == (200, 1)
+        leaves = est.apply(X)[:, 0]
         # H0 + (leaf mean of y - H0) = leaf mean of y.
         np.testing.assert_allclose(est.predict(X), grouped_mean(leaves, y), rtol=1e-10)
         if min_samples_leaf == 1:  # pure leaves: the training targets themselves
@@ -501,11 +502,14 @@ def test_verbose_draws_a_progress_bar(capsys):
     assert "4/4" in capsys.readouterr().err
 
 
-def test_criterion_aliases_give_the_same_model():
+def test_criterion_aliases_give_the_same_model_and_are_deprecated():
     X, y = load_diabetes(return_X_y=True)
-    a = GradientBoostingRegressor(n_estimators=5, criterion="friedman_mse", random_state=0)
-    b = GradientBoostingRegressor(n_estimators=5, criterion="squared_error", random_state=0)
-    np.testing.assert_array_equal(a.fit(X, y).predict(X), b.fit(X, y).predict(X))
+    default = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(X, y)
+    for criterion in ("friedman_mse", "squared_error"):
+        est = GradientBoostingRegressor(n_estimators=5, criterion=criterion, random_state=0)
+        with pytest.warns(FutureWarning, match="criterion"):
+            est.fit(X, y)
+        np.testing.assert_array_equal(est.predict(X), default.predict(X))
 
 
 # ------------------------------------------------------------------- persistence

@@ -14,7 +14,12 @@ from .ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
-from .tree import DecisionTreeClassifier, DecisionTreeRegressor
+from .tree import (
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    ExtraTreeClassifier,
+    ExtraTreeRegressor,
+)
 
 try:
     __version__ = version("cipherforest")
@@ -28,6 +33,8 @@ __all__ = [
     "BaggingRegressor",
     "DecisionTreeClassifier",
     "DecisionTreeRegressor",
+    "ExtraTreeClassifier",
+    "ExtraTreeRegressor",
     "ExtraTreesClassifier",
     "ExtraTreesRegressor",
     "GradientBoostingClassifier",

@@ -229,14 +229,47 @@ def compare(results: dict, expected: ExpectedList, complete_run: bool = True) ->
     return Comparison(unexpected, stale, passed, counted, other)
 
 
+def prune_expected(results: dict, path: Path = EXPECTED_FILE) -> int:
+    """Remove from ``path`` the listed failures that ran and did not fail (and sections left
+    empty); return how many ids were removed. Comments and the other entries are kept."""
+    kept, removed = [], 0
+    for line in path.read_text(encoding="utf-8").splitlines():
+        entry = line.strip()
+        record = results.get(entry)
+        if record is not None and record["outcome"] not in ("failed", "skipped"):
+            removed += 1
+            continue
+        kept.append(line)
+    lines = []
+    for i, line in enumerate(kept):
+        following = next((x.strip() for x in kept[i + 1:] if x.strip()), "[")
+        if line.startswith("[") and following.startswith("["):
+            continue  # section with no ids left
+        lines.append(line)
+    text = "\n".join(lines).rstrip("\n") + "\n"
+    while "\n\n\n" in text:
+        text = text.replace("\n\n\n", "\n\n")
+    path.write_text(text, encoding="utf-8")
+    return removed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--workers", type=int, default=2)
     parser.add_argument("-k", "--keyword", default=None, help="pytest -k expression (subset)")
     parser.add_argument("--json", type=Path, default=None, help="also save raw results here")
     parser.add_argument("-v", "--verbose", action="store_true", help="show pytest's output")
+    parser.add_argument("--prune", action="store_true",
+                        help="remove listed ids that now pass from expected_failures.txt")
+    parser.add_argument("--from-json", type=Path, default=None,
+                        help="compare saved results instead of running the tests")
     args = parser.parse_args(argv)
-    results = run_upstream(args.workers, args.keyword, args.verbose)
+    if args.from_json:
+        results = json.loads(args.from_json.read_text(encoding="utf-8"))
+    else:
+        results = run_upstream(args.workers, args.keyword, args.verbose)
+    if args.prune:
+        print(f"pruned {prune_expected(results)} ids that now pass")
     if args.json:
         args.json.write_text(json.dumps(results, indent=0, sort_keys=True))
     comparison = compare(results, read_expected(), complete_run=args.keyword is None)

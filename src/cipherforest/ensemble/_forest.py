@@ -9,9 +9,11 @@ any ``n_jobs``.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import compute_sample_weight
@@ -24,6 +26,9 @@ from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
     DecisionTreeRegressor,
+    densify,
+    map_friedman_mse,
+    tree_X_options,
     validate_fit_arrays,
 )
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
@@ -64,7 +69,7 @@ class BaseForest(BaseEstimator):
         "warm_start": ["boolean"],
         "max_samples": [
             None,
-            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            Interval(RealNotInt, 0.0, None, closed="neither"),
             Interval(Integral, 1, None, closed="left"),
         ],
     }
@@ -72,6 +77,7 @@ class BaseForest(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
         return tags
 
     # ------------------------------------------------------------------ fitting
@@ -84,12 +90,15 @@ class BaseForest(BaseEstimator):
     def _fit_forest(self, X, y_encoded, sample_weight, n_classes: int, criterion: int,
                     class_weight_per_tree: str | None):
         if not self.bootstrap and self.max_samples is not None:
-            raise ValueError("max_samples can only be set when bootstrap=True; "
-                             f"got max_samples={self.max_samples!r} with bootstrap=False")
+            raise ValueError("`max_sample` cannot be set if `bootstrap=False`. Either switch "
+                             "to `bootstrap=True` or set `max_sample=None` (got "
+                             f"max_samples={self.max_samples!r}).")
         if self.oob_score and not self.bootstrap:
             raise ValueError("Out of bag estimation only available if bootstrap=True")
         n_samples = X.shape[0]
-        n_draws = resolve_n_draws(self.max_samples, n_samples) if self.bootstrap else n_samples
+        n_draws = (resolve_n_draws(self.max_samples, n_samples, at_most_n_samples=False)
+                   if self.bootstrap else n_samples)
+        self._n_samples, self._n_samples_bootstrap = n_samples, n_draws
 
         random_state = check_random_state(self.random_state)
         if not self.warm_start or not hasattr(self, "estimators_"):
@@ -104,7 +113,10 @@ class BaseForest(BaseEstimator):
         data_seed = int(seeds[0])  # independent of n_estimators, so warm start bins alike
         new_seeds = seeds[n_existing:]
 
-        if new_seeds.shape[0] > 0:
+        if new_seeds.shape[0] == 0:
+            warnings.warn("Warm-start fitting without increasing n_estimators does not fit "
+                          "new trees.", UserWarning, stacklevel=3)
+        else:
             template = self._tree_template()
             data = prepare_tree_data(X, self.max_bins, data_seed)
 
@@ -127,6 +139,46 @@ class BaseForest(BaseEstimator):
         if self.oob_score:
             self._compute_oob(X, y_encoded, n_draws)
         return self
+
+    # ------------------------------------------------------------------ sub-estimators
+    @property
+    def estimator(self) -> BaseDecisionTree:
+        """The (unfitted) tree every member is grown as: this forest's tree parameters."""
+        return self._tree_template()
+
+    @property
+    def estimator_(self) -> BaseDecisionTree:
+        """Unfitted tree with the forest's tree parameters (as scikit-learn's ``estimator_``)."""
+        check_is_fitted(self, "estimators_")
+        return self._tree_template()
+
+    def __len__(self) -> int:
+        """Number of fitted trees."""
+        return len(self.estimators_)
+
+    def __getitem__(self, index):
+        """The ``index``-th fitted tree."""
+        return self.estimators_[index]
+
+    def __iter__(self):
+        """Iterate over the fitted trees."""
+        return iter(self.estimators_)
+
+    @property
+    def estimators_samples_(self) -> list[np.ndarray]:
+        """Training rows of each tree (int32, a row repeated as often as its bootstrap drew
+        it; every row once without bootstrap). Recomputed from ``estimator_seeds_``.
+
+        Fitting ``clone(estimators_[i])`` on ``X[estimators_samples_[i]]`` grows the same
+        tree as the forest did with bootstrap counts as weights.
+        """
+        check_is_fitted(self, "estimators_")
+        rows = np.arange(self._n_samples, dtype=np.int32)
+        if not self.bootstrap:
+            return [rows.copy() for _ in self.estimators_]
+        return [np.repeat(rows, bootstrap_counts(int(seed), self._n_samples,
+                                                 self._n_samples_bootstrap))
+                for seed in self.estimator_seeds_[: len(self.estimators_)]]
 
     def _tree_weights(self, seed, sample_weight, y_encoded, n_samples, n_draws, n_classes,
                       class_weight_per_tree):
@@ -181,8 +233,8 @@ class BaseForest(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self, "estimators_")
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
-                             reset=False)
+        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+                                     **tree_X_options(X)))
 
     def _mean_tree_values(self, X) -> np.ndarray:
         """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads.
@@ -210,6 +262,21 @@ class BaseForest(BaseEstimator):
         """Leaf index of every sample in every tree, shape (n_samples, n_estimators)."""
         X = self._validate_X_predict(X)
         return np.column_stack([est.tree_.apply(X) for est in self.estimators_])
+
+    def decision_path(self, X):
+        """Nodes each sample visits in every tree.
+
+        Returns
+        -------
+        indicator : sparse matrix of shape (n_samples, total number of nodes)
+            Column ``n_nodes_ptr[i] + j`` is node ``j`` of tree ``i``.
+        n_nodes_ptr : ndarray of shape (n_estimators + 1,)
+            Where each tree's columns start.
+        """
+        X = self._validate_X_predict(X)
+        paths = [est.tree_.decision_path(X) for est in self.estimators_]
+        n_nodes_ptr = np.cumsum([0] + [path.shape[1] for path in paths])
+        return sp.hstack(paths).tocsr(), n_nodes_ptr
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -298,7 +365,8 @@ class ForestRegressorMixin(RegressorMixin):
         X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
         y = np.asarray(y, dtype=np.float64)
         if self.criterion == "poisson" and (np.any(y < 0) or np.sum(y) <= 0):
-            raise ValueError("poisson criterion needs non-negative y with a positive sum")
+            raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
+                             "regression, or their sum is not positive.")
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         return self._fit_forest(X, y, sample_weight, 1, CRITERIA_REG[self.criterion], None)
@@ -342,7 +410,8 @@ min_impurity_decrease, ccp_alpha
     class_weight : dict, "balanced", "balanced_subsample" or None (classifiers)
         "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample.
     max_samples : int, float or None, default=None
-        Bootstrap size (None: n_samples).
+        Bootstrap size: None n_samples, an int that many draws, a float (may exceed 1)
+        ``max(1, int(max_samples * n_samples))`` draws.
     max_bins : int in [2, 255] or None, default=None
         Histogram split finding with features binned once for the whole forest.
 
@@ -363,7 +432,7 @@ def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                  min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
                  warm_start, ccp_alpha, max_samples, max_bins):
     self.n_estimators = n_estimators
-    self.criterion = criterion
+    self.criterion = map_friedman_mse(criterion)
     self.max_depth = max_depth
     self.min_samples_split = min_samples_split
     self.min_samples_leaf = min_samples_leaf

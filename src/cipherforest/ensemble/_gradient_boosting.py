@@ -24,6 +24,7 @@ steps) and the parameters (``learning_rate``, ``loss``, ``alpha``).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
@@ -41,7 +42,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
-from ..tree._classes import DecisionTreeRegressor
+from ..tree._classes import DecisionTreeRegressor, densify, tree_X_options
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,
     MAX_BINS,
@@ -83,7 +84,7 @@ class BaseGradientBoosting(BaseEstimator):
         "learning_rate": [Interval(Real, 0.0, None, closed="left")],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "subsample": [Interval(Real, 0.0, 1.0, closed="right")],
-        "criterion": [StrOptions({"squared_error", "friedman_mse"})],
+        "criterion": [StrOptions({"squared_error", "friedman_mse", "deprecated"})],
         "min_samples_split": [
             Interval(Integral, 2, None, closed="left"),
             Interval(RealNotInt, 0.0, 1.0, closed="right"),
@@ -116,6 +117,7 @@ class BaseGradientBoosting(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
         return tags
 
     # ------------------------------------------------------------------ hooks
@@ -164,10 +166,15 @@ class BaseGradientBoosting(BaseEstimator):
         -------
         self : estimator
         """
+        if self.criterion != "deprecated":
+            warnings.warn("The parameter `criterion` is deprecated and will be removed in "
+                          "1.11 (as in scikit-learn); trees always use the squared-error "
+                          "criterion.", FutureWarning, stacklevel=2)
         if not self.warm_start:
             self._clear_state()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
-                             multi_output=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
+                             **tree_X_options(X))
+        X = densify(X)
         y = column_or_1d(y, warn=True)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
@@ -370,8 +377,8 @@ class BaseGradientBoosting(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
-                             reset=False)
+        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+                                     **tree_X_options(X)))
 
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
         raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
@@ -435,9 +442,10 @@ _COMMON_PARAMS_DOC = """\
         Fraction of the rows drawn (without replacement) for each round (stochastic gradient
         boosting); below 1.0, trees and line searches use the in-bag rows only and
         ``oob_improvement_`` / ``oob_scores_`` are recorded.
-    criterion : {"squared_error", "friedman_mse"}, default="squared_error"
-        Split criterion of the trees. Friedman's improvement score ranks splits exactly as the
-        squared-error decrease, so both names give the same trees.
+    criterion : {"squared_error", "friedman_mse"}, default="deprecated"
+        Deprecated, as in scikit-learn 1.9 (setting it warns with ``FutureWarning``): the
+        trees always split on the squared-error decrease, which ranks splits exactly as
+        Friedman's improvement score, so both names give the same trees.
     min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_depth, \
 min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
         Per-tree rules, as in :class:`~cipherforest.tree.DecisionTreeRegressor`
@@ -516,7 +524,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
     }
 
     def __init__(self, *, loss="log_loss", learning_rate=0.1, n_estimators=100, subsample=1.0,
-                 criterion="squared_error", min_samples_split=2, min_samples_leaf=1,
+                 criterion="deprecated", min_samples_split=2, min_samples_leaf=1,
                  min_weight_fraction_leaf=0.0, max_depth=3, min_impurity_decrease=0.0,
                  init=None, random_state=None, max_features=None, verbose=0,
                  max_leaf_nodes=None, warm_start=False, validation_fraction=0.1,
@@ -653,7 +661,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     }
 
     def __init__(self, *, loss="squared_error", learning_rate=0.1, n_estimators=100,
-                 subsample=1.0, criterion="squared_error", min_samples_split=2,
+                 subsample=1.0, criterion="deprecated", min_samples_split=2,
                  min_samples_leaf=1, min_weight_fraction_leaf=0.0, max_depth=3,
                  min_impurity_decrease=0.0, init=None, random_state=None, max_features=None,
                  alpha=0.9, verbose=0, max_leaf_nodes=None, warm_start=False,
@@ -706,3 +714,17 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
         """Yield ``predict`` after each round."""
         for raw in self._staged_raw_predict(X):
             yield raw[:, 0]
+
+    def apply(self, X):
+        """Leaf index of every sample in every tree.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_leaves : ndarray of shape (n_samples, n_estimators_)
+            As scikit-learn's regressor (one tree per round).
+        """
+        return super().apply(X)[:, :, 0]
