@@ -127,7 +127,7 @@ def test_multiclass_log_loss_leaves_are_friedmans_step():
     priors = np.bincount(y) / y.shape[0]
     np.testing.assert_allclose(est.init_, np.log(priors) - np.log(priors).mean())
     prob = softmax(np.tile(est.init_, (y.shape[0], 1)), axis=1)
-    assert len(est.estimators_[0]) == 3
+    assert est.estimators_.shape == (1, 3)  # scikit-learn's (n_estimators, K) object array
     for k in range(3):
         g = (y == k) - prob[:, k]
         leaves = leaf_values(est, 0, k).apply(X)
@@ -533,6 +533,8 @@ def test_save_load_round_trip(est, dataset, tmp_path):
         np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
     np.testing.assert_array_equal(loaded.train_score_, est.train_score_)
     np.testing.assert_array_equal(loaded.feature_importances_, est.feature_importances_)
+    assert loaded.estimators_.shape == est.estimators_.shape
+    assert loaded.estimators_.dtype == object
 
 
 @pytest.mark.parametrize("max_bins", [None, 32])

@@ -20,9 +20,9 @@ models ``O_i`` whose draw did not contain it, and rows with ``|O_i| = 0`` are le
 score (with a warning) and get NaN predictions.
 
 Our own decision trees take a shortcut: ``X`` is presorted (or binned) once per fit and each
-tree is grown on that shared, read-only data with ``grow_tree_on``. In exact mode this grows
-exactly the tree that ``fit(X[:, features], y, sample_weight=counts)`` grows; with ``max_bins``
-the bins come from all training rows instead of each tree's in-bag rows.
+tree is grown on that shared, read-only data (``BaseDecisionTree._fit_prepared``). In exact
+mode this grows exactly the tree that ``fit(X[:, features], y, sample_weight=counts)`` grows;
+with ``max_bins`` the bins come from all training rows instead of each tree's in-bag rows.
 """
 
 from __future__ import annotations
@@ -58,10 +58,8 @@ from ..tree._classes import (
     resolve_max_features,
 )
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import TreeData, grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
+from ..tree._fit import TreeData, prepare_tree_data
 from ._base import (
-    SEED_BOUND,
     bootstrap_counts,
     draw_seeds,
     effective_n_jobs,
@@ -205,21 +203,10 @@ class _PreparedTrees:
             criterion = CRITERIA_REG[tree.criterion]
         if not np.any(w > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
-        n_features = features.shape[0]
-        params = tree._growth_params(criterion, self.n_samples, float(w.sum()), n_features)
-        seed = int(check_random_state(tree.random_state).randint(SEED_BOUND))
-        grown = grow_tree_on(self._data_for(features), self.y, w, self.n_classes, params, seed)
-        if tree.ccp_alpha > 0.0:
-            grown = prune_tree(grown, float(tree.ccp_alpha))
-        tree.n_features_in_ = n_features
-        tree.missing_values_in_feature_mask_ = self.missing[features]
-        if self.is_classifier:
-            tree.classes_ = np.arange(self.n_classes)
-            tree.n_classes_ = self.n_classes
-        tree.max_features_ = params.max_features
-        tree.tree_ = grown
-        tree.n_outputs_ = 1
-        return tree
+        classes = np.arange(self.n_classes) if self.is_classifier else None
+        return tree._fit_prepared(self._data_for(features), self.y, w, self.n_classes,
+                                  criterion, missing_mask=self.missing[features],
+                                  classes=classes, n_samples=self.n_samples)
 
 
 # ------------------------------------------------------------------------------ estimators

@@ -32,8 +32,7 @@ from ..tree._classes import (
     validate_fit_arrays,
 )
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
+from ..tree._fit import prepare_tree_data
 from ._base import (
     bootstrap_counts,
     draw_seeds,
@@ -120,17 +119,17 @@ class BaseForest(BaseEstimator):
             template = self._tree_template()
             data = prepare_tree_data(X, self.max_bins, data_seed)
 
+            template_params = template.get_params()
+            classes = self.classes_ if isinstance(self, ClassifierMixin) else None
+
             def grow(seed: int):
                 weight = self._tree_weights(int(seed), sample_weight, y_encoded, n_samples,
                                             n_draws, n_classes, class_weight_per_tree)
                 # As in scikit-learn, fractions refer to n_samples and to this tree's weights.
-                params = template._growth_params(criterion, n_samples, float(weight.sum()),
-                                                 X.shape[1])
-                tree = grow_tree_on(data, y_encoded, weight, n_classes, params, int(seed))
-                if self.ccp_alpha > 0.0:
-                    tree = prune_tree(tree, float(self.ccp_alpha))
-                return self._wrap_tree(template, tree, int(seed), params.max_features,
-                                       n_classes)
+                est = self._tree_class(**{**template_params, "random_state": int(seed)})
+                return est._fit_prepared(data, y_encoded, weight, n_classes, criterion,
+                                         missing_mask=self.missing_values_in_feature_mask_,
+                                         classes=classes, seed=int(seed))
 
             new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
                                        desc=type(self).__name__)
@@ -193,18 +192,6 @@ class BaseForest(BaseEstimator):
             class_w[present] = counts.sum() / (present.sum() * drawn[present])
             weight = weight * class_w[y_encoded]
         return weight
-
-    def _wrap_tree(self, template, tree, seed, max_features, n_classes):
-        est = self._tree_class(**{**template.get_params(), "random_state": seed})
-        est.tree_ = tree
-        est.n_features_in_ = self.n_features_in_
-        est.n_outputs_ = 1
-        est.max_features_ = max_features
-        est.missing_values_in_feature_mask_ = self.missing_values_in_feature_mask_
-        if isinstance(self, ClassifierMixin):
-            est.classes_ = self.classes_
-            est.n_classes_ = n_classes
-        return est
 
     def _compute_oob(self, X, y_encoded, n_draws):
         n_samples = X.shape[0]

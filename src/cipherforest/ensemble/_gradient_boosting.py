@@ -77,6 +77,16 @@ def _add_tree(raw_k: np.ndarray, tree: Tree, X: np.ndarray, learning_rate: float
 
 
 # ----------------------------------------------------------------------------- estimators
+def _stage_array(stages: list) -> np.ndarray:
+    """Rounds of trees as scikit-learn's ``estimators_``: an object array of shape
+    (n_rounds, trees per round)."""
+    width = len(stages[0]) if stages else 0
+    out = np.empty((len(stages), width), dtype=object)
+    for i, stage in enumerate(stages):
+        out[i, :] = stage
+    return out
+
+
 class BaseGradientBoosting(BaseEstimator):
     """Fit loop, staged prediction and fitted state shared by classifier and regressor."""
 
@@ -209,10 +219,11 @@ class BaseGradientBoosting(BaseEstimator):
                 raise ValueError(f"n_estimators={self.n_estimators} must be larger or equal to "
                                  f"len(estimators_)={begin} when warm_start==True")
             raw = self._raw_predict_validated(X_train)
+            self.estimators_ = [list(stage) for stage in self.estimators_]  # rounds get added
         self._resize_scores(begin)
         n_stages = self._fit_stages(X_train, y_train, w_train, raw, X_val, y_val, w_val, loss,
                                     begin, monitor)
-        self.estimators_ = self.estimators_[:n_stages]
+        self.estimators_ = _stage_array(self.estimators_[:n_stages])
         self.train_score_ = self.train_score_[:n_stages]
         if self.subsample < 1.0:
             self.oob_improvement_ = self.oob_improvement_[:n_stages]
@@ -474,8 +485,8 @@ min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
 _COMMON_ATTRIBUTES_DOC = """\
     n_estimators_ : int
         Rounds actually fitted (fewer than ``n_estimators`` after early stopping).
-    estimators_ : list of lists of DecisionTreeRegressor
-        ``estimators_[i][k]``: round ``i``'s tree for output ``k``; leaf values are the
+    estimators_ : ndarray of DecisionTreeRegressor, shape (n_estimators_, n_trees_per_round)
+        ``estimators_[i, k]``: round ``i``'s tree for output ``k``; leaf values are the
         line-search steps (before ``learning_rate``).
     init_ : ndarray of shape (n_trees_per_iteration_,)
         The initial raw prediction ``H0``.

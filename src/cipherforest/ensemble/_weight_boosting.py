@@ -28,7 +28,7 @@ the ``alpha``-weighted median of the learners' predictions.
 Sub-estimators that accept ``sample_weight`` are fitted on the weights (no resampling);
 others on a weighted bootstrap of the rows. When the base estimator is one of our own
 decision trees, the feature matrix is presorted (or binned) once per fit and every round
-grows its tree on it (``tree._fit.grow_tree_on``) instead of re-sorting.
+grows its tree on it (``BaseDecisionTree._fit_prepared``) instead of re-sorting.
 """
 
 from __future__ import annotations
@@ -64,9 +64,8 @@ from .._registry import register_model_class
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ..tree._classes import densify
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
-from ._base import SEED_BOUND, ProgressBar, draw_seeds
+from ..tree._fit import prepare_tree_data
+from ._base import ProgressBar, draw_seeds
 
 __all__ = ["AdaBoostClassifier", "AdaBoostRegressor"]
 
@@ -278,21 +277,10 @@ class _PreparedTrees:
             w = w * self.weight_factor
         if not np.any(w > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
-        params = est._growth_params(self.criterion, self.n_samples, float(w.sum()),
-                                    self.n_features)
-        tree_seed = int(check_random_state(est.random_state).randint(SEED_BOUND))
-        tree = grow_tree_on(self.data, self.y_fit, w, self.n_classes, params, tree_seed)
-        if est.ccp_alpha > 0.0:
-            tree = prune_tree(tree, float(est.ccp_alpha))
-        est.n_features_in_ = self.n_features
-        est.missing_values_in_feature_mask_ = self.missing_mask.copy()
-        if self.is_classifier:
-            est.classes_ = self.classes
-            est.n_classes_ = self.n_classes
-        est.max_features_ = params.max_features
-        est.tree_ = tree
-        est.n_outputs_ = 1
-        return est
+        return est._fit_prepared(self.data, self.y_fit, w, self.n_classes, self.criterion,
+                                 missing_mask=self.missing_mask.copy(),
+                                 classes=self.classes if self.is_classifier else None,
+                                 n_samples=self.n_samples)
 
 
 def _make_learners(template, X, y, classes, seed: int, sample_weight: np.ndarray):

@@ -25,7 +25,7 @@ from sklearn.utils.validation import (
 
 from .._registry import register_model_class
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
-from ._fit import GrowthParams, fit_tree_arrays
+from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
 from ._pruning import prune_tree
 
@@ -177,6 +177,37 @@ class BaseDecisionTree(BaseEstimator):
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
         self.n_outputs_ = 1
+        return self
+
+    def _fit_prepared(self, data: TreeData, y_encoded: np.ndarray, sample_weight: np.ndarray,
+                      n_classes: int, criterion: int, *, missing_mask: np.ndarray,
+                      classes: np.ndarray | None = None, n_samples: int | None = None,
+                      seed: int | None = None):
+        """Grow this unfitted tree on training data prepared once for many trees.
+
+        The ensembles' shared path: ``data`` (presorted or binned by ``prepare_tree_data``)
+        is read-only and shared; each tree brings its own ``sample_weight`` (bootstrap
+        counts, boosting weights; rows of weight 0 are left out). The fitted attributes are
+        those ``fit`` sets. Fractions in ``min_samples_leaf`` / ``min_samples_split`` refer to
+        ``n_samples`` (default: the rows of ``data``); ``seed`` seeds the growth kernel
+        (default: drawn from ``random_state`` as ``fit`` draws it).
+        """
+        params = self._growth_params(criterion, data.n_samples if n_samples is None
+                                     else n_samples, float(sample_weight.sum()),
+                                     data.n_features)
+        if seed is None:
+            seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
+        tree = grow_tree_on(data, y_encoded, sample_weight, n_classes, params, int(seed))
+        if self.ccp_alpha > 0.0:
+            tree = prune_tree(tree, float(self.ccp_alpha))
+        self.tree_ = tree
+        self.n_features_in_ = data.n_features
+        self.n_outputs_ = 1
+        self.max_features_ = params.max_features
+        self.missing_values_in_feature_mask_ = missing_mask
+        if classes is not None:
+            self.classes_ = classes
+            self.n_classes_ = int(n_classes)
         return self
 
     # ------------------------------------------------------------------ prediction
