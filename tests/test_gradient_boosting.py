@@ -550,3 +550,12 @@ def test_multiclass_trees_of_a_round_in_threads_give_the_same_model(max_bins):
                 np.testing.assert_array_equal(array, b.tree_.arrays()[name], err_msg=name)
     np.testing.assert_array_equal(serial.train_score_, threaded.train_score_)
     np.testing.assert_array_equal(serial.predict_proba(X), threaded.predict_proba(X))
+
+
+def test_quantile_loss_at_median_equals_absolute_error():
+    X, y = make_regression(n_samples=200, n_features=5, noise=10.0, random_state=0)
+    quantile = GradientBoostingRegressor(n_estimators=20, loss="quantile", alpha=0.5,
+                                         random_state=0).fit(X, y)
+    absolute = GradientBoostingRegressor(n_estimators=20, loss="absolute_error",
+                                         random_state=0).fit(X, y)
+    np.testing.assert_array_equal(quantile.predict(X), absolute.predict(X))

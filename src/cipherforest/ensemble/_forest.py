@@ -61,7 +61,7 @@ class BaseForest(BaseEstimator):
            if k in TREE_PARAMS},
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "bootstrap": ["boolean"],
-        "oob_score": ["boolean"],
+        "oob_score": ["boolean", callable],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
@@ -126,10 +126,12 @@ class BaseForest(BaseEstimator):
                 weight = self._tree_weights(int(seed), sample_weight, y_encoded, n_samples,
                                             n_draws, n_classes, class_weight_per_tree)
                 # As in scikit-learn, fractions refer to n_samples and to this tree's weights.
+                # The kernel seed is drawn from random_state=seed as the tree's own fit draws
+                # it, so refitting a member on its bootstrap rows grows the same tree.
                 est = self._tree_class(**{**template_params, "random_state": int(seed)})
                 return est._fit_prepared(data, y_encoded, weight, n_classes, criterion,
                                          missing_mask=self.missing_values_in_feature_mask_,
-                                         classes=classes, seed=int(seed))
+                                         classes=classes)
 
             new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
                                        desc=type(self).__name__)
@@ -208,14 +210,17 @@ class BaseForest(BaseEstimator):
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = total / n_models[:, np.newaxis]
         mean[~covered] = np.nan
+        # A callable oob_score is the metric, called as metric(y_true, y_pred) (scikit-learn's
+        # convention; classifiers pass encoded labels); True means accuracy / R^2.
         if isinstance(self, ClassifierMixin):
             self.oob_decision_function_ = mean
             # Plain accuracy, as the seed's OOB estimate (class weights only shape the trees).
-            self.oob_score_ = float(accuracy_score(y_encoded[covered],
-                                                   np.argmax(mean[covered], axis=1)))
+            metric = self.oob_score if callable(self.oob_score) else accuracy_score
+            self.oob_score_ = float(metric(y_encoded[covered], np.argmax(mean[covered], axis=1)))
         else:
             self.oob_prediction_ = mean[:, 0]
-            self.oob_score_ = float(r2_score(y_encoded[covered], mean[covered, 0]))
+            metric = self.oob_score if callable(self.oob_score) else r2_score
+            self.oob_score_ = float(metric(y_encoded[covered], mean[covered, 0]))
 
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
@@ -384,9 +389,11 @@ min_impurity_decrease, ccp_alpha
         Features drawn at each split ("sqrt" by default for classification, 1.0 for regression).
     bootstrap : bool
         Grow each tree on a bootstrap sample (N draws with replacement, passed as counts).
-    oob_score : bool, default=False
-        Score every training sample with the trees that did not draw it (``oob_score_``);
-        samples drawn by every tree are left out, with a warning.
+    oob_score : bool or callable, default=False
+        Score every training sample with the trees that did not draw it (``oob_score_``:
+        accuracy / R^2, or ``oob_score(y_true, y_pred)`` when a callable such as
+        ``sklearn.metrics.f1_score``); samples drawn by every tree are left out, with a
+        warning.
     n_jobs : int, default=None
         Threads growing trees and predicting (-1: all cores). Results do not depend on it.
     random_state : int, RandomState instance or None, default=None
