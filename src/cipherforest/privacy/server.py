@@ -36,10 +36,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ensemble._base import bootstrap_counts, draw_seeds, effective_n_jobs
-from ..tree._fit import prepare_tree_data
-from ..tree._rng import child_seed, make_state, rand_int
+from ..ensemble._base import effective_n_jobs
 from ._blocks import BlockLayout
+from ._plan import ForestGrowth, ForestSpec, NodePlan, OpenNode
 from .he import HEError, PublicContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
@@ -49,119 +48,6 @@ __all__ = ["PrivateForestServer"]
 # 2^-shift so that (v * count)^2 <= 2^17 even for the heaviest node.
 _CKKS_MAX_SCALED_COUNT = 2.0 ** 8.5
 _MAX_LABEL_CHUNK = 4096
-
-
-@dataclass(frozen=True)
-class ForestSpec:
-    """Validated training parameters (the client's, in RandomForestClassifier's meaning)."""
-
-    n_estimators: int
-    max_features: int
-    max_depth: int  # -1: unlimited
-    min_samples_split: int
-    min_samples_leaf: int
-    bootstrap: bool
-    n_draws: int
-    max_bins: int | None
-    random_state: int
-    max_round_bytes: int | None  # None: one round per tree level for the whole forest
-
-    @classmethod
-    def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
-        def integer(name, low, high=None, allow_none=False):
-            value = meta.get(name)
-            if value is None and allow_none:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ProtocolError(f"setup: {name} must be an integer, got {value!r}")
-            if value < low or (high is not None and value > high):
-                raise ProtocolError(f"setup: {name}={value} must be in [{low}, {high}]")
-            return value
-
-        if not isinstance(meta.get("bootstrap"), bool):
-            raise ProtocolError("setup: bootstrap must be true or false")
-        max_depth = integer("max_depth", 1, allow_none=True)
-        min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
-        return cls(
-            n_estimators=integer("n_estimators", 1, 10_000),
-            max_features=integer("max_features", 1, n_features),
-            max_depth=-1 if max_depth is None else max_depth,
-            min_samples_split=max(integer("min_samples_split", 2), 2 * min_samples_leaf),
-            min_samples_leaf=min_samples_leaf,
-            bootstrap=meta["bootstrap"],
-            n_draws=integer("n_draws", 1, n_samples),
-            max_bins=integer("max_bins", 2, 255, allow_none=True),
-            random_state=integer("random_state", 0, 2**32 - 1),
-            max_round_bytes=integer("max_round_bytes", 1 << 18, allow_none=True),
-        )
-
-
-@dataclass
-class _OpenNode:
-    node_id: int
-    samples: np.ndarray  # row ids with positive weight
-    depth: int
-    seed: int
-
-
-@dataclass
-class _Candidate:
-    feature: int
-    key: float  # rows with key <= this go left (value in exact mode, bin in histogram mode)
-    threshold: float
-    end: int  # rows order[:end] go left
-    left_weight: int
-
-
-@dataclass
-class _NodePlan:
-    tree: int
-    node: _OpenNode
-    weight: int
-    orders: list[np.ndarray]  # per visited feature with candidates: row order
-    candidates: list[list[_Candidate]]  # per visited feature
-
-
-@dataclass
-class _TreeState:
-    weights: np.ndarray  # bootstrap counts (int64)
-    total_weight: int
-    left: list[int] = field(default_factory=lambda: [-1])
-    right: list[int] = field(default_factory=lambda: [-1])
-    feature: list[int] = field(default_factory=lambda: [-2])
-    threshold: list[float] = field(default_factory=lambda: [-2.0])
-    n_node_samples: list[int] = field(default_factory=lambda: [0])
-    leaves: dict[int, object] = field(default_factory=dict)
-    open: list[_OpenNode] = field(default_factory=list)
-
-    def add_children(self, parent: int, feature: int, threshold: float) -> tuple[int, int]:
-        left_id = len(self.left)
-        for _ in range(2):
-            self.left.append(-1)
-            self.right.append(-1)
-            self.feature.append(-2)
-            self.threshold.append(-2.0)
-            self.n_node_samples.append(0)
-        self.left[parent], self.right[parent] = left_id, left_id + 1
-        self.feature[parent], self.threshold[parent] = feature, threshold
-        return left_id, left_id + 1
-
-    def apply(self, X: np.ndarray) -> np.ndarray:
-        """Leaf id of every row of ``X`` (cipher space)."""
-        left = np.asarray(self.left)
-        right = np.asarray(self.right)
-        feature = np.asarray(self.feature)
-        threshold = np.asarray(self.threshold)
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        rows = np.arange(X.shape[0])
-        active = left[node] >= 0
-        while active.any():
-            idx = rows[active]
-            cur = node[idx]
-            go_left = X[idx, feature[cur]] <= threshold[cur]
-            node[idx] = np.where(go_left, left[cur], right[cur])
-            active = left[node] >= 0
-        return node
 
 
 @dataclass
@@ -191,24 +77,11 @@ class _Session:
         self.state = "receiving labels"
         self.round = 0
         self.query_token = ""
-        self.plans: list[_NodePlan] = []
+        self.plans: list[NodePlan] = []
         self.stats = ServerStats()
-        n_samples, n_features = X.shape
-        seeds = draw_seeds(np.random.RandomState(spec.random_state), spec.n_estimators)
-        data = prepare_tree_data(X, spec.max_bins, int(seeds[0]))
-        self.keys = X if spec.max_bins is None else data.X_binned
-        self.bin_thresholds = data.bin_thresholds
-        self.trees: list[_TreeState] = []
-        for seed in seeds:
-            if spec.bootstrap:
-                counts = bootstrap_counts(int(seed), n_samples, spec.n_draws).astype(np.int64)
-            else:
-                counts = np.ones(n_samples, dtype=np.int64)
-            tree = _TreeState(weights=counts, total_weight=int(counts.sum()))
-            samples = np.flatnonzero(counts > 0)
-            tree.n_node_samples[0] = samples.shape[0]
-            tree.open.append(_OpenNode(0, samples, 0, int(make_state(int(seed))[0])))
-            self.trees.append(tree)
+        self.last_used = time.monotonic()
+        self.growth = ForestGrowth(X, spec)
+        self.trees = self.growth.trees
         layout = BlockLayout(context.scheme, context.n_slots, n_classes)
         self.block_size = layout.block_size
         self.blocks_per_ciphertext = layout.per_ciphertext
@@ -228,16 +101,28 @@ class PrivateForestServer:
     n_jobs : int or None, default=None
         Worker processes per tree level (trees are split among them): None means 1, -1 all
         cores, as in scikit-learn.
+    max_sessions : int, default=32
+        Sessions held at once; a ``setup`` beyond it is refused.
+    session_ttl : float, default=3600.0
+        Seconds a session may stay idle (no message) before the server forgets it.
+    max_rows_x_trees : int, default=10**8
+        Largest ``n_samples × n_estimators`` a session may ask for: a level's open nodes
+        hold up to that many row ids.
     """
 
-    def __init__(self, n_jobs: int | None = None):
+    def __init__(self, n_jobs: int | None = None, *, max_sessions: int = 32,
+                 session_ttl: float = 3600.0, max_rows_x_trees: int = 10**8):
         self._sessions: dict[str, _Session] = {}
         self.n_jobs = effective_n_jobs(n_jobs)
+        self.max_sessions = max_sessions
+        self.session_ttl = session_ttl
+        self.max_rows_x_trees = max_rows_x_trees
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, data: bytes) -> bytes:
         """Process one request message and return the reply message (both as bytes)."""
         started = time.perf_counter()
+        self._expire_idle_sessions()
         message = decode_message(data)
         handlers = {"setup": self._setup, "labels": self._labels, "train": self._train,
                     "answer": self._answer, "predict": self._predict, "close": self._close}
@@ -246,11 +131,18 @@ class PrivateForestServer:
         session, reply = handlers[message.kind](message)
         out = encode_message(reply)
         session.stats.seconds += time.perf_counter() - started
+        session.last_used = time.monotonic()
         session.stats.bytes_in += len(data)
         session.stats.bytes_out += len(out)
         if reply.kind == "query":
             session.stats.bytes_per_round.append(len(out))
         return out
+
+    def _expire_idle_sessions(self) -> None:
+        now = time.monotonic()
+        for session_id in [sid for sid, session in self._sessions.items()
+                           if now - session.last_used > self.session_ttl]:
+            del self._sessions[session_id]
 
     def session_stats(self, session_id: str) -> ServerStats:
         return self._session(session_id).stats
@@ -258,9 +150,7 @@ class PrivateForestServer:
     def tree_arrays(self, session_id: str) -> list[dict[str, np.ndarray]]:
         """Plaintext structure of each grown tree (cipher-space thresholds): the server's view."""
         session = self._session(session_id)
-        return [{"children_left": np.asarray(t.left), "children_right": np.asarray(t.right),
-                 "feature": np.asarray(t.feature), "threshold": np.asarray(t.threshold),
-                 "n_node_samples": np.asarray(t.n_node_samples)} for t in session.trees]
+        return [tree.arrays() for tree in session.trees]
 
     def _session(self, session_id) -> _Session:
         if not isinstance(session_id, str) or session_id not in self._sessions:
@@ -292,6 +182,12 @@ class PrivateForestServer:
         if not 2 <= n_classes <= context.n_slots // 2:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        if X.shape[0] * spec.n_estimators > self.max_rows_x_trees:
+            raise ProtocolError(f"setup: {X.shape[0]} rows × {spec.n_estimators} trees exceeds "
+                                f"this server's limit of {self.max_rows_x_trees}")
+        if len(self._sessions) >= self.max_sessions:
+            raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
+                                "sessions; close one or wait for idle ones to expire")
         session = _Session(secrets.token_hex(16), context, X, n_classes, spec)
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
@@ -327,10 +223,23 @@ class PrivateForestServer:
         if session.state != "receiving labels" or len(session.labels) != session.X.shape[0]:
             raise ProtocolError(f"train: {len(session.labels)} of {session.X.shape[0]} "
                                 f"label ciphertexts received; session is {session.state}")
+        if session.spec.split_selection == "blind":
+            return session, self._train_label_blind(session)
         reply = self._next_query(session)
         if reply.kind == "query":
             session.state = "training"
         return session, reply
+
+    def _train_label_blind(self, session: _Session) -> Message:
+        """Grow every tree from the ciphers alone and sum each leaf's label ciphertexts:
+        no query round, nothing label-dependent in the server's view."""
+        leaf_jobs = session.growth.grow_label_blind()
+        leaves, _, _ = self._compute_level(session, leaf_jobs, [], 0)
+        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+            session.trees[t].leaves[node.node_id] = leaf
+        session.state = "trained"
+        return Message("trained", {"session": session.id, "rounds": 0,
+                                   "n_leaves": len(leaf_jobs)})
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: _Session) -> Message:
@@ -340,26 +249,20 @@ class PrivateForestServer:
         it covers the current levels of as many trees (taken in turn) as fit in that many
         bytes, at least one tree; the other trees keep their plans for a later round.
         """
-        plans: list[_NodePlan] = []
-        leaf_jobs: list[tuple[int, _OpenNode]] = []
+        plans: list[NodePlan] = []
+        leaf_jobs: list[tuple[int, OpenNode]] = []
         n_trees = len(session.trees)
         blocks = nodes = 0
         for step in range(n_trees):
             t = (session.next_tree + step) % n_trees
             tree = session.trees[t]
-            if not tree.open:
+            if not tree.open and t not in session.plan_cache:
                 continue
             if t not in session.plan_cache:
-                tree_plans, tree_leaves = [], []
-                for node in tree.open:
-                    plan = _plan_node(session, t, tree, node)
-                    if plan is None:
-                        tree_leaves.append((t, node))
-                    else:
-                        tree_plans.append(plan)
-                session.plan_cache[t] = (tree_plans, tree_leaves)
+                tree_plans, rule_leaves = session.growth.plan_tree(t)
+                session.plan_cache[t] = (tree_plans, [(t, node) for node in rule_leaves])
             tree_plans, tree_leaves = session.plan_cache[t]
-            tree_blocks = sum(sum(len(c) for c in p.candidates) + 1 for p in tree_plans)
+            tree_blocks = sum(p.n_candidates + 1 for p in tree_plans)
             if plans and not self._round_fits(session, blocks + tree_blocks,
                                               nodes + len(tree_plans)):
                 session.next_tree = t
@@ -369,7 +272,6 @@ class PrivateForestServer:
             nodes += len(tree_plans)
             plans.extend(tree_plans)
             leaf_jobs.extend(tree_leaves)
-            tree.open = [p.node for p in tree_plans]
         else:
             session.next_tree = 0
         # Tree order: the query's block order and the workers' tree ranges agree.
@@ -392,7 +294,7 @@ class PrivateForestServer:
         session.plans = plans
         session.stats.rounds += 1
         session.stats.query_ciphertexts += len(blobs)
-        n_cands = np.array([sum(len(c) for c in p.candidates) for p in plans], dtype=np.int64)
+        n_cands = np.array([p.n_candidates for p in plans], dtype=np.int64)
         session.stats.candidates += int(n_cands.sum())
         left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
                                dtype=np.int64)
@@ -433,7 +335,8 @@ class PrivateForestServer:
         ciphertexts serialised; blocks stay in tree order, so the query order is unchanged.
         """
         n_jobs = min(self.n_jobs, len(session.trees))
-        work = sum(p.node.samples.shape[0] * (len(p.candidates) + 1) for p in plans)
+        work = (sum(p.node.samples.shape[0] * (len(p.candidates) + 1) for p in plans)
+                + sum(node.samples.shape[0] for _, node in leaf_jobs))
         if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
             return _level_part(session, leaf_jobs, plans, shift, serialize=False)
         # Encode the block masks once here: masks a worker encodes die with the worker.
@@ -490,30 +393,13 @@ class PrivateForestServer:
                                 f"{plans[i].tree}")
         decided = choices[order]
         for plan, choice in zip(plans, decided.tolist(), strict=True):
-            n_cands = sum(len(c) for c in plan.candidates)
+            n_cands = plan.n_candidates
             if not -1 <= choice < n_cands:
                 raise ProtocolError(f"answer: node {plan.node.node_id} of tree {plan.tree} has "
                                     f"{n_cands} candidates, choice {choice} is not one")
         # Everything checked: apply.
-        for t in {plan.tree for plan in plans}:
-            session.trees[t].open = []
-        for plan, choice in zip(plans, decided.tolist(), strict=True):
-            tree = session.trees[plan.tree]
-            if choice < 0:
-                _make_leaf(session, tree, plan.node)
-                continue
-            f_index, cand = _locate(plan, choice)
-            order_rows = plan.orders[f_index]
-            left_ids, right_ids = tree.add_children(plan.node.node_id, cand.feature,
-                                                    cand.threshold)
-            for child_id, rows, side in ((left_ids, order_rows[: cand.end], 0),
-                                         (right_ids, order_rows[cand.end:], 1)):
-                rows = np.sort(rows)
-                tree.n_node_samples[child_id] = rows.shape[0]
-                tree.open.append(_OpenNode(child_id, rows, plan.node.depth + 1,
-                                           int(child_seed(np.uint64(plan.node.seed), side))))
-        for tree in session.trees:
-            tree.open.sort(key=lambda n: n.node_id)
+        for plan in session.growth.apply_level(plans, decided.tolist()):
+            _make_leaf(session, plan.tree, plan.node)
         return session, self._next_query(session)
 
     def _close(self, message: Message):
@@ -558,73 +444,6 @@ class PrivateForestServer:
         return session, Message("scores", meta, {}, {"scores": blobs})
 
 
-# ---------------------------------------------------------------------- planning (plaintext)
-def _plan_node(session: _Session, t: int, tree: _TreeState, node: _OpenNode):
-    """Candidate splits of an open node as the plaintext forest enumerates them, or None
-    when the node is a leaf by rules that need no label (the grower's ``_is_splittable``
-    minus purity, which only the client can see)."""
-    spec = session.spec
-    samples = node.samples
-    n = samples.shape[0]
-    if spec.max_depth >= 0 and node.depth >= spec.max_depth:
-        return None
-    if n < spec.min_samples_split or n < 2 * spec.min_samples_leaf:
-        return None
-    weights = tree.weights[samples]
-    weight = int(weights.sum())
-    n_features = session.X.shape[1]
-    features = np.arange(n_features)
-    state = np.array([np.uint64(node.seed)], dtype=np.uint64)
-    orders, candidates = [], []
-    n_visited = 0
-    msl = spec.min_samples_leaf
-    for j in range(n_features):
-        k = int(rand_int(state, j, n_features))
-        features[j], features[k] = features[k], features[j]
-        f = int(features[j])
-        keys = session.keys[samples, f]
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        if not sorted_keys[-1] > sorted_keys[0]:
-            continue  # constant in the node: not a visit
-        n_visited += 1
-        ends = np.flatnonzero(sorted_keys[:-1] < sorted_keys[1:]) + 1
-        left_weight = np.cumsum(weights[order])[ends - 1]
-        ok = (ends >= msl) & (n - ends >= msl)
-        feature_candidates = []
-        for end, lw in zip(ends[ok].tolist(), left_weight[ok].tolist(), strict=True):
-            key = sorted_keys[end - 1]
-            if spec.max_bins is None:
-                threshold = _midpoint(float(key), float(sorted_keys[end]))
-            else:
-                threshold = float(session.bin_thresholds[f, int(key)])
-            feature_candidates.append(_Candidate(f, key, threshold, end, int(lw)))
-        if feature_candidates:
-            orders.append(samples[order])
-            candidates.append(feature_candidates)
-        if n_visited >= spec.max_features:
-            break
-    if not candidates:
-        return None
-    return _NodePlan(t, node, weight, orders, candidates)
-
-
-def _midpoint(a: float, b: float) -> float:
-    """The exact splitter's threshold between consecutive values (same float operations)."""
-    t = a / 2.0 + b / 2.0
-    if t >= b or not math.isfinite(t):
-        t = a
-    return t
-
-
-def _locate(plan: _NodePlan, choice: int) -> tuple[int, _Candidate]:
-    for f_index, cands in enumerate(plan.candidates):
-        if choice < len(cands):
-            return f_index, cands[choice]
-        choice -= len(cands)
-    raise IndexError(choice)
-
-
 # ---------------------------------------------------------------------- encrypted sums
 class _WeightedLabels:
     """Label ciphertexts of one tree's rows, each multiplied by its bootstrap count.
@@ -633,9 +452,9 @@ class _WeightedLabels:
     ciphertext is built once (``k - 1`` additions) and reused by every sum of the level.
     """
 
-    def __init__(self, session: _Session, tree: _TreeState):
+    def __init__(self, session: _Session, t: int):
         self.labels = session.labels
-        self.weights = tree.weights
+        self.weights = session.growth.weights(t)
         self.context = session.context
         self.multiples: dict[int, object] = {}
 
@@ -661,14 +480,14 @@ class _WeightedLabels:
         return acc
 
 
-def _make_leaf(session: _Session, tree: _TreeState, node: _OpenNode,
+def _make_leaf(session: _Session, t: int, node: OpenNode,
                labels: _WeightedLabels | None = None) -> None:
-    tree.leaves[node.node_id] = _leaf_ciphertext(session, tree, node, labels)
+    session.trees[t].leaves[node.node_id] = _leaf_ciphertext(session, t, node, labels)
 
 
-def _leaf_ciphertext(session: _Session, tree: _TreeState, node: _OpenNode,
+def _leaf_ciphertext(session: _Session, t: int, node: OpenNode,
                      labels: _WeightedLabels | None = None):
-    labels = _WeightedLabels(session, tree) if labels is None else labels
+    labels = _WeightedLabels(session, t) if labels is None else labels
     return session.context.store_leaf(labels.running_sum(node.samples.tolist()))
 
 
@@ -683,10 +502,10 @@ def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool
     def labels_of(t: int) -> _WeightedLabels:
         if t not in per_tree:
             per_tree.clear()  # jobs come in tree order: free the previous tree's multiples
-            per_tree[t] = _WeightedLabels(session, session.trees[t])
+            per_tree[t] = _WeightedLabels(session, t)
         return per_tree[t]
 
-    leaves = [_leaf_ciphertext(session, session.trees[t], node, labels_of(t))
+    leaves = [_leaf_ciphertext(session, t, node, labels_of(t))
               for t, node in leaf_jobs]
     if serialize:
         leaves = [session.context.dump_ciphertext(ct) for ct in leaves]
@@ -717,7 +536,7 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-def _pack_node(plan: _NodePlan, labels: _WeightedLabels, packer: _SquarePacker) -> None:
+def _pack_node(plan: NodePlan, labels: _WeightedLabels, packer: _SquarePacker) -> None:
     """Blocks of one node: its candidates in the forest's order, then its total ``T``.
 
     ``T`` is the end of the first feature's running sum, so it costs no pass of its own.
