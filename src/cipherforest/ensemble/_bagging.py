@@ -226,7 +226,8 @@ n_estimators : int, default=10
     Number of sub-estimators.
 max_samples : int or float, default=None
     Rows drawn per sub-estimator: None means ``n_samples``, an int that many (at most
-    ``n_samples``), a float that fraction of ``n_samples``.
+    ``n_samples`` without bootstrap), a float ``max(1, int(max_samples * n_samples))`` (of
+    ``sum(sample_weight)`` when fitting with weights).
 max_features : int or float, default=1.0
     Columns drawn per sub-estimator: an int that many, a float
     ``max(1, int(max_features * n_features))``.
@@ -370,8 +371,9 @@ class BaseBagging(BaseEstimator):
         y : array-like of shape (n_samples,)
             Class labels or real targets.
         sample_weight : array-like of shape (n_samples,), default=None
-            Multiplied into each sub-estimator's draw counts; needs a sub-estimator whose
-            ``fit`` accepts ``sample_weight``.
+            Rows are drawn with probabilities proportional to it (scikit-learn 1.9): a row
+            of weight k is drawn as often as k copies of it would be; a float
+            ``max_samples`` is then a fraction of ``sum(sample_weight)``.
 
         Returns
         -------
