@@ -9,6 +9,13 @@ scikit-learn's private modules stay as they are. The copies run in a pytest subp
 ``upstream_plugin.py`` as their ``conftest.py``, which records per test id the outcome and
 whether the test *exercised our estimators* (see that module).
 
+Pass rate: over the test ids that *exercise our estimators* — during their setup or call,
+``__init__`` or ``fit`` of a cipherforest estimator class ran (``upstream_plugin`` wraps
+those methods of every class the switched imports bind, and of their cipherforest base
+classes) — and that ended passed or failed (an error counts as failed). Ids that never touch
+our classes (e.g. tests of ``RandomTreesEmbedding`` or scikit-learn's Cython helpers alone)
+and ids skipped by scikit-learn's own marks are reported apart.
+
 Outcomes are compared with ``expected_failures.txt``. Its format is::
 
     [category] reason shared by the ids below
@@ -19,7 +26,8 @@ A section whose category starts with ``deselect`` lists ids that are not run at 
 such section's reason says why, e.g. runtime). Lines starting with ``#`` are comments.
 
 Command line: ``python tests/sklearn_upstream/upstream_runner.py [-n WORKERS] [-k EXPR]`` prints the
-summary and the differences from the list, and exits 1 when there are any.
+summary and the differences from the list, and exits 1 when there are any; ``--prune`` removes
+listed ids that now pass, ``--json``/``--from-json`` save and re-check a run's raw results.
 """
 
 from __future__ import annotations
