@@ -458,10 +458,11 @@ def _expected_failed_checks(estimator):
         return {"check_sample_weight_equivalence_on_dense_data": reason,
                 "check_sample_weight_equivalence_on_sparse_data": reason}
     if getattr(estimator.estimator, "max_bins", None) is not None:
-        return {"check_sample_weight_equivalence_on_dense_data":
-                "histogram subtraction rounds differently for a row of weight 2 than for two "
-                "rows, which flips exact ties between splits in later rounds (scikit-learn "
-                "xfails this for HistGradientBoosting too)"}
+        reason = ("histogram subtraction rounds differently for a row of weight 2 than for two "
+                  "rows, which flips exact ties between splits in later rounds (scikit-learn "
+                  "xfails this for HistGradientBoosting too)")
+        return {"check_sample_weight_equivalence_on_dense_data": reason,
+                "check_sample_weight_equivalence_on_sparse_data": reason}
     return {}
 
 

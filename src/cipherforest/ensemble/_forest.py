@@ -126,12 +126,12 @@ class BaseForest(BaseEstimator):
                 weight = self._tree_weights(int(seed), sample_weight, y_encoded, n_samples,
                                             n_draws, n_classes, class_weight_per_tree)
                 # As in scikit-learn, fractions refer to n_samples and to this tree's weights.
-                # The kernel seed is drawn from random_state=seed as the tree's own fit draws
-                # it, so refitting a member on its bootstrap rows grows the same tree.
+                # The tree's seed is its kernel seed, as the private forest's server grows it
+                # (the demo checks both forests agree on the same ciphers).
                 est = self._tree_class(**{**template_params, "random_state": int(seed)})
                 return est._fit_prepared(data, y_encoded, weight, n_classes, criterion,
                                          missing_mask=self.missing_values_in_feature_mask_,
-                                         classes=classes)
+                                         classes=classes, seed=int(seed))
 
             new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
                                        desc=type(self).__name__)
