@@ -60,7 +60,7 @@ SWITCHED_MODULES = {
 }
 PASSING = ("passed",)
 COUNTED = ("passed", "failed")
-PER_TEST_TIMEOUT_S = 300
+PER_TEST_TIMEOUT_S = 900  # generous: a loaded shared machine ran test_classification_toy > 300 s
 
 
 @dataclass
