@@ -1,16 +1,23 @@
-"""Ensemble benchmark: cipherforest forests and gradient boosting against scikit-learn,
+"""Ensemble benchmark: cipherforest's forests and gradient boosting against scikit-learn,
 LightGBM and XGBoost, side by side.
 
-Every (model, dataset) pair runs in a fresh subprocess so that its peak memory (max RSS) is its
-own; the parent prints one Markdown table with fit/predict seconds, accuracy, peak memory,
-model size and the ratio of each of our models to each peer.
+Every (model, dataset, run) triple runs in a fresh subprocess so that its peak memory (max RSS)
+is its own; runs are interleaved (run 1 of every model, then run 2, ...) so that load from other
+processes spreads over all models alike, and each measurement is the median over the runs.
+The parent prints Markdown tables: fit/predict seconds, score, peak memory and model size of
+every model, our gradient boosting against each peer with ratios, and the targets of issue 15.
 
-    python benchmarks/ensembles.py                       # 100k, 1M synthetic and pendigits
-    python benchmarks/ensembles.py --datasets synthetic_100k,pendigits --markdown out.md
+    python benchmarks/ensembles.py                     # the four boosting datasets, 5 runs
+    python benchmarks/ensembles.py --quick             # 1 run, no 1M-row dataset
+    python benchmarks/ensembles.py --datasets synthetic_100k --runs 3 --markdown out.md
+    python benchmarks/ensembles.py --models ours_rf_hist,sklearn_rf   # forests
 
 Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 features, 10
-informative, 50k held-out rows) and ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
-10 992 × 16, 10 classes; 25 % held out).
+informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
+10 992 × 16, 10 classes, 25 % held out; scikit-learn's 8×8 digits when the file is absent)
+and ``regression_100k`` (make_regression, 20 features, 10 informative, noise 10, 50k held-out
+rows; score R²). Models whose name ends in ``_1thread`` run with one thread, pinned to one
+core (``sched_setaffinity``), so binning and every other step use a single core too.
 """
 
 from __future__ import annotations
@@ -31,30 +38,48 @@ from pathlib import Path
 import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
-PENDIGITS = REPO.parent / "shared" / "data" / "dataset_32_pendigits.csv"
+#: ../shared/data next to the checkout (or next to the folder holding a git worktree of it).
+PENDIGITS = next((parent / "shared" / "data" / "dataset_32_pendigits.csv"
+                  for parent in REPO.parents[:2]
+                  if (parent / "shared" / "data" / "dataset_32_pendigits.csv").exists()),
+                 REPO.parent / "shared" / "data" / "dataset_32_pendigits.csv")
 N_TREES = 100
+BOOSTING_MODELS = ["ours_gb_hist", "ours_gb_hist_1thread", "lightgbm", "lightgbm_1thread",
+                   "xgboost", "sklearn_hgb"]
+DATASETS = ["synthetic_100k", "synthetic_1m", "pendigits", "regression_100k"]
+
+
+def is_regression(dataset: str) -> bool:
+    return dataset.startswith("regression_")
 
 
 def load_dataset(name: str):
     """Train/test split of a benchmark dataset."""
-    from sklearn.datasets import make_classification
+    from sklearn.datasets import load_digits, make_classification, make_regression
     from sklearn.model_selection import train_test_split
 
     if name.startswith("synthetic_"):
         n = {"synthetic_100k": 100_000, "synthetic_1m": 1_000_000}[name]
         X, y = make_classification(n + 50_000, 20, n_informative=10, random_state=0)
         return X[:n], X[n:], y[:n], y[n:]
+    if name == "regression_100k":
+        n = 100_000
+        X, y = make_regression(n + 50_000, 20, n_informative=10, noise=10.0, random_state=0)
+        return X[:n], X[n:], y[:n], y[n:]
     if name == "pendigits":
-        if not PENDIGITS.exists():
-            raise FileNotFoundError(f"{PENDIGITS} not found (shared data folder missing)")
-        data = np.loadtxt(PENDIGITS, delimiter=",")
-        X, y = data[:, :-1], data[:, -1].astype(int)
+        if PENDIGITS.exists():
+            data = np.loadtxt(PENDIGITS, delimiter=",")
+            X, y = data[:, :-1], data[:, -1].astype(int)
+        else:
+            X, y = load_digits(return_X_y=True)
         return train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
     raise ValueError(f"unknown dataset {name!r}")
 
 
-def make_model(name: str):
-    """The benchmarked estimators, at matching hyper-parameters."""
+def make_model(name: str, regression: bool = False):
+    """The benchmarked estimators, at matching hyper-parameters (100 trees / rounds; boosting:
+    31 leaves, 255 bins, at least 20 rows per leaf, learning rate 0.1)."""
+    threads = 1 if name.endswith("_1thread") else os.cpu_count()
     if name == "ours_rf_exact":
         from cipherforest.ensemble import RandomForestClassifier
         return RandomForestClassifier(N_TREES, n_jobs=-1, random_state=0)
@@ -64,33 +89,29 @@ def make_model(name: str):
     if name == "sklearn_rf":
         from sklearn.ensemble import RandomForestClassifier
         return RandomForestClassifier(N_TREES, n_jobs=-1, random_state=0)
-    if name == "ours_gb_hist":
-        from cipherforest.ensemble import GradientBoostingClassifier
-        return GradientBoostingClassifier(n_estimators=N_TREES, learning_rate=0.1,
-                                          max_depth=None, max_leaf_nodes=31,
-                                          min_samples_leaf=20, max_bins=255, n_jobs=-1,
-                                          random_state=0)
+    common = dict(learning_rate=0.1)
+    if name.startswith("ours_gb_hist"):
+        from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+        params = dict(n_estimators=N_TREES, max_depth=None, max_leaf_nodes=31,
+                      min_samples_leaf=20, max_bins=255, random_state=0, **common)
+        if regression:
+            return GradientBoostingRegressor(**params)
+        return GradientBoostingClassifier(**params, n_jobs=threads)
     if name == "sklearn_hgb":
-        from sklearn.ensemble import HistGradientBoostingClassifier
-        return HistGradientBoostingClassifier(max_iter=N_TREES, learning_rate=0.1,
-                                              max_leaf_nodes=31, min_samples_leaf=20,
-                                              early_stopping=False, random_state=0)
-    if name == "lightgbm":
+        from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor
+        cls = HistGradientBoostingRegressor if regression else HistGradientBoostingClassifier
+        return cls(max_iter=N_TREES, max_leaf_nodes=31, min_samples_leaf=20,
+                   early_stopping=False, random_state=0, **common)
+    if name.startswith("lightgbm"):
         import lightgbm
-        return lightgbm.LGBMClassifier(n_estimators=N_TREES, num_leaves=31, learning_rate=0.1,
-                                       min_child_samples=20, n_jobs=os.cpu_count(),
-                                       verbose=-1, random_state=0)
-    if name == "lightgbm_1thread":
-        import lightgbm
-        return lightgbm.LGBMClassifier(n_estimators=N_TREES, num_leaves=31, learning_rate=0.1,
-                                       min_child_samples=20, n_jobs=1, verbose=-1,
-                                       random_state=0)
+        cls = lightgbm.LGBMRegressor if regression else lightgbm.LGBMClassifier
+        return cls(n_estimators=N_TREES, num_leaves=31, min_child_samples=20, n_jobs=threads,
+                   verbose=-1, random_state=0, **common)
     if name == "xgboost":
         import xgboost
-        return xgboost.XGBClassifier(n_estimators=N_TREES, tree_method="hist", max_depth=0,
-                                     max_leaves=31, grow_policy="lossguide",
-                                     learning_rate=0.1, n_jobs=os.cpu_count(),
-                                     random_state=0)
+        cls = xgboost.XGBRegressor if regression else xgboost.XGBClassifier
+        return cls(n_estimators=N_TREES, tree_method="hist", max_depth=0, max_leaves=31,
+                   grow_policy="lossguide", n_jobs=threads, random_state=0, **common)
     raise ValueError(f"unknown model {name!r}")
 
 
@@ -113,23 +134,32 @@ def model_size_bytes(name: str, model) -> int:
 
 def run_worker(model_name: str, dataset: str) -> dict:
     """Fit and predict one model on one dataset in this process; return the measurements."""
+    if model_name.endswith("_1thread") and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    regression = is_regression(dataset)
     X_train, X_test, y_train, y_test = load_dataset(dataset)
     if model_name.startswith("ours_"):
-        warm = make_model(model_name).set_params(n_estimators=2)
+        warm = make_model(model_name, regression).set_params(n_estimators=2)
         warm.fit(X_train[:500], y_train[:500])  # numba compile / cache load, not timed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    model = make_model(model_name)
-    start = time.perf_counter()
+    model = make_model(model_name, regression)
+    start, cpu = time.perf_counter(), time.process_time()
     model.fit(X_train, y_train)
-    fit_s = time.perf_counter() - start
+    fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()
     pred = model.predict(X_test)
     predict_s = time.perf_counter() - start
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"model": model_name, "dataset": dataset, "fit_s": fit_s, "predict_s": predict_s,
-            "accuracy": float(np.mean(pred == y_test)), "peak_mb": peak_kb / 1024,
+    if regression:
+        from sklearn.metrics import r2_score
+        score = float(r2_score(y_test, pred))
+    else:
+        score = float(np.mean(pred == y_test))
+    return {"model": model_name, "dataset": dataset, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
+            "predict_s": predict_s, "accuracy": score, "peak_mb": peak_kb / 1024,
             "peak_growth_mb": (peak_kb - before) / 1024,
-            "model_bytes": model_size_bytes(model_name, model)}
+            "model_bytes": model_size_bytes(model_name, model),
+            "load_1min": os.getloadavg()[0]}
 
 
 def machine_line() -> str:
@@ -154,61 +184,132 @@ def machine_line() -> str:
             + f"; {time.strftime('%Y-%m-%d')}")
 
 
-PEERS = {"ours_rf_exact": ["sklearn_rf"], "ours_rf_hist": ["sklearn_rf"],
-         "ours_gb_hist": ["sklearn_hgb", "lightgbm", "lightgbm_1thread", "xgboost"]}
+PEERS = {"ours_rf_exact": ["sklearn_rf"], "ours_rf_hist": ["sklearn_rf"]}
+
+
+def aggregate(runs: list[dict]) -> list[dict]:
+    """Median of every measurement over the runs of each (dataset, model), in first-seen
+    order; ``fit_min_s`` / ``fit_max_s`` keep the spread of the fit times."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in runs:
+        groups.setdefault((r["dataset"], r["model"]), []).append(r)
+    out = []
+    for (dataset, model), group in groups.items():
+        ok = [r for r in group if "error" not in r]
+        if not ok:
+            out.append(group[0])
+            continue
+        row = {"dataset": dataset, "model": model, "runs": len(ok)}
+        for key in ("fit_s", "fit_cpu_s", "predict_s", "accuracy", "peak_mb", "model_bytes",
+                    "load_1min"):
+            row[key] = float(np.median([r[key] for r in ok]))
+        row["fit_min_s"] = min(r["fit_s"] for r in ok)
+        row["fit_max_s"] = max(r["fit_s"] for r in ok)
+        out.append(row)
+    return out
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:.2f}×" if a is not None and b else "–"
 
 
 def render(results: list[dict]) -> str:
-    """Markdown tables: measurements, then ratios of ours to each peer."""
-    lines = ["| dataset | model | fit s | predict s | accuracy | peak RSS MB | model MB |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+    """Markdown tables: measurements, boosting side by side with ratios, targets."""
+    lines = ["| dataset | model | runs | fit s (median) | fit s range | fit CPU s | predict s "
+             "| score | peak RSS MB | model MB | load (1 min) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['dataset']} | {r['model']} | failed: {r['error']} | | | | |")
+            lines.append(f"| {r['dataset']} | {r['model']} | failed: {r['error']} "
+                         "| | | | | | | | |")
             continue
-        lines.append(f"| {r['dataset']} | {r['model']} | {r['fit_s']:.2f} | "
+        lines.append(f"| {r['dataset']} | {r['model']} | {r['runs']} | {r['fit_s']:.2f} | "
+                     f"{r['fit_min_s']:.2f}–{r['fit_max_s']:.2f} | {r['fit_cpu_s']:.2f} | "
                      f"{r['predict_s']:.3f} | {r['accuracy']:.4f} | {r['peak_mb']:.0f} | "
-                     f"{r['model_bytes'] / 1e6:.2f} |")
-    lines += ["", "| dataset | ours | peer | fit ratio | predict ratio | accuracy diff (points) "
-              "| memory ratio | size ratio |", "|---|---|---|---:|---:|---:|---:|---:|"]
+                     f"{r['model_bytes'] / 1e6:.2f} | {r['load_1min']:.1f} |")
     by_key = {(r["dataset"], r["model"]): r for r in results if "error" not in r}
+    datasets = list(dict.fromkeys(r["dataset"] for r in results))
+
+    def get(dataset, model, key):
+        row = by_key.get((dataset, model))
+        return None if row is None else row[key]
+
+    lines += ["", "Gradient boosting, fit seconds (median) and ratio ours / peer:", "",
+              "| dataset | ours | LightGBM | ours / LightGBM | ours 1 thread | LightGBM 1 thread "
+              "| ours / LightGBM (1 thread) | XGBoost | ours / XGBoost | sklearn HGB "
+              "| ours / HGB | predict ours / LightGBM | score ours − LightGBM (points) "
+              "| peak RSS ours / LightGBM |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    targets = []
+    for dataset in datasets:
+        ours, lgb = by_key.get((dataset, "ours_gb_hist")), by_key.get((dataset, "lightgbm"))
+        ours1 = get(dataset, "ours_gb_hist_1thread", "fit_s")
+        lgb1 = get(dataset, "lightgbm_1thread", "fit_s")
+        if ours is None:
+            if ours1 is not None and lgb1 is not None:  # a single-thread-only run
+                targets.append(f"- {dataset}: single-thread fit {ours1 / lgb1:.2f}× LightGBM on "
+                               f"one thread (target ≤ 1.0×): "
+                               f"{'MET' if ours1 <= lgb1 else 'MISSED'}")
+            continue
+
+        def fmt(model, dataset=dataset):
+            value = get(dataset, model, "fit_s")
+            return "–" if value is None else f"{value:.2f}"
+
+        diff = "–" if lgb is None else f"{100 * (ours['accuracy'] - lgb['accuracy']):+.2f}"
+        lines.append(
+            f"| {dataset} | {ours['fit_s']:.2f} | {fmt('lightgbm')} | "
+            f"{_ratio(ours['fit_s'], get(dataset, 'lightgbm', 'fit_s'))} | "
+            f"{fmt('ours_gb_hist_1thread')} | {fmt('lightgbm_1thread')} | "
+            f"{_ratio(ours1, lgb1)} | {fmt('xgboost')} | "
+            f"{_ratio(ours['fit_s'], get(dataset, 'xgboost', 'fit_s'))} | "
+            f"{fmt('sklearn_hgb')} | {_ratio(ours['fit_s'], get(dataset, 'sklearn_hgb', 'fit_s'))} "
+            f"| {_ratio(ours['predict_s'], get(dataset, 'lightgbm', 'predict_s'))} | {diff} | "
+            f"{_ratio(ours['peak_mb'], get(dataset, 'lightgbm', 'peak_mb'))} |")
+        if lgb is None:
+            continue
+        points = 100 * (ours["accuracy"] - lgb["accuracy"])
+        close = abs(points) <= 0.3
+        ratio = ours["fit_s"] / lgb["fit_s"]
+        targets.append(f"- {dataset}: fit {ratio:.2f}× LightGBM (same threads), score "
+                       f"{points:+.2f} points (target ≤ 1.0×, within 0.3 points): "
+                       f"{'MET' if ratio <= 1.0 and close else 'MISSED'}")
+        if ours1 is not None and lgb1 is not None:
+            targets.append(f"- {dataset}: single-thread fit {ours1 / lgb1:.2f}× LightGBM on one "
+                           f"thread (target ≤ 1.0×): {'MET' if ours1 <= lgb1 else 'MISSED'}")
+        p_ratio = ours["predict_s"] / lgb["predict_s"]
+        targets.append(f"- {dataset}: predict {p_ratio:.2f}× LightGBM (target ≤ 1.0×): "
+                       f"{'MET' if p_ratio <= 1.0 else 'MISSED'}")
+        if dataset == "synthetic_1m":
+            m_ratio = ours["peak_mb"] / lgb["peak_mb"]
+            targets.append(f"- {dataset}: peak RSS {m_ratio:.2f}× LightGBM's (target ≤ 1.2×): "
+                           f"{'MET' if m_ratio <= 1.2 else 'MISSED'}")
+
+    forest_rows = []
     for (dataset, model), ours in by_key.items():
         for peer in PEERS.get(model, []):
             other = by_key.get((dataset, peer))
-            if other is None:
-                continue
-            lines.append(
-                f"| {dataset} | {model} | {peer} | {ours['fit_s'] / other['fit_s']:.2f} | "
-                f"{ours['predict_s'] / other['predict_s']:.2f} | "
-                f"{100 * (ours['accuracy'] - other['accuracy']):+.2f} | "
-                f"{ours['peak_mb'] / other['peak_mb']:.2f} | "
-                f"{ours['model_bytes'] / other['model_bytes']:.2f} |")
-    targets = []
-    for dataset in sorted({r["dataset"] for r in results}):
-        rf, skl = by_key.get((dataset, "ours_rf_hist")), by_key.get((dataset, "sklearn_rf"))
-        if rf and skl:
-            ok = (rf["fit_s"] <= 0.5 * skl["fit_s"]
-                  and abs(rf["accuracy"] - skl["accuracy"]) <= 0.005)
-            targets.append(f"- {dataset}: RF hist fit {rf['fit_s'] / skl['fit_s']:.2f}× sklearn, "
-                           f"accuracy {100 * (rf['accuracy'] - skl['accuracy']):+.2f} points "
-                           f"(target ≤ 0.5×, ±0.5): {'PASS' if ok else 'FAIL'}")
-        gb, lgb = by_key.get((dataset, "ours_gb_hist")), by_key.get((dataset, "lightgbm"))
-        if gb and lgb:
-            ok = (gb["fit_s"] <= 1.5 * lgb["fit_s"]
-                  and abs(gb["accuracy"] - lgb["accuracy"]) <= 0.005)
-            targets.append(f"- {dataset}: GB hist fit {gb['fit_s'] / lgb['fit_s']:.2f}× LightGBM, "
-                           f"accuracy {100 * (gb['accuracy'] - lgb['accuracy']):+.2f} points "
-                           f"(target ≤ 1.5×, ±0.5): {'PASS' if ok else 'FAIL'}")
-    return "\n".join(lines + ["", "Targets:"] + targets)
+            if other is not None:
+                forest_rows.append(
+                    f"| {dataset} | {model} | {peer} | {_ratio(ours['fit_s'], other['fit_s'])} "
+                    f"| {_ratio(ours['predict_s'], other['predict_s'])} | "
+                    f"{100 * (ours['accuracy'] - other['accuracy']):+.2f} | "
+                    f"{_ratio(ours['peak_mb'], other['peak_mb'])} |")
+    if forest_rows:
+        lines += ["", "| dataset | ours | peer | fit ratio | predict ratio | accuracy diff "
+                  "(points) | memory ratio |", "|---|---|---|---:|---:|---:|---:|"] + forest_rows
+    return "\n".join(lines + ["", "Targets (issue 15):"] + targets)
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run every model on every dataset in subprocesses and print the tables."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--datasets", default="synthetic_100k,synthetic_1m,pendigits")
-    parser.add_argument("--models", default=",".join(
-        ["ours_rf_exact", "ours_rf_hist", "sklearn_rf", "ours_gb_hist", "sklearn_hgb",
-         "lightgbm", "xgboost"]))
+    parser.add_argument("--datasets", default=",".join(DATASETS))
+    parser.add_argument("--models", default=",".join(BOOSTING_MODELS))
+    parser.add_argument("--runs", type=int, default=5,
+                        help="runs of every (model, dataset), interleaved; medians reported")
+    parser.add_argument("--quick", action="store_true",
+                        help="one run and no 1M-row dataset unless --datasets names it")
     parser.add_argument("--markdown", help="also write the tables to this file")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
                         help=argparse.SUPPRESS)
@@ -216,20 +317,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         print(json.dumps(run_worker(*args.worker)))
         return 0
+    if args.runs < 1:
+        parser.error("--runs must be at least 1")
+    datasets = args.datasets.split(",")
+    runs = args.runs
+    if args.quick:
+        runs = 1
+        if args.datasets == parser.get_default("datasets"):
+            datasets = [d for d in datasets if d != "synthetic_1m"]
 
-    results = []
+    measurements = []
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
-    for dataset in args.datasets.split(","):
-        for model in args.models.split(","):
-            proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
-                                  capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
-                results.append({"model": model, "dataset": dataset, "error": error})
-            else:
-                results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
-            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
-    table = f"Machine: {machine_line()}\n\n{render(results)}\n"
+    for dataset in datasets:
+        for run in range(runs):
+            for model in args.models.split(","):
+                proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
+                                      capture_output=True, text=True, env=env)
+                if proc.returncode != 0:
+                    error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
+                    measurements.append({"model": model, "dataset": dataset, "error": error})
+                else:
+                    measurements.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                print(json.dumps({"run": run, **measurements[-1]}), file=sys.stderr,
+                      flush=True)
+    table = f"Machine: {machine_line()}\n\n{render(aggregate(measurements))}\n"
     print(table)
     if args.markdown:
         Path(args.markdown).write_text(table)

@@ -3,6 +3,8 @@
 * ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
+* ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
+* ``cipherforest client train | predict | status`` — the data owner's side against a server.
 """
 
 from __future__ import annotations
@@ -12,6 +14,10 @@ import sys
 import time
 from collections.abc import Sequence
 
+# Plain text for ``--help`` (the module docstring is reStructuredText for the API docs).
+_DESCRIPTION = ("cipherforest: scikit-learn compatible decision trees and tree ensembles, "
+                "and a random forest trained on encrypted data.")
+
 
 def _timed(fn, *args):
     start = time.perf_counter()
@@ -19,10 +25,28 @@ def _timed(fn, *args):
     return out, time.perf_counter() - start
 
 
-def run_comparison(out=sys.stdout) -> list[dict]:
+#: Datasets bundled with scikit-learn that ``compare`` can run on.
+COMPARE_DATASETS = ("breast_cancer", "wine", "digits")
+
+
+def run_comparison(out=sys.stdout, datasets: Sequence[str] = COMPARE_DATASETS,
+                   n_estimators: int = 100, random_state: int = 0) -> list[dict]:
     """Train our trees and scikit-learn's on bundled datasets; print a side-by-side table.
 
-    Returns the table rows (used by tests).
+    Parameters
+    ----------
+    out : file-like, default=sys.stdout
+    datasets : sequence of str, default=COMPARE_DATASETS
+        Names from :data:`COMPARE_DATASETS`, in the order to run them.
+    n_estimators : int, default=100
+        Trees per forest.
+    random_state : int, default=0
+        Seed of every model and of the train/test split.
+
+    Returns
+    -------
+    rows : list of dict
+        The table rows (dataset, model, accuracy, fit and predict seconds).
     """
     from sklearn import ensemble as sk_ensemble
     from sklearn.datasets import load_breast_cancer, load_digits, load_wine
@@ -32,16 +56,23 @@ def run_comparison(out=sys.stdout) -> list[dict]:
     from .ensemble import RandomForestClassifier
     from .tree import DecisionTreeClassifier
 
-    datasets = {"breast_cancer": load_breast_cancer, "wine": load_wine, "digits": load_digits}
+    loaders = {"breast_cancer": load_breast_cancer, "wine": load_wine, "digits": load_digits}
+    unknown = sorted(set(datasets) - set(loaders))
+    if unknown:
+        raise ValueError(f"unknown datasets {unknown}; choose from {list(loaders)}")
+    if isinstance(n_estimators, bool) or not isinstance(n_estimators, int) or n_estimators < 1:
+        raise ValueError(f"n_estimators must be an integer >= 1, got {n_estimators!r}")
+    seed, trees = random_state, n_estimators
     models = {
-        "tree, ours exact": lambda: DecisionTreeClassifier(random_state=0),
-        "tree, ours hist": lambda: DecisionTreeClassifier(max_bins=255, random_state=0),
-        "tree, scikit-learn": lambda: SklearnTree(random_state=0),
-        "forest, ours exact": lambda: RandomForestClassifier(100, n_jobs=-1, random_state=0),
-        "forest, ours hist": lambda: RandomForestClassifier(100, n_jobs=-1, max_bins=255,
-                                                            random_state=0),
+        "tree, ours exact": lambda: DecisionTreeClassifier(random_state=seed),
+        "tree, ours hist": lambda: DecisionTreeClassifier(max_bins=255, random_state=seed),
+        "tree, scikit-learn": lambda: SklearnTree(random_state=seed),
+        "forest, ours exact": lambda: RandomForestClassifier(trees, n_jobs=-1,
+                                                             random_state=seed),
+        "forest, ours hist": lambda: RandomForestClassifier(trees, n_jobs=-1, max_bins=255,
+                                                            random_state=seed),
         "forest, scikit-learn": lambda: sk_ensemble.RandomForestClassifier(
-            100, n_jobs=-1, random_state=0),
+            trees, n_jobs=-1, random_state=seed),
     }
     # Compile the numba kernels before timing (cached on disk after the first run).
     warm_X, warm_y = load_wine(return_X_y=True)
@@ -53,10 +84,10 @@ def run_comparison(out=sys.stdout) -> list[dict]:
     header = f"{'dataset':<14} {'model':<21} {'accuracy':>8} {'fit ms':>8} {'predict ms':>10}"
     print(header, file=out)
     print("-" * len(header), file=out)
-    for data_name, loader in datasets.items():
-        X, y = loader(return_X_y=True)
+    for data_name in datasets:
+        X, y = loaders[data_name](return_X_y=True)
         X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25,
-                                                            random_state=0, stratify=y)
+                                                            random_state=seed, stratify=y)
         for model_name, make in models.items():
             model = make()
             _, fit_s = _timed(model.fit, X_train, y_train)
@@ -142,22 +173,61 @@ def run_private_demo(n_estimators: int = 20, scheme: str = "ckks", n_jobs: int |
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``cipherforest`` console script."""
-    parser = argparse.ArgumentParser(prog="cipherforest", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
+    from ._version import __version__
+
+    parser = argparse.ArgumentParser(prog="cipherforest", description=_DESCRIPTION)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
     demo = sub.add_parser("demo", help="encrypted random forest end to end on breast cancer")
     demo.add_argument("--trees", type=int, default=20, help="number of trees (default 20)")
     demo.add_argument("--scheme", choices=("ckks", "bfv"), default="ckks")
     demo.add_argument("--jobs", type=int, default=-1,
                       help="server worker processes (default -1: all cores)")
-    sub.add_parser("compare", help="our trees and forests vs scikit-learn on bundled data")
+    compare = sub.add_parser("compare", help="our trees and forests vs scikit-learn on bundled "
+                             "data (accuracy, fit and predict times)")
+    compare.add_argument("--datasets", nargs="+", choices=COMPARE_DATASETS,
+                         default=list(COMPARE_DATASETS), metavar="NAME",
+                         help=f"datasets to run, from {', '.join(COMPARE_DATASETS)} "
+                              "(default: all)")
+    compare.add_argument("--trees", type=int, default=100,
+                         help="trees per forest (default 100)")
+    compare.add_argument("--seed", type=int, default=0,
+                         help="random_state of every model and of the split (default 0)")
+    serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
+                           "default)")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--data-dir", default="cipherforest-data",
+                       help="sessions, uploads and the access key (default ./cipherforest-data)")
+    from .service.client_cli import add_client_parser, run_client
+
+    add_client_parser(sub)
     args = parser.parse_args(argv)
+    if args.command == "serve":
+        import importlib.util
+
+        if not 0 <= args.port <= 65535:
+            parser.error("--port must be in [0, 65535]")
+        missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+        if missing:
+            parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
+                         "pip install 'cipherforest[service]'")
+        from .service.serve import serve as run_server
+
+        run_server(args.host, args.port, args.data_dir)
+        return 0
+    if args.command == "client":
+        return run_client(args, parser)
     if args.command == "demo":
         if args.trees < 1:
             parser.error("--trees must be at least 1")
         run_private_demo(args.trees, args.scheme, args.jobs)
     else:
-        run_comparison()
+        if args.trees < 1:
+            parser.error("--trees must be at least 1")
+        run_comparison(datasets=args.datasets, n_estimators=args.trees,
+                       random_state=args.seed)
     return 0
 
 

@@ -34,6 +34,7 @@ unpickles anything.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib
 import importlib.metadata
 import inspect
@@ -381,12 +382,17 @@ class _Decoder:
 
 
 def _import_builtin_models() -> None:
+    # The packages export their classes lazily: touching every public name imports (and so
+    # registers) them.
     for module in _BUILTIN_MODEL_MODULES:
         try:
-            importlib.import_module(module)
+            package = importlib.import_module(module)
         except ModuleNotFoundError as exc:
             if exc.name is None or not module.startswith(exc.name):
                 raise
+            continue
+        for name in package.__all__:
+            getattr(package, name)
 
 
 # ------------------------------------------------------------------------------ files
@@ -426,6 +432,10 @@ def atomic_write(path: str, write: Callable[[Any], None], mode: int = 0o666) -> 
     ``mode`` less the umask (0o666: the umask decides; 0o600 for secrets: owner only, from
     the first byte) and the rename keeps them."""
     directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        # Otherwise the error would name the hidden temporary file, not the missing folder.
+        raise FileNotFoundError(errno.ENOENT, f"cannot write {path}: folder {directory} "
+                                "does not exist", directory)
     fd, temp = _create_temp(directory, os.path.basename(path), mode)
     try:
         with os.fdopen(fd, "w+b") as file:

@@ -33,7 +33,7 @@ Why GRID = 4: every threshold a forest can put between two node ciphers, ``(c_a 
 is then an even integer <= 2**53, exact in float64, and unseen values get odd ciphers, so a
 test value never lands exactly on a threshold (see ``encrypt_values``).
 
-Insertion (``insert_samples``) follows the paper's Algorithms 1-2 as restated in DESIGN.md §3,
+Insertion (``insert_samples``) follows the paper's Algorithms 1-2 as restated in docs/gipe.md,
 with one change of tree *shape* explained in ``_split``. A kernel never leaves the tree half
 updated: when a new cipher has no free grid point it returns STATUS_EXHAUSTED before touching
 anything, the caller re-keys the column (``ColumnState.rekey``) and resumes; when ``words``
@@ -190,7 +190,7 @@ def _split(t, s, lo, hi, node, nodef, info, s_value, s_next, s_node, meta, words
                                                    \\       /
                                               l = [1 2 3]  r = [5 6]
 
-    The paper (Algorithm 2, DESIGN.md §3) instead hangs ``l`` as ``t.left`` with the old left
+    The paper (Algorithm 2, docs/gipe.md) instead hangs ``l`` as ``t.left`` with the old left
     subtree under ``l.left``. Both give the same in-order sequence and the same cipher
     intervals, but pushing whole subtrees down at every split made the trees deep (mean
     sample depth 880 for 10**6 random-label samples, 25 s per column); hung at the bottom,

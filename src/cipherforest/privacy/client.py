@@ -116,12 +116,19 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
         trees as fit (at least one tree, which alone may exceed the cap), so rounds grow to
         about total bytes / cap.
-    server : PrivateForestServer-like or None, default=None
-        Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
+    server : str, PrivateForestServer-like or None, default=None
+        ``"http://host:port"`` of a ``cipherforest serve`` process; or anything with
+        ``handle(bytes) -> bytes``; None runs a server in this process.
     n_jobs : int or None, default=None
         Worker processes of the embedded server (None: 1, -1: all cores).
     label_chunk : int, default=256
         Label ciphertexts per upload message.
+    server_key : str or None, default=None
+        Access key of a server given by URL; None reads ``$CIPHERFOREST_SERVER_KEY``.
+    timeout : float, default=120
+        Seconds a server given by URL may stay unreachable (retried with backoff) before
+        ``fit`` or ``predict`` gives up; after a reconnect the session continues where it
+        stands.
 
     Attributes
     ----------
@@ -159,11 +166,13 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         "gipe_bins": [Interval(Integral, 2, None, closed="left")],
         "reveal_leaves": ["boolean"],
         "split_selection": [StrOptions(set(SPLIT_SELECTIONS))],
-        "label_epsilon": [Interval(Real, 0.0, None, closed="left"), None],
+        "label_epsilon": [Interval(Real, 0.0, None, closed="both"), None],
         "max_round_bytes": [Interval(Integral, 1 << 18, None, closed="left"), None],
         "server": "no_validation",
         "n_jobs": [Integral, None],
         "label_chunk": [Interval(Integral, 1, 4096, closed="both")],
+        "server_key": [str, None],
+        "timeout": [Interval(Real, 0.0, None, closed="left")],
     }
 
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
@@ -171,7 +180,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
                  split_selection="gini", label_epsilon=None, max_round_bytes=None,
-                 server=None, n_jobs=None, label_chunk=256):
+                 server=None, n_jobs=None, label_chunk=256, server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -192,6 +201,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.server = server
         self.n_jobs = n_jobs
         self.label_chunk = label_chunk
+        self.server_key = server_key
+        self.timeout = timeout
 
     # ------------------------------------------------------------------ fit
     @_fit_context(prefer_skip_nested_validation=True)
@@ -280,7 +291,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def _new_encryptor(self) -> GiniPreservingEncryptor:
         """GIPE with keys and jitter from the OS: nothing the server receives seeds it."""
         return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins)
+                                       n_bins=self.gipe_bins).set_output(transform="default")
 
     def _forest_seed(self) -> int:
         """The forest's seed, as RandomForestClassifier reads random_state."""
@@ -298,17 +309,24 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         return float(self.label_epsilon) * self._levels_chosen
 
     def _server(self):
-        if self.server is not None:
+        if self.server is not None and not isinstance(self.server, str):
             return self.server
         if getattr(self, "server_", None) is None:
-            from .server import PrivateForestServer
+            if isinstance(self.server, str):
+                from ..service.transport import HTTPTransport
 
-            self.server_ = PrivateForestServer(n_jobs=self.n_jobs)
+                self.server_ = HTTPTransport(self.server, self.server_key,
+                                             timeout=self.timeout)
+            else:
+                from .server import PrivateForestServer
+
+                self.server_ = PrivateForestServer(n_jobs=self.n_jobs)
         return self.server_
 
     def _fresh_server(self):
-        """The server for a new fit; an embedded one is replaced, dropping old sessions."""
-        if self.server is None:
+        """The server for a new fit; an embedded one (or an HTTP session) is replaced,
+        dropping old sessions."""
+        if self.server is None or isinstance(self.server, str):
             self.server_ = None
         return self._server()
 
@@ -455,6 +473,35 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self._exchange(self._server(), Message("close", self._meta({})), "closed",
                        ProtocolStats())
         del self.session_
+
+    def save(self, path) -> None:
+        """Save the fitted client's secret material to the directory ``path`` (0600 files).
+
+        Keys (the HE secret key included), GIPE state, classes, parameters and the server
+        session (URL, session id and token; or, with the embedded server, the trained forest
+        itself), so that :meth:`load` predicts tomorrow what this client predicts today.
+        No pickle is written or read.
+        """
+        from ._client_state import save_client
+
+        check_is_fitted(self, "session_")
+        save_client(self, path)
+
+    @classmethod
+    def load(cls, path, *, server=None, server_key=None) -> PrivateForestClient:
+        """A client saved by :meth:`save`, connected to its server session again.
+
+        Parameters
+        ----------
+        path : str or path-like
+        server : str, server object or None
+            Overrides the saved server (e.g. the server's new URL).
+        server_key : str or None
+            Access key, only needed to :meth:`fit` again against a URL.
+        """
+        from ._client_state import load_client
+
+        return load_client(cls, path, server=server, server_key=server_key)
 
     def predict(self, X) -> np.ndarray:
         """Most probable class of each row."""

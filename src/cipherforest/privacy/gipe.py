@@ -1,10 +1,10 @@
 """Gini-impurity-preserving encryption (GIPE) of numeric features, as a scikit-learn transformer.
 
 The paper's scheme (``mode="paper"``) is the one of Xie et al. (NeurIPS 2023), section 3 and
-appendices A-B, restated in DESIGN.md §3; its per-feature secret state and kernels live in
-``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"`` (DESIGN.md §4a) build
-their states in ``_gipe_codebook``; the state file container is ``_state_file``. This module
-holds the estimator and cipher2.
+appendices A-B, restated in docs/gipe.md; its per-feature secret state and kernels live in
+``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"``
+(docs/threat_model.md) build their states in ``_gipe_codebook``; the state file container
+is ``_state_file``. This module holds the estimator and cipher2.
 
 cipher2 (the paper's CKKS encryption of a sample's position) is here one authenticated
 ciphertext per row (an AEAD built from the standard library, see ``_Cipher2``):
@@ -23,7 +23,7 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
 from sklearn.utils import check_array
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
@@ -161,7 +161,7 @@ def _payload_size(n_features: int) -> int:
 
 
 # ------------------------------------------------------------------------------ estimator
-class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
+class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstimator):
     """Gini-impurity-preserving encryption of numeric features (Xie et al., NeurIPS 2023).
 
     Each feature gets a secret state: a binary search tree whose nodes hold training values
@@ -173,7 +173,7 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
       cipher1 is the minimum over the plaintext thresholds, at the root and in every subset
       of rows (Theorem 1), so a forest on ciphers grows the plaintext partitions. But which
       rows share a cipher depends on the labels: along a feature, consecutive distinct
-      ciphers alternate labels, which gives the labels away (DESIGN.md §4a). Kept to
+      ciphers alternate labels, which gives the labels away (docs/threat_model.md). Kept to
       reproduce the paper; it needs ``y``.
     * ``"order"``: one node per distinct training value, ciphers an ideal random
       order-preserving map (sorted distinct uniform draws). Which rows share a cipher and
@@ -195,7 +195,7 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
       256-bit key of cipher2, and computes c_max (below).
     * ``Encrypt`` of any rows, training or unseen, without labels: :meth:`transform` gives
       cipher1, :meth:`encrypt` gives ``(cipher1, cipher2)``. Values are encrypted by search
-      only, the state is not changed (DESIGN.md §3): inside a node's value range → the
+      only, the state is not changed (docs/gipe.md): inside a node's value range → the
       node's cipher. A value in the gap between in-order nodes A < x < B (plaintext
       splitter midpoint ``t = v_A/2 + v_B/2``) gets, in ``"paper"`` mode, an odd cipher
       strictly between theirs, interpolated; in ``"order"`` mode a fresh odd cipher drawn

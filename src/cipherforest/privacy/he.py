@@ -1,6 +1,6 @@
 """Homomorphic encryption of labels: a small interface over Microsoft SEAL (``seal-python``).
 
-The encrypted forest needs few operations (DESIGN.md §4): encrypt a label's one-hot vector
+The encrypted forest needs few operations (docs/private_forest.md): encrypt a label's one-hot vector
 replicated over all slots, add ciphertexts, multiply by pre-encoded 0/±1 block masks, square
 (+ relinearise, + rescale), decrypt, serialise and load untrusted bytes with validation.
 Two schemes sit behind one interface:
@@ -46,6 +46,8 @@ CKKS_SCALE_BITS = 40
 BFV_PLAIN_BITS = 30
 _BUNDLE_MAGIC = b"CFHE1\n"
 _PARTS = ("params", "public_key", "relin_keys")
+_SECRET_MAGIC = b"CFHESECRET1\n"
+_SECRET_PARTS = (*_PARTS, "secret_key")
 
 
 class HEError(ValueError):
@@ -169,6 +171,9 @@ class SecretContext(_Base):
         self._secret_key = keygen.secret_key()
         self._public_key = keygen.create_public_key()
         self._relin_keys = keygen.create_relin_keys()
+        self._use_keys()
+
+    def _use_keys(self) -> None:
         self._encryptor = seal.Encryptor(self.context, self._public_key)
         self._encryptor.set_secret_key(self._secret_key)
         self._decryptor = seal.Decryptor(self.context, self._secret_key)
@@ -176,6 +181,34 @@ class SecretContext(_Base):
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
             "relin_keys": self._relin_keys.to_string()})
         self.fingerprint_public = _fingerprint(self._public_bundle)
+
+    def secret_bytes(self) -> bytes:
+        """Parameters and all keys, *including the secret key*: for the owner's 0600 files
+        only (:meth:`from_secret_bytes` reads them back)."""
+        return _pack_bundle({
+            "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
+            "relin_keys": self._relin_keys.to_string(),
+            "secret_key": self._secret_key.to_string()}, _SECRET_PARTS, _SECRET_MAGIC)
+
+    @classmethod
+    def from_secret_bytes(cls, data: bytes) -> SecretContext:
+        """The context :meth:`secret_bytes` saved (same keys, same public fingerprint)."""
+        parts = _unpack_bundle(data, _SECRET_PARTS, _SECRET_MAGIC)
+        parms = seal.EncryptionParameters(seal.scheme_type.none)
+        try:
+            parms.load_bytes(parts["params"])
+            scheme = _scheme_of(parms)
+            if parms.to_bytes() != _parameters(scheme).to_bytes():
+                raise HEError(f"unexpected {scheme} parameters")
+            self = cls.__new__(cls)
+            _Base.__init__(self, parms)
+            self._secret_key = self.context.from_secret_str(parts["secret_key"])
+            self._public_key = self.context.from_public_str(parts["public_key"])
+            self._relin_keys = self.context.from_relin_str(parts["relin_keys"])
+        except (RuntimeError, ValueError, TypeError) as exc:
+            raise HEError(f"invalid secret context: {exc}") from None
+        self._use_keys()
+        return self
 
     def public_bytes(self) -> bytes:
         """The server's evaluation material: parameters, public key, relinearisation keys."""
@@ -341,33 +374,35 @@ def _fingerprint(bundle: bytes) -> str:
     return hashlib.sha256(bundle).hexdigest()[:32]
 
 
-def _pack_bundle(parts: dict[str, bytes]) -> bytes:
-    header = json.dumps({name: len(parts[name]) for name in _PARTS}).encode()
-    return _BUNDLE_MAGIC + struct.pack("<I", len(header)) + header + b"".join(
-        parts[name] for name in _PARTS)
+def _pack_bundle(parts: dict[str, bytes], names: tuple[str, ...] = _PARTS,
+                 magic: bytes = _BUNDLE_MAGIC) -> bytes:
+    header = json.dumps({name: len(parts[name]) for name in names}).encode()
+    return magic + struct.pack("<I", len(header)) + header + b"".join(
+        parts[name] for name in names)
 
 
-def _unpack_bundle(data: bytes) -> dict[str, bytes]:
+def _unpack_bundle(data: bytes, names: tuple[str, ...] = _PARTS,
+                   magic: bytes = _BUNDLE_MAGIC) -> dict[str, bytes]:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise HEError(f"a public context must be bytes, got {type(data).__name__}")
     data = bytes(data)
-    if not data.startswith(_BUNDLE_MAGIC) or len(data) < len(_BUNDLE_MAGIC) + 4:
+    if not data.startswith(magic) or len(data) < len(magic) + 4:
         raise HEError("not a cipherforest public context (bad magic)")
-    offset = len(_BUNDLE_MAGIC)
+    offset = len(magic)
     (header_size,) = struct.unpack_from("<I", data, offset)
     offset += 4
     try:
         sizes = json.loads(data[offset: offset + header_size])
     except (UnicodeDecodeError, json.JSONDecodeError):
         raise HEError("public context header is not valid JSON") from None
-    if not isinstance(sizes, dict) or sorted(sizes) != sorted(_PARTS) or not all(
-            isinstance(sizes[k], int) and sizes[k] >= 0 for k in _PARTS):
-        raise HEError(f"a public context holds exactly the parts {_PARTS}")
+    if not isinstance(sizes, dict) or sorted(sizes) != sorted(names) or not all(
+            isinstance(sizes[k], int) and sizes[k] >= 0 for k in names):
+        raise HEError(f"a public context holds exactly the parts {names}")
     offset += header_size
     if offset + sum(sizes.values()) != len(data):
         raise HEError("public context is truncated or has trailing bytes")
     parts = {}
-    for name in _PARTS:
+    for name in names:
         parts[name] = data[offset: offset + sizes[name]]
         offset += sizes[name]
     return parts

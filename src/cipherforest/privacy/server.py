@@ -2,7 +2,7 @@
 
 The server holds the GIPE cipher matrix (integers it may compare), one label ciphertext per
 training row and the client's *public* homomorphic context; it never sees a label or a key.
-It grows every tree of the forest level by level (DESIGN.md §4, the paper's section 4):
+It grows every tree of the forest level by level (docs/private_forest.md, the paper's section 4):
 
 1. For each open node of each tree it draws the candidate features and enumerates the
    candidate thresholds exactly as :class:`~cipherforest.ensemble.RandomForestClassifier`

@@ -115,8 +115,9 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
             raise ValueError("PrivateForestSimulator needs at least two classes")
         codes = encoder.transform(y)
         n_samples, n_features = X.shape
-        self.encryptor_ = GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                                  n_bins=self.gipe_bins)
+        self.encryptor_ = GiniPreservingEncryptor(
+            self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
+        ).set_output(transform="default")
         X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
         meta = {
             "n_estimators": int(self.n_estimators),

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _compile_notice  # noqa: F401  (one stderr line while kernels compile)
+
 #: Compile kernels so that forests can run them in threads without holding the GIL.
 NOGIL = True
 #: Cache compiled kernels on disk; first-call compile time is what users feel.

@@ -29,6 +29,20 @@ def _is_classifier(decision_tree: Any) -> bool:
     return hasattr(decision_tree, "classes_")
 
 
+def _check_single_tree(decision_tree: Any, function: str) -> None:
+    """Reject ensembles with a message saying what to pass; then require a fitted tree."""
+    is_ensemble = not hasattr(decision_tree, "tree_") and (
+        hasattr(decision_tree, "estimators_") or hasattr(decision_tree, "n_estimators"))
+    if is_ensemble:
+        # scikit-learn rejects ensembles too; say which object to pass instead.
+        raise TypeError(
+            f"{function} shows one decision tree, but got the ensemble "
+            f"{type(decision_tree).__name__}; pass one of its fitted trees, an element of "
+            f"its estimators_ (e.g. {function}(model.estimators_[0]) for a forest, "
+            f"{function}(model.estimators_[0, 0]) for gradient boosting)")
+    check_is_fitted(decision_tree, "tree_")
+
+
 def _check_int(name: str, value: Any, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
@@ -117,11 +131,13 @@ def export_text(
     ------
     sklearn.exceptions.NotFittedError
         If the estimator is not fitted.
+    TypeError
+        If given an ensemble (forest, boosting, bagging) instead of one of its trees.
     ValueError
         If ``feature_names`` or ``class_names`` have the wrong length, or an integer
         parameter is out of range.
     """
-    check_is_fitted(decision_tree, "tree_")
+    _check_single_tree(decision_tree, "export_text")
     max_depth = _check_int("max_depth", max_depth, 0)
     spacing = _check_int("spacing", spacing, 1)
     decimals = _check_int("decimals", decimals, 0)
@@ -392,12 +408,14 @@ def plot_tree(
         If matplotlib is not installed.
     sklearn.exceptions.NotFittedError
         If the estimator is not fitted.
+    TypeError
+        If given an ensemble (forest, boosting, bagging) instead of one of its trees.
     """
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
         raise ImportError(_PLOT_IMPORT_ERROR) from exc
-    check_is_fitted(decision_tree, "tree_")
+    _check_single_tree(decision_tree, "plot_tree")
     if max_depth is not None:
         max_depth = _check_int("max_depth", max_depth, 0)
     if ax is None:

@@ -21,15 +21,26 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._common import EPSILON, JIT_OPTIONS, STAT_COUNT, STAT_WEIGHT, TREE_LEAF, TREE_UNDEFINED
+from ._common import (
+    CRITERION_SQUARED_ERROR,
+    EPSILON,
+    JIT_OPTIONS,
+    STAT_COUNT,
+    STAT_WEIGHT,
+    TREE_LEAF,
+    TREE_UNDEFINED,
+)
 from ._criteria import add_sample, node_impurity
 from ._histogram import (
+    best_split_compact_feature,
     best_split_histogram_feature,
     best_split_small_node_feature,
+    build_compact_histogram,
     build_histogram,
     clear_histogram,
+    compact_count_column,
     is_small_node,
-    partition_histogram,
+    partition_histogram_stable,
     subtract_histogram,
 )
 from ._rng import child_seed, rand_int
@@ -58,7 +69,13 @@ def _grow_rows(table, n_rows):
         return table
     capacity = max(n_rows, 2 * table.shape[0])
     out = np.zeros((capacity,) + table.shape[1:], dtype=table.dtype)
-    out[: table.shape[0]] = table
+    # ``out[:len(table)] = table`` as a flat loop over the C-contiguous rows: slice
+    # assignment would compile numba's shape-mismatch message (string formatting code that
+    # costs seconds of compile time per array rank).
+    flat_table = table.reshape(table.size)
+    flat_out = out.reshape(out.size)
+    for i in range(flat_table.shape[0]):
+        flat_out[i] = flat_table[i]
     return out
 
 
@@ -126,11 +143,13 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     frontier_int = np.zeros((16, 5), dtype=np.int64)
     frontier_split = np.zeros((16, record_size), dtype=np.float64)
     frontier_free = np.zeros(16, dtype=np.int64)
-    n_free_entries = 0
-    n_entries = 0
+    # Counters start at np.int64(0), not 0: numba types a bare 0 as Literal[int](0) and
+    # would compile a second specialisation of every kernel it is passed to.
+    n_free_entries = np.int64(0)
+    n_entries = np.int64(0)
     order = np.zeros(16, dtype=np.int64)  # stack or heap of frontier entries
     keys = np.zeros(16, dtype=np.float64)
-    order_size = 0
+    order_size = np.int64(0)
 
     hist_bins = n_hist_bins if use_histogram else 1
     hist_features = n_features if use_histogram else 1
@@ -139,16 +158,29 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     n_slots = 4
     if best_first:
         n_slots = max(4, min(max_leaf_nodes + 2, 256))
-    hist_pool = np.zeros((n_slots if use_histogram else 0, hist_features, hist_bins, n_stats))
+    # Squared-error trees without random thresholds (boosting's) keep compact histograms:
+    # weight and sum, plus the count unless every weight is 1 (see ``_histogram``).
+    compact = use_histogram and criterion == CRITERION_SQUARED_ERROR and not is_random
+    n_hist_stats = n_stats
+    if compact:
+        n_hist_stats = 2
+        for i in range(n_samples):
+            if w[samples[i]] != 1.0:
+                n_hist_stats = 3
+                break
+    count_column = compact_count_column(n_hist_stats) if compact else STAT_COUNT
+    hist_pool = np.zeros((n_slots if use_histogram else 0, hist_features, hist_bins,
+                          n_hist_stats))
     hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)
-    n_free_hists = 0
-    n_hists = 0
+    n_free_hists = np.int64(0)
+    n_hists = np.int64(0)
 
     goes_left = np.zeros(y.shape[0] if not use_histogram else 0, dtype=np.uint8)
     tmp_index = np.zeros(n_samples if not use_histogram else 0, dtype=sorted_index.dtype)
     tmp_value = np.zeros(n_samples if not use_histogram else 0, dtype=np.float64)
+    partition_buffer = np.zeros(n_samples if use_histogram else 0, dtype=np.int64)
 
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
@@ -178,7 +210,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     node_int[0, _N_SAMPLES] = n_samples
     node_float[0, 0] = TREE_UNDEFINED
     node_float[0, 1] = node_impurity(root_stats, criterion)
-    node_stats[0] = root_stats
+    for k in range(n_stats):
+        node_stats[0, k] = root_stats[k]
 
     # Pending nodes to evaluate: (node id, start, end, depth, hist slot). The root's histogram
     # is built directly; children's come from the split of their parent.
@@ -197,13 +230,17 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     pending_depth[0] = 0
     n_leaves = 1
 
-    root_splittable = _is_splittable(root_stats, 0, max_depth, min_samples_split,
+    root_splittable = _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
     if use_histogram and root_splittable and not is_small_node(n_samples, n_hist_bins):
         hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
-        build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples, 0,
-                        n_samples, y, w, criterion, n_threads)
+        if compact:
+            build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
+                                    samples, np.int64(0), n_samples, y, w, n_threads)
+        else:
+            build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples,
+                            np.int64(0), n_samples, y, w, criterion, n_threads)
         pending_hist[0] = slot
     if not root_splittable:
         n_pending = 0
@@ -246,6 +283,10 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                         criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                         rng_state, split, cum, missing, left, right, bin_buffer,
                         sample_buffer)
+                elif compact:
+                    non_constant = best_split_compact_feature(
+                        f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds, stats,
+                        min_samples_leaf, min_weight_leaf, split, cum, left, right)
                 elif use_histogram:
                     non_constant = best_split_histogram_feature(
                         f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
@@ -312,8 +353,12 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                             > split[SPLIT_LEFT + n_stats + STAT_COUNT])
 
         if use_histogram:
-            mid = partition_histogram(feature, np.int64(split[SPLIT_POSITION]), missing_left,
-                                      samples, start, end, X_binned, n_hist_bins - 1)
+            # Sums each child's own samples on the way (see below).
+            child_stats[:] = 0.0
+            mid = partition_histogram_stable(feature, np.int64(split[SPLIT_POSITION]),
+                                             missing_left, samples, start, end, X_binned,
+                                             n_hist_bins - 1, partition_buffer, y, w,
+                                             criterion, child_stats[0], child_stats[1])
         else:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
@@ -340,11 +385,9 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
         child_bounds[1, 1] = end
         # Sum each child's own samples rather than trusting the split record's ``node - left``:
         # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
-        # impure under fractional weights. Costs O(node size), as the partition does.
-        if use_histogram:
-            _segment_stats(samples, start, mid, y, w, criterion, child_stats[0])
-            _segment_stats(samples, mid, end, y, w, criterion, child_stats[1])
-        else:
+        # impure under fractional weights. Costs O(node size), as the partition does (the
+        # histogram partition sums them itself).
+        if not use_histogram:
             _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):
@@ -356,11 +399,14 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
             node_float[cid, 0] = TREE_UNDEFINED
             node_float[cid, 1] = node_impurity(child_stats[c], criterion)
-            node_stats[cid] = child_stats[c]
+            for k in range(n_stats):
+                node_stats[cid, k] = child_stats[c, k]
             child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
 
+        if best_first and n_leaves >= max_leaf_nodes:
+            child_split[:] = False  # the tree is full: no child will be split or evaluated
         child_slots[:] = -1
         if use_histogram and parent_slot >= 0:
             # Children that will be split and are not small need a histogram; the smaller
@@ -374,9 +420,15 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
                     _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
                                   n_hists))
-                build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
-                                samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
-                                criterion, n_threads)
+                if compact:
+                    build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
+                                            hist_hi[s_slot], X_binned, samples,
+                                            child_bounds[small, 0], child_bounds[small, 1], y,
+                                            w, n_threads)
+                else:
+                    build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
+                                    X_binned, samples, child_bounds[small, 0],
+                                    child_bounds[small, 1], y, w, criterion, n_threads)
                 child_slots[small] = s_slot
                 if child_needs[large]:
                     hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
@@ -384,7 +436,8 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                                       n_hists))
                     subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
                                        hist_hi[parent_slot], hist_pool[s_slot],
-                                       hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot])
+                                       hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot],
+                                       count_column)
                     child_slots[large] = l_slot
                 if not child_needs[small]:
                     clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
@@ -443,15 +496,10 @@ def _acquire_hist(pool, lo, hi, free, n_free, n_used):
     n_used += 1
     if n_used > pool.shape[0]:
         capacity = max(4, 2 * pool.shape[0])
-        new_pool = np.zeros((capacity,) + pool.shape[1:])
-        new_pool[: pool.shape[0]] = pool
-        new_lo = np.zeros((capacity, lo.shape[1]), dtype=np.int64)
-        new_lo[: lo.shape[0]] = lo
-        new_hi = np.zeros((capacity, hi.shape[1]), dtype=np.int64)
-        new_hi[: hi.shape[0]] = hi
-        new_free = np.zeros(capacity, dtype=np.int64)
-        new_free[: free.shape[0]] = free
-        pool, lo, hi, free = new_pool, new_lo, new_hi, new_free
+        pool = _grow_rows(pool, capacity)
+        lo = _grow_rows(lo, capacity)
+        hi = _grow_rows(hi, capacity)
+        free = _grow_rows(free, capacity)
     lo[slot] = pool.shape[2]
     hi[slot] = -1
     return pool, lo, hi, free, n_free, n_used, slot

@@ -69,8 +69,8 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
         accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                             n_threads)
     else:
-        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion, 0,
-                             n_features)
+        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                             np.int64(0), n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)
@@ -130,8 +130,12 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
 
 
 @njit(**JIT_OPTIONS)
-def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi):
-    """``out = parent - child`` over the parent's occupied bins; trims ``out``'s range."""
+def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi, count_column):
+    """``out = parent - child`` over the parent's occupied bins; trims ``out``'s range.
+
+    ``count_column`` is the stats column holding the sample count (``STAT_COUNT``, or
+    ``compact_count_column`` for compact slots).
+    """
     n_features = parent.shape[0]
     n_stats = parent.shape[2]
     for f in range(n_features):
@@ -140,7 +144,7 @@ def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi)
         for b in range(parent_lo[f], parent_hi[f] + 1):
             for k in range(n_stats):
                 out[f, b, k] = parent[f, b, k] - child[f, b, k]
-            if out[f, b, STAT_COUNT] > 0.5:
+            if out[f, b, count_column] > 0.5:
                 if b < new_lo:
                     new_lo = b
                 new_hi = b
@@ -394,22 +398,253 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
 
 
 @njit(**JIT_OPTIONS)
-def partition_histogram(split_feature, split_bin, missing_left, samples, start, end, X_binned,
-                        missing_bin):
-    """Partition ``samples[start:end]`` in place (left first); return the left child's end."""
-    i = start
-    j = end - 1
-    while i <= j:
-        b = np.int64(X_binned[samples[i], split_feature])
-        if b == missing_bin:
-            go_left = missing_left
-        else:
-            go_left = b <= split_bin
-        if go_left:
-            i += 1
-        else:
-            tmp = samples[i]
-            samples[i] = samples[j]
-            samples[j] = tmp
-            j -= 1
-    return i
+def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
+                               X_binned, missing_bin, buffer, y, w, criterion, left_stats,
+                               right_stats):
+    """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
+    previous order, and sum each child's stats vector on the way (into the zeroed
+    ``left_stats`` / ``right_stats``).
+
+    Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
+    builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
+    ``buffer`` is scratch of at least ``end - start`` items. Returns the left child's end.
+    """
+    n_left = start
+    n_right = 0
+    missing_goes_left = 1 if missing_left else 0
+    if criterion == CRITERION_SQUARED_ERROR:
+        # Branch-free: each row is written to both sides and only its side's cursor moves
+        # (the direction is a coin flip to the branch predictor), and the four sums of each
+        # side are added to as scalars selected by arithmetic.
+        l_w = l_c = l_s = l_q = 0.0
+        r_w = r_c = r_s = r_q = 0.0
+        for i in range(start, end):
+            sample = samples[i]
+            b = np.int64(X_binned[sample, split_feature])
+            go = np.int64(b <= split_bin)
+            if b == missing_bin:
+                go = missing_goes_left
+            samples[n_left] = sample
+            buffer[n_right] = sample
+            n_left += go
+            n_right += 1 - go
+            wi = w[sample]
+            wy = wi * y[sample]
+            wyy = wy * y[sample]
+            fl = float(go)
+            fr = 1.0 - fl
+            l_w += fl * wi
+            l_c += fl
+            l_s += fl * wy
+            l_q += fl * wyy
+            r_w += fr * wi
+            r_c += fr
+            r_s += fr * wy
+            r_q += fr * wyy
+        _set_stats(left_stats, l_w, l_c, l_s, l_q)
+        _set_stats(right_stats, r_w, r_c, r_s, r_q)
+    else:
+        for i in range(start, end):
+            sample = samples[i]
+            b = np.int64(X_binned[sample, split_feature])
+            if b == missing_bin:
+                go_left = missing_left
+            else:
+                go_left = b <= split_bin
+            if go_left:
+                samples[n_left] = sample
+                n_left += 1
+                add_sample(left_stats, y[sample], w[sample], criterion)
+            else:
+                buffer[n_right] = sample
+                n_right += 1
+                add_sample(right_stats, y[sample], w[sample], criterion)
+    samples[n_left:end] = buffer[:n_right]
+    return n_left
+
+
+# ---------------------------------------------------------------- compact gradient histograms
+# Boosting grows squared-error trees on gradients without random thresholds. Ranking their
+# splits needs per bin only the weight and the weighted target sum (and the sample count for
+# ``min_samples_leaf`` when weights are not all 1; with unit weights the weight is the count),
+# not the four sums of the generic stats vector: half the memory traffic in the hottest loop.
+
+#: Columns of a compact histogram bin.
+HIST_WEIGHT = 0
+HIST_SUM = 1
+HIST_COUNT = 2
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def compact_count_column(n_hist_stats):
+    """Column holding a compact bin's sample count (the weight column under unit weights)."""
+    return HIST_COUNT if n_hist_stats > 2 else HIST_WEIGHT
+
+
+@njit(**JIT_OPTIONS)
+def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
+    """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights)."""
+    n_features = X_binned.shape[1]
+    n_bins = hist.shape[1]
+    weighted = hist.shape[2] > 2
+    if 4 * (end - start) < n_bins:
+        lo[:] = n_bins
+        hi[:] = -1
+        for i in range(start, end):
+            sample = samples[i]
+            wi = w[sample]
+            wy = wi * y[sample]
+            for f in range(n_features):
+                b = np.int64(X_binned[sample, f])
+                h = hist[f, b]
+                h[HIST_WEIGHT] += wi
+                h[HIST_SUM] += wy
+                if weighted:
+                    h[HIST_COUNT] += 1.0
+                if b < lo[f]:
+                    lo[f] = b
+                if b > hi[f]:
+                    hi[f] = b
+        return
+    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+        accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                    n_threads)
+    else:
+        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, 0, n_features)
+
+
+@njit(parallel=True, **JIT_OPTIONS)
+def accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
+    """``accumulate_parallel`` for compact slots (same histogram as the serial build)."""
+    n_features = X_binned.shape[1]
+    n_blocks = max(1, min(n_features, n_threads))
+    for block in prange(n_blocks):
+        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w,
+                            block * n_features // n_blocks,
+                            (block + 1) * n_features // n_blocks)
+
+
+@njit(**JIT_OPTIONS)
+def _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
+    """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
+    set those features' occupied ranges."""
+    n_bins = hist.shape[1]
+    if hist.shape[2] > 2:
+        for i in range(start, end):
+            sample = samples[i]
+            wi = w[sample]
+            wy = wi * y[sample]
+            row = X_binned[sample]
+            for f in range(f_begin, f_end):
+                h = hist[f, np.int64(row[f])]
+                h[HIST_WEIGHT] += wi
+                h[HIST_SUM] += wy
+                h[HIST_COUNT] += 1.0
+    else:
+        for i in range(start, end):
+            sample = samples[i]
+            wi = w[sample]
+            wy = wi * y[sample]
+            row = X_binned[sample]
+            for f in range(f_begin, f_end):
+                h = hist[f, np.int64(row[f])]
+                h[HIST_WEIGHT] += wi
+                h[HIST_SUM] += wy
+    count = compact_count_column(hist.shape[2])
+    for f in range(f_begin, f_end):
+        first = 0
+        while first < n_bins and hist[f, first, count] < 0.5:
+            first += 1
+        last = n_bins - 1
+        while last > first and hist[f, last, count] < 0.5:
+            last -= 1
+        lo[f] = first
+        hi[f] = last if first < n_bins else -1
+
+
+@njit(**JIT_OPTIONS)
+def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_samples_leaf,
+                               min_weight_leaf, split, cum, left, right):
+    """``best_split_histogram_feature`` for the squared error on a compact histogram.
+
+    The same candidates in the same order; a candidate's children impurity is computed as
+    ``node_q - l_s^2 / l_w - r_s^2 / r_w`` (``node_q`` = the node's sum of w y^2), equal to
+    the generic ``(l_q - l_s^2 / l_w) + (r_q - r_s^2 / r_w)`` up to rounding. Recorded child
+    stats carry weight, count and sum; their sum of w y^2 is left 0 (the grower reads only
+    the counts, and sums each child's stats from its rows).
+    """
+    count = compact_count_column(hist.shape[2])
+    missing_bin = hist.shape[1] - 1
+    first = lo[feature]
+    last = hi[feature]
+    missing = hist[feature, missing_bin]
+    has_missing = missing[count] > 0.5
+    if has_missing:
+        last = missing_bin - 1
+        while last >= first and hist[feature, last, count] < 0.5:
+            last -= 1
+    if last < first:
+        return False  # only NaN
+    if last == first and not has_missing:
+        return False
+
+    m_w, m_c, m_s = missing[HIST_WEIGHT], missing[count], missing[HIST_SUM]
+    best = split[SPLIT_CHILDREN]
+    c_w = c_c = c_s = 0.0
+    for b in range(first, last):
+        bin_stats = hist[feature, b]
+        if not bin_stats[count] > 0.5:
+            continue  # an empty bin repeats the previous candidate
+        c_w += bin_stats[HIST_WEIGHT]
+        c_c += bin_stats[count]
+        c_s += bin_stats[HIST_SUM]
+        c = _compact_children(c_w, c_c, c_s, node, min_samples_leaf, min_weight_leaf)
+        if c < best:
+            best = c
+            _record_compact(split, feature, b, False, c, c_w, c_c, c_s, node, cum, right)
+            split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+            if not has_missing:
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if has_missing:
+            l_w, l_c, l_s = c_w + m_w, c_c + m_c, c_s + m_s
+            c = _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf)
+            if c < best:
+                best = c
+                _record_compact(split, feature, b, True, c, l_w, l_c, l_s, node, left, right)
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+    if has_missing:
+        # All values left, NaN right.
+        l_w = node[STAT_WEIGHT] - m_w
+        l_c = node[STAT_COUNT] - m_c
+        l_s = node[STAT_FIRST] - m_s
+        c = _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf)
+        if c < best:
+            _record_compact(split, feature, missing_bin - 1, False, c, l_w, l_c, l_s, node,
+                            left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf):
+    """Children's summed weighted squared error of a left child given by (w, count, sum)."""
+    r_w = node[STAT_WEIGHT] - l_w
+    r_c = node[STAT_COUNT] - l_c
+    r_s = node[STAT_FIRST] - l_s
+    if l_c < min_samples_leaf or r_c < min_samples_leaf:
+        return np.inf
+    if l_w < min_weight_leaf or r_w < min_weight_leaf:
+        return np.inf
+    if l_w <= 0.0 or r_w <= 0.0:
+        return np.inf
+    return node[STAT_FIRST + 1] - (l_s * l_s / l_w + r_s * r_s / r_w)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _record_compact(split, feature, position, missing_left, c, l_w, l_c, l_s, node, left,
+                    right):
+    """``record_candidate`` from a left child's (weight, count, sum)."""
+    _set_stats(left, l_w, l_c, l_s, 0.0)
+    _set_stats(right, node[STAT_WEIGHT] - l_w, node[STAT_COUNT] - l_c, node[STAT_FIRST] - l_s,
+               0.0)
+    record_candidate(split, feature, position, missing_left, c, left, right)

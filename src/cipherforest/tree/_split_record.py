@@ -51,5 +51,7 @@ def record_candidate(split, feature, position, missing_left, children, left, rig
     split[SPLIT_POSITION] = position
     split[SPLIT_MISSING_LEFT] = 1.0 if missing_left else 0.0
     split[SPLIT_CHILDREN] = children
-    split[SPLIT_LEFT:SPLIT_LEFT + n_stats] = left
-    split[SPLIT_LEFT + n_stats:SPLIT_LEFT + 2 * n_stats] = right
+    # Loops, not slice assignment: that would compile numba's shape-mismatch message code.
+    for k in range(n_stats):
+        split[SPLIT_LEFT + k] = left[k]
+        split[SPLIT_LEFT + n_stats + k] = right[k]

@@ -159,6 +159,7 @@ def partition_exact(start, end, sorted_index, sorted_value, goes_left, tmp_index
                 tmp_index[n_right] = sample
                 tmp_value[n_right] = sorted_value[f, i]
                 n_right += 1
-        sorted_index[f, n_left:end] = tmp_index[:n_right]
-        sorted_value[f, n_left:end] = tmp_value[:n_right]
+        for k in range(n_right):  # a loop: slice assignment compiles numba's error messages
+            sorted_index[f, n_left + k] = tmp_index[k]
+            sorted_value[f, n_left + k] = tmp_value[k]
     return n_left

@@ -1,0 +1,243 @@
+"""A server session's training state as plain arrays and bytes, and back (Sans-IO).
+
+The service persists a session after every level and resumes it after a restart; the state
+machine itself never touches a file. What a session holds splits in two:
+
+* what the client *uploaded* (the ``setup`` message: public context, cipher matrix, forest
+  parameters; the ``labels`` messages): the service keeps those messages as they arrived and
+  :func:`restore_session` replays them through :meth:`PrivateForestServer.handle`, which
+  re-derives everything computed from them (bootstrap counts, bins, prepared label
+  ciphertexts);
+* what *training* produced: :func:`export_session_state` returns it as a
+  :class:`SessionState` — every tree's node arrays, its open nodes (row ids, depth, seed),
+  its leaf ciphertexts as bytes, and the protocol position (state, round, query token,
+  where the next byte-capped round starts, which trees the open query covers).
+
+The open query's node plans are not stored: planning is a deterministic function of a tree's
+open nodes, so :func:`restore_session` plans them again, exactly as the query was made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ._plan import OpenNode
+from .he import HEError
+from .protocol import Message, ProtocolError, decode_message, encode_message
+
+__all__ = ["SessionState", "embedded_setup", "export_session_state", "forget_session",
+           "has_session", "restore_session", "session_progress", "state_from_arrays",
+           "state_to_arrays"]
+
+_STATES = ("receiving labels", "training", "trained")
+
+
+@dataclass
+class SessionState:
+    """Training state of one session: JSON-able ``meta``, int/float ``arrays``, leaf bytes.
+
+    ``leaves`` maps ``(tree, node)`` to a serialised leaf ciphertext; an export may leave out
+    leaves the caller already holds (they never change once made).
+    """
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+    leaves: dict[tuple[int, int], bytes] = field(default_factory=dict)
+
+
+def export_session_state(server, session_id: str,
+                         skip_leaves: frozenset | set = frozenset()) -> SessionState:
+    """The training state of ``session_id`` on ``server`` (a :class:`PrivateForestServer`).
+
+    Parameters
+    ----------
+    skip_leaves : set of (tree, node)
+        Leaves whose ciphertexts the caller has saved already; their bytes are not exported
+        (their ids are, in ``arrays["leaf_tree"]`` / ``arrays["leaf_node"]``).
+    """
+    session = server._session(session_id)
+    offsets, open_offsets, sample_offsets = [0], [0], [0]
+    columns = {name: [] for name in ("left", "right", "feature", "n_node_samples")}
+    thresholds, open_rows = [], {"node": [], "depth": [], "seed": []}
+    samples, leaf_tree, leaf_node, leaves = [], [], [], {}
+    for t, tree in enumerate(session.trees):
+        for name, values in columns.items():
+            values.extend(getattr(tree, name))
+        thresholds.extend(tree.threshold)
+        offsets.append(offsets[-1] + len(tree.left))
+        for node in tree.open:
+            open_rows["node"].append(node.node_id)
+            open_rows["depth"].append(node.depth)
+            open_rows["seed"].append(node.seed)
+            samples.append(np.asarray(node.samples, dtype=np.int64))
+            sample_offsets.append(sample_offsets[-1] + node.samples.shape[0])
+        open_offsets.append(open_offsets[-1] + len(tree.open))
+        for node_id in sorted(tree.leaves):
+            leaf_tree.append(t)
+            leaf_node.append(node_id)
+            if (t, node_id) not in skip_leaves:
+                leaves[(t, node_id)] = session.context.dump_ciphertext(tree.leaves[node_id])
+    arrays = {name: np.asarray(values, dtype=np.int64) for name, values in columns.items()}
+    arrays["threshold"] = np.asarray(thresholds, dtype=np.float64)
+    arrays["tree_offsets"] = np.asarray(offsets, dtype=np.int64)
+    arrays["open_offsets"] = np.asarray(open_offsets, dtype=np.int64)
+    arrays["open_node"] = np.asarray(open_rows["node"], dtype=np.int64)
+    arrays["open_depth"] = np.asarray(open_rows["depth"], dtype=np.int64)
+    arrays["open_seed"] = np.asarray(open_rows["seed"], dtype=np.uint64)
+    arrays["open_sample_offsets"] = np.asarray(sample_offsets, dtype=np.int64)
+    arrays["open_samples"] = (np.concatenate(samples) if samples
+                              else np.zeros(0, dtype=np.int64))
+    arrays["leaf_tree"] = np.asarray(leaf_tree, dtype=np.int64)
+    arrays["leaf_node"] = np.asarray(leaf_node, dtype=np.int64)
+    arrays["round_trees"] = np.asarray(sorted({p.tree for p in session.plans}), dtype=np.int64)
+    meta = {"state": session.state, "round": session.round, "token": session.query_token,
+            "next_tree": session.next_tree, "n_trees": len(session.trees),
+            "n_labels": len(session.labels)}
+    return SessionState(meta, arrays, leaves)
+
+
+def restore_session(server, session_id: str, uploads: list[bytes],
+                    state: SessionState | None) -> None:
+    """Rebuild session ``session_id`` on ``server`` from its uploaded messages and state.
+
+    Parameters
+    ----------
+    uploads : list of bytes
+        The session's ``setup`` message followed by its ``labels`` messages, as received.
+        A trained session may be restored from its setup alone (prediction needs no label).
+    state : SessionState or None
+        From :func:`export_session_state` (with every leaf's bytes); None: the session had
+        not started training.
+
+    Raises
+    ------
+    ProtocolError
+        If the uploads or the state do not describe a valid session (the server is left
+        without ``session_id``).
+    """
+    if not uploads:
+        raise ProtocolError("restore: no setup message")
+    if session_id in server._sessions:
+        raise ProtocolError(f"restore: session {session_id!r} exists already")
+    reply = decode_message(server.handle(uploads[0]), "session")
+    fresh_id = reply.value("session", str)
+    session = server._sessions.pop(fresh_id)
+    session.id = session_id
+    server._sessions[session_id] = session
+    try:
+        for message in uploads[1:]:
+            server.handle(message)
+        if state is not None:
+            _apply_state(session, state)
+    except BaseException:
+        del server._sessions[session_id]
+        raise
+
+
+def _apply_state(session, state: SessionState) -> None:
+    meta, arrays = state.meta, state.arrays
+    if meta.get("state") not in _STATES or meta.get("n_trees") != len(session.trees):
+        raise ProtocolError("restore: state does not belong to this session's forest")
+    trained_without_labels = meta["state"] == "trained" and not session.labels
+    if meta.get("n_labels") != len(session.labels) and not trained_without_labels:
+        raise ProtocolError(f"restore: state was saved with {meta.get('n_labels')} labels, "
+                            f"the uploads hold {len(session.labels)}")
+    offsets = arrays["tree_offsets"]
+    open_offsets = arrays["open_offsets"]
+    sample_offsets = arrays["open_sample_offsets"]
+    for t, tree in enumerate(session.trees):
+        lo, hi = int(offsets[t]), int(offsets[t + 1])
+        tree.left = arrays["left"][lo:hi].tolist()
+        tree.right = arrays["right"][lo:hi].tolist()
+        tree.feature = arrays["feature"][lo:hi].tolist()
+        tree.threshold = arrays["threshold"][lo:hi].tolist()
+        tree.n_node_samples = arrays["n_node_samples"][lo:hi].tolist()
+        tree.open = []
+        for k in range(int(open_offsets[t]), int(open_offsets[t + 1])):
+            rows = arrays["open_samples"][int(sample_offsets[k]): int(sample_offsets[k + 1])]
+            tree.open.append(OpenNode(int(arrays["open_node"][k]), rows.copy(),
+                                      int(arrays["open_depth"][k]),
+                                      int(arrays["open_seed"][k])))
+        tree.leaves = {}
+    context = session.context
+    for t, node in zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(),
+                       strict=True):
+        blob = state.leaves.get((t, node))
+        if blob is None:
+            raise ProtocolError(f"restore: leaf {node} of tree {t} has no ciphertext")
+        try:
+            session.trees[t].leaves[node] = context.prepare(context.load_ciphertext(blob))
+        except HEError as exc:
+            raise ProtocolError(f"restore: leaf {node} of tree {t}: {exc}") from None
+    session.plan_cache = {}
+    session.plans = []
+    for t in arrays["round_trees"].tolist():
+        weights = session.growth.weights(t)
+        for node in session.trees[t].open:
+            plan = session.growth.plan_node(t, node, weights)
+            if plan is None:
+                raise ProtocolError(f"restore: open node {node.node_id} of tree {t} has no "
+                                    "candidates; the state is not this session's")
+            session.plans.append(plan)
+    session.state = meta["state"]
+    session.round = int(meta["round"])
+    session.query_token = str(meta["token"])
+    session.next_tree = int(meta["next_tree"])
+    session.stats.rounds = session.round
+
+
+def session_progress(server, session_id: str) -> dict[str, Any]:
+    """Where a session stands: state, round, label count, open nodes and leaves so far."""
+    session = server._session(session_id)
+    return {"state": session.state, "round": session.round,
+            "labels_received": len(session.labels), "n_labels": int(session.X.shape[0]),
+            "n_trees": len(session.trees),
+            "open_nodes": sum(len(t.open) for t in session.trees),
+            "leaves": sum(len(t.leaves) for t in session.trees)}
+
+
+def has_session(server, session_id: str) -> bool:
+    """Whether ``server`` holds ``session_id`` in memory."""
+    return session_id in server._sessions
+
+
+def forget_session(server, session_id: str) -> None:
+    """Drop ``session_id`` from ``server`` if it is there (the service deleted it)."""
+    server._sessions.pop(session_id, None)
+
+
+def embedded_setup(server, session_id: str, public_context: bytes) -> bytes:
+    """A ``setup`` message that recreates ``session_id``'s forest parameters and cipher
+    matrix (for saving an embedded server's trained session, whose uploads were not kept);
+    ``public_context`` is the client's :meth:`~cipherforest.privacy.he.SecretContext.public_bytes`.
+    """
+    session = server._session(session_id)
+    meta = dataclasses.asdict(session.spec)
+    meta["max_depth"] = None if meta["max_depth"] < 0 else meta["max_depth"]
+    meta["n_classes"] = session.n_classes
+    return encode_message(Message("setup", meta, {"X": session.X},
+                                  {"context": [public_context]}))
+
+
+def state_to_arrays(state: SessionState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """One ``(meta, arrays)`` pair holding the state and its leaf bytes (for one file)."""
+    arrays = dict(state.arrays)
+    keys = list(zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True))
+    blobs = [state.leaves[key] for key in keys]
+    arrays["leaf_bytes"] = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    arrays["leaf_offsets"] = np.cumsum([0, *map(len, blobs)]).astype(np.int64)
+    return dict(state.meta), arrays
+
+
+def state_from_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
+    """Inverse of :func:`state_to_arrays`."""
+    arrays = dict(arrays)
+    data = arrays.pop("leaf_bytes").tobytes()
+    offsets = arrays.pop("leaf_offsets").tolist()
+    keys = zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True)
+    leaves = {key: data[offsets[k]: offsets[k + 1]] for k, key in enumerate(keys)}
+    return SessionState(meta, arrays, leaves)

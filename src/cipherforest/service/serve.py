@@ -1,0 +1,63 @@
+"""``cipherforest serve``: the access key and the uvicorn process around the app."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+
+from .sessions import Limits, SessionManager
+from .storage import Storage
+
+__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "load_access_key", "serve"]
+
+ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
+ACCESS_KEY_FILE = "access_key"
+
+
+def load_access_key(data_dir: str, out=sys.stdout) -> str:
+    """The server's access key: ``$CIPHERFOREST_SERVER_KEY``, else the key file under
+    ``data_dir``, else a new random key written there (mode 0600 from its creation) and
+    printed once."""
+    key = os.environ.get(ACCESS_KEY_ENV, "").strip()
+    if key:
+        return key
+    os.makedirs(data_dir, mode=0o700, exist_ok=True)
+    path = os.path.join(data_dir, ACCESS_KEY_FILE)
+    try:
+        with open(path, encoding="ascii") as file:
+            key = file.read().strip()
+        if not key:
+            raise ValueError(f"{path} is empty: delete it to generate a new key, or set "
+                             f"{ACCESS_KEY_ENV}")
+        return key
+    except FileNotFoundError:
+        pass
+    key = secrets.token_urlsafe(32)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as file:
+        file.write(key + "\n")
+        file.flush()
+        os.fsync(file.fileno())
+    print(f"generated the server access key (saved 0600 in {path}; shown only now):\n{key}",
+          file=out, flush=True)
+    return key
+
+
+def build_app(data_dir: str, access_key: str, limits: Limits | None = None):
+    """The FastAPI app over a session manager on ``data_dir``."""
+    from .app import create_app
+
+    return create_app(SessionManager(Storage(data_dir), access_key, limits))
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
+          limits: Limits | None = None, out=sys.stdout) -> None:
+    """Run the service until interrupted (loopback by default)."""
+    import uvicorn
+
+    key = load_access_key(data_dir, out)
+    app = build_app(data_dir, key, limits)
+    print(f"cipherforest server on http://{host}:{port} (data in {os.path.abspath(data_dir)})",
+          file=out, flush=True)
+    uvicorn.run(app, host=host, port=port, log_level="warning")

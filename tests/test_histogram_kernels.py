@@ -1,0 +1,161 @@
+"""Compact gradient histograms and the stable partition against the generic kernels.
+
+Oracles: the generic four-statistic histogram and its split scan (``build_histogram``,
+``best_split_histogram_feature``) for the compact ones; a plain Python partition and per-side
+sums for ``partition_histogram_stable``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
+from cipherforest.tree._criteria import add_sample
+from cipherforest.tree._histogram import (
+    HIST_COUNT,
+    HIST_SUM,
+    HIST_WEIGHT,
+    best_split_compact_feature,
+    best_split_histogram_feature,
+    build_compact_histogram,
+    build_histogram,
+    partition_histogram_stable,
+    subtract_histogram,
+)
+from cipherforest.tree._rng import make_state
+from cipherforest.tree._split_record import (
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_LEFT,
+    SPLIT_MISSING_LEFT,
+    SPLIT_POSITION,
+    SPLIT_THRESHOLD,
+    reset_split,
+    split_record_size,
+)
+
+
+def _random_node(rng, n, n_features, n_bins, unit_weights):
+    X_binned = rng.randint(0, n_bins, size=(n, n_features)).astype(np.uint8)
+    X_binned[rng.rand(n, n_features) < 0.1] = n_bins - 1  # NaN bin
+    y = rng.normal(size=n)
+    w = np.ones(n) if unit_weights else rng.randint(1, 4, size=n).astype(float)
+    return X_binned, y, w
+
+
+def _build_both(X_binned, y, w, samples, n_bins, unit_weights):
+    n_features = X_binned.shape[1]
+    generic = np.zeros((n_features, n_bins, 4))
+    compact = np.zeros((n_features, n_bins, 2 if unit_weights else 3))
+    bounds = [np.zeros(n_features, dtype=np.int64) for _ in range(4)]
+    build_histogram(generic, bounds[0], bounds[1], X_binned, samples, 0, samples.shape[0], y,
+                    w, CRITERION_SQUARED_ERROR, 1)
+    build_compact_histogram(compact, bounds[2], bounds[3], X_binned, samples, 0,
+                            samples.shape[0], y, w, 1)
+    return generic, compact, bounds
+
+
+@pytest.mark.parametrize("unit_weights", [True, False])
+@pytest.mark.parametrize("n", [5, 400])  # few samples track bounds while adding; many after
+def test_compact_histogram_holds_the_generic_sums(unit_weights, n):
+    rng = np.random.RandomState(n)
+    n_bins = 40
+    X_binned, y, w = _random_node(rng, n, 3, n_bins, unit_weights)
+    samples = np.sort(rng.choice(n, n // 2 + 1, replace=False)).astype(np.int64)
+    generic, compact, bounds = _build_both(X_binned, y, w, samples, n_bins, unit_weights)
+    np.testing.assert_array_equal(compact[..., HIST_WEIGHT], generic[..., 0])
+    np.testing.assert_allclose(compact[..., HIST_SUM], generic[..., 2], rtol=1e-12,
+                               atol=1e-12)
+    if not unit_weights:
+        np.testing.assert_array_equal(compact[..., HIST_COUNT], generic[..., 1])
+    np.testing.assert_array_equal(bounds[2], bounds[0])
+    np.testing.assert_array_equal(bounds[3], bounds[1])
+
+
+@pytest.mark.parametrize("unit_weights", [True, False])
+def test_compact_scan_finds_the_generic_split(unit_weights):
+    rng = np.random.RandomState(1 if unit_weights else 2)
+    n_bins = 30
+    for trial in range(60):
+        n = rng.randint(10, 300)
+        X_binned, y, w = _random_node(rng, n, 4, n_bins, unit_weights)
+        samples = np.arange(n, dtype=np.int64)
+        generic, compact, bounds = _build_both(X_binned, y, w, samples, n_bins, unit_weights)
+        node = np.zeros(4)
+        for i in range(n):
+            add_sample(node, y[i], w[i], CRITERION_SQUARED_ERROR)
+        thresholds = np.sort(rng.rand(4, n_bins - 1), axis=1)
+        records = []
+        for use_compact in (False, True):
+            split = np.zeros(split_record_size(4))
+            reset_split(split)
+            scratch = [np.zeros(4) for _ in range(3)]
+            for f in range(4):
+                if use_compact:
+                    best_split_compact_feature(f, compact, bounds[2], bounds[3], thresholds,
+                                               node, 3, 0.0, split, *scratch)
+                else:
+                    best_split_histogram_feature(f, generic, bounds[0], bounds[1], thresholds,
+                                                 CRITERION_SQUARED_ERROR, node, 3, 0.0, False,
+                                                 make_state(0), split, *scratch)
+            records.append(split)
+        generic_split, compact_split = records
+        for field in (SPLIT_FEATURE, SPLIT_POSITION, SPLIT_MISSING_LEFT, SPLIT_THRESHOLD):
+            assert compact_split[field] == generic_split[field], (trial, field)
+        np.testing.assert_allclose(compact_split[SPLIT_CHILDREN], generic_split[SPLIT_CHILDREN],
+                                   rtol=1e-9, atol=1e-9)
+        # Weight and count of both recorded children.
+        for offset in (0, 1, 4, 5):
+            assert compact_split[SPLIT_LEFT + offset] == pytest.approx(
+                generic_split[SPLIT_LEFT + offset])
+
+
+def test_compact_subtraction_gives_the_sibling_histogram():
+    rng = np.random.RandomState(3)
+    n_bins = 25
+    X_binned, y, w = _random_node(rng, 500, 3, n_bins, unit_weights=False)
+    parent = np.arange(500, dtype=np.int64)
+    child = np.sort(rng.choice(500, 180, replace=False)).astype(np.int64)
+    sibling = np.setdiff1d(parent, child)
+    _, parent_hist, pb = _build_both(X_binned, y, w, parent, n_bins, False)
+    _, child_hist, _ = _build_both(X_binned, y, w, child, n_bins, False)
+    _, sibling_hist, sb = _build_both(X_binned, y, w, sibling, n_bins, False)
+    out = np.zeros_like(parent_hist)
+    lo, hi = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    subtract_histogram(parent_hist, pb[2], pb[3], child_hist, out, lo, hi, HIST_COUNT)
+    np.testing.assert_allclose(out, sibling_hist, atol=1e-12)
+    np.testing.assert_array_equal(lo, sb[2])
+    np.testing.assert_array_equal(hi, sb[3])
+
+
+@pytest.mark.parametrize("criterion", [CRITERION_SQUARED_ERROR, CRITERION_GINI])
+def test_stable_partition_keeps_order_and_sums_each_side(criterion):
+    rng = np.random.RandomState(4)
+    n, n_bins = 300, 20
+    X_binned = rng.randint(0, n_bins, size=(n, 2)).astype(np.uint8)
+    y = rng.randint(0, 3, size=n).astype(float) if criterion == CRITERION_GINI \
+        else rng.normal(size=n)
+    w = rng.rand(n) + 0.5
+    n_stats = 2 + (3 if criterion == CRITERION_GINI else 2)
+    for split_bin, missing_left in ((7, True), (7, False), (0, True), (n_bins - 2, False)):
+        samples = np.sort(rng.choice(n, 200, replace=False)).astype(np.int64)
+        start, end = 30, 170
+        before = samples.copy()
+        stats = np.zeros((2, n_stats))
+        mid = partition_histogram_stable(1, split_bin, missing_left, samples, start, end,
+                                         X_binned, n_bins - 1, np.zeros(n, dtype=np.int64), y,
+                                         w, criterion, stats[0], stats[1])
+        segment = before[start:end]
+        bins = X_binned[segment, 1]
+        goes_left = np.where(bins == n_bins - 1, missing_left, bins <= split_bin)
+        expected = np.concatenate([segment[goes_left], segment[~goes_left]])
+        np.testing.assert_array_equal(samples[start:end], expected)
+        np.testing.assert_array_equal(samples[:start], before[:start])
+        np.testing.assert_array_equal(samples[end:], before[end:])
+        assert mid == start + goes_left.sum()
+        for side, rows in ((0, segment[goes_left]), (1, segment[~goes_left])):
+            oracle = np.zeros(n_stats)
+            for i in rows:
+                add_sample(oracle, y[i], w[i], criterion)
+            np.testing.assert_array_equal(stats[side], oracle)
