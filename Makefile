@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
 
-.PHONY: demo test lint bench clean clean-cache
+.PHONY: demo test sklearn-tests lint bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,11 @@ lint: $(STAMP)
 
 test: lint
 	$(PY) -m pytest -n 2 -q
+
+# scikit-learn's own tree/ensemble tests against ours (minutes; see tests/sklearn_upstream)
+sklearn-tests: $(STAMP)
+	CIPHERFOREST_SKLEARN_UPSTREAM=1 $(PY) -m pytest -q -s -p no:cacheprovider \
+		tests/sklearn_upstream/test_sklearn_upstream.py -k upstream_tests
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/trees.py --markdown docs/benchmarks-trees-latest.md

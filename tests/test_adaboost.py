@@ -191,7 +191,7 @@ def test_learner_without_edge_is_not_added(breast_cancer):
 def test_first_learner_without_edge_raises(n_classes):
     X, y = make_classification(120, 4, n_informative=3, n_redundant=0, n_classes=n_classes,
                                random_state=0)
-    with pytest.raises(ValueError, match="no better than chance"):
+    with pytest.raises(ValueError, match="worse than random"):
         AdaBoostClassifier(MinorityThenStump(first_round_is_stump=False)).fit(X, y)
 
 
@@ -212,7 +212,8 @@ def test_decision_function_is_the_weighted_vote(breast_cancer):
     votes = np.array([np.where(e.predict(X) == model.classes_[1], 1.0, -1.0)
                       for e in model.estimators_])
     H = model.estimator_weights_ @ votes
-    np.testing.assert_allclose(model.decision_function(X), H, rtol=1e-12)
+    np.testing.assert_allclose(model.decision_function(X),
+                               2 * H / model.estimator_weights_.sum(), rtol=1e-12)
     np.testing.assert_array_equal(model.predict(X), model.classes_[(H > 0).astype(int)])
     p1 = 1 / (1 + np.exp(-2 * H / model.estimator_weights_.sum()))
     np.testing.assert_allclose(model.predict_proba(X)[:, 1], p1, rtol=1e-12)
@@ -224,8 +225,7 @@ def test_decision_function_is_the_weighted_vote(breast_cancer):
 ])
 def test_same_learners_give_sklearn_model(load, learning_rate):
     """scikit-learn's AdaBoost on our stumps builds the same model (its binary alpha is twice
-    the seed's, its decision function is ours divided by the total alpha); probabilities and
-    predictions agree."""
+    the seed's); decision functions, probabilities and predictions agree."""
     X, y = load(return_X_y=True)
     ours = AdaBoostClassifier(n_estimators=20, learning_rate=learning_rate).fit(X, y)
     sk = SkAdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=20,
@@ -237,8 +237,7 @@ def test_same_learners_give_sklearn_model(load, learning_rate):
     np.testing.assert_allclose(ours.predict_proba(X), sk.predict_proba(X), atol=1e-12)
     np.testing.assert_array_equal(ours.predict(X), sk.predict(X))
     np.testing.assert_allclose(
-        factor * ours.decision_function(X) / ours.estimator_weights_.sum(),
-        sk.decision_function(X), atol=1e-12)
+        ours.decision_function(X), sk.decision_function(X), atol=1e-12)
     np.testing.assert_allclose(ours.feature_importances_, sk.feature_importances_, atol=1e-12)
 
 
@@ -453,15 +452,17 @@ def test_save_load_round_trip(make, tmp_path):
 
 def _expected_failed_checks(estimator):
     if isinstance(estimator, AdaBoostRegressor):
-        return {"check_sample_weight_equivalence_on_dense_data":
-                "AdaBoost.R2 draws a weighted bootstrap every round, so a row of weight 2 and "
-                "two copies of it get different draws (scikit-learn xfails this for its "
-                "AdaBoostRegressor too)"}
+        reason = ("AdaBoost.R2 draws a weighted bootstrap every round, so a row of weight 2 and "
+                  "two copies of it get different draws (scikit-learn xfails this for its "
+                  "AdaBoostRegressor too)")
+        return {"check_sample_weight_equivalence_on_dense_data": reason,
+                "check_sample_weight_equivalence_on_sparse_data": reason}
     if getattr(estimator.estimator, "max_bins", None) is not None:
-        return {"check_sample_weight_equivalence_on_dense_data":
-                "histogram subtraction rounds differently for a row of weight 2 than for two "
-                "rows, which flips exact ties between splits in later rounds (scikit-learn "
-                "xfails this for HistGradientBoosting too)"}
+        reason = ("histogram subtraction rounds differently for a row of weight 2 than for two "
+                  "rows, which flips exact ties between splits in later rounds (scikit-learn "
+                  "xfails this for HistGradientBoosting too)")
+        return {"check_sample_weight_equivalence_on_dense_data": reason,
+                "check_sample_weight_equivalence_on_sparse_data": reason}
     return {}
 
 

@@ -209,7 +209,7 @@ def test_oob_votes_and_row_repetition_for_estimators_without_sample_weight():
 
 def test_rows_without_oob_model_are_nan_and_left_out_with_a_warning():
     X, y = classification(n=60, seed=5)
-    with pytest.warns(UserWarning, match="no out-of-bag prediction"):
+    with pytest.warns(UserWarning, match="Some inputs do not have OOB scores"):
         model = BaggingClassifier(n_estimators=2, oob_score=True, random_state=0).fit(X, y)
     seen_by_all = np.ones(60, dtype=bool)
     for rows in model.estimators_samples_:
@@ -225,7 +225,7 @@ def test_rows_without_oob_model_are_nan_and_left_out_with_a_warning():
         y[covered], model.classes_[model.oob_decision_function_[covered].argmax(1)]))
 
     Xr, yr = regression(n=60, seed=5)
-    with pytest.warns(UserWarning, match="no out-of-bag prediction"):
+    with pytest.warns(UserWarning, match="Some inputs do not have OOB scores"):
         reg = BaggingRegressor(n_estimators=2, oob_score=True, random_state=0).fit(Xr, yr)
     missing = np.isnan(reg.oob_prediction_)
     assert 0 < missing.sum() < 60
@@ -357,7 +357,9 @@ def test_shared_presort_grows_the_same_trees_as_plain_fits(kind):
                                             strict=True)):
         counts = np.bincount(model.estimators_samples_[b], minlength=X.shape[0])
         plain = clone(model.estimator_).set_params(random_state=est.random_state)
-        plain.fit(X[:, features], y_fit, sample_weight=counts * weight)
+        # scikit-learn 1.9: rows are drawn in proportion to sample_weight, and the draw
+        # counts alone are the sub-estimator's weights.
+        plain.fit(X[:, features], y_fit, sample_weight=counts)
         for field in (*NODE_FIELDS, "value"):
             np.testing.assert_array_equal(getattr(est.tree_, field),
                                           getattr(plain.tree_, field))
@@ -435,10 +437,21 @@ def test_verbose_draws_a_progress_bar(capsys):
     assert "BaggingClassifier [" in capsys.readouterr().err
 
 
-def test_sample_weight_needs_a_sub_estimator_that_takes_it():
-    X, y = classification(n=50, seed=14)
-    with pytest.raises(ValueError, match="does not accept sample_weight"):
-        BaggingClassifier(VotingTree(), n_estimators=2).fit(X, y, sample_weight=np.ones(50))
+@pytest.mark.parametrize("max_samples, n_draws", [(None, 50), (0.5, 3), (7, 7)])
+def test_sample_weight_draws_rows_in_proportion_to_it(max_samples, n_draws):
+    """scikit-learn 1.9: rows are drawn with probability w_i / sum(w), a float max_samples is
+    a fraction of sum(w); estimators without sample_weight get the drawn rows."""
+    X, y = regression(n=50, seed=14)
+    weight = np.zeros(50)
+    weight[[4, 5]] = [1.0, 5.0]
+    model = BaggingRegressor(RowsRegressor(), n_estimators=5, max_samples=max_samples,
+                             random_state=0).fit(X, y, sample_weight=weight)
+    for est, rows in zip(model.estimators_, model.estimators_samples_, strict=True):
+        assert rows.shape == (n_draws,) and np.isin(rows, [4, 5]).all()
+        np.testing.assert_array_equal(np.sort(est.X_fit_[:, 0]), np.sort(X[rows, 0]))
+    drawn = np.concatenate(model.estimators_samples_)
+    if drawn.shape[0] >= 100:  # row 5 is five times as likely as row 4
+        assert np.mean(drawn == 5) > 0.7
 
 
 # ------------------------------------------------------------------------------ sklearn parity
@@ -514,10 +527,12 @@ def test_saving_sklearn_sub_estimators_is_refused(tmp_path):
 
 
 # ------------------------------------------------------------------------------ sklearn checks
+_RANDOM_DRAWS = ("rows are drawn at random, so a row of weight 2 and two copies of it get "
+                 "different draws (scikit-learn marks the same check as expected to fail for "
+                 "its Bagging)")
 EXPECTED_FAILED = {
-    "check_sample_weight_equivalence_on_dense_data": (
-        "rows are drawn at random, so a row of weight 2 and two copies of it get different "
-        "draws (scikit-learn marks the same check as expected to fail for its Bagging)"),
+    "check_sample_weight_equivalence_on_dense_data": _RANDOM_DRAWS,
+    "check_sample_weight_equivalence_on_sparse_data": _RANDOM_DRAWS,
 }
 
 

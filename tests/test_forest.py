@@ -235,7 +235,7 @@ def test_oob_matches_oracle_property(n_samples, n_estimators, seed, regression):
                          ids=["clf", "reg"])
 def test_rows_without_oob_tree_warn_and_are_nan(forest_cls):
     X, y = _data(forest_cls, n_samples=60)
-    with pytest.warns(UserWarning, match="no out-of-bag prediction"):
+    with pytest.warns(UserWarning, match="Some inputs do not have OOB scores"):
         forest = forest_cls(n_estimators=2, oob_score=True, random_state=0).fit(X, y)
     seeds = forest.estimator_seeds_
     drawn_by_all = (bootstrap_counts(int(seeds[0]), 60, 60) > 0) & (
@@ -302,11 +302,19 @@ def test_max_samples_sets_bootstrap_size(forest_cls, max_samples, n_draws):
         assert weight == n_draws  # every draw counts once
 
 
-@pytest.mark.parametrize("params", [{"max_samples": 401}, {"max_samples": 10, "bootstrap": False}])
-def test_invalid_max_samples_raise(params):
+def test_max_samples_without_bootstrap_raises():
     X, y = _data(RandomForestClassifier, n_samples=400)
-    with pytest.raises(ValueError, match="max_samples"):
-        RandomForestClassifier(n_estimators=2, **params).fit(X, y)
+    with pytest.raises(ValueError, match="max_sample"):
+        RandomForestClassifier(n_estimators=2, max_samples=10, bootstrap=False).fit(X, y)
+
+
+@pytest.mark.parametrize("max_samples", [401, 1.5])
+def test_max_samples_may_exceed_n_samples_as_in_scikit_learn(max_samples):
+    X, y = _data(RandomForestClassifier, n_samples=400)
+    forest = RandomForestClassifier(n_estimators=2, max_samples=max_samples,
+                                    random_state=0).fit(X, y)
+    n_draws = int(max_samples * 400) if isinstance(max_samples, float) else max_samples
+    assert all(_root(tree)[1] == n_draws for tree in forest.estimators_)
 
 
 # ------------------------------------------------------------------------------ class weights
@@ -433,7 +441,7 @@ def test_estimators_are_fitted_trees_and_average_to_the_forest(forest_cls):
 
 
 # 6 trees leave some rows without OOB trees: their NaN rows must survive the round trip too.
-@pytest.mark.filterwarnings("ignore:.*no out-of-bag prediction:UserWarning")
+@pytest.mark.filterwarnings("ignore:Some inputs do not have OOB scores:UserWarning")
 @pytest.mark.parametrize("max_bins", [None, 32])
 @pytest.mark.parametrize("forest_cls", FORESTS, ids=_ids(FORESTS))
 def test_save_load_round_trip(forest_cls, max_bins, tmp_path):
@@ -513,3 +521,17 @@ def test_score_parity_with_scikit_learn(dataset, forest_cls):
                                       cv=cv).mean())
     difference = np.mean(ours) - np.mean(theirs)
     assert abs(difference) <= 0.01, (np.mean(ours), np.mean(theirs))
+
+
+@pytest.mark.parametrize("forest_cls", [RandomForestClassifier, ExtraTreesRegressor])
+def test_estimators_samples_are_the_bootstrap_draws(forest_cls):
+    X, y = _data(forest_cls, n_samples=200)
+    forest = forest_cls(n_estimators=3, max_features=0.5, bootstrap=True, max_samples=0.5,
+                        random_state=0).fit(X, y)
+    samples = forest.estimators_samples_
+    assert len(forest) == 3 and list(forest) == forest.estimators_
+    for tree, rows, seed in zip(forest, samples, forest.estimator_seeds_, strict=True):
+        assert rows.dtype == np.int32 and rows.shape == (100,)
+        counts = bootstrap_counts(int(seed), 200, 100)
+        np.testing.assert_array_equal(np.bincount(rows, minlength=200), counts)
+        assert _root(tree) == (np.count_nonzero(counts), 100.0)

@@ -27,11 +27,12 @@ ESTIMATORS = [
 ]
 
 #: Only forests that bootstrap fail this check; ExtraTrees* (bootstrap=False) pass it.
+_BOOTSTRAP_REASON = (
+    "bootstrap counts are drawn independently of sample_weight, so weighting a row is "
+    "not equivalent to repeating it (scikit-learn xfails this for its own forests)")
 BOOTSTRAP_EXPECTED_FAILED = {
-    "check_sample_weight_equivalence_on_dense_data": (
-        "bootstrap counts are drawn independently of sample_weight, so weighting a row is "
-        "not equivalent to repeating it (scikit-learn xfails this for its own forests)"
-    ),
+    "check_sample_weight_equivalence_on_dense_data": _BOOTSTRAP_REASON,
+    "check_sample_weight_equivalence_on_sparse_data": _BOOTSTRAP_REASON,
 }
 
 

@@ -83,7 +83,8 @@ def test_one_full_round_with_unit_learning_rate_reproduces_leaf_means():
         est = GradientBoostingRegressor(n_estimators=1, learning_rate=1.0, max_depth=max_depth,
                                         min_samples_leaf=min_samples_leaf,
                                         random_state=0).fit(X, y)
-        leaves = est.apply(X)[:, 0, 0]
+        assert est.apply(X).shape == (200, 1)
+        leaves = est.apply(X)[:, 0]
         # H0 + (leaf mean of y - H0) = leaf mean of y.
         np.testing.assert_allclose(est.predict(X), grouped_mean(leaves, y), rtol=1e-10)
         if min_samples_leaf == 1:  # pure leaves: the training targets themselves
@@ -126,7 +127,7 @@ def test_multiclass_log_loss_leaves_are_friedmans_step():
     priors = np.bincount(y) / y.shape[0]
     np.testing.assert_allclose(est.init_, np.log(priors) - np.log(priors).mean())
     prob = softmax(np.tile(est.init_, (y.shape[0], 1)), axis=1)
-    assert len(est.estimators_[0]) == 3
+    assert est.estimators_.shape == (1, 3)  # scikit-learn's (n_estimators, K) object array
     for k in range(3):
         g = (y == k) - prob[:, k]
         leaves = leaf_values(est, 0, k).apply(X)
@@ -501,11 +502,14 @@ def test_verbose_draws_a_progress_bar(capsys):
     assert "4/4" in capsys.readouterr().err
 
 
-def test_criterion_aliases_give_the_same_model():
+def test_criterion_aliases_give_the_same_model_and_are_deprecated():
     X, y = load_diabetes(return_X_y=True)
-    a = GradientBoostingRegressor(n_estimators=5, criterion="friedman_mse", random_state=0)
-    b = GradientBoostingRegressor(n_estimators=5, criterion="squared_error", random_state=0)
-    np.testing.assert_array_equal(a.fit(X, y).predict(X), b.fit(X, y).predict(X))
+    default = GradientBoostingRegressor(n_estimators=5, random_state=0).fit(X, y)
+    for criterion in ("friedman_mse", "squared_error"):
+        est = GradientBoostingRegressor(n_estimators=5, criterion=criterion, random_state=0)
+        with pytest.warns(FutureWarning, match="criterion"):
+            est.fit(X, y)
+        np.testing.assert_array_equal(est.predict(X), default.predict(X))
 
 
 # ------------------------------------------------------------------- persistence
@@ -529,6 +533,8 @@ def test_save_load_round_trip(est, dataset, tmp_path):
         np.testing.assert_array_equal(loaded.predict_proba(X), est.predict_proba(X))
     np.testing.assert_array_equal(loaded.train_score_, est.train_score_)
     np.testing.assert_array_equal(loaded.feature_importances_, est.feature_importances_)
+    assert loaded.estimators_.shape == est.estimators_.shape
+    assert loaded.estimators_.dtype == object
 
 
 @pytest.mark.parametrize("max_bins", [None, 32])
@@ -544,3 +550,12 @@ def test_multiclass_trees_of_a_round_in_threads_give_the_same_model(max_bins):
                 np.testing.assert_array_equal(array, b.tree_.arrays()[name], err_msg=name)
     np.testing.assert_array_equal(serial.train_score_, threaded.train_score_)
     np.testing.assert_array_equal(serial.predict_proba(X), threaded.predict_proba(X))
+
+
+def test_quantile_loss_at_median_equals_absolute_error():
+    X, y = make_regression(n_samples=200, n_features=5, noise=10.0, random_state=0)
+    quantile = GradientBoostingRegressor(n_estimators=20, loss="quantile", alpha=0.5,
+                                         random_state=0).fit(X, y)
+    absolute = GradientBoostingRegressor(n_estimators=20, loss="absolute_error",
+                                         random_state=0).fit(X, y)
+    np.testing.assert_array_equal(quantile.predict(X), absolute.predict(X))

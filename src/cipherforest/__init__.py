@@ -15,6 +15,8 @@ _EXPORTS = {
     "BaggingRegressor": ".ensemble",
     "DecisionTreeClassifier": ".tree",
     "DecisionTreeRegressor": ".tree",
+    "ExtraTreeClassifier": ".tree",
+    "ExtraTreeRegressor": ".tree",
     "ExtraTreesClassifier": ".ensemble",
     "ExtraTreesRegressor": ".ensemble",
     "GradientBoostingClassifier": ".ensemble",
@@ -41,3 +43,5 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .ensemble import RandomForestRegressor as RandomForestRegressor
     from .tree import DecisionTreeClassifier as DecisionTreeClassifier
     from .tree import DecisionTreeRegressor as DecisionTreeRegressor
+    from .tree import ExtraTreeClassifier as ExtraTreeClassifier
+    from .tree import ExtraTreeRegressor as ExtraTreeRegressor

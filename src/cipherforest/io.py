@@ -17,7 +17,9 @@ attribute (a name ending with ``_`` in ``vars(estimator)``), each described by a
   :class:`~cipherforest.tree._tree.Tree` whose node arrays are the members ``p.<field>``;
 * ``{"kind": "estimator", "class": c, "params": {...}, "attributes": {...}}``: a fitted
   sub-estimator (e.g. a member of an ensemble's ``estimators_``), recursively;
-* ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above.
+* ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above;
+* ``{"kind": "estimator_array", "shape": s, "items": [...]}``: an object array of fitted
+  sub-estimators (gradient boosting's ``estimators_``), items in C order.
 
 Array members are named after the attribute path (``estimators_.3.tree_.value``). JSON values
 that JSON cannot represent faithfully are tagged: ``{"$tuple": [...]}``,
@@ -177,6 +179,11 @@ class _Encoder:
                 self.store(f"{key}.{field}", getattr(obj, field), path)
             return {"kind": "tree", "prefix": key, "n_features": obj.n_features,
                     "n_classes": [int(k) for k in obj.n_classes]}
+        if (isinstance(obj, np.ndarray) and obj.dtype.kind == "O" and obj.size > 0
+                and all(_is_registered(item) for item in obj.flat)):
+            items = [self.attribute(item, f"{key}.{i}", f"{path}.flat[{i}]")
+                     for i, item in enumerate(obj.flat)]
+            return {"kind": "estimator_array", "shape": list(obj.shape), "items": items}
         if isinstance(obj, np.ndarray | np.generic):
             return self.array(obj, key, path)
         if _is_registered(obj):
@@ -271,6 +278,18 @@ class _Decoder:
             return self.tree(spec, where)
         if kind == "estimator":
             return self.estimator(spec, where)
+        if kind == "estimator_array":
+            shape = self.expect(spec, "shape", list, where)
+            items = self.expect(spec, "items", list, where)
+            if (not all(type(n) is int and n > 0 for n in shape)
+                    or int(np.prod(shape)) != len(items)
+                    or not all(isinstance(item, dict) and item.get("kind") == "estimator"
+                               for item in items)):
+                self.fail(f"malformed estimator array for {where}")
+            out = np.empty(len(items), dtype=object)
+            for i, item in enumerate(items):
+                out[i] = self.attribute(item, f"{where}.flat[{i}]")
+            return out.reshape(shape)
         if kind == "list":
             items = [self.attribute(item, f"{where}[{i}]")
                      for i, item in enumerate(self.expect(spec, "items", list, where))]

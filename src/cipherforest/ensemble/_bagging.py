@@ -8,7 +8,10 @@ Every member ``b`` of the ensemble is defined by three seeds drawn up front from
 * the row seed gives the draw counts ``counts[b]`` (``bootstrap_counts``: ``max_samples`` draws
   with replacement; without replacement when ``bootstrap=False``). When the sub-estimator's
   ``fit`` accepts ``sample_weight`` the counts are passed as weights (no copy of ``X``'s rows);
-  otherwise the rows are repeated by indexing;
+  otherwise the rows are repeated by indexing. With a ``sample_weight`` given to ``fit``, rows
+  are drawn with probabilities proportional to it (scikit-learn 1.9's semantics: a row of
+  weight k is as likely as k copies of it), and a float ``max_samples`` is a fraction of the
+  weight sum;
 * the feature seed gives ``estimators_features_[b]`` (sorted column indices);
 * the estimator seed is set as the sub-estimator's ``random_state``.
 
@@ -17,9 +20,9 @@ models ``O_i`` whose draw did not contain it, and rows with ``|O_i| = 0`` are le
 score (with a warning) and get NaN predictions.
 
 Our own decision trees take a shortcut: ``X`` is presorted (or binned) once per fit and each
-tree is grown on that shared, read-only data with ``grow_tree_on``. In exact mode this grows
-exactly the tree that ``fit(X[:, features], y, sample_weight=counts)`` grows; with ``max_bins``
-the bins come from all training rows instead of each tree's in-bag rows.
+tree is grown on that shared, read-only data (``BaseDecisionTree._fit_prepared``). In exact
+mode this grows exactly the tree that ``fit(X[:, features], y, sample_weight=counts)`` grows;
+with ``max_bins`` the bins come from all training rows instead of each tree's in-bag rows.
 """
 
 from __future__ import annotations
@@ -48,12 +51,15 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
-from ..tree._classes import DecisionTreeClassifier, DecisionTreeRegressor, resolve_max_features
+from ..tree._classes import (
+    DecisionTreeClassifier,
+    DecisionTreeRegressor,
+    densify,
+    resolve_max_features,
+)
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import TreeData, grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
+from ..tree._fit import TreeData, prepare_tree_data
 from ._base import (
-    SEED_BOUND,
     bootstrap_counts,
     draw_seeds,
     effective_n_jobs,
@@ -70,7 +76,8 @@ _N_SEEDS = 3
 
 
 # ------------------------------------------------------------------------------ draws
-def draw_sample_counts(seed: int, n_samples: int, n_draws: int, bootstrap: bool) -> np.ndarray:
+def draw_sample_counts(seed: int, n_samples: int, n_draws: int, bootstrap: bool,
+                       probabilities: np.ndarray | None = None) -> np.ndarray:
     """How often each row is drawn for one estimator.
 
     Parameters
@@ -83,11 +90,17 @@ def draw_sample_counts(seed: int, n_samples: int, n_draws: int, bootstrap: bool)
         Rows drawn (``max_samples`` resolved).
     bootstrap : bool
         With replacement (counts can exceed 1) or without (counts are 0 or 1).
+    probabilities : ndarray of shape (n_samples,), default=None
+        Probability of drawing each row (normalised sample weights); None: uniform.
 
     Returns
     -------
     counts : ndarray of shape (n_samples,), dtype int64
     """
+    if probabilities is not None:
+        rows = np.random.RandomState(seed).choice(n_samples, n_draws, replace=bootstrap,
+                                                  p=probabilities)
+        return np.bincount(rows, minlength=n_samples)
     if bootstrap:
         return bootstrap_counts(seed, n_samples, n_draws)
     rows = sample_without_replacement(n_samples, n_draws, random_state=seed)
@@ -147,7 +160,8 @@ class _PreparedTrees:
 
     def __init__(self, template, X, y, n_classes: int, seed: int):
         self.is_classifier = isinstance(template, DecisionTreeClassifier)
-        self.X = check_array(X, dtype=np.float64, ensure_all_finite="allow-nan")
+        self.X = densify(check_array(X, dtype=np.float64, ensure_all_finite="allow-nan",
+                                     accept_sparse=["csr", "csc"]))
         self.n_samples, self.n_features = self.X.shape
         self.missing = np.isnan(self.X).any(axis=0)
         self.n_classes = n_classes  # y holds class indices 0..n_classes-1 (classification)
@@ -189,21 +203,10 @@ class _PreparedTrees:
             criterion = CRITERIA_REG[tree.criterion]
         if not np.any(w > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
-        n_features = features.shape[0]
-        params = tree._growth_params(criterion, self.n_samples, float(w.sum()), n_features)
-        seed = int(check_random_state(tree.random_state).randint(SEED_BOUND))
-        grown = grow_tree_on(self._data_for(features), self.y, w, self.n_classes, params, seed)
-        if tree.ccp_alpha > 0.0:
-            grown = prune_tree(grown, float(tree.ccp_alpha))
-        tree.n_features_in_ = n_features
-        tree.missing_values_in_feature_mask_ = self.missing[features]
-        if self.is_classifier:
-            tree.classes_ = np.arange(self.n_classes)
-            tree.n_classes_ = self.n_classes
-        tree.max_features_ = params.max_features
-        tree.tree_ = grown
-        tree.n_outputs_ = 1
-        return tree
+        classes = np.arange(self.n_classes) if self.is_classifier else None
+        return tree._fit_prepared(self._data_for(features), self.y, w, self.n_classes,
+                                  criterion, missing_mask=self.missing[features],
+                                  classes=classes, n_samples=self.n_samples)
 
 
 # ------------------------------------------------------------------------------ estimators
@@ -223,7 +226,8 @@ n_estimators : int, default=10
     Number of sub-estimators.
 max_samples : int or float, default=None
     Rows drawn per sub-estimator: None means ``n_samples``, an int that many (at most
-    ``n_samples``), a float that fraction of ``n_samples``.
+    ``n_samples`` without bootstrap), a float ``max(1, int(max_samples * n_samples))`` (of
+    ``sum(sample_weight)`` when fitting with weights).
 max_features : int or float, default=1.0
     Columns drawn per sub-estimator: an int that many, a float
     ``max(1, int(max_features * n_features))``.
@@ -367,8 +371,9 @@ class BaseBagging(BaseEstimator):
         y : array-like of shape (n_samples,)
             Class labels or real targets.
         sample_weight : array-like of shape (n_samples,), default=None
-            Multiplied into each sub-estimator's draw counts; needs a sub-estimator whose
-            ``fit`` accepts ``sample_weight``.
+            Rows are drawn with probabilities proportional to it (scikit-learn 1.9): a row
+            of weight k is drawn as often as k copies of it would be; a float
+            ``max_samples`` is then a fraction of ``sum(sample_weight)``.
 
         Returns
         -------
@@ -382,14 +387,19 @@ class BaseBagging(BaseEstimator):
         # A warm start keeps growing the ensemble from the estimator it started with.
         template = self.estimator_ if warm else self._get_estimator()
         accepts_weight = has_fit_parameter(template, "sample_weight")
+        probabilities = None
         if sample_weight is not None:
-            if not accepts_weight:
-                raise ValueError(f"{type(template).__name__}.fit does not accept sample_weight,"
-                                 " so BaggingClassifier/Regressor cannot use sample_weight")
-            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64)
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                                 ensure_non_negative=True)
+            if not self.bootstrap:
+                warnings.warn(f"When fitting {type(self).__name__} with sample_weight it is "
+                              f"recommended to use bootstrap=True, got {self.bootstrap}.",
+                              UserWarning, stacklevel=2)
+            probabilities = sample_weight / sample_weight.sum()
         if self.oob_score and not self.bootstrap:
             raise ValueError("Out of bag estimation only available if bootstrap=True")
-        n_draws = resolve_n_draws(self.max_samples, n_samples)
+        n_draws = resolve_n_draws(self.max_samples, n_samples, sample_weight,
+                                  at_most_n_samples=False)
         if n_draws > n_samples and not self.bootstrap:
             raise ValueError(f"max_samples={n_draws} must be <= n_samples={n_samples} to "
                              "draw without replacement")
@@ -407,8 +417,12 @@ class BaseBagging(BaseEstimator):
             self.sample_seeds_ = np.zeros(0, dtype=np.int64)
             for name in ("oob_score_", "oob_decision_function_", "oob_prediction_"):
                 self.__dict__.pop(name, None)
+        if warm and not self.oob_score:  # an earlier OOB estimate no longer describes the model
+            for name in ("oob_score_", "oob_decision_function_", "oob_prediction_"):
+                self.__dict__.pop(name, None)
         self.n_samples_fit_ = n_samples
-        self.max_samples_ = n_draws
+        self.max_samples_ = self._max_samples = n_draws
+        self.sample_probabilities_ = probabilities
         self.max_features_ = n_features
 
         n_old = len(self.estimators_)
@@ -436,18 +450,17 @@ class BaseBagging(BaseEstimator):
             features = draw_features(int(seeds[b, _SEED_FEATURES]), self.n_features_in_,
                                      n_features, self.bootstrap_features)
             counts = draw_sample_counts(int(seeds[b, _SEED_ROWS]), n_samples, n_draws,
-                                        self.bootstrap)
+                                        self.bootstrap, probabilities)
             if accepts_weight:
                 weight = counts.astype(np.float64)
-                if sample_weight is not None:
-                    weight *= sample_weight
                 if prepared is not None:
                     return prepared.fit(est, features, weight), features
-                return est.fit(_columns(X, features, self.n_features_in_), y,
-                               sample_weight=weight), features
+                est.fit(_columns(X, features, self.n_features_in_), y, sample_weight=weight)
+                return est, features
             rows = np.repeat(np.arange(n_samples), counts)
             X_rows = _columns(_safe_indexing(X, rows), features, self.n_features_in_)
-            return est.fit(X_rows, y[rows]), features
+            est.fit(X_rows, y[rows])  # kept even when fit returns None
+            return est, features
 
         fitted = map_in_threads(fit_one, range(n_more), self.n_jobs, self.verbose,
                                 desc=type(self).__name__)
@@ -462,7 +475,8 @@ class BaseBagging(BaseEstimator):
 
     def _draw_counts(self, b: int) -> np.ndarray:
         return draw_sample_counts(int(self.sample_seeds_[b]), self.n_samples_fit_,
-                                  self.max_samples_, self.bootstrap)
+                                  self.max_samples_, self.bootstrap,
+                                  self.sample_probabilities_)
 
     @property
     def estimators_samples_(self) -> list[np.ndarray]:

@@ -25,15 +25,22 @@ def draw_seeds(random_state: np.random.RandomState, n: int) -> np.ndarray:
     return random_state.randint(SEED_BOUND, size=n)
 
 
-def resolve_n_draws(max_samples, n_samples: int) -> int:
-    """Bootstrap size from scikit-learn's ``max_samples`` (None, int or fraction)."""
+def resolve_n_draws(max_samples, n_samples: int, sample_weight: np.ndarray | None = None, *,
+                    at_most_n_samples: bool = True) -> int:
+    """Bootstrap size from scikit-learn's ``max_samples`` (None, int or fraction).
+
+    A fraction refers to ``n_samples``, or to the sum of ``sample_weight`` when given (as
+    scikit-learn 1.9), rounded down, at least 1. With ``at_most_n_samples`` an int larger
+    than ``n_samples`` is an error (scikit-learn's forests and bagging allow it).
+    """
     if max_samples is None:
         return n_samples
     if isinstance(max_samples, (int, np.integer)):
-        if max_samples > n_samples:
+        if at_most_n_samples and max_samples > n_samples:
             raise ValueError(f"max_samples={max_samples} must be <= n_samples={n_samples}")
         return int(max_samples)
-    return max(1, round(n_samples * float(max_samples)))
+    total = n_samples if sample_weight is None else float(np.sum(sample_weight))
+    return max(1, int(float(max_samples) * total))
 
 
 def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
@@ -50,9 +57,10 @@ def warn_if_oob_missing(n_oob_models: np.ndarray) -> np.ndarray:
     covered = n_oob_models > 0
     if not covered.all():
         warnings.warn(
-            f"{int((~covered).sum())} of {covered.shape[0]} samples were used by every "
-            "estimator and have no out-of-bag prediction; they are left out of the OOB score. "
-            "Use more estimators for a reliable estimate.",
+            "Some inputs do not have OOB scores. This probably means too few estimators were "
+            "used to compute any reliable oob estimates. "
+            f"({int((~covered).sum())} of {covered.shape[0]} samples were used by every "
+            "estimator and have no out-of-bag prediction; they are left out of the OOB score.)",
             UserWarning,
             stacklevel=3,
         )

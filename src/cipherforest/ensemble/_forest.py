@@ -9,9 +9,11 @@ any ``n_jobs``.
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import compute_sample_weight
@@ -24,11 +26,13 @@ from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
     DecisionTreeRegressor,
+    densify,
+    map_friedman_mse,
+    tree_X_options,
     validate_fit_arrays,
 )
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
+from ..tree._fit import prepare_tree_data
 from ._base import (
     bootstrap_counts,
     draw_seeds,
@@ -57,14 +61,14 @@ class BaseForest(BaseEstimator):
            if k in TREE_PARAMS},
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "bootstrap": ["boolean"],
-        "oob_score": ["boolean"],
+        "oob_score": ["boolean", callable],
         "n_jobs": [Integral, None],
         "random_state": ["random_state"],
         "verbose": ["verbose"],
         "warm_start": ["boolean"],
         "max_samples": [
             None,
-            Interval(RealNotInt, 0.0, 1.0, closed="right"),
+            Interval(RealNotInt, 0.0, None, closed="neither"),
             Interval(Integral, 1, None, closed="left"),
         ],
     }
@@ -72,6 +76,7 @@ class BaseForest(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
         return tags
 
     # ------------------------------------------------------------------ fitting
@@ -84,12 +89,15 @@ class BaseForest(BaseEstimator):
     def _fit_forest(self, X, y_encoded, sample_weight, n_classes: int, criterion: int,
                     class_weight_per_tree: str | None):
         if not self.bootstrap and self.max_samples is not None:
-            raise ValueError("max_samples can only be set when bootstrap=True; "
-                             f"got max_samples={self.max_samples!r} with bootstrap=False")
+            raise ValueError("`max_sample` cannot be set if `bootstrap=False`. Either switch "
+                             "to `bootstrap=True` or set `max_sample=None` (got "
+                             f"max_samples={self.max_samples!r}).")
         if self.oob_score and not self.bootstrap:
             raise ValueError("Out of bag estimation only available if bootstrap=True")
         n_samples = X.shape[0]
-        n_draws = resolve_n_draws(self.max_samples, n_samples) if self.bootstrap else n_samples
+        n_draws = (resolve_n_draws(self.max_samples, n_samples, at_most_n_samples=False)
+                   if self.bootstrap else n_samples)
+        self._n_samples, self._n_samples_bootstrap = n_samples, n_draws
 
         random_state = check_random_state(self.random_state)
         if not self.warm_start or not hasattr(self, "estimators_"):
@@ -104,21 +112,26 @@ class BaseForest(BaseEstimator):
         data_seed = int(seeds[0])  # independent of n_estimators, so warm start bins alike
         new_seeds = seeds[n_existing:]
 
-        if new_seeds.shape[0] > 0:
+        if new_seeds.shape[0] == 0:
+            warnings.warn("Warm-start fitting without increasing n_estimators does not fit "
+                          "new trees.", UserWarning, stacklevel=3)
+        else:
             template = self._tree_template()
             data = prepare_tree_data(X, self.max_bins, data_seed)
+
+            template_params = template.get_params()
+            classes = self.classes_ if isinstance(self, ClassifierMixin) else None
 
             def grow(seed: int):
                 weight = self._tree_weights(int(seed), sample_weight, y_encoded, n_samples,
                                             n_draws, n_classes, class_weight_per_tree)
                 # As in scikit-learn, fractions refer to n_samples and to this tree's weights.
-                params = template._growth_params(criterion, n_samples, float(weight.sum()),
-                                                 X.shape[1])
-                tree = grow_tree_on(data, y_encoded, weight, n_classes, params, int(seed))
-                if self.ccp_alpha > 0.0:
-                    tree = prune_tree(tree, float(self.ccp_alpha))
-                return self._wrap_tree(template, tree, int(seed), params.max_features,
-                                       n_classes)
+                # The tree's seed is its kernel seed, as the private forest's server grows it
+                # (the demo checks both forests agree on the same ciphers).
+                est = self._tree_class(**{**template_params, "random_state": int(seed)})
+                return est._fit_prepared(data, y_encoded, weight, n_classes, criterion,
+                                         missing_mask=self.missing_values_in_feature_mask_,
+                                         classes=classes, seed=int(seed))
 
             new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
                                        desc=type(self).__name__)
@@ -127,6 +140,46 @@ class BaseForest(BaseEstimator):
         if self.oob_score:
             self._compute_oob(X, y_encoded, n_draws)
         return self
+
+    # ------------------------------------------------------------------ sub-estimators
+    @property
+    def estimator(self) -> BaseDecisionTree:
+        """The (unfitted) tree every member is grown as: this forest's tree parameters."""
+        return self._tree_template()
+
+    @property
+    def estimator_(self) -> BaseDecisionTree:
+        """Unfitted tree with the forest's tree parameters (as scikit-learn's ``estimator_``)."""
+        check_is_fitted(self, "estimators_")
+        return self._tree_template()
+
+    def __len__(self) -> int:
+        """Number of fitted trees."""
+        return len(self.estimators_)
+
+    def __getitem__(self, index):
+        """The ``index``-th fitted tree."""
+        return self.estimators_[index]
+
+    def __iter__(self):
+        """Iterate over the fitted trees."""
+        return iter(self.estimators_)
+
+    @property
+    def estimators_samples_(self) -> list[np.ndarray]:
+        """Training rows of each tree (int32, a row repeated as often as its bootstrap drew
+        it; every row once without bootstrap). Recomputed from ``estimator_seeds_``.
+
+        Fitting ``clone(estimators_[i])`` on ``X[estimators_samples_[i]]`` grows the same
+        tree as the forest did with bootstrap counts as weights.
+        """
+        check_is_fitted(self, "estimators_")
+        rows = np.arange(self._n_samples, dtype=np.int32)
+        if not self.bootstrap:
+            return [rows.copy() for _ in self.estimators_]
+        return [np.repeat(rows, bootstrap_counts(int(seed), self._n_samples,
+                                                 self._n_samples_bootstrap))
+                for seed in self.estimator_seeds_[: len(self.estimators_)]]
 
     def _tree_weights(self, seed, sample_weight, y_encoded, n_samples, n_draws, n_classes,
                       class_weight_per_tree):
@@ -141,18 +194,6 @@ class BaseForest(BaseEstimator):
             class_w[present] = counts.sum() / (present.sum() * drawn[present])
             weight = weight * class_w[y_encoded]
         return weight
-
-    def _wrap_tree(self, template, tree, seed, max_features, n_classes):
-        est = self._tree_class(**{**template.get_params(), "random_state": seed})
-        est.tree_ = tree
-        est.n_features_in_ = self.n_features_in_
-        est.n_outputs_ = 1
-        est.max_features_ = max_features
-        est.missing_values_in_feature_mask_ = self.missing_values_in_feature_mask_
-        if isinstance(self, ClassifierMixin):
-            est.classes_ = self.classes_
-            est.n_classes_ = n_classes
-        return est
 
     def _compute_oob(self, X, y_encoded, n_draws):
         n_samples = X.shape[0]
@@ -169,20 +210,23 @@ class BaseForest(BaseEstimator):
         with np.errstate(invalid="ignore", divide="ignore"):
             mean = total / n_models[:, np.newaxis]
         mean[~covered] = np.nan
+        # A callable oob_score is the metric, called as metric(y_true, y_pred) (scikit-learn's
+        # convention; classifiers pass encoded labels); True means accuracy / R^2.
         if isinstance(self, ClassifierMixin):
             self.oob_decision_function_ = mean
             # Plain accuracy, as the seed's OOB estimate (class weights only shape the trees).
-            self.oob_score_ = float(accuracy_score(y_encoded[covered],
-                                                   np.argmax(mean[covered], axis=1)))
+            metric = self.oob_score if callable(self.oob_score) else accuracy_score
+            self.oob_score_ = float(metric(y_encoded[covered], np.argmax(mean[covered], axis=1)))
         else:
             self.oob_prediction_ = mean[:, 0]
-            self.oob_score_ = float(r2_score(y_encoded[covered], mean[covered, 0]))
+            metric = self.oob_score if callable(self.oob_score) else r2_score
+            self.oob_score_ = float(metric(y_encoded[covered], mean[covered, 0]))
 
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self, "estimators_")
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
-                             reset=False)
+        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+                                     **tree_X_options(X)))
 
     def _mean_tree_values(self, X) -> np.ndarray:
         """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads.
@@ -210,6 +254,21 @@ class BaseForest(BaseEstimator):
         """Leaf index of every sample in every tree, shape (n_samples, n_estimators)."""
         X = self._validate_X_predict(X)
         return np.column_stack([est.tree_.apply(X) for est in self.estimators_])
+
+    def decision_path(self, X):
+        """Nodes each sample visits in every tree.
+
+        Returns
+        -------
+        indicator : sparse matrix of shape (n_samples, total number of nodes)
+            Column ``n_nodes_ptr[i] + j`` is node ``j`` of tree ``i``.
+        n_nodes_ptr : ndarray of shape (n_estimators + 1,)
+            Where each tree's columns start.
+        """
+        X = self._validate_X_predict(X)
+        paths = [est.tree_.decision_path(X) for est in self.estimators_]
+        n_nodes_ptr = np.cumsum([0] + [path.shape[1] for path in paths])
+        return sp.hstack(paths).tocsr(), n_nodes_ptr
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -298,7 +357,8 @@ class ForestRegressorMixin(RegressorMixin):
         X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
         y = np.asarray(y, dtype=np.float64)
         if self.criterion == "poisson" and (np.any(y < 0) or np.sum(y) <= 0):
-            raise ValueError("poisson criterion needs non-negative y with a positive sum")
+            raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
+                             "regression, or their sum is not positive.")
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         return self._fit_forest(X, y, sample_weight, 1, CRITERIA_REG[self.criterion], None)
@@ -329,9 +389,11 @@ min_impurity_decrease, ccp_alpha
         Features drawn at each split ("sqrt" by default for classification, 1.0 for regression).
     bootstrap : bool
         Grow each tree on a bootstrap sample (N draws with replacement, passed as counts).
-    oob_score : bool, default=False
-        Score every training sample with the trees that did not draw it (``oob_score_``);
-        samples drawn by every tree are left out, with a warning.
+    oob_score : bool or callable, default=False
+        Score every training sample with the trees that did not draw it (``oob_score_``:
+        accuracy / R^2, or ``oob_score(y_true, y_pred)`` when a callable such as
+        ``sklearn.metrics.f1_score``); samples drawn by every tree are left out, with a
+        warning.
     n_jobs : int, default=None
         Threads growing trees and predicting (-1: all cores). Results do not depend on it.
     random_state : int, RandomState instance or None, default=None
@@ -342,7 +404,8 @@ min_impurity_decrease, ccp_alpha
     class_weight : dict, "balanced", "balanced_subsample" or None (classifiers)
         "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample.
     max_samples : int, float or None, default=None
-        Bootstrap size (None: n_samples).
+        Bootstrap size: None n_samples, an int that many draws, a float (may exceed 1)
+        ``max(1, int(max_samples * n_samples))`` draws.
     max_bins : int in [2, 255] or None, default=None
         Histogram split finding with features binned once for the whole forest.
 
@@ -363,7 +426,7 @@ def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                  min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
                  warm_start, ccp_alpha, max_samples, max_bins):
     self.n_estimators = n_estimators
-    self.criterion = criterion
+    self.criterion = map_friedman_mse(criterion)
     self.max_depth = max_depth
     self.min_samples_split = min_samples_split
     self.min_samples_leaf = min_samples_leaf

@@ -24,6 +24,7 @@ steps) and the parameters (``learning_rate``, ``loss``, ``alpha``).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
@@ -41,7 +42,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
-from ..tree._classes import DecisionTreeRegressor
+from ..tree._classes import DecisionTreeRegressor, densify, tree_X_options
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,
     MAX_BINS,
@@ -76,6 +77,16 @@ def _add_tree(raw_k: np.ndarray, tree: Tree, X: np.ndarray, learning_rate: float
 
 
 # ----------------------------------------------------------------------------- estimators
+def _stage_array(stages: list) -> np.ndarray:
+    """Rounds of trees as scikit-learn's ``estimators_``: an object array of shape
+    (n_rounds, trees per round)."""
+    width = len(stages[0]) if stages else 0
+    out = np.empty((len(stages), width), dtype=object)
+    for i, stage in enumerate(stages):
+        out[i, :] = stage
+    return out
+
+
 class BaseGradientBoosting(BaseEstimator):
     """Fit loop, staged prediction and fitted state shared by classifier and regressor."""
 
@@ -83,7 +94,7 @@ class BaseGradientBoosting(BaseEstimator):
         "learning_rate": [Interval(Real, 0.0, None, closed="left")],
         "n_estimators": [Interval(Integral, 1, None, closed="left")],
         "subsample": [Interval(Real, 0.0, 1.0, closed="right")],
-        "criterion": [StrOptions({"squared_error", "friedman_mse"})],
+        "criterion": [StrOptions({"squared_error", "friedman_mse", "deprecated"})],
         "min_samples_split": [
             Interval(Integral, 2, None, closed="left"),
             Interval(RealNotInt, 0.0, 1.0, closed="right"),
@@ -116,6 +127,7 @@ class BaseGradientBoosting(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
         return tags
 
     # ------------------------------------------------------------------ hooks
@@ -164,10 +176,15 @@ class BaseGradientBoosting(BaseEstimator):
         -------
         self : estimator
         """
+        if self.criterion != "deprecated":
+            warnings.warn("The parameter `criterion` is deprecated and will be removed in "
+                          "1.11 (as in scikit-learn); trees always use the squared-error "
+                          "criterion.", FutureWarning, stacklevel=2)
         if not self.warm_start:
             self._clear_state()
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
-                             multi_output=True)
+        X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
+                             **tree_X_options(X))
+        X = densify(X)
         y = column_or_1d(y, warn=True)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                              ensure_non_negative=True)
@@ -202,10 +219,11 @@ class BaseGradientBoosting(BaseEstimator):
                 raise ValueError(f"n_estimators={self.n_estimators} must be larger or equal to "
                                  f"len(estimators_)={begin} when warm_start==True")
             raw = self._raw_predict_validated(X_train)
+            self.estimators_ = [list(stage) for stage in self.estimators_]  # rounds get added
         self._resize_scores(begin)
         n_stages = self._fit_stages(X_train, y_train, w_train, raw, X_val, y_val, w_val, loss,
                                     begin, monitor)
-        self.estimators_ = self.estimators_[:n_stages]
+        self.estimators_ = _stage_array(self.estimators_[:n_stages])
         self.train_score_ = self.train_score_[:n_stages]
         if self.subsample < 1.0:
             self.oob_improvement_ = self.oob_improvement_[:n_stages]
@@ -370,8 +388,8 @@ class BaseGradientBoosting(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
-                             reset=False)
+        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+                                     **tree_X_options(X)))
 
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
         raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
@@ -435,9 +453,10 @@ _COMMON_PARAMS_DOC = """\
         Fraction of the rows drawn (without replacement) for each round (stochastic gradient
         boosting); below 1.0, trees and line searches use the in-bag rows only and
         ``oob_improvement_`` / ``oob_scores_`` are recorded.
-    criterion : {"squared_error", "friedman_mse"}, default="squared_error"
-        Split criterion of the trees. Friedman's improvement score ranks splits exactly as the
-        squared-error decrease, so both names give the same trees.
+    criterion : {"squared_error", "friedman_mse"}, default="deprecated"
+        Deprecated, as in scikit-learn 1.9 (setting it warns with ``FutureWarning``): the
+        trees always split on the squared-error decrease, which ranks splits exactly as
+        Friedman's improvement score, so both names give the same trees.
     min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_depth, \
 min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
         Per-tree rules, as in :class:`~cipherforest.tree.DecisionTreeRegressor`
@@ -466,8 +485,8 @@ min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
 _COMMON_ATTRIBUTES_DOC = """\
     n_estimators_ : int
         Rounds actually fitted (fewer than ``n_estimators`` after early stopping).
-    estimators_ : list of lists of DecisionTreeRegressor
-        ``estimators_[i][k]``: round ``i``'s tree for output ``k``; leaf values are the
+    estimators_ : ndarray of DecisionTreeRegressor, shape (n_estimators_, n_trees_per_round)
+        ``estimators_[i, k]``: round ``i``'s tree for output ``k``; leaf values are the
         line-search steps (before ``learning_rate``).
     init_ : ndarray of shape (n_trees_per_iteration_,)
         The initial raw prediction ``H0``.
@@ -516,7 +535,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
     }
 
     def __init__(self, *, loss="log_loss", learning_rate=0.1, n_estimators=100, subsample=1.0,
-                 criterion="squared_error", min_samples_split=2, min_samples_leaf=1,
+                 criterion="deprecated", min_samples_split=2, min_samples_leaf=1,
                  min_weight_fraction_leaf=0.0, max_depth=3, min_impurity_decrease=0.0,
                  init=None, random_state=None, max_features=None, verbose=0,
                  max_leaf_nodes=None, warm_start=False, validation_fraction=0.1,
@@ -653,7 +672,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     }
 
     def __init__(self, *, loss="squared_error", learning_rate=0.1, n_estimators=100,
-                 subsample=1.0, criterion="squared_error", min_samples_split=2,
+                 subsample=1.0, criterion="deprecated", min_samples_split=2,
                  min_samples_leaf=1, min_weight_fraction_leaf=0.0, max_depth=3,
                  min_impurity_decrease=0.0, init=None, random_state=None, max_features=None,
                  alpha=0.9, verbose=0, max_leaf_nodes=None, warm_start=False,
@@ -706,3 +725,17 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
         """Yield ``predict`` after each round."""
         for raw in self._staged_raw_predict(X):
             yield raw[:, 0]
+
+    def apply(self, X):
+        """Leaf index of every sample in every tree.
+
+        Parameters
+        ----------
+        X : array-like of shape (n_samples, n_features)
+
+        Returns
+        -------
+        X_leaves : ndarray of shape (n_samples, n_estimators_)
+            As scikit-learn's regressor (one tree per round).
+        """
+        return super().apply(X)[:, :, 0]

@@ -28,15 +28,17 @@ the ``alpha``-weighted median of the learners' predictions.
 Sub-estimators that accept ``sample_weight`` are fitted on the weights (no resampling);
 others on a weighted bootstrap of the rows. When the base estimator is one of our own
 decision trees, the feature matrix is presorted (or binned) once per fit and every round
-grows its tree on it (``tree._fit.grow_tree_on``) instead of re-sorting.
+grows its tree on it (``BaseDecisionTree._fit_prepared``) instead of re-sorting.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from scipy.special import softmax
 from sklearn.base import (
     BaseEstimator,
@@ -60,10 +62,10 @@ from sklearn.utils.validation import (
 
 from .._registry import register_model_class
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
+from ..tree._classes import densify
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
-from ..tree._fit import grow_tree_on, prepare_tree_data
-from ..tree._pruning import prune_tree
-from ._base import SEED_BOUND, ProgressBar, draw_seeds
+from ..tree._fit import prepare_tree_data
+from ._base import ProgressBar, draw_seeds
 
 __all__ = ["AdaBoostClassifier", "AdaBoostRegressor"]
 
@@ -134,8 +136,9 @@ def reweight(sample_weight: np.ndarray, exponent: np.ndarray) -> tuple[np.ndarra
     ``sample_weight`` must sum to one (the seed's normalised weights), so ``Z`` is the seed's
     ``Z_t``.
     """
-    unnormalised = sample_weight * np.exp(exponent)
-    z = float(unnormalised.sum())
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow stops the fit (fit loop)
+        unnormalised = sample_weight * np.exp(exponent)
+        z = float(unnormalised.sum())
     return unnormalised / z, z
 
 
@@ -212,11 +215,14 @@ class _GenericLearners:
     def fit(self, sample_weight: np.ndarray, rng: np.random.RandomState):
         est = clone(self.template)
         _set_random_states(est, rng)
+        # The fitted clone is kept even when its fit returns None.
         if self.uses_weights:
-            return est.fit(self.X, self.y, sample_weight=sample_weight)
+            est.fit(self.X, self.y, sample_weight=sample_weight)
+            return est
         n = self.X.shape[0]
         rows = rng.choice(n, size=n, replace=True, p=sample_weight / sample_weight.sum())
-        return est.fit(self.X[rows], self.y[rows])
+        est.fit(self.X[rows], self.y[rows])
+        return est
 
 
 class _PreparedTrees:
@@ -234,6 +240,7 @@ class _PreparedTrees:
         self.template = template
         self.is_classifier = classes is not None
         self.classes = classes
+        X = densify(X)
         self.n_samples, self.n_features = X.shape
         self.missing_mask = np.isnan(X).any(axis=0)
         if self.is_classifier:
@@ -270,21 +277,10 @@ class _PreparedTrees:
             w = w * self.weight_factor
         if not np.any(w > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
-        params = est._growth_params(self.criterion, self.n_samples, float(w.sum()),
-                                    self.n_features)
-        tree_seed = int(check_random_state(est.random_state).randint(SEED_BOUND))
-        tree = grow_tree_on(self.data, self.y_fit, w, self.n_classes, params, tree_seed)
-        if est.ccp_alpha > 0.0:
-            tree = prune_tree(tree, float(est.ccp_alpha))
-        est.n_features_in_ = self.n_features
-        est.missing_values_in_feature_mask_ = self.missing_mask.copy()
-        if self.is_classifier:
-            est.classes_ = self.classes
-            est.n_classes_ = self.n_classes
-        est.max_features_ = params.max_features
-        est.tree_ = tree
-        est.n_outputs_ = 1
-        return est
+        return est._fit_prepared(self.data, self.y_fit, w, self.n_classes, self.criterion,
+                                 missing_mask=self.missing_mask.copy(),
+                                 classes=self.classes if self.is_classifier else None,
+                                 n_samples=self.n_samples)
 
 
 def _make_learners(template, X, y, classes, seed: int, sample_weight: np.ndarray):
@@ -325,11 +321,17 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = self._allows_nan()
+        tags.input_tags.sparse = get_tags(self._base_estimator()).input_tags.sparse
         return tags
+
+    def _finite_option(self, X):
+        # NaN passes only to base estimators that take it, and never inside a sparse X.
+        return "allow-nan" if self._allows_nan() and not sp.issparse(X) else True
 
     def _validate_X(self, X):
         return validate_data(self, X, dtype=np.float64, reset=False,
-                             ensure_all_finite="allow-nan" if self._allows_nan() else True)
+                             accept_sparse=["csr", "csc"],
+                             ensure_all_finite=self._finite_option(X))
 
     @_fit_context(prefer_skip_nested_validation=False)  # `estimator` is validated by its fit
     def fit(self, X, y, sample_weight=None):
@@ -349,7 +351,8 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         self : object
         """
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=self._is_regressor,
-                             ensure_all_finite="allow-nan" if self._allows_nan() else True)
+                             accept_sparse=["csr", "csc"],
+                             ensure_all_finite=self._finite_option(X))
         y = self._prepare_targets(y)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, copy=True,
                                              ensure_non_negative=True)
@@ -381,6 +384,12 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
                 errors.append(error)
                 normalizers.append(z)
                 if last:  # a perfect learner (or R2's kept first learner without edge)
+                    break
+                if not np.all(np.isfinite(w)):  # exp overflow: stop, as scikit-learn does
+                    warnings.warn(f"Sample weights have reached infinite values, at iteration "
+                                  f"{len(estimators) - 1}, causing overflow. Iterations "
+                                  "stopped. Try lowering the learning rate.", UserWarning,
+                                  stacklevel=2)
                     break
         finally:
             if bar:
@@ -466,10 +475,9 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
     -----
     Differences from scikit-learn's ``AdaBoostClassifier``: for two classes
     ``alpha_t`` is the seed's ``1/2 ln((1-eps)/eps)`` (scikit-learn uses twice that; the
-    model's predictions and probabilities do not change); ``decision_function`` is the
-    un-normalised ``sum_t alpha_t h_t(x)`` (scikit-learn divides by ``sum_t alpha_t``);
-    a perfect learner gets ``alpha`` at ``eps = 2.2e-16`` (scikit-learn: 1); the per-round
-    arrays have one entry per kept learner (scikit-learn pads to ``n_estimators``).
+    model's predictions, probabilities and ``decision_function`` do not change); a perfect
+    learner gets ``alpha`` at ``eps = 2.2e-16`` (scikit-learn: 1); the per-round arrays have
+    one entry per kept learner (scikit-learn pads to ``n_estimators``).
     ``predict_proba`` equals scikit-learn's for the same learners.
     """
 
@@ -500,9 +508,10 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
             return 0.0, classifier_alpha(0.0, self.n_classes_, self.learning_rate), w, 0.0, True
         if error >= 1.0 - 1.0 / self.n_classes_:
             if is_first:
-                raise ValueError(f"the first learner's weighted error {error:.4g} is at least "
-                                 f"1 - 1/K = {1.0 - 1.0 / self.n_classes_:.4g} (no better than "
-                                 "chance); AdaBoostClassifier cannot be fitted")
+                raise ValueError(f"BaseClassifier in AdaBoostClassifier ensemble is worse than "
+                                 f"random, ensemble can not be fit: the first learner's "
+                                 f"weighted error {error:.4g} is at least 1 - 1/K = "
+                                 f"{1.0 - 1.0 / self.n_classes_:.4g} (no better than chance)")
             return None
         alpha = classifier_alpha(error, self.n_classes_, self.learning_rate)
         w, z = reweight(w, classifier_exponent(incorrect, alpha, self.n_classes_))
@@ -532,8 +541,14 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
             return np.ones((decision.shape[0], 1))
         return proba_from_decision(decision, total, self.n_classes_)
 
+    def _scaled(self, decision: np.ndarray, total: float) -> np.ndarray:
+        # scikit-learn's scale: the vote divided by the total learner weight; two classes
+        # give the difference of the two symmetric class scores, 2 H / sum(alpha).
+        factor = 2.0 if self.n_classes_ == 2 else 1.0
+        return decision * (factor / total) if total > 0 else decision
+
     def decision_function(self, X):
-        """Weighted vote ``sum_t alpha_t h_t(x)``.
+        """Weighted vote, normalised by the total learner weight as scikit-learn's.
 
         Parameters
         ----------
@@ -542,13 +557,12 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
         Returns
         -------
         score : ndarray of shape (n_samples,) or (n_samples, n_classes)
-            Two classes: ``H(x)`` with ``h in {-1, +1}``; positive means ``classes_[1]``.
-            More: SAMME's ``F_k(x)``, largest for the predicted class.
+            Two classes: ``2 H(x) / sum_t alpha_t`` with ``H = sum_t alpha_t h_t`` and
+            ``h in {-1, +1}``, in [-2, 2]; positive means ``classes_[1]``. More: SAMME's
+            ``F_k(x) / sum_t alpha_t`` (rows sum to 0), largest for the predicted class.
         """
-        decision = None
-        for decision_t, _ in self._staged_raw(X):
-            decision = decision_t
-        return decision
+        *_, last = self._staged_raw(X)
+        return self._scaled(*last)
 
     def staged_decision_function(self, X) -> Iterator[np.ndarray]:
         """``decision_function`` of the first 1, 2, ... learners.
@@ -557,8 +571,8 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
         ------
         score : ndarray of shape (n_samples,) or (n_samples, n_classes)
         """
-        for decision, _ in self._staged_raw(X):
-            yield decision
+        for decision, total in self._staged_raw(X):
+            yield self._scaled(decision, total)
 
     def predict(self, X):
         """Class of ``sign(H(x))`` (two classes; ``H = 0`` gives ``classes_[0]``), or of the
@@ -572,7 +586,7 @@ class AdaBoostClassifier(ClassifierMixin, _BaseWeightBoosting):
         -------
         y : ndarray of shape (n_samples,)
         """
-        return self._label(self.decision_function(X))
+        return self._label(self.decision_function(X))  # the scale keeps the sign / argmax
 
     def staged_predict(self, X) -> Iterator[np.ndarray]:
         """``predict`` of the first 1, 2, ... learners.

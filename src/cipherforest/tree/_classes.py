@@ -6,9 +6,11 @@ The classes validate parameters and arrays and hand the numeric work to ``_fit``
 
 from __future__ import annotations
 
+import warnings
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
 from sklearn.utils import compute_sample_weight
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
@@ -23,7 +25,7 @@ from sklearn.utils.validation import (
 
 from .._registry import register_model_class
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
-from ._fit import GrowthParams, fit_tree_arrays
+from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
 from ._pruning import prune_tree
 
@@ -46,15 +48,49 @@ def resolve_max_features(max_features, n_features: int) -> int:
     return max(1, int(max_features * n_features))
 
 
+def map_friedman_mse(criterion):
+    """scikit-learn 1.9's handling of the deprecated ``criterion="friedman_mse"``: it warns
+    (``FutureWarning``) at construction and becomes ``"squared_error"``, which ranks splits the
+    same way."""
+    if isinstance(criterion, str) and criterion == "friedman_mse":
+        warnings.warn('Value `"friedman_mse"` for `criterion` is deprecated and will be removed '
+                      'in 1.11 (as in scikit-learn). It maps to `"squared_error"`, which gives '
+                      'the same splits. Use `criterion="squared_error"` to remove this '
+                      "warning.", FutureWarning, stacklevel=3)
+        return "squared_error"
+    return criterion
+
+
+def tree_X_options(X) -> dict:
+    """``validate_data`` options for the X of a tree model: scipy sparse matrices and arrays
+    are accepted (as CSC/CSR, to be densified by :func:`densify`); NaN marks a missing value
+    only in dense X, as in scikit-learn (a sparse X with NaN is rejected)."""
+    return {"accept_sparse": ["csc", "csr"],
+            "ensure_all_finite": True if sp.issparse(X) else "allow-nan"}
+
+
+def densify(X):
+    """Dense ndarray of a validated X: sparse input becomes a dense copy (implicit entries are
+    zeros, as scikit-learn's sparse splitter reads them), dense input is returned as is.
+
+    Trees here split on dense columns, so a sparse X costs ``n_samples * n_features * 8``
+    bytes while fitting or predicting; the fitted model is the one the dense X gives.
+    """
+    return X.toarray() if sp.issparse(X) else X
+
+
 def validate_fit_arrays(estimator, X, y, sample_weight):
     """Validate training arrays for a single-output tree model (and set ``n_features_in_``,
     ``feature_names_in_`` and ``missing_values_in_feature_mask_`` on ``estimator``).
 
-    Returns float64 ``X`` (NaN allowed, inf rejected), 1-D ``y`` and float64 non-negative
-    ``sample_weight``.
+    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), 1-D ``y``
+    and float64 non-negative ``sample_weight``.
     """
-    X, y = validate_data(estimator, X, y, dtype=np.float64, ensure_all_finite="allow-nan",
-                         multi_output=True)
+    if sp.issparse(y):
+        raise ValueError("sparse multilabel-indicator for y is not supported.")
+    X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=True,
+                         **tree_X_options(X))
+    X = densify(X)
     estimator.missing_values_in_feature_mask_ = np.isnan(X).any(axis=0)
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -98,6 +134,7 @@ class BaseDecisionTree(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
+        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
         return tags
 
     # ------------------------------------------------------------------ fitting
@@ -142,11 +179,42 @@ class BaseDecisionTree(BaseEstimator):
         self.n_outputs_ = 1
         return self
 
+    def _fit_prepared(self, data: TreeData, y_encoded: np.ndarray, sample_weight: np.ndarray,
+                      n_classes: int, criterion: int, *, missing_mask: np.ndarray,
+                      classes: np.ndarray | None = None, n_samples: int | None = None,
+                      seed: int | None = None):
+        """Grow this unfitted tree on training data prepared once for many trees.
+
+        The ensembles' shared path: ``data`` (presorted or binned by ``prepare_tree_data``)
+        is read-only and shared; each tree brings its own ``sample_weight`` (bootstrap
+        counts, boosting weights; rows of weight 0 are left out). The fitted attributes are
+        those ``fit`` sets. Fractions in ``min_samples_leaf`` / ``min_samples_split`` refer to
+        ``n_samples`` (default: the rows of ``data``); ``seed`` seeds the growth kernel
+        (default: drawn from ``random_state`` as ``fit`` draws it).
+        """
+        params = self._growth_params(criterion, data.n_samples if n_samples is None
+                                     else n_samples, float(sample_weight.sum()),
+                                     data.n_features)
+        if seed is None:
+            seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
+        tree = grow_tree_on(data, y_encoded, sample_weight, n_classes, params, int(seed))
+        if self.ccp_alpha > 0.0:
+            tree = prune_tree(tree, float(self.ccp_alpha))
+        self.tree_ = tree
+        self.n_features_in_ = data.n_features
+        self.n_outputs_ = 1
+        self.max_features_ = params.max_features
+        self.missing_values_in_feature_mask_ = missing_mask
+        if classes is not None:
+            self.classes_ = classes
+            self.n_classes_ = int(n_classes)
+        return self
+
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return validate_data(self, X, dtype=np.float64, ensure_all_finite="allow-nan",
-                             reset=False)
+        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+                                     **tree_X_options(X)))
 
     def apply(self, X):
         """Index of the leaf that each sample ends up in.
@@ -373,7 +441,7 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
-        self.criterion = criterion
+        self.criterion = map_friedman_mse(criterion)
         self.splitter = splitter
         self.max_depth = max_depth
         self.min_samples_split = min_samples_split
@@ -431,3 +499,49 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         """
         X = self._validate_X_predict(X)
         return self.tree_.predict(X)[:, 0, 0]
+
+
+@register_model_class
+class ExtraTreeClassifier(DecisionTreeClassifier):
+    """An extremely randomised tree classifier, drop-in for scikit-learn's.
+
+    A :class:`DecisionTreeClassifier` whose defaults are ``splitter="random"`` (one uniform
+    random threshold per drawn feature) and ``max_features="sqrt"``; meant as the member of
+    an ensemble. Parameters and attributes are those of :class:`DecisionTreeClassifier`.
+    """
+
+    def __init__(self, *, criterion="gini", splitter="random", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features="sqrt", random_state=None, max_leaf_nodes=None,
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+        super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
+                         min_samples_split=min_samples_split,
+                         min_samples_leaf=min_samples_leaf,
+                         min_weight_fraction_leaf=min_weight_fraction_leaf,
+                         max_features=max_features, random_state=random_state,
+                         max_leaf_nodes=max_leaf_nodes,
+                         min_impurity_decrease=min_impurity_decrease,
+                         class_weight=class_weight, ccp_alpha=ccp_alpha, max_bins=max_bins)
+
+
+@register_model_class
+class ExtraTreeRegressor(DecisionTreeRegressor):
+    """An extremely randomised tree regressor, drop-in for scikit-learn's.
+
+    A :class:`DecisionTreeRegressor` whose defaults are ``splitter="random"`` and
+    ``max_features=1.0``. Parameters and attributes are those of
+    :class:`DecisionTreeRegressor`.
+    """
+
+    def __init__(self, *, criterion="squared_error", splitter="random", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
+                 max_features=1.0, random_state=None, max_leaf_nodes=None,
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+        super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
+                         min_samples_split=min_samples_split,
+                         min_samples_leaf=min_samples_leaf,
+                         min_weight_fraction_leaf=min_weight_fraction_leaf,
+                         max_features=max_features, random_state=random_state,
+                         max_leaf_nodes=max_leaf_nodes,
+                         min_impurity_decrease=min_impurity_decrease, ccp_alpha=ccp_alpha,
+                         max_bins=max_bins)

@@ -26,6 +26,10 @@ TREE_LEAF = -1
 #: Feature and threshold of a leaf, as in scikit-learn.
 TREE_UNDEFINED = -2
 
+#: Feature values closer than this are ties (no threshold between them), and a feature whose
+#: range in a node is within it is constant there: scikit-learn's ``FEATURE_THRESHOLD``.
+FEATURE_THRESHOLD = 1e-7
+
 #: Impurities at or below this are treated as zero (pure node).
 EPSILON = np.finfo(np.float64).eps
 
@@ -48,7 +52,7 @@ SPLITTERS = {"best": SPLITTER_BEST, "random": SPLITTER_RANDOM}
 #   stats[STAT_COUNT]   number of samples (unweighted)
 #   stats[STAT_FIRST:]  criterion statistics: for classification the weighted count of each
 #                       class; for regression sum(w*y), sum(w*y*y) and, for poisson,
-#                       sum(w*y*log(y)).
+#                       sum(w*y*log(y)) and the number of samples with y > 0.
 STAT_WEIGHT = 0
 STAT_COUNT = 1
 STAT_FIRST = 2
@@ -63,5 +67,5 @@ def n_criterion_stats(criterion: int, n_classes: int) -> int:
     if criterion in (CRITERION_GINI, CRITERION_ENTROPY):
         return n_classes
     if criterion == CRITERION_POISSON:
-        return 3
+        return 4
     return 2

@@ -3,7 +3,8 @@
 Contract (the role scikit-learn's ``_criterion.pxd`` plays): a node is summarised by a float64
 vector ``stats`` laid out as in ``_common`` — ``stats[STAT_WEIGHT]`` the weighted number of
 samples, ``stats[STAT_COUNT]`` the number of samples, ``stats[STAT_FIRST:]`` the criterion
-statistics. Statistics are additive, so the left child's vector is a running sum over sorted
+statistics (poisson: sum(w*y), sum(w*y*y), sum(w*y*log y) and the number of positive
+targets). Statistics are additive, so the left child's vector is a running sum over sorted
 samples and the right child's is ``node - left``. Every criterion implements
 
 * ``add_sample(stats, y, w, criterion)``: add one sample (class index or target ``y``, weight
@@ -48,6 +49,7 @@ def add_sample(stats, y, w, criterion):
         stats[STAT_FIRST + 1] += wy * y
         if criterion == CRITERION_POISSON and y > 0.0:
             stats[STAT_FIRST + 2] += wy * np.log(y)
+            stats[STAT_FIRST + 3] += 1.0  # exact count of positive targets
 
 
 @njit(**JIT_OPTIONS)
@@ -72,8 +74,10 @@ def node_impurity(stats, criterion):
     mean = stats[STAT_FIRST] / w
     if criterion == CRITERION_SQUARED_ERROR:
         return stats[STAT_FIRST + 1] / w - mean * mean
-    # Half Poisson deviance: mean over samples of y*log(y/mean) - y + mean.
-    if mean <= EPSILON:
+    # Half Poisson deviance: mean over samples of y*log(y/mean) - y + mean. A node without a
+    # positive target would predict 0 (forbidden, as in scikit-learn); the exact count of
+    # positive targets decides, since sum(w*y) of a child is a difference of float sums.
+    if mean <= EPSILON or stats[STAT_FIRST + 3] < 0.5:
         return np.inf
     return stats[STAT_FIRST + 2] / w - mean * np.log(mean)
 

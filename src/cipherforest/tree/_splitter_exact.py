@@ -9,9 +9,11 @@ children own ``[start, mid)`` and ``[mid, end)``, still sorted with NaN last::
 
 so no node ever sorts: a level of the tree costs O(n_samples * n_features).
 
-Candidate thresholds are the midpoints between consecutive distinct non-missing values of the
-node (``x <= t`` goes left). With NaN present, each threshold is tried with NaN sent left and
-right, plus the split "all values left, NaN right" (threshold ``inf``).
+Candidate thresholds are the midpoints between consecutive non-missing values of the node
+that differ by more than ``FEATURE_THRESHOLD`` (``x <= t`` goes left); a feature whose range
+in the node is within it counts as constant, as in scikit-learn. With NaN present, each
+threshold is tried with NaN sent left and right, plus the split "all values left, NaN right"
+(threshold ``inf``).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._candidates import children_impurity
-from ._common import JIT_OPTIONS
+from ._common import FEATURE_THRESHOLD, JIT_OPTIONS
 from ._criteria import add_sample
 from ._rng import rand_uniform
 from ._split_record import (
@@ -70,7 +72,7 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
         return False
     lo = sorted_value[feature, start]
     hi = sorted_value[feature, stop - 1]
-    if hi <= lo and not has_missing:
+    if hi <= lo + FEATURE_THRESHOLD and not has_missing:
         return False
 
     missing[:] = 0.0
@@ -84,13 +86,13 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
             draw = lo
 
     cum[:] = 0.0
-    if hi > lo:
+    if hi > lo + FEATURE_THRESHOLD:
         for i in range(start, stop - 1):
             sample = sorted_index[feature, i]
             add_sample(cum, y[sample], w[sample], criterion)
             v_next = sorted_value[feature, i + 1]
             v = sorted_value[feature, i]
-            if v_next <= v:
+            if v_next <= v + FEATURE_THRESHOLD:
                 continue
             if is_random and not (v <= draw < v_next):
                 continue

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
-from scipy.sparse import csr_matrix
+from scipy.sparse import csr_matrix, issparse
 
 from ._common import JIT_OPTIONS, TREE_LEAF
 
@@ -116,8 +116,8 @@ class Tree:
         return packed
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """Index of the leaf each row of ``X`` (float64, validated) lands in."""
-        return apply_dense(X, self._packed_nodes(), self.threshold)
+        """Index of the leaf each row of ``X`` lands in (sparse X is densified)."""
+        return apply_dense(_dense_rows(X), self._packed_nodes(), self.threshold)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """``value`` of the leaf of each row: shape (n_samples, n_outputs, max_n_classes)."""
@@ -125,6 +125,7 @@ class Tree:
 
     def decision_path(self, X: np.ndarray) -> csr_matrix:
         """CSR indicator matrix (n_samples, node_count) of the nodes each row visits."""
+        X = _dense_rows(X)
         indptr, indices = decision_path_dense(X, self._packed_nodes(), self.threshold)
         data = np.ones(indices.shape[0], dtype=np.intp)
         return csr_matrix((data, indices, indptr), shape=(X.shape[0], self.node_count))
@@ -140,6 +141,13 @@ class Tree:
 # plus the threshold: two arrays instead of five keeps the walk in cache (~7x faster than
 # reading the separate node arrays).
 _PACK_LEFT, _PACK_RIGHT, _PACK_FEATURE, _PACK_MISSING = 0, 1, 2, 3
+
+
+def _dense_rows(X) -> np.ndarray:
+    """``X`` as a 2-D float64 ndarray (no copy when it already is one)."""
+    if issparse(X):
+        X = X.toarray()
+    return np.asarray(X, dtype=np.float64)
 
 
 def pack_nodes(children_left, children_right, feature, missing_go_to_left) -> np.ndarray:
