@@ -230,22 +230,9 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         server = self._fresh_server()
         self._n_classes = n_classes
 
-        meta = {
-            "n_classes": n_classes,
-            "n_estimators": int(self.n_estimators),
-            "max_features": resolve_max_features(self.max_features, n_features),
-            "max_depth": None if self.max_depth is None else int(self.max_depth),
-            "min_samples_split": int(self.min_samples_split),
-            "min_samples_leaf": int(self.min_samples_leaf),
-            "bootstrap": bool(self.bootstrap),
-            "n_draws": resolve_n_draws(self.max_samples, n_samples) if self.bootstrap
-            else n_samples,
-            "max_bins": None if self.max_bins is None else int(self.max_bins),
-            "random_state": self._forest_seed(),
-            "max_round_bytes": None if self.max_round_bytes is None
-            else int(self.max_round_bytes),
-            "split_selection": self.split_selection,
-        }
+        meta = {"n_classes": n_classes, **forest_meta(self, n_samples, n_features),
+                "max_round_bytes": None if self.max_round_bytes is None
+                else int(self.max_round_bytes)}
         self._n_draws = meta["n_draws"]
         # The client grows the same label-free plan as the server, to check its queries.
         self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples,
@@ -292,14 +279,6 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """GIPE with keys and jitter from the OS: nothing the server receives seeds it."""
         return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
                                        n_bins=self.gipe_bins).set_output(transform="default")
-
-    def _forest_seed(self) -> int:
-        """The forest's seed, as RandomForestClassifier reads random_state."""
-        if self.random_state is None:
-            return secrets.randbits(32)
-        if isinstance(self.random_state, Integral):
-            return int(self.random_state)
-        return int(check_random_state(self.random_state).randint(2**32 - 1))
 
     def _epsilon_spent(self) -> float:
         if self.split_selection == "blind":
@@ -516,6 +495,33 @@ def _integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
         raise ProtocolError(f"decrypted {what} are not integers: {source} not made with "
                             "this client's key or corrupted")
     return rounded
+
+
+def forest_seed(random_state) -> int:
+    """The forest's seed, as RandomForestClassifier reads ``random_state`` (None: the OS)."""
+    if random_state is None:
+        return secrets.randbits(32)
+    if isinstance(random_state, Integral):
+        return int(random_state)
+    return int(check_random_state(random_state).randint(2**32 - 1))
+
+
+def forest_meta(estimator, n_samples: int, n_features: int) -> dict:
+    """An estimator's forest parameters as the setup message carries them
+    (RandomForestClassifier's meaning, resolved for the data)."""
+    return {
+        "n_estimators": int(estimator.n_estimators),
+        "max_features": resolve_max_features(estimator.max_features, n_features),
+        "max_depth": None if estimator.max_depth is None else int(estimator.max_depth),
+        "min_samples_split": int(estimator.min_samples_split),
+        "min_samples_leaf": int(estimator.min_samples_leaf),
+        "bootstrap": bool(estimator.bootstrap),
+        "n_draws": resolve_n_draws(estimator.max_samples, n_samples) if estimator.bootstrap
+        else n_samples,
+        "max_bins": None if estimator.max_bins is None else int(estimator.max_bins),
+        "random_state": forest_seed(estimator.random_state),
+        "split_selection": estimator.split_selection,
+    }
 
 
 def _node_scores(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,

@@ -22,10 +22,8 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..ensemble._base import resolve_n_draws
-from ..tree._classes import resolve_max_features
 from ._plan import ForestGrowth, ForestSpec, NodePlan
-from .client import PrivateForestClient, decide_splits
+from .client import PrivateForestClient, decide_splits, forest_meta
 from .gipe import GiniPreservingEncryptor
 
 __all__ = ["PrivateForestSimulator", "node_squares"]
@@ -105,7 +103,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Encrypt ``X`` with GIPE and grow the forest the protocol would grow."""
-        PrivateForestClient._check_selection_params(self)
+        PrivateForestClient._check_selection_params(self)  # the client's rules, its messages
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
@@ -119,20 +117,8 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
             self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
         ).set_output(transform="default")
         X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
-        meta = {
-            "n_estimators": int(self.n_estimators),
-            "max_features": resolve_max_features(self.max_features, n_features),
-            "max_depth": None if self.max_depth is None else int(self.max_depth),
-            "min_samples_split": int(self.min_samples_split),
-            "min_samples_leaf": int(self.min_samples_leaf),
-            "bootstrap": bool(self.bootstrap),
-            "n_draws": resolve_n_draws(self.max_samples, n_samples) if self.bootstrap
-            else n_samples,
-            "max_bins": None if self.max_bins is None else int(self.max_bins),
-            "random_state": PrivateForestClient._forest_seed(self),
-            "max_round_bytes": None,
-            "split_selection": self.split_selection,
-        }
+        meta = {**forest_meta(self, n_samples, n_features),
+                "max_round_bytes": None}
         growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples, n_features))
         onehot = np.eye(n_classes)[codes]
         rng = secrets.SystemRandom()
