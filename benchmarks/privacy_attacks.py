@@ -133,16 +133,7 @@ def attack_row(X, y, mode: str, n_bins: int | None, n_jobs: int) -> dict:
     out["cluster"] = attacks.score_labels(
         "cluster", attacks.proximity_cluster_labels(proximity, counts, random_state=0),
         y).success
-    shared, nearest = [], []
-    for draw in range(KNOWN_DRAWS):
-        rows, labels = attacks.one_known_per_class(y, draw)
-        shared.append(attacks.score_labels(
-            "shared", attacks.shared_cipher_labels(C, rows, labels, counts), y, rows).success)
-        nearest.append(attacks.score_labels(
-            "nearest", attacks.proximity_nearest_labels(proximity, rows, labels), y,
-            rows).success)
-    out["shared"] = float(np.mean(shared))
-    out["nearest"] = float(np.mean(nearest))
+    out["shared"], out["nearest"] = attacks.known_label_success(C, proximity, y, KNOWN_DRAWS)
     aux, target, _, y_target = train_test_split(X, y, test_size=0.5, random_state=0,
                                                 stratify=y)
     values = attacks.score_value_recovery(encrypt(mode, n_bins, target, y_target), target,

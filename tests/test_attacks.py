@@ -375,3 +375,20 @@ def test_pair_oracle_positive_control_without_the_plan_check(wine_small):
     truth = y[rows] == y[0]
     assert np.array_equal(choice < 0, truth)  # 100 % (issue #9), baseline below
     assert max(truth.mean(), 1 - truth.mean()) < 0.8
+
+
+def test_known_label_success_averages_the_draws(cancer):
+    X, y = cancer
+    C = _ciphers(X, y, "paper")
+    proximity = np.eye(len(y)) + (y[:, None] == y[None, :]) * 0.5  # a proximity of labels
+    shared, nearest = [], []
+    for draw in range(3):
+        rows, labels = attacks.one_known_per_class(y, 5 + draw)
+        shared.append(attacks.score_labels(
+            "s", attacks.shared_cipher_labels(C, rows, labels, np.bincount(y)), y,
+            rows).success)
+        nearest.append(attacks.score_labels(
+            "n", attacks.proximity_nearest_labels(proximity, rows, labels), y, rows).success)
+    got = attacks.known_label_success(C, proximity, y, draws=3, seed=5)
+    assert got == pytest.approx((np.mean(shared), np.mean(nearest)))
+    assert got[1] == pytest.approx(1.0)  # the label proximity names every row

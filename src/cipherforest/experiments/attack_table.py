@@ -60,16 +60,8 @@ def _label_attacks(C: np.ndarray, y: np.ndarray, proximity_trees: int, draws: in
             "alternation", attacks.alternation_labels(C, counts), y).success
     forest = RandomForestClassifier(proximity_trees, random_state=seed).fit(C, y)
     proximity = attacks.proximity_matrix(attacks.forest_trees(forest), C)
-    shared, nearest = [], []
-    for draw in range(draws):
-        rows, labels = attacks.one_known_per_class(y, seed + draw)
-        shared.append(attacks.score_labels(
-            "shared", attacks.shared_cipher_labels(C, rows, labels, counts), y, rows).success)
-        nearest.append(attacks.score_labels(
-            "proximity", attacks.proximity_nearest_labels(proximity, rows, labels), y,
-            rows).success)
-    out["shared cipher"] = float(np.mean(shared))
-    out["proximity"] = float(np.mean(nearest))
+    out["shared cipher"], out["proximity"] = attacks.known_label_success(C, proximity, y,
+                                                                         draws, seed)
     return out
 
 

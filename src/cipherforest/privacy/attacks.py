@@ -54,6 +54,7 @@ __all__ = [
     "alternation_labels",
     "declared_leaves",
     "forest_trees",
+    "known_label_success",
     "leaf_union_labels",
     "majority_baseline",
     "one_known_per_class",
@@ -561,6 +562,22 @@ def proximity_nearest_labels(proximity, known_rows, known_labels) -> np.ndarray:
     guess = np.asarray(known_labels)[np.argmax(proximity[:, known_rows], axis=1)]
     guess[known_rows] = known_labels
     return guess.astype(np.int64)
+
+
+def known_label_success(X_cipher, proximity, y, draws: int = 1,
+                        seed: int = 0) -> tuple[float, float]:
+    """Mean success of the shared-cipher and nearest-by-proximity attacks over ``draws``
+    draws of the one known row per class (seeds ``seed .. seed + draws - 1``); the known rows
+    are not scored. Returns ``(shared cipher, proximity nearest)``."""
+    counts = np.bincount(y)
+    shared, nearest = [], []
+    for draw in range(draws):
+        rows, labels = one_known_per_class(y, seed + draw)
+        shared.append(score_labels(
+            "shared", shared_cipher_labels(X_cipher, rows, labels, counts), y, rows).success)
+        nearest.append(score_labels(
+            "nearest", proximity_nearest_labels(proximity, rows, labels), y, rows).success)
+    return float(np.mean(shared)), float(np.mean(nearest))
 
 
 # ---------------------------------------------------------------------- 5. pair oracle
