@@ -19,8 +19,14 @@ faster at serialising. Hence seal-python.
 
 Roles: :class:`SecretContext` (the data owner: key generation, encryption, decryption) and
 :class:`PublicContext` (the server: evaluation only). The public context is serialised as a
-tagged bundle of encryption parameters, public key and relinearisation keys; it never
-contains the secret key, and loading one rejects anything else.
+tagged bundle of encryption parameters, public key, relinearisation keys and (optionally)
+the Galois keys of one rotation step in both directions, which the server needs to expand
+packed labels (``_blocks``); it never contains the secret key, and loading one rejects
+anything else.
+
+seal-python 4.1 as installed exposes neither compressed serialisation (no zstd/zlib in
+``compr_mode_type``) nor seeded symmetric ciphertexts (``encrypt_symmetric`` returns an
+expanded ciphertext): upload bytes shrink by packing, not by serialisation.
 """
 
 from __future__ import annotations
@@ -45,7 +51,7 @@ CKKS_COEFF_BITS = (60, 40, 40, 60)
 CKKS_SCALE_BITS = 40
 BFV_PLAIN_BITS = 30
 _BUNDLE_MAGIC = b"CFHE1\n"
-_PARTS = ("params", "public_key", "relin_keys")
+_PARTS = ("params", "public_key", "relin_keys", "galois_keys")
 
 
 class HEError(ValueError):
@@ -154,6 +160,11 @@ class _Base:
         return self._encoder.encode(np.ascontiguousarray(values, dtype=np.int64))
 
 
+def galois_element(step: int) -> int:
+    """SEAL's Galois element of a rotation by ``step`` slots (generator 3 mod 2N)."""
+    return pow(3, step, 2 * POLY_MODULUS_DEGREE)
+
+
 class SecretContext(_Base):
     """The data owner's keys: encrypts labels, decrypts what the server returns.
 
@@ -161,9 +172,12 @@ class SecretContext(_Base):
     ----------
     scheme : {"ckks", "bfv"}
         Approximate (CKKS) or exact integer (BFV) arithmetic.
+    rotation_step : int or None, default=None
+        Put Galois keys for rotations by ``+rotation_step`` and ``-rotation_step`` slots
+        (CKKS vector / BFV row rotations) into the public bundle; None: no Galois keys.
     """
 
-    def __init__(self, scheme: str = "ckks"):
+    def __init__(self, scheme: str = "ckks", rotation_step: int | None = None):
         super().__init__(_parameters(scheme))
         keygen = seal.KeyGenerator(self.context)
         self._secret_key = keygen.secret_key()
@@ -172,10 +186,24 @@ class SecretContext(_Base):
         self._encryptor = seal.Encryptor(self.context, self._public_key)
         self._encryptor.set_secret_key(self._secret_key)
         self._decryptor = seal.Decryptor(self.context, self._secret_key)
+        galois = b""
+        if rotation_step is not None:
+            if not 0 < rotation_step < self.n_slots // (2 if self.scheme == "bfv" else 1):
+                raise ValueError(f"rotation_step {rotation_step} out of range")
+            keys = seal.GaloisKeys()
+            keygen.create_galois_keys([rotation_step, -rotation_step], keys)
+            galois = keys.to_string()
         self._public_bundle = _pack_bundle({
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
-            "relin_keys": self._relin_keys.to_string()})
+            "relin_keys": self._relin_keys.to_string(), "galois_keys": galois})
         self.fingerprint_public = _fingerprint(self._public_bundle)
+
+    @staticmethod
+    def slot_count(scheme: str) -> int:
+        """Slots of a ciphertext of ``scheme`` (CKKS: complex slots, N/2; BFV: N)."""
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        return POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else POLY_MODULUS_DEGREE
 
     def public_bytes(self) -> bytes:
         """The server's evaluation material: parameters, public key, relinearisation keys."""
@@ -205,6 +233,20 @@ class SecretContext(_Base):
         plains = {c: self._encode((slot_class == c).astype(np.float64)) for c in np.unique(y)}
         return [self._encryptor.encrypt_symmetric(plains[c]).to_string() for c in y]
 
+    def encrypt_packed_labels(self, y: np.ndarray, layout) -> list[bytes]:
+        """Serialised ciphertexts holding ``layout.rows_per_pack`` labels each (the last
+        one fewer): row ``b`` of a pack is its one-hot vector in lane ``b``
+        (:meth:`~cipherforest.privacy._blocks.BlockLayout.pack_values`)."""
+        y = np.asarray(y, dtype=np.int64)
+        if y.size and (y.min() < 0 or y.max() >= layout.tau):
+            raise ValueError("labels must be class indices in [0, n_classes)")
+        if layout.scheme != self.scheme or layout.n_slots != self.n_slots:
+            raise ValueError("the layout was made for another scheme or slot count")
+        m = layout.rows_per_pack
+        return [self._encryptor.encrypt_symmetric(
+            self._encode(layout.pack_values(y[start: start + m]))).to_string()
+            for start in range(0, y.shape[0], m)]
+
     def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
         """Decrypt and decode all slots (float64, or complex128 with ``complex_slots``, for
         CKKS; int64 in [0, t) for BFV)."""
@@ -229,9 +271,10 @@ class PublicContext(_Base):
     Build it with :meth:`from_bytes` on what :meth:`SecretContext.public_bytes` produced.
     """
 
-    def __init__(self, parms, relin_keys):
+    def __init__(self, parms, relin_keys, galois_keys=None):
         super().__init__(parms)
         self._relin_keys = relin_keys
+        self._galois_keys = galois_keys
         self._evaluator = seal.Evaluator(self.context)
         self._masks: dict[tuple, seal.Plaintext] = {}
 
@@ -254,11 +297,37 @@ class PublicContext(_Base):
             relin_keys = context.from_relin_str(parts["relin_keys"])
         except (RuntimeError, ValueError, TypeError) as exc:
             raise HEError(f"invalid public or relinearisation key: {exc}") from None
-        public = cls(parms, relin_keys)
+        galois_keys = None
+        if parts["galois_keys"]:
+            try:
+                galois_keys = context.from_galois_str(parts["galois_keys"])
+            except (RuntimeError, ValueError, TypeError) as exc:
+                raise HEError(f"invalid Galois keys: {exc}") from None
+        public = cls(parms, relin_keys, galois_keys)
         public.fingerprint_public = _fingerprint(bytes(data))
         return public
 
+    def has_rotation(self, step: int) -> bool:
+        """Whether the bundle brought Galois keys for rotations by ``±step``."""
+        return self._galois_keys is not None and all(
+            self._galois_keys.has_key(galois_element(s)) for s in (step, -step))
+
     # ------------------------------------------------------------------ evaluation
+    def rotate(self, ct: seal.Ciphertext, step: int) -> seal.Ciphertext:
+        """Slots moved ``step`` places to the left (cyclically; BFV: within each row)."""
+        if self.scheme == "ckks":
+            return self._evaluator.rotate_vector(ct, step, self._galois_keys)
+        if not ct.is_ntt_form():
+            return self._evaluator.rotate_rows(ct, step, self._galois_keys)
+        out = self._evaluator.transform_from_ntt(ct)  # BFV rotates in coefficient form
+        self._evaluator.rotate_rows_inplace(out, step, self._galois_keys)
+        self._evaluator.transform_to_ntt_inplace(out)
+        return out
+
+    def clear_masks(self) -> None:
+        """Forget the cached pre-encoded masks."""
+        self._masks.clear()
+
     def prepare(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """Put a fresh ciphertext in the form masks multiply fastest (BFV: NTT form)."""
         if self.scheme == "bfv" and not ct.is_ntt_form():
