@@ -102,7 +102,7 @@ def best_time(fn, repeat: int) -> tuple[float, float]:
 def run(sizes: list[int], repeat: int | None) -> tuple[list[dict], str]:
     X, y = make_classification(n_samples=2 * max(sizes), n_features=N_FEATURES,
                                n_informative=10, random_state=0)
-    warm = GiniPreservingEncryptor(random_state=0)
+    warm = GiniPreservingEncryptor(mode="paper", random_state=0)
     warm.fit_transform(X[:500], y[:500])
     warm.transform(X[500:1000])
     rows = []
@@ -111,11 +111,11 @@ def run(sizes: list[int], repeat: int | None) -> tuple[list[dict], str]:
         X_new = X[max(sizes):max(sizes) + n]
         reps = repeat or (2 if n >= 10**6 else 3)
         print(f"n={n}: fit_transform ...", file=sys.stderr, flush=True)
-        fit1 = best_time(partial(GiniPreservingEncryptor(random_state=0).fit_transform,
-                                 X_train, y_train), reps)
-        fit2 = best_time(partial(GiniPreservingEncryptor(random_state=0, n_jobs=2).fit_transform,
-                                 X_train, y_train), reps)
-        enc = GiniPreservingEncryptor(random_state=0).fit(X_train, y_train)
+        one = GiniPreservingEncryptor(mode="paper", random_state=0)
+        two = GiniPreservingEncryptor(mode="paper", random_state=0, n_jobs=2)
+        fit1 = best_time(partial(one.fit_transform, X_train, y_train), reps)
+        fit2 = best_time(partial(two.fit_transform, X_train, y_train), reps)
+        enc = GiniPreservingEncryptor(mode="paper", random_state=0).fit(X_train, y_train)
         print(f"n={n}: transform ...", file=sys.stderr, flush=True)
         trans = best_time(partial(enc.transform, X_new), reps)
         rows.append({"n": n, "fit1": fit1[0], "fit1_cpu": fit1[1], "fit2": fit2[0],

@@ -4,9 +4,10 @@ For every dataset and each of 5 trials of stratified 5-fold cross-validation (sh
 seed = trial), one fold split gives:
 
 * plaintext: ``RandomForestClassifier`` fitted on the training fold, scored on the test fold;
-* GIPE: a ``GiniPreservingEncryptor`` (``random_state`` = 1000 * trial + fold) fitted on the
-  training fold only; the same forest (same parameters and ``random_state``) fitted on its
-  ``fit_transform`` and scored on ``transform`` of the test fold (unseen values, no labels).
+* GIPE: a ``GiniPreservingEncryptor`` (``--mode``, default the paper's; ``random_state`` =
+  1000 * trial + fold) fitted on the training fold only; the same forest (same parameters
+  and ``random_state``) fitted on its ``fit_transform`` and scored on ``transform`` of the
+  test fold (unseen values, no labels).
 
 Forest parameters follow DESIGN.md §6 / the paper: 100 trees, ``max_features="sqrt"``,
 ``min_samples_split`` 10 (100 from 20,000 rows), bootstrap. The table reports mean ± std
@@ -21,7 +22,7 @@ Datasets: scikit-learn's breast cancer, wine and digits, plus the CSVs in ``../s
 Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/gipe_accuracy.py [--markdown PATH]
-        [--trials 5] [--datasets wine digits]
+        [--trials 5] [--datasets wine digits] [--mode paper|order|quantile] [--n-bins 32]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from sklearn.datasets import load_breast_cancer, load_digits, load_wine
 from sklearn.model_selection import StratifiedKFold
 
 from cipherforest.ensemble import RandomForestClassifier
-from cipherforest.privacy import GiniPreservingEncryptor
+from cipherforest.privacy.gipe import DEFAULT_N_BINS, MODES, GiniPreservingEncryptor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gipe import machine_line  # noqa: E402
@@ -71,7 +72,7 @@ def same_partitions(a, b) -> bool:
                for ta, tb in zip(a.estimators_, b.estimators_, strict=True))
 
 
-def evaluate(X, y, trials: int, n_jobs: int) -> dict:
+def evaluate(X, y, trials: int, n_jobs: int, mode: str = "paper", n_bins: int = 32) -> dict:
     params = {"n_estimators": 100, "max_features": "sqrt", "random_state": 0,
               "min_samples_split": 10 if len(y) < 20_000 else 100, "n_jobs": n_jobs}
     plain_acc, cipher_acc, same, agree = [], [], [], []
@@ -79,7 +80,8 @@ def evaluate(X, y, trials: int, n_jobs: int) -> dict:
         folds = StratifiedKFold(5, shuffle=True, random_state=trial)
         for fold, (train, test) in enumerate(folds.split(X, y)):
             plain = RandomForestClassifier(**params).fit(X[train], y[train])
-            enc = GiniPreservingEncryptor(random_state=1000 * trial + fold)
+            enc = GiniPreservingEncryptor(mode=mode, n_bins=n_bins,
+                                          random_state=1000 * trial + fold)
             C_train = enc.fit_transform(X[train], y[train])
             C_test = enc.transform(X[test])
             cipher = RandomForestClassifier(**params).fit(C_train, y[train])
@@ -101,8 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS))
     parser.add_argument("--n-jobs", type=int, default=1)
     parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--mode", choices=MODES, default="paper")
+    parser.add_argument("--n-bins", type=int, default=DEFAULT_N_BINS)
     args = parser.parse_args(argv)
-    lines = ["| dataset | rows | features | classes | plaintext RF | RF on GIPE ciphers | "
+    mode = args.mode + (f", n_bins={args.n_bins}" if args.mode == "quantile" else "")
+    lines = [f"GIPE mode: {mode}", "",
+             "| dataset | rows | features | classes | plaintext RF | RF on GIPE ciphers | "
              "difference (points) | paired t-test p | runs with identical trees | "
              "test predictions equal |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
@@ -113,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
             continue
         X, y = DATASETS[name]()
         start = time.perf_counter()
-        r = evaluate(X, y, args.trials, args.n_jobs)
+        r = evaluate(X, y, args.trials, args.n_jobs, args.mode, args.n_bins)
         print(f"{name}: {time.perf_counter() - start:.0f} s", file=sys.stderr, flush=True)
         worst = max(worst, abs(r["diff"]))
         lines.append(

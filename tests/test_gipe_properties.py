@@ -133,8 +133,8 @@ def _assert_theorem1(values, ciphers, labels, weights, n_classes):
 @given(data=labelled_columns(), seed=st.integers(0, 2**31 - 1), st_data=st.data())
 def test_theorem1_gini_and_entropy_at_root_and_on_subsets(data, seed, st_data):
     values, labels, n_classes = data
-    ciphers = GiniPreservingEncryptor(random_state=seed).fit_transform(values[:, None],
-                                                                        labels)[:, 0]
+    enc = GiniPreservingEncryptor(mode="paper", random_state=seed)
+    ciphers = enc.fit_transform(values[:, None], labels)[:, 0]
     n = len(values)
     _assert_theorem1(values, ciphers, labels, np.ones(n, dtype=np.int64), n_classes)
     for _ in range(3):
@@ -232,7 +232,7 @@ def test_invariants_under_many_forced_rekeys():
 def test_decrypt_inverts_encrypt(data, seed, unseen):
     values, labels, _ = data
     X = np.column_stack([values, values[::-1]])
-    enc = GiniPreservingEncryptor(random_state=seed).fit(X, labels)
+    enc = GiniPreservingEncryptor(mode="paper", random_state=seed).fit(X, labels)
     for rows in (X, np.column_stack([unseen, unseen[::-1]])):
         cipher1, cipher2 = enc.encrypt(rows)
         assert np.array_equal(cipher1, enc.transform(rows))
@@ -245,7 +245,7 @@ def test_decrypt_inverts_encrypt(data, seed, unseen):
        probes=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=1, max_size=30))
 def test_encryption_keeps_order_and_midpoint_sides(data, seed, probes):
     values, labels, _ = data
-    enc = GiniPreservingEncryptor(random_state=seed)
+    enc = GiniPreservingEncryptor(mode="paper", random_state=seed)
     train = enc.fit_transform(values[:, None], labels)[:, 0]
     state = enc._states[0]
     # Probe everywhere: training values, gaps, plaintext midpoints, beyond both extremes.
@@ -275,7 +275,7 @@ def test_encryption_keeps_order_and_midpoint_sides(data, seed, probes):
        probes=st.lists(st.floats(-1e300, 1e300, allow_nan=False), max_size=20))
 def test_ciphers_are_exact_in_float64(data, seed, probes):
     values, labels, _ = data
-    enc = GiniPreservingEncryptor(security_parameter=100.0, random_state=seed)
+    enc = GiniPreservingEncryptor(mode="paper", security_parameter=100.0, random_state=seed)
     enc.fit(values[:, None], labels)
     assert enc.cipher_max_ <= 2**53
     c = np.unique(enc.transform(np.concatenate([values, probes])[:, None])[:, 0])

@@ -507,7 +507,7 @@ def test_from_bytes_rejects_keys_of_the_other_scheme(contexts):
 def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
     bundle = he._pack_bundle({"params": foreign_ckks["parms"].to_bytes(),
                               "public_key": foreign_ckks["public_key"],
-                              "relin_keys": foreign_ckks["relin_keys"]})
+                              "relin_keys": foreign_ckks["relin_keys"], "galois_keys": b""})
     with pytest.raises(HEError, match="only the library's 128-bit parameter set"):
         PublicContext.from_bytes(bundle)
     # The library's parameters with keys generated for other parameters.
@@ -515,6 +515,26 @@ def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
     parts["public_key"], parts["relin_keys"] = (foreign_ckks["public_key"],
                                                 foreign_ckks["relin_keys"])
     with pytest.raises(HEError, match="public or relinearisation key"):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
+    secret, public = _rotating_contexts("ckks", 4)
+    assert public.has_rotation(4) and not public.has_rotation(8)
+    assert not contexts["ckks"][1].has_rotation(4)  # no Galois keys asked for
+    ct = public.load_fresh_ciphertext(secret.encrypt_vector(np.arange(12.0)).to_string())
+    np.testing.assert_allclose(secret.decrypt(public.rotate(ct, 4))[:8], np.arange(4.0, 12.0),
+                               atol=1e-5)
+    np.testing.assert_allclose(secret.decrypt(public.rotate(ct, -4))[4:8], np.arange(4.0),
+                               atol=1e-5)
+    # Galois keys made for another parameter set are rejected.
+    keygen = seal.KeyGenerator(seal.SEALContext(foreign_ckks["parms"], True,
+                                                seal.sec_level_type.tc128))
+    keys = seal.GaloisKeys()
+    keygen.create_galois_keys([4, -4], keys)
+    parts = _parts(secret)
+    parts["galois_keys"] = keys.to_string()
+    with pytest.raises(HEError, match="invalid Galois keys"):
         PublicContext.from_bytes(he._pack_bundle(parts))
 
 

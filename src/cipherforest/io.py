@@ -371,13 +371,17 @@ def _import_builtin_models() -> None:
 
 
 # ------------------------------------------------------------------------------ files
-def _create_temp(directory: str, basename: str) -> tuple[int, str]:
-    """Open a new file next to the target; 0o666 lets the umask decide its permissions."""
+def _create_temp(directory: str, basename: str, mode: int) -> tuple[int, str]:
+    """Create a new file next to the target with permissions ``mode`` (less the umask).
+
+    The mode is given to ``os.open`` itself, so a secret file (0o600) is never readable by
+    others, not even for the instant between creation and a later chmod.
+    """
     flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
     while True:
         temp = os.path.join(directory, f".{basename}.{secrets.token_hex(6)}.tmp")
         try:
-            return os.open(temp, flags, 0o666), temp
+            return os.open(temp, flags, mode), temp
         except FileExistsError:
             continue
 
@@ -396,12 +400,14 @@ def _fsync_directory(directory: str) -> None:
         os.close(fd)
 
 
-def atomic_write(path: str, write: Callable[[Any], None]) -> None:
+def atomic_write(path: str, write: Callable[[Any], None], mode: int = 0o666) -> None:
     """Write a file all-or-nothing: ``write(file)`` fills a temporary file in the same
     directory, which is flushed, fsynced and renamed over ``path``; on any error the temporary
-    file is removed and ``path`` is untouched."""
+    file is removed and ``path`` is untouched. The temporary file is created with permissions
+    ``mode`` less the umask (0o666: the umask decides; 0o600 for secrets: owner only, from
+    the first byte) and the rename keeps them."""
     directory = os.path.dirname(os.path.abspath(path))
-    fd, temp = _create_temp(directory, os.path.basename(path))
+    fd, temp = _create_temp(directory, os.path.basename(path), mode)
     try:
         with os.fdopen(fd, "w+b") as file:
             write(file)

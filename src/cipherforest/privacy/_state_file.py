@@ -7,10 +7,11 @@ member::
     {"format": "<format name>", "format_version": <int>, "library_version": "...", ...}
 
 It is written atomically (temporary file in the same directory, fsync, rename, fsync of the
-directory: :func:`cipherforest.io.atomic_write`) with permissions 0600 set on the temporary
-file before a single byte of the state is written, so the secret never exists on disk readable
-by others. Reading checks the zip structure and CRCs, the format name and the version, and
-turns every low-level failure into a :class:`StateFileError` that names the file.
+directory: :func:`cipherforest.io.atomic_write`); the temporary file is created with
+permissions 0600 by ``os.open`` itself (never chmod-ed afterwards), so the secret never exists
+on disk readable by others, whatever the umask. Reading checks the zip structure and CRCs,
+the format name and the version, and turns every low-level failure into a
+:class:`StateFileError` that names the file.
 
 Only the container lives here; what the arrays mean is the caller's business
 (:mod:`cipherforest.privacy.gipe`).
@@ -58,20 +59,21 @@ def write_state_file(path: str | os.PathLike[str], fmt: str, version: int,
     meta_bytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
     def write(file: Any) -> None:
-        if hasattr(os, "fchmod"):
-            os.fchmod(file.fileno(), FILE_MODE)
         np.savez(file, **SAVEZ_OPTIONS, **arrays)
         with zipfile.ZipFile(file, "a") as archive:
             archive.writestr(_META_MEMBER, meta_bytes)
 
-    atomic_write(path, write)
+    atomic_write(path, write, mode=FILE_MODE)
 
 
 def read_state_file(path: str | os.PathLike[str], fmt: str,
-                    version: int) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Read a file written by :func:`write_state_file` with the same ``fmt`` and ``version``.
+                    version: int | tuple[int, ...]) -> tuple[dict[str, Any],
+                                                         dict[str, np.ndarray]]:
+    """Read a file written by :func:`write_state_file` with the same ``fmt`` and a
+    ``format_version`` among ``version`` (one int, or a tuple of the versions the caller reads).
 
-    Returns ``(meta, arrays)``; every array is read (and its CRC checked) before returning.
+    Returns ``(meta, arrays)`` (``meta["format_version"]`` says which version was read); every
+    array is read (and its CRC checked) before returning.
 
     Raises
     ------
@@ -106,9 +108,11 @@ def read_state_file(path: str | os.PathLike[str], fmt: str,
                 found = meta.get("format") if isinstance(meta, dict) else None
                 fail(f"not a {fmt} file (format is {found!r})")
             found_version = meta.get("format_version")
-            if type(found_version) is not int or found_version != version:
+            readable = (version,) if isinstance(version, int) else tuple(version)
+            if type(found_version) is not int or found_version not in readable:
+                wanted = " or ".join(str(v) for v in readable)
                 fail(f"unsupported format_version {found_version!r}; this version of "
-                     f"cipherforest reads format_version {version} (file written by "
+                     f"cipherforest reads format_version {wanted} (file written by "
                      f"cipherforest {meta.get('library_version', 'unknown')})")
             members = [name for name in archive.namelist() if name != _META_MEMBER]
             arrays: dict[str, np.ndarray] = {}

@@ -84,7 +84,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         Anything with ``handle(bytes) -> bytes``; None runs a server in this process.
     n_jobs : int or None, default=None
         Worker processes of the embedded server (None: 1, -1: all cores).
-    label_chunk : int, default=8
+    label_chunk : int, default=2
         Label packs per upload message (each pack is one ciphertext holding the labels of up
         to ``4096 / τ`` rows, τ rounded up to a power of two; at most 64 per message).
     label_pack_rows : int or None, default=None
@@ -108,7 +108,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
-                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=8,
+                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=2,
                  label_pack_rows=None, verbose=0):
         self.n_estimators = n_estimators
         self.max_features = max_features

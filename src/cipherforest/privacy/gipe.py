@@ -1,8 +1,10 @@
 """Gini-impurity-preserving encryption (GIPE) of numeric features, as a scikit-learn transformer.
 
-The scheme is the one of Xie et al. (NeurIPS 2023), section 3 and appendices A-B, restated in
-DESIGN.md §3; the per-feature secret state and its kernels live in ``_gipe_tree``, the state
-file container in ``_state_file``. This module holds the estimator and cipher2.
+The paper's scheme (``mode="paper"``) is the one of Xie et al. (NeurIPS 2023), section 3 and
+appendices A-B, restated in DESIGN.md §3; its per-feature secret state and kernels live in
+``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"`` (DESIGN.md §4a) build
+their states in ``_gipe_codebook``; the state file container is ``_state_file``. This module
+holds the estimator and cipher2.
 
 cipher2 (the paper's CKKS encryption of a sample's position) is here one authenticated
 ciphertext per row (an AEAD built from the standard library, see ``_Cipher2``):
@@ -23,16 +25,20 @@ from typing import Any
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin, _fit_context
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import Interval
+from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
 from ..ensemble._base import map_in_threads
+from ._gipe_codebook import build_state, encrypt_column
 from ._gipe_tree import GRID, CipherSpaceError, ColumnState, WordSource
 from ._state_file import StateFileError, read_state_file, write_state_file
 
 __all__ = [
+    "DEFAULT_MODE",
+    "DEFAULT_N_BINS",
     "MAX_CIPHER",
+    "MODES",
     "CipherSpaceError",
     "GiniPreservingEncryptor",
     "GipeDecryptionError",
@@ -43,9 +49,15 @@ __all__ = [
 
 #: Largest c_max: every cipher, and every midpoint of two node ciphers, is exact in float64.
 MAX_CIPHER = 2**53
-#: Format name and version of the secret-state file.
+#: Format name and version of the secret-state file (version 1: paper mode only, still read).
 STATE_FORMAT = "cipherforest-gipe-state"
-STATE_FORMAT_VERSION = 1
+STATE_FORMAT_VERSION = 2
+READABLE_STATE_VERSIONS = (1, 2)
+#: The encryption modes: the paper's label-dependent scheme, and two that depend on X alone.
+MODES = ("paper", "order", "quantile")
+#: Default mode and number of quantile bins (``n_bins`` is used by ``"quantile"`` only).
+DEFAULT_MODE = "quantile"
+DEFAULT_N_BINS = 32
 
 
 class GipeRekeyWarning(UserWarning):
@@ -152,26 +164,48 @@ def _payload_size(n_features: int) -> int:
 class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
     """Gini-impurity-preserving encryption of numeric features (Xie et al., NeurIPS 2023).
 
-    Each feature gets a secret state: a binary search tree whose nodes hold several training
-    samples and one random integer cipher (the paper's cipher1). A node holds either samples
-    of one label (a run of the sorted feature) or of one value; ciphers increase with the
-    values. The minimum Gini impurity (and entropy) over thresholds on cipher1 is the
-    minimum over the plaintext thresholds, at the root and in every subset of rows
-    (Theorem 1), so a random forest trained on ciphers grows the same partitions of the
-    training rows as on plaintext.
+    Each feature gets a secret state: a binary search tree whose nodes hold training values
+    and one random integer cipher (the paper's cipher1); ciphers increase with the values.
+    Three modes decide what a node is:
+
+    * ``"paper"``: the paper's scheme. A node holds samples of one label (a run of the sorted
+      feature) or of one value. The minimum Gini impurity (and entropy) over thresholds on
+      cipher1 is the minimum over the plaintext thresholds, at the root and in every subset
+      of rows (Theorem 1), so a forest on ciphers grows the plaintext partitions. But which
+      rows share a cipher depends on the labels: along a feature, consecutive distinct
+      ciphers alternate labels, which gives the labels away (DESIGN.md §4a). Kept to
+      reproduce the paper; it needs ``y``.
+    * ``"order"``: one node per distinct training value, ciphers an ideal random
+      order-preserving map (sorted distinct uniform draws). Which rows share a cipher and
+      their order are a function of ``X`` alone; every split of every subset is preserved,
+      so a forest grows exactly the plaintext partitions. Leaks the order and equality of
+      the training values of each feature.
+    * ``"quantile"`` (default): each feature is cut into at most ``n_bins`` quantile bins
+      computed from the training ``X`` (edges at midpoints between distinct values, as
+      ``max_bins`` bins), and each bin gets one cipher, increasing with the bins. A forest on
+      ciphers splits on bins, like a histogram forest with ``max_bins=n_bins``. Leaks only
+      the bin order (``n_bins`` levels) of each value.
+
+    In ``"order"`` and ``"quantile"`` mode ``y`` is ignored (``fit(X)`` is enough).
 
     The paper's formal scheme (appendix A.3) maps onto the methods as follows:
 
-    * ``KeyGen`` + ``Encrypt`` of the training samples: :meth:`fit` (labels needed). It
-      builds one state per feature by inserting the rows in a random order, draws the
+    * ``KeyGen`` + ``Encrypt`` of the training samples: :meth:`fit`. It builds one state
+      per feature (``"paper"``: by inserting the labelled rows in a random order), draws the
       256-bit key of cipher2, and computes c_max (below).
     * ``Encrypt`` of any rows, training or unseen, without labels: :meth:`transform` gives
       cipher1, :meth:`encrypt` gives ``(cipher1, cipher2)``. Values are encrypted by search
       only, the state is not changed (DESIGN.md §3): inside a node's value range → the
-      node's cipher; in a gap between in-order nodes → an odd cipher strictly between
-      theirs, interpolated so that a threshold at the two ciphers' midpoint routes the value
-      as the plaintext midpoint does; beyond the extremes → inside ``(0, c_first)`` /
-      ``(c_last, c_max)``. Encryption is non-decreasing: ``a < b ⇒ E(a) <= E(b)``.
+      node's cipher. A value in the gap between in-order nodes A < x < B (plaintext
+      splitter midpoint ``t = v_A/2 + v_B/2``) gets, in ``"paper"`` mode, an odd cipher
+      strictly between theirs, interpolated; in ``"order"`` mode a fresh odd cipher drawn
+      uniformly (from the OS) in ``(c_A, (c_A+c_B)/2)`` if ``x <= t``, else in
+      ``((c_A+c_B)/2, c_B)``; in ``"quantile"`` mode the cipher of its bin (A's if
+      ``x <= t``, else B's). Either way a threshold at the two ciphers' midpoint routes the
+      value as the plaintext midpoint does. Beyond the extremes: inside ``(0, c_first)`` /
+      ``(c_last, c_max)`` (``"paper"``: squashed distance; ``"order"``: uniform), or the
+      first / last bin's cipher (``"quantile"``). Encryption is non-decreasing except for
+      the random draws of ``"order"``, which are only ordered relative to training values.
     * ``Decrypt``: :meth:`inverse_transform` (needs the state and cipher2). As in appendix
       A.2 the node is found by cipher1 and the value read at the position cipher2 holds.
       cipher2 is one authenticated ciphertext per row (SHAKE-256 stream, HMAC-SHA256 tag,
@@ -198,17 +232,23 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
     ----------
     security_parameter : float, default=6.4
         λ of the paper (it asks for λ > 6.4); c_max = 2**(λ·log2 n) before the cap.
+    mode : {"paper", "order", "quantile"}, default=DEFAULT_MODE ("quantile")
+        Which rows share a cipher (see above). Only ``"paper"`` needs ``y``.
+    n_bins : int >= 2, default=DEFAULT_N_BINS (32)
+        Quantile bins per feature in ``"quantile"`` mode (features with fewer distinct
+        training values get one bin per value); ignored by the other modes.
     random_state : int, RandomState instance or None, default=None
-        None (the right choice for real data) draws the insertion orders and cipher jitter
-        from the operating system's CSPRNG. An integer makes cipher1 reproducible (PCG64
-        streams), for experiments only. The cipher2 key and nonces always come from the OS.
+        None (the right choice for real data) draws the insertion orders and node ciphers
+        from the operating system's CSPRNG. An integer makes the ciphers of training values
+        reproducible (PCG64 streams), for experiments only. The cipher2 key and nonces, and
+        the ciphers ``"order"`` draws for unseen values, always come from the OS.
     n_jobs : int or None, default=None
         Threads over features (the kernels release the GIL). None means 1, -1 all cores.
 
     Attributes
     ----------
     classes_ : ndarray
-        Labels seen during fit, in the order their codes were assigned.
+        Labels seen during fit, in the order their codes were assigned (``"paper"`` only).
     n_features_in_ : int
     feature_names_in_ : ndarray of str
         Only when ``X`` had string column names.
@@ -218,7 +258,7 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
     effective_security_parameter_ : float
         ``log2(c_max) / log2(n)`` for the ``n`` rows of the first fit.
     epochs_ : ndarray of int64, shape (n_features,)
-        Re-keys per feature during fit.
+        Re-keys per feature during fit (always 0 outside ``"paper"`` mode).
     n_nodes_ : ndarray of int64, shape (n_features,)
         Nodes per feature state (the number of distinct cipher1 values of training rows).
 
@@ -231,32 +271,38 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
 
     _parameter_constraints: dict = {
         "security_parameter": [Interval(Real, 1.0, None, closed="left")],
+        "mode": [StrOptions(set(MODES))],
+        "n_bins": [Interval(Integral, 2, None, closed="left")],
         "random_state": ["random_state"],
         "n_jobs": [Integral, None],
     }
 
-    def __init__(self, security_parameter=6.4, *, random_state=None, n_jobs=None):
+    def __init__(self, security_parameter=6.4, *, mode=DEFAULT_MODE, n_bins=DEFAULT_N_BINS,
+                 random_state=None, n_jobs=None):
         self.security_parameter = security_parameter
+        self.mode = mode
+        self.n_bins = n_bins
         self.random_state = random_state
         self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.target_tags.required = True  # the labels shape the ciphers
+        tags.target_tags.required = self.mode == "paper"  # there the labels shape the ciphers
         tags.transformer_tags.preserves_dtype = []  # ciphers are int64 whatever X was
         return tags
 
     # ------------------------------------------------------------------ fitting
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Build the secret state of every feature from labelled training rows.
+    def fit(self, X, y=None):
+        """Build the secret state of every feature from the training rows.
 
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
             Finite numeric features.
-        y : array-like of shape (n_samples,)
-            Class labels (any number of classes).
+        y : array-like of shape (n_samples,), default=None
+            Class labels (any number of classes): required in ``"paper"`` mode, ignored in
+            the others.
 
         Returns
         -------
@@ -271,11 +317,15 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
 
         Equal to ``fit(X, y).transform(X)``, without the searches.
         """
-        if y is None:
-            raise ValueError("GiniPreservingEncryptor needs the class labels y to fit")
         return self._fit(X, y)
 
     def _fit(self, X, y) -> np.ndarray:
+        if self.mode != "paper":
+            return self._fit_label_free(X)
+        if y is None:
+            raise ValueError("GiniPreservingEncryptor(mode='paper') requires y to be passed, "
+                             "but the target y is None: the paper's mode needs the class "
+                             "labels; the modes 'order' and 'quantile' do not")
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_all_finite=False,
                              y_numeric=False)
         _check_finite(X, "X")
@@ -285,11 +335,7 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
         seed = _seed_from(self.random_state)
         self.classes_, codes = np.unique(y, return_inverse=True)
         codes = codes.astype(np.int64)
-        self.cipher_max_ = cipher_max(n_samples, self.security_parameter)
-        self.effective_security_parameter_ = (
-            math.log2(self.cipher_max_) / math.log2(max(n_samples, 2)))
-        self.n_samples_seen_ = n_samples
-        self._key = secrets.token_bytes(32)
+        self._start_fit(n_samples)
         states = [ColumnState(self.cipher_max_) for _ in range(n_features)]
 
         def build(j: int) -> np.ndarray:
@@ -311,6 +357,34 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
                 "drawn by the paper's process. A larger security_parameter avoids this.",
                 GipeRekeyWarning, stacklevel=3)
         return out
+
+    def _fit_label_free(self, X) -> np.ndarray:
+        """``"order"`` / ``"quantile"``: states from the training values alone."""
+        X = validate_data(self, X, dtype=np.float64, ensure_all_finite=False)
+        _check_finite(X, "X")
+        n_samples, n_features = X.shape
+        seed = _seed_from(self.random_state)
+        self._start_fit(n_samples)
+        if hasattr(self, "classes_"):
+            del self.classes_  # a refit in another mode: no labels are held
+        n_bins = None if self.mode == "order" else int(self.n_bins)
+
+        def build(j: int) -> ColumnState:
+            source = WordSource(None if seed is None else [seed, j])
+            return build_state(X[:, j], n_bins, self.cipher_max_, source)
+
+        self._states = list(map_in_threads(build, range(n_features), self.n_jobs))
+        self._refresh_attributes()
+        return self._encrypt1(X)[0]
+
+    def _start_fit(self, n_samples: int) -> None:
+        """What every mode's fit sets first: c_max, the row count, the key, the mode."""
+        self.cipher_max_ = cipher_max(n_samples, self.security_parameter)
+        self.effective_security_parameter_ = (
+            math.log2(self.cipher_max_) / math.log2(max(n_samples, 2)))
+        self.n_samples_seen_ = n_samples
+        self._key = secrets.token_bytes(32)
+        self._mode = self.mode
 
     def _refresh_attributes(self) -> None:
         self.epochs_ = np.array([s.epoch for s in self._states], dtype=np.int64)
@@ -334,8 +408,14 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
         cipher1 = np.empty((n_samples, n_features), dtype=np.int64)
         rank = np.empty((n_samples, n_features), dtype=np.int64)
 
+        mode = self._mode
+
         def one(j: int) -> int:
-            cipher1[:, j], rank[:, j] = self._states[j].encrypt(X[:, j])
+            if mode == "paper":
+                cipher1[:, j], rank[:, j] = self._states[j].encrypt(X[:, j])
+            else:
+                cipher1[:, j], rank[:, j] = encrypt_column(self._states[j], X[:, j],
+                                                           snap=mode == "quantile")
             return j
 
         map_in_threads(one, range(n_features), self.n_jobs)
@@ -423,16 +503,18 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
     def save_state(self, path) -> None:
         """Write the secret state to ``path``: pickle-free, versioned, mode 0600, atomic.
 
-        The file holds every feature's tree with its samples, the labels and the cipher2 key:
-        whoever reads it can decrypt. Format: a zip of ``.npy`` arrays plus ``meta.json``
-        (``"format": "cipherforest-gipe-state"``, ``"format_version": 1``), arrays
-        ``key``, ``classes`` and, per feature ``j``, ``feature{j}.{left,right,label,cipher,
-        vmin,vmax}`` by node id and ``feature{j}.{node_ptr,sample_value,sample_label}`` (the
-        samples grouped by node, in insertion order).
+        The file holds every feature's tree with its samples, the labels (``"paper"`` mode)
+        and the cipher2 key: whoever reads it can decrypt. Format: a zip of ``.npy`` arrays
+        plus ``meta.json`` (``"format": "cipherforest-gipe-state"``, ``"format_version": 2``,
+        ``params`` with the mode), arrays ``key``, ``classes`` (``"paper"`` mode only) and,
+        per feature ``j``, ``feature{j}.{left,right,label,cipher,vmin,vmax}`` by node id and
+        ``feature{j}.{node_ptr,sample_value,sample_label}`` (the samples grouped by node, in
+        insertion order). Version 1 files (paper mode, before the modes existed) are read.
         """
         check_is_fitted(self)
         meta = {
             "params": {"security_parameter": float(self.security_parameter),
+                       "mode": self._mode, "n_bins": int(self.n_bins),
                        "n_jobs": self.n_jobs},
             "n_features_in": int(self.n_features_in_),
             "feature_names_in": (self.feature_names_in_.tolist()
@@ -442,12 +524,14 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
             "n_samples_seen": int(self.n_samples_seen_),
             "epochs": self.epochs_.tolist(),
         }
-        classes = self.classes_
-        if classes.dtype.kind == "O":
-            if not all(isinstance(c, str) for c in classes):
-                raise TypeError("save_state supports labels that are numbers or strings")
-            classes = classes.astype(str)
-        arrays = {"key": np.frombuffer(self._key, dtype=np.uint8), "classes": classes}
+        arrays = {"key": np.frombuffer(self._key, dtype=np.uint8)}
+        if self._mode == "paper":
+            classes = self.classes_
+            if classes.dtype.kind == "O":
+                if not all(isinstance(c, str) for c in classes):
+                    raise TypeError("save_state supports labels that are numbers or strings")
+                classes = classes.astype(str)
+            arrays["classes"] = classes
         for j, state in enumerate(self._states):
             for name, array in state.to_arrays().items():
                 arrays[f"feature{j}.{name}"] = array
@@ -463,7 +547,7 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
             If the file is corrupt, foreign, of another format version, or holds a state
             that violates the invariants. The message names the file and the problem.
         """
-        meta, arrays = read_state_file(path, STATE_FORMAT, STATE_FORMAT_VERSION)
+        meta, arrays = read_state_file(path, STATE_FORMAT, READABLE_STATE_VERSIONS)
         try:
             return cls._from_state(meta, arrays)
         except (KeyError, TypeError, ValueError) as exc:
@@ -475,8 +559,17 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
     @classmethod
     def _from_state(cls, meta: dict[str, Any], arrays: dict[str, np.ndarray]):
         params = meta["params"]
-        enc = cls(security_parameter=float(params["security_parameter"]),
-                  n_jobs=params["n_jobs"])
+        if not isinstance(params, dict):
+            raise ValueError("params is not an object")
+        # format version 1 predates the modes: it is always the paper's scheme
+        if meta["format_version"] >= 2:
+            mode, n_bins = params["mode"], _json_int(params["n_bins"], "n_bins")
+        else:
+            mode, n_bins = "paper", DEFAULT_N_BINS
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}")
+        enc = cls(security_parameter=float(params["security_parameter"]), mode=mode,
+                  n_bins=n_bins, n_jobs=params["n_jobs"])
         n_features = _json_int(meta["n_features_in"], "n_features_in")
         c_max = _json_int(meta["cipher_max"], "cipher_max")
         if not 0 < c_max <= MAX_CIPHER:
@@ -502,7 +595,9 @@ class GiniPreservingEncryptor(TransformerMixin, BaseEstimator):
                 raise ValueError(f"feature {j}: {exc}") from None
         enc._states = states
         enc._key = key.tobytes()
-        enc.classes_ = arrays["classes"]
+        enc._mode = mode
+        if mode == "paper":
+            enc.classes_ = arrays["classes"]
         enc.n_features_in_ = n_features
         if meta.get("feature_names_in") is not None:
             enc.feature_names_in_ = np.asarray(meta["feature_names_in"], dtype=object)

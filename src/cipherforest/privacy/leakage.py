@@ -116,8 +116,9 @@ def column_leakage(x, y=None, *, scheme: str = "gipe", n_bits: int = 7, n_sample
 
     Scale ``x`` to ``n_bits``-bit integers, take ``D`` as their empirical distribution, draw
     ``n_samples`` rows without replacement, encrypt the sampled column (``"gipe"``: a
-    :class:`~cipherforest.privacy.GiniPreservingEncryptor` fitted on the sampled values and
-    labels ``y``; ``"ope"``: an ideal order-preserving encryption) and return its leakage
+    :class:`~cipherforest.privacy.GiniPreservingEncryptor` in the paper's mode fitted on the
+    sampled values and labels ``y``; ``"ope"``: an ideal order-preserving encryption) and
+    return its leakage
     matrix, shape ``(min(n_samples, len(x)), n_bits)``.
     """
     if scheme not in ("gipe", "ope"):
@@ -133,7 +134,7 @@ def column_leakage(x, y=None, *, scheme: str = "gipe", n_bits: int = 7, n_sample
         from .gipe import GiniPreservingEncryptor
 
         seed = None if random_state is None else int(rng.integers(2**31))
-        enc = GiniPreservingEncryptor(random_state=seed)
+        enc = GiniPreservingEncryptor(mode="paper", random_state=seed)
         ciphers = enc.fit_transform(ints[rows, None].astype(np.float64),
                                     np.asarray(y)[rows])[:, 0]
     return bitwise_leakage_matrix(ciphers, empirical_distribution(ints, n_bits))

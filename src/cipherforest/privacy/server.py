@@ -40,10 +40,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..ensemble._base import bootstrap_counts, draw_seeds, effective_n_jobs
-from ..tree._fit import prepare_tree_data
-from ..tree._rng import child_seed, make_state, rand_int
+from ..ensemble._base import effective_n_jobs
 from ._blocks import BlockLayout
+from ._plan import ForestGrowth, ForestSpec, NodePlan, OpenNode
 from .he import HEError, PublicContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
@@ -53,146 +52,6 @@ __all__ = ["PrivateForestServer"]
 # 2^-shift so that (v * count)^2 <= 2^17 even for the heaviest node.
 _CKKS_MAX_SCALED_COUNT = 2.0 ** 8.5
 _MAX_LABEL_CHUNK = 64  # label packs per upload message
-
-
-@dataclass(frozen=True)
-class ForestSpec:
-    """Validated training parameters (the client's, in RandomForestClassifier's meaning)."""
-
-    n_estimators: int
-    max_features: int
-    max_depth: int  # -1: unlimited
-    min_samples_split: int
-    min_samples_leaf: int
-    bootstrap: bool
-    n_draws: int
-    max_bins: int | None
-    random_state: int
-    max_round_bytes: int | None  # None: one round per tree level for the whole forest
-
-    @classmethod
-    def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
-        def integer(name, low, high=None, allow_none=False):
-            value = meta.get(name)
-            if value is None and allow_none:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ProtocolError(f"setup: {name} must be an integer, got {value!r}")
-            if value < low or (high is not None and value > high):
-                raise ProtocolError(f"setup: {name}={value} must be in [{low}, {high}]")
-            return value
-
-        if not isinstance(meta.get("bootstrap"), bool):
-            raise ProtocolError("setup: bootstrap must be true or false")
-        max_depth = integer("max_depth", 1, allow_none=True)
-        min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
-        return cls(
-            n_estimators=integer("n_estimators", 1, 10_000),
-            max_features=integer("max_features", 1, n_features),
-            max_depth=-1 if max_depth is None else max_depth,
-            min_samples_split=max(integer("min_samples_split", 2), 2 * min_samples_leaf),
-            min_samples_leaf=min_samples_leaf,
-            bootstrap=meta["bootstrap"],
-            n_draws=integer("n_draws", 1, n_samples),
-            max_bins=integer("max_bins", 2, 255, allow_none=True),
-            random_state=integer("random_state", 0, 2**32 - 1),
-            max_round_bytes=integer("max_round_bytes", 1 << 18, allow_none=True),
-        )
-
-
-@dataclass
-class _OpenNode:
-    node_id: int
-    samples: np.ndarray  # row ids with positive weight
-    depth: int
-    seed: int
-
-
-@dataclass
-class _Candidate:
-    feature: int
-    key: float  # rows with key <= this go left (value in exact mode, bin in histogram mode)
-    threshold: float
-    end: int  # rows order[:end] go left
-    left_weight: int
-
-
-@dataclass
-class _NodePlan:
-    tree: int
-    node: _OpenNode
-    weight: int
-    orders: list[np.ndarray]  # per visited feature with candidates: row order
-    candidates: list[list[_Candidate]]  # per visited feature
-
-
-@dataclass
-class _TreeState:
-    seed: int  # the tree's seed: bootstrap counts are drawn from it when needed
-    n_samples: int
-    n_draws: int  # 0: no bootstrap, every row once
-    total_weight: int
-    left: list[int] = field(default_factory=lambda: [-1])
-    right: list[int] = field(default_factory=lambda: [-1])
-    feature: list[int] = field(default_factory=lambda: [-2])
-    threshold: list[float] = field(default_factory=lambda: [-2.0])
-    n_node_samples: list[int] = field(default_factory=lambda: [0])
-    leaves: dict[int, object] = field(default_factory=dict)
-    open: list[_OpenNode] = field(default_factory=list)
-    _weights: np.ndarray | None = None
-
-    @property
-    def weights(self) -> np.ndarray:
-        """Bootstrap counts (int64), drawn from the seed on first use after a release."""
-        if self._weights is None:
-            if self.n_draws:
-                self._weights = bootstrap_counts(self.seed, self.n_samples,
-                                                 self.n_draws).astype(np.int64)
-            else:
-                self._weights = np.ones(self.n_samples, dtype=np.int64)
-        return self._weights
-
-    def release(self) -> None:
-        """Drop the bootstrap counts (they are redrawn when needed): O(rows) per tree only
-        while a tree is worked on."""
-        self._weights = None
-
-    def root(self) -> _OpenNode:
-        """The root's open node (its rows need the bootstrap counts: built when planned)."""
-        node = self.open[0]
-        if node.samples is None:
-            node.samples = np.flatnonzero(self.weights > 0)
-            self.n_node_samples[0] = node.samples.shape[0]
-        return node
-
-    def add_children(self, parent: int, feature: int, threshold: float) -> tuple[int, int]:
-        left_id = len(self.left)
-        for _ in range(2):
-            self.left.append(-1)
-            self.right.append(-1)
-            self.feature.append(-2)
-            self.threshold.append(-2.0)
-            self.n_node_samples.append(0)
-        self.left[parent], self.right[parent] = left_id, left_id + 1
-        self.feature[parent], self.threshold[parent] = feature, threshold
-        return left_id, left_id + 1
-
-    def apply(self, X: np.ndarray) -> np.ndarray:
-        """Leaf id of every row of ``X`` (cipher space)."""
-        left = np.asarray(self.left)
-        right = np.asarray(self.right)
-        feature = np.asarray(self.feature)
-        threshold = np.asarray(self.threshold)
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        rows = np.arange(X.shape[0])
-        active = left[node] >= 0
-        while active.any():
-            idx = rows[active]
-            cur = node[idx]
-            go_left = X[idx, feature[cur]] <= threshold[cur]
-            node[idx] = np.where(go_left, left[cur], right[cur])
-            active = left[node] >= 0
-        return node
 
 
 @dataclass
@@ -221,29 +80,17 @@ class _Session:
         self.label_copies: list[dict[int, object]] = []
         self.n_labels = 0
         self.leaf_store: list = []  # packed leaf ciphertexts (last level)
-        self.pending_leaves: list[tuple[int, _OpenNode]] = []  # leaves decided by answers
+        self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
         self.mask_shift = None  # the shift of the cached query masks
         self.plan_cache: dict[int, tuple[list, list]] = {}  # tree -> (plans, leaf jobs)
         self.next_tree = 0  # where the next byte-capped round starts
         self.state = "receiving labels"
         self.round = 0
         self.query_token = ""
-        self.plans: list[_NodePlan] = []
+        self.plans: list[NodePlan] = []
         self.stats = ServerStats()
-        n_samples, n_features = X.shape
-        seeds = draw_seeds(np.random.RandomState(spec.random_state), spec.n_estimators)
-        data = prepare_tree_data(X, spec.max_bins, int(seeds[0]))
-        self.keys = X if spec.max_bins is None else data.X_binned
-        self.bin_thresholds = data.bin_thresholds
-        # Per tree only its seed: bootstrap counts and root rows are drawn when the tree is
-        # first planned (setup memory O(rows + trees)).
-        n_draws = spec.n_draws if spec.bootstrap else 0
-        self.trees: list[_TreeState] = []
-        for seed in seeds:
-            tree = _TreeState(seed=int(seed), n_samples=n_samples, n_draws=n_draws,
-                              total_weight=n_draws or n_samples)
-            tree.open.append(_OpenNode(0, None, 0, int(make_state(int(seed))[0])))
-            self.trees.append(tree)
+        self.growth = ForestGrowth(X, spec)
+        self.trees = self.growth.trees
         self.block_size = self.layout.block_size
         self.blocks_per_ciphertext = self.layout.per_ciphertext
 
@@ -297,9 +144,7 @@ class PrivateForestServer:
     def tree_arrays(self, session_id: str) -> list[dict[str, np.ndarray]]:
         """Plaintext structure of each grown tree (cipher-space thresholds): the server's view."""
         session = self._session(session_id)
-        return [{"children_left": np.asarray(t.left), "children_right": np.asarray(t.right),
-                 "feature": np.asarray(t.feature), "threshold": np.asarray(t.threshold),
-                 "n_node_samples": np.asarray(t.n_node_samples)} for t in session.trees]
+        return [tree.arrays() for tree in session.trees]
 
     def _session(self, session_id) -> _Session:
         if not isinstance(session_id, str) or session_id not in self._sessions:
@@ -398,8 +243,8 @@ class PrivateForestServer:
         it covers the current levels of as many trees (taken in turn) as fit in that many
         bytes, at least one tree; the other trees keep their plans for a later round.
         """
-        plans: list[_NodePlan] = []
-        leaf_jobs: list[tuple[int, _OpenNode]] = []
+        plans: list[NodePlan] = []
+        leaf_jobs: list[tuple[int, OpenNode]] = []
         n_trees = len(session.trees)
         blocks = nodes = 0
         for step in range(n_trees):
@@ -408,18 +253,10 @@ class PrivateForestServer:
             if not tree.open:
                 continue
             if t not in session.plan_cache:
-                tree_plans, tree_leaves = [], []
-                if tree.open[0].node_id == 0:
-                    tree.root()
-                for node in tree.open:
-                    plan = _plan_node(session, t, tree, node)
-                    if plan is None:
-                        tree_leaves.append((t, node))
-                    else:
-                        tree_plans.append(plan)
-                session.plan_cache[t] = (tree_plans, tree_leaves)
+                tree_plans, rule_leaves = session.growth.plan_tree(t)
+                session.plan_cache[t] = (tree_plans, [(t, node) for node in rule_leaves])
             tree_plans, tree_leaves = session.plan_cache[t]
-            tree_blocks = sum(sum(len(c) for c in p.candidates) + 1 for p in tree_plans)
+            tree_blocks = sum(p.n_candidates + 1 for p in tree_plans)
             if plans and not self._round_fits(session, blocks + tree_blocks,
                                               nodes + len(tree_plans)):
                 session.next_tree = t
@@ -447,8 +284,6 @@ class PrivateForestServer:
         leaves, blobs, positions = self._compute_level(session, leaf_jobs, plans, shift)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
-        for t in {p.tree for p in plans} | {t for t, _ in leaf_jobs}:
-            session.trees[t].release()
         if not plans:  # every tree was visited and none has an open node left
             session.state = "trained"
             session.plans = []
@@ -459,7 +294,7 @@ class PrivateForestServer:
         session.plans = plans
         session.stats.rounds += 1
         session.stats.query_ciphertexts += len(blobs)
-        n_cands = np.array([sum(len(c) for c in p.candidates) for p in plans], dtype=np.int64)
+        n_cands = np.array([p.n_candidates for p in plans], dtype=np.int64)
         session.stats.candidates += int(n_cands.sum())
         left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
                                dtype=np.int64)
@@ -566,30 +401,13 @@ class PrivateForestServer:
                                 f"{plans[i].tree}")
         decided = choices[order]
         for plan, choice in zip(plans, decided.tolist(), strict=True):
-            n_cands = sum(len(c) for c in plan.candidates)
+            n_cands = plan.n_candidates
             if not -1 <= choice < n_cands:
                 raise ProtocolError(f"answer: node {plan.node.node_id} of tree {plan.tree} has "
                                     f"{n_cands} candidates, choice {choice} is not one")
         # Everything checked: apply.
-        for t in {plan.tree for plan in plans}:
-            session.trees[t].open = []
-        for plan, choice in zip(plans, decided.tolist(), strict=True):
-            tree = session.trees[plan.tree]
-            if choice < 0:
-                _make_leaf(session, plan.tree, plan.node)
-                continue
-            f_index, cand = _locate(plan, choice)
-            order_rows = plan.orders[f_index]
-            left_ids, right_ids = tree.add_children(plan.node.node_id, cand.feature,
-                                                    cand.threshold)
-            for child_id, rows, side in ((left_ids, order_rows[: cand.end], 0),
-                                         (right_ids, order_rows[cand.end:], 1)):
-                rows = np.sort(rows)
-                tree.n_node_samples[child_id] = rows.shape[0]
-                tree.open.append(_OpenNode(child_id, rows, plan.node.depth + 1,
-                                           int(child_seed(np.uint64(plan.node.seed), side))))
-        for tree in session.trees:
-            tree.open.sort(key=lambda n: n.node_id)
+        for plan in session.growth.apply_level(plans, decided.tolist()):
+            _make_leaf(session, plan.tree, plan.node)
         return session, self._next_query(session)
 
     def _close(self, message: Message):
@@ -623,73 +441,6 @@ class PrivateForestServer:
                                 {"leaves": blobs})
 
 
-# ---------------------------------------------------------------------- planning (plaintext)
-def _plan_node(session: _Session, t: int, tree: _TreeState, node: _OpenNode):
-    """Candidate splits of an open node as the plaintext forest enumerates them, or None
-    when the node is a leaf by rules that need no label (the grower's ``_is_splittable``
-    minus purity, which only the client can see)."""
-    spec = session.spec
-    samples = node.samples
-    n = samples.shape[0]
-    if spec.max_depth >= 0 and node.depth >= spec.max_depth:
-        return None
-    if n < spec.min_samples_split or n < 2 * spec.min_samples_leaf:
-        return None
-    weights = tree.weights[samples]
-    weight = int(weights.sum())
-    n_features = session.X.shape[1]
-    features = np.arange(n_features)
-    state = np.array([np.uint64(node.seed)], dtype=np.uint64)
-    orders, candidates = [], []
-    n_visited = 0
-    msl = spec.min_samples_leaf
-    for j in range(n_features):
-        k = int(rand_int(state, j, n_features))
-        features[j], features[k] = features[k], features[j]
-        f = int(features[j])
-        keys = session.keys[samples, f]
-        order = np.argsort(keys, kind="stable")
-        sorted_keys = keys[order]
-        if not sorted_keys[-1] > sorted_keys[0]:
-            continue  # constant in the node: not a visit
-        n_visited += 1
-        ends = np.flatnonzero(sorted_keys[:-1] < sorted_keys[1:]) + 1
-        left_weight = np.cumsum(weights[order])[ends - 1]
-        ok = (ends >= msl) & (n - ends >= msl)
-        feature_candidates = []
-        for end, lw in zip(ends[ok].tolist(), left_weight[ok].tolist(), strict=True):
-            key = sorted_keys[end - 1]
-            if spec.max_bins is None:
-                threshold = _midpoint(float(key), float(sorted_keys[end]))
-            else:
-                threshold = float(session.bin_thresholds[f, int(key)])
-            feature_candidates.append(_Candidate(f, key, threshold, end, int(lw)))
-        if feature_candidates:
-            orders.append(samples[order])
-            candidates.append(feature_candidates)
-        if n_visited >= spec.max_features:
-            break
-    if not candidates:
-        return None
-    return _NodePlan(t, node, weight, orders, candidates)
-
-
-def _midpoint(a: float, b: float) -> float:
-    """The exact splitter's threshold between consecutive values (same float operations)."""
-    t = a / 2.0 + b / 2.0
-    if t >= b or not math.isfinite(t):
-        t = a
-    return t
-
-
-def _locate(plan: _NodePlan, choice: int) -> tuple[int, _Candidate]:
-    for f_index, cands in enumerate(plan.candidates):
-        if choice < len(cands):
-            return f_index, cands[choice]
-        choice -= len(cands)
-    raise IndexError(choice)
-
-
 # ---------------------------------------------------------------------- encrypted sums
 def _lane_rotations(context: PublicContext, layout: BlockLayout, pack) -> dict[int, object]:
     """A label pack rotated by every lane offset the running sums need (one key switch per
@@ -721,7 +472,7 @@ def _add_rows(session: _Session, weights: np.ndarray, rows: np.ndarray, lane: in
     return acc
 
 
-def _make_leaf(session: _Session, tree: int, node: _OpenNode) -> None:
+def _make_leaf(session: _Session, tree: int, node: OpenNode) -> None:
     """Queue a leaf: its counts go to the leaf store with the next level's work."""
     session.pending_leaves.append((tree, node))
 
@@ -741,7 +492,7 @@ def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool
         if position == 0 and store_acc is not None:
             store.append(context.finish_plain(store_acc))
             store_acc = None
-        total = _add_rows(session, session.trees[t].weights, node.samples, position // 2)
+        total = _add_rows(session, session.growth.weights(t), node.samples, position // 2)
         # Leaf masks are not cached: a level has few leaves, and a cached mask set would
         # cost as much memory as the query masks.
         product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position)))
@@ -834,7 +585,7 @@ class _LanePacker:
                 return best
             height = min(2 * height, n_blocks)
 
-    def run(self, plans: list[_NodePlan]) -> tuple[list[bytes], list[int]]:
+    def run(self, plans: list[NodePlan]) -> tuple[list[bytes], list[int]]:
         blocks = [(i, f, c) for i, p in enumerate(plans) for f, cands in enumerate(p.candidates)
                   for c in range(len(cands))]
         if not blocks:
@@ -860,12 +611,12 @@ class _LanePacker:
             blobs.append(self.context.dump_ciphertext(squared))
         return blobs, positions
 
-    def _piece(self, plan: _NodePlan, f: int, first: int, places: list[tuple[int, int]],
+    def _piece(self, plan: NodePlan, f: int, first: int, places: list[tuple[int, int]],
                query: list) -> None:
         """Candidates ``first ..`` of feature ``f`` of a node, at ``places`` (lane, slot)."""
         context, layout = self.context, self.session.layout
         cands = plan.candidates[f][first: first + len(places)]
-        weights = self.session.trees[plan.tree].weights
+        weights = self.session.growth.weights(plan.tree)
         rows = plan.orders[f]
         acc, lane, stop = None, places[0][0], 0
         for cand, (cand_lane, slot) in zip(cands, places, strict=True):
