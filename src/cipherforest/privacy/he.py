@@ -6,8 +6,11 @@ replicated over all slots, add ciphertexts, multiply by pre-encoded 0/±1 block 
 Two schemes sit behind one interface:
 
 * ``"ckks"`` — approximate arithmetic (the paper's choice); ``N = 8192``, coefficient moduli
-  of 60 + 40 + 40 + 60 bits (200 ≤ 218, 128-bit security), scale 2^40. A mask multiplication
-  and the square each use one 40-bit level; what reaches the client sits on the 60-bit prime.
+  of 50 + 40 + 40 + 60 bits (190 ≤ 218, 128-bit security), masks at scale 2^40, packed labels
+  at 2^37. A mask multiplication and the square each use one 40-bit level; what reaches the
+  client sits on the 50-bit prime (the 60-bit special prime only serves key switching, whose
+  noise grows with the largest data prime: ~100 times smaller than with a 60-bit first
+  prime, which made rotated labels too noisy for exact counts at 3,000 rows).
 * ``"bfv"`` — exact integer arithmetic (the exact mode): SEAL's default 128-bit modulus for
   ``N = 8192`` and a 30-bit batching plain modulus. Counts and squared counts are exact
   integers as long as they stay below the plain modulus.
@@ -47,8 +50,15 @@ __all__ = [
 
 SCHEMES = ("ckks", "bfv")
 POLY_MODULUS_DEGREE = 8192
-CKKS_COEFF_BITS = (60, 40, 40, 60)
+CKKS_COEFF_BITS = (50, 40, 40, 60)
 CKKS_SCALE_BITS = 40
+# Packed labels are encoded at 2^37 (with masks at 2^40, query blocks reach the square at
+# ~2^37; see server._CKKS_MAX_SCALED_COUNT). Key switching (the server's rotations) adds noise
+# of fixed absolute size that grows with the largest data prime over the special prime: a
+# 50-bit first prime keeps it ~100 times below a 60-bit one's (measured per slot: 7.5e3 vs
+# 7.7e5 in coefficient units). The label scale balances that noise against the masks'
+# encoding error (the smaller mask value 2^-shift a larger label scale forces).
+CKKS_LABEL_SCALE_BITS = 37
 BFV_PLAIN_BITS = 30
 _BUNDLE_MAGIC = b"CFHE1\n"
 _PARTS = ("params", "public_key", "relin_keys", "galois_keys")
@@ -101,9 +111,11 @@ class _Base:
         if self.scheme == "ckks":
             self._encoder = seal.CKKSEncoder(self.context)
             self.scale = 2.0 ** CKKS_SCALE_BITS
+            self.label_scale = 2.0 ** CKKS_LABEL_SCALE_BITS
         else:
             self._encoder = seal.BatchEncoder(self.context)
             self.scale = 1.0
+            self.label_scale = 1.0
             self.plain_modulus = int(parms.plain_modulus().value())
         self.n_slots = int(self._encoder.slot_count())
         self.fingerprint_public = ""  # digest of the public bundle, set by each role
@@ -129,8 +141,8 @@ class _Base:
         return ct
 
     def load_fresh_ciphertext(self, data: bytes) -> seal.Ciphertext:
-        """:meth:`load_ciphertext`, also requiring a freshly encrypted one: first level,
-        the scheme's NTT form, and (CKKS) the encoding scale. Anything else would make later
+        """:meth:`load_ciphertext`, also requiring a freshly encrypted label pack: first
+        level, the scheme's NTT form, and (CKKS) the label scale. Anything else would make later
         evaluation fail or compute garbage."""
         ct = self.load_ciphertext(data)
         if ct.parms_id() != self.context.first_parms_id():
@@ -138,9 +150,9 @@ class _Base:
         if ct.is_ntt_form() != (self.scheme == "ckks"):
             raise HEError(f"ciphertext NTT flag is {ct.is_ntt_form()}, a fresh {self.scheme} "
                           "ciphertext has the other")
-        if self.scheme == "ckks" and ct.scale() != self.scale:
-            raise HEError(f"ciphertext scale {ct.scale()!r} is not the encoding scale "
-                          f"{self.scale!r}")
+        if self.scheme == "ckks" and ct.scale() != self.label_scale:
+            raise HEError(f"ciphertext scale {ct.scale()!r} is not the label scale "
+                          f"{self.label_scale!r}")
         return ct
 
     @staticmethod
@@ -244,7 +256,7 @@ class SecretContext(_Base):
             raise ValueError("the layout was made for another scheme or slot count")
         m = layout.rows_per_pack
         return [self._encryptor.encrypt_symmetric(
-            self._encode(layout.pack_values(y[start: start + m]))).to_string()
+            self._encode(layout.pack_values(y[start: start + m]), self.label_scale)).to_string()
             for start in range(0, y.shape[0], m)]
 
     def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
@@ -352,9 +364,11 @@ class PublicContext(_Base):
             self._masks[(key, level)] = plain
         return plain
 
-    def encode_mask(self, values: np.ndarray, like: seal.Ciphertext | None = None):
-        """Encode a mask of ``n_slots`` values for :meth:`multiply_mask` (not cached)."""
-        plain = self._encode(values)
+    def encode_mask(self, values: np.ndarray, like: seal.Ciphertext | None = None,
+                    scale: float | None = None):
+        """Encode a mask of ``n_slots`` values for :meth:`multiply_mask` (not cached);
+        ``scale``: CKKS encoding scale (default 2^40)."""
+        plain = self._encode(values, scale)
         parms_id = self.context.first_parms_id() if like is None else like.parms_id()
         if self.scheme == "bfv":
             self._evaluator.transform_to_ntt_inplace(plain, parms_id)

@@ -48,9 +48,13 @@ from .protocol import Message, ProtocolError, decode_message, encode_message
 
 __all__ = ["PrivateForestServer"]
 
-# CKKS: a squared block value must stay below 2^(60 - 40 - 1) on the last prime; masks carry
-# 2^-shift so that (v * count)^2 <= 2^17 even for the heaviest node.
-_CKKS_MAX_SCALED_COUNT = 2.0 ** 8.5
+# CKKS: labels sit at scale 2^37 and masks at 2^40, so a query block z reaches the square at
+# scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. Masks
+# carry v = 2^-shift so that v * count stays below that even for the heaviest node.
+_CKKS_MAX_SCALED_COUNT = 2.0 ** 7.5
+# Leaf counts (up to the bootstrap draws) end on the 50-bit prime: their mask is encoded at
+# 2^33, so they sit at scale 2^30 (counts below 2^19).
+_CKKS_LEAF_MASK_SCALE = 2.0 ** 33
 _MAX_LABEL_CHUNK = 64  # label packs per upload message
 
 
@@ -495,7 +499,9 @@ def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool
         total = _add_rows(session, session.growth.weights(t), node.samples, position // 2)
         # Leaf masks are not cached: a level has few leaves, and a cached mask set would
         # cost as much memory as the query masks.
-        product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position)))
+        scale = _CKKS_LEAF_MASK_SCALE if context.scheme == "ckks" else None
+        product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position),
+                                                                   scale=scale))
         if store_acc is None:
             store_acc = product
         else:
@@ -547,7 +553,8 @@ class _LanePacker:
     (instead of summed again). At the end the sum is the node total ``T``, which the total
     mask adds into the right part of every block (rotated back lane by lane). ``H`` trades
     query ciphertexts (few when ``H = ceil(blocks / lanes)``) against lane changes (few when
-    ``H`` is long): the cheaper of a few powers of two, by the costs above.
+    ``H`` is long): the cheaper of a few powers of two, by the costs above (the fewest
+    ciphertexts when rounds are capped in bytes).
     """
 
     def __init__(self, session: _Session, shift: int):
@@ -573,6 +580,8 @@ class _LanePacker:
         """Query ciphertexts ``H`` for blocks whose sequence (node, feature) ids are given."""
         n_blocks = sequence_of_block.shape[0]
         lowest = -(-n_blocks // self.layout.per_ciphertext)
+        if self.session.spec.max_round_bytes is not None:
+            return lowest  # the fewest ciphertexts: what the round's byte estimate assumes
         continues = np.flatnonzero(sequence_of_block[1:] == sequence_of_block[:-1]) + 1
         best, best_cost = lowest, math.inf
         height = lowest
