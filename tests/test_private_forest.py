@@ -91,11 +91,16 @@ def _assert_same_forest(server_trees: list[dict], rf) -> None:
 
 
 def _fit_both(data, **params):
-    """The encrypted forest and the plaintext forest on the same GIPE ciphers."""
+    """The encrypted forest and the plaintext forest on the same GIPE ciphers.
+
+    Trees are compared under the paper's leaf rule (``reveal_leaves=True``): by default a
+    pure node is split further at random, which changes the trees but no prediction
+    (test_private_forest_privacy checks that)."""
     X_train, X_test, y_train, _ = data
-    client = PrivateForestClient(**params).fit(X_train, y_train)
+    client = PrivateForestClient(**{"reveal_leaves": True, **params}).fit(X_train, y_train)
     plain_params = {k: v for k, v in params.items()
-                    if k not in ("scheme", "label_chunk", "label_pack_rows", "n_jobs")}
+                    if k not in ("scheme", "label_chunk", "label_pack_rows", "n_jobs",
+                                 "gipe_mode", "gipe_bins", "reveal_leaves")}
     rf = RandomForestClassifier(**plain_params).fit(
         client.encryptor_.transform(X_train).astype(float), y_train)
     X_test_cipher = client.encryptor_.transform(X_test).astype(float)
@@ -206,9 +211,10 @@ def test_string_labels_round_trip(wine):
 
 
 # ---------------------------------------------------------------------- b. tampering
+# The paper's leaf rule keeps the run deterministic: hidden leaf decisions are random draws.
 # 8 rows per label pack, 5 packs per message: label messages start at rows 0, 40, 80, 120.
 TAMPER_PARAMS = dict(n_estimators=2, max_depth=2, max_bins=8, random_state=7, scheme="ckks",
-                     label_chunk=5, label_pack_rows=8)
+                     label_chunk=5, label_pack_rows=8, reveal_leaves=True)
 PACK_LAYOUT = BlockLayout("ckks", 4096, 3, 124, 8)
 
 
@@ -219,7 +225,7 @@ def baseline(wine):
     client = PrivateForestClient(**TAMPER_PARAMS).fit(X_train, y_train)
     assert client.fit_stats_.rounds >= 2  # replay tests need a second round
     return {"trees": client.server_.tree_arrays(client.session_),
-            "proba": client.predict_proba(X_test)}
+            "proba": client.predict_proba(X_train)}
 
 
 class Tamper:
@@ -258,10 +264,13 @@ def _fit_tampered(wine, baseline, select, corrupt, match):
     client = PrivateForestClient(**{**TAMPER_PARAMS, "server": tamper}).fit(X_train, y_train)
     assert tamper.fired == 1, "the tampered request was never sent"
     trees = tamper.inner.tree_arrays(client.session_)
+    # Every fit draws its own GIPE key: same partitions, other cipher thresholds.
     for got, want in zip(trees, baseline["trees"], strict=True):
-        for name in want:
+        for name in ("children_left", "children_right", "feature", "n_node_samples"):
             np.testing.assert_array_equal(got[name], want[name], err_msg=name)
-    np.testing.assert_array_equal(client.predict_proba(X_test), baseline["proba"])
+    # Training rows: their routing is the partition's (a test value between two training
+    # ciphers falls on the side its own key puts it).
+    np.testing.assert_array_equal(client.predict_proba(X_train), baseline["proba"])
     return tamper, client
 
 
@@ -629,10 +638,11 @@ def test_client_rejects_truncated_query_ciphertext(wine):
 
 
 def test_client_rejects_query_with_too_few_blocks(wine):
-    def drop(reply):
+    def drop(reply):  # the plan is intact, its last ciphertext missing
         message = decode_message(reply)
-        return _with(message, arrays={"n_candidates": message.arrays["n_candidates"] + 5000})
-    with pytest.raises(ProtocolError, match=r"query: \d+ block positions for \d+ candidates"):
+        return _with(message, arrays={"block_position": message.arrays["block_position"]},
+                     blobs={"squares": message.blobs["squares"][:-1]})
+    with pytest.raises(ProtocolError, match=r"block positions must be distinct lanes of the"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
 
 
@@ -762,20 +772,27 @@ class NoServer:
 
 
 @pytest.mark.parametrize("params,match", [
-    ({"scheme": "xyz"}, r"scheme must be one of \('ckks', 'bfv'\), got 'xyz'"),
-    ({"n_estimators": 0}, r"n_estimators must be a positive integer, got 0"),
-    ({"n_estimators": 2.5}, r"n_estimators must be a positive integer"),
-    ({"n_estimators": True}, r"n_estimators must be a positive integer"),
-    ({"max_bins": 1}, r"max_bins must be None or an integer in \[2, 255\], got 1"),
-    ({"max_bins": 256}, r"max_bins must be None or an integer in \[2, 255\]"),
-    ({"max_bins": 32.0}, r"max_bins must be None or an integer"),
-    ({"max_depth": 0}, r"max_depth must be None or a positive integer, got 0"),
-    ({"min_samples_split": 1}, r"min_samples_split must be >= 2"),
-    ({"min_samples_leaf": 0}, r"min_samples_leaf must be a positive integer"),
-    ({"label_chunk": 0}, r"label_chunk must be a positive integer"),
-    ({"label_chunk": 65}, r"label_chunk must be at most 64 packs"),
-    ({"label_pack_rows": 0}, r"label_pack_rows must be None or a positive integer"),
-    ({"verbose": -1}, r"verbose must be a non-negative integer"),
+    ({"scheme": "xyz"}, r"'scheme' parameter of PrivateForestClient must be a str among"),
+    ({"n_estimators": 0}, r"'n_estimators' parameter .* must be an int in the range \[1, 10000\]"),
+    ({"n_estimators": 2.5}, r"'n_estimators' parameter"),
+    ({"max_bins": 1}, r"'max_bins' parameter .* must be an int in the range \[2, 255\] or None"),
+    ({"max_bins": 256}, r"'max_bins' parameter"),
+    ({"max_bins": 32.0}, r"'max_bins' parameter"),
+    ({"max_depth": 0}, r"'max_depth' parameter .* in the range \[1, inf\) or None"),
+    ({"min_samples_split": 1}, r"'min_samples_split' parameter .* in the range \[2, inf\)"),
+    ({"min_samples_leaf": 0}, r"'min_samples_leaf' parameter"),
+    ({"label_chunk": 0}, r"'label_chunk' parameter"),
+    ({"max_features": "sqr"}, r"'max_features' parameter .* Got 'sqr' instead"),
+    ({"max_features": 1.5}, r"'max_features' parameter .* Got 1.5 instead"),
+    ({"max_samples": 2.0}, r"'max_samples' parameter .* Got 2.0 instead"),
+    ({"max_samples": 10_000}, r"max_samples=10000 exceeds the 124 training rows"),
+    ({"gipe_mode": "ope"}, r"'gipe_mode' parameter"),
+    ({"split_selection": "random"}, r"'split_selection' parameter"),
+    ({"split_selection": "dp", "label_epsilon": -1.0}, r"'label_epsilon' parameter"),
+    ({"reveal_leaves": "yes"}, r"'reveal_leaves' parameter"),
+    ({"label_chunk": 65}, r"'label_chunk' parameter"),
+    ({"label_pack_rows": 0}, r"'label_pack_rows' parameter"),
+    ({"verbose": -1}, r"'verbose' parameter"),
 ])
 def test_parameter_validation(wine, params, match):
     client = PrivateForestClient(**{"n_estimators": 2, "server": NoServer(), **params})
@@ -876,7 +893,8 @@ def test_labels_must_be_fresh_ciphertexts(wine, variant):
     reply = decode_message(server.handle(encode_message(Message(
         "setup", {"n_classes": 3, "n_estimators": 1, "max_features": 3, "max_depth": 2,
                   "min_samples_split": 2, "min_samples_leaf": 1, "bootstrap": True,
-                  "n_draws": 20, "max_bins": None, "random_state": 0, "label_pack_rows": 4},
+                  "n_draws": 20, "max_bins": None, "random_state": 0,
+                  "split_selection": "gini", "label_pack_rows": 4},
         {"X": X}, {"context": [secret.public_bytes()]}))), "session")
     meta = {"session": reply.meta["session"], "context": secret.fingerprint_public}
     labels = secret.encrypt_packed_labels(np.arange(20) % 3, BlockLayout("ckks", 4096, 3, 20, 4))
@@ -890,22 +908,23 @@ def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     """A capped query covers the current levels of as many trees as fit: more rounds, each
     within the cap, and the same trees as one round per level."""
     X_train, X_test, y_train, _ = wine
-    params = dict(n_estimators=6, random_state=3, max_features=None)
+    params = dict(n_estimators=6, random_state=3, max_features=None, reveal_leaves=True)
     free = PrivateForestClient(**params).fit(X_train, y_train)
     cap = 1 << 18
     capped = PrivateForestClient(**params, max_round_bytes=cap).fit(X_train, y_train)
     assert max(free.fit_stats_.bytes_per_round) > cap  # the cap has work to do
     assert max(capped.fit_stats_.bytes_per_round) <= cap
     assert capped.fit_stats_.rounds > free.fit_stats_.rounds
+    # Each fit draws its own GIPE key: same partitions, other cipher thresholds.
     for a, b in zip(free.server_.tree_arrays(free.session_),
                     capped.server_.tree_arrays(capped.session_), strict=True):
-        for name in a:
+        for name in ("children_left", "children_right", "feature", "n_node_samples"):
             np.testing.assert_array_equal(a[name], b[name])
-    np.testing.assert_array_equal(free.predict_proba(X_test), capped.predict_proba(X_test))
+    np.testing.assert_array_equal(free.predict_proba(X_train), capped.predict_proba(X_train))
 
 
 def test_round_byte_cap_is_validated(wine):
-    with pytest.raises(ValueError, match="max_round_bytes must be None or an integer >= 256 KiB"):
+    with pytest.raises(ValueError, match=r"'max_round_bytes' parameter .* \[262144, inf\)"):
         PrivateForestClient(max_round_bytes=1000).fit(wine[0], wine[2])
 
 

@@ -31,7 +31,11 @@ from ..tree._fit import prepare_tree_data
 from ..tree._rng import child_seed, make_state, rand_int
 from .protocol import ProtocolError
 
-__all__ = ["Candidate", "ForestGrowth", "ForestSpec", "NodePlan", "OpenNode", "TreeGrowth"]
+__all__ = ["Candidate", "ForestGrowth", "ForestSpec", "NodePlan", "OpenNode", "TreeGrowth",
+           "SPLIT_SELECTIONS"]
+
+#: How a node's split is chosen: by the client ("gini", "dp") or at random by the server.
+SPLIT_SELECTIONS = ("gini", "dp", "blind")
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,7 @@ class ForestSpec:
     max_bins: int | None
     random_state: int
     max_round_bytes: int | None  # None: one round per tree level for the whole forest
+    split_selection: str  # "gini" or "dp": the client chooses; "blind": the server draws
 
     @classmethod
     def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
@@ -63,6 +68,9 @@ class ForestSpec:
 
         if not isinstance(meta.get("bootstrap"), bool):
             raise ProtocolError("setup: bootstrap must be true or false")
+        if meta.get("split_selection") not in SPLIT_SELECTIONS:
+            raise ProtocolError(f"setup: split_selection must be one of {SPLIT_SELECTIONS}, "
+                                f"got {meta.get('split_selection')!r}")
         max_depth = integer("max_depth", 1, allow_none=True)
         min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
         return cls(
@@ -76,6 +84,7 @@ class ForestSpec:
             max_bins=integer("max_bins", 2, 255, allow_none=True),
             random_state=integer("random_state", 0, 2**32 - 1),
             max_round_bytes=integer("max_round_bytes", 1 << 18, allow_none=True),
+            split_selection=meta["split_selection"],
         )
 
 
@@ -212,7 +221,8 @@ class ForestGrowth:
 
     def plan_tree(self, t: int, max_features: int | None = None
                   ) -> tuple[list[NodePlan], list[OpenNode]]:
-        """Plans of tree ``t``'s open nodes, and the open nodes that are leaves by rule."""
+        """Plan tree ``t``'s open nodes: returns the plans and the nodes that are leaves by
+        rule. Only the planned nodes stay open (a rule leaf is closed here)."""
         weights = self.weights(t)
         plans, leaves = [], []
         for node in self.trees[t].open:
@@ -221,6 +231,7 @@ class ForestGrowth:
                 leaves.append(node)
             else:
                 plans.append(plan)
+        self.trees[t].open = [plan.node for plan in plans]
         return plans, leaves
 
     def plan_node(self, t: int, node: OpenNode, weights: np.ndarray,
@@ -308,6 +319,26 @@ class ForestGrowth:
         for t in {plan.tree for plan in plans}:
             self.trees[t].open.sort(key=lambda n: n.node_id)
         return leaves
+
+    def grow_label_blind(self) -> list[tuple[int, OpenNode]]:
+        """Grow every tree without labels; returns the ``(tree, leaf node)`` pairs.
+
+        Each split visits one feature (drawn as every node draws its features) and takes
+        one of its candidate thresholds uniformly at random, from a generator seeded by the
+        node's position: the trees are a function of the ciphers and the forest seed only.
+        """
+        leaves: list[tuple[int, OpenNode]] = []
+        for t, tree in enumerate(self.trees):
+            while tree.open:
+                plans, rule_leaves = self.plan_tree(t, max_features=1)
+                leaves.extend((t, node) for node in rule_leaves)
+                choices = [int(np.random.default_rng([plan.node.seed, _BLIND_STREAM])
+                               .integers(plan.n_candidates)) for plan in plans]
+                self.apply_level(plans, choices)
+        return leaves
+
+
+_BLIND_STREAM = 0xB1D
 
 
 def midpoint(a: float, b: float) -> float:

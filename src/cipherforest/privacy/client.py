@@ -10,25 +10,29 @@ counts; the client decrypts and averages them as a random forest does.
 
 from __future__ import annotations
 
+import math
 import secrets
 import time
 from dataclasses import dataclass, field
-from numbers import Integral
+from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
 from sklearn.preprocessing import LabelEncoder
+from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from ..ensemble._base import resolve_n_draws
 from ..tree._classes import resolve_max_features
 from ._blocks import BlockLayout
+from ._plan import SPLIT_SELECTIONS, ForestGrowth, ForestSpec, NodePlan
 from .gipe import GiniPreservingEncryptor
 from .he import SCHEMES, HEError, SecretContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
-__all__ = ["PrivateForestClient", "ProtocolStats", "choose_splits"]
+__all__ = ["PrivateForestClient", "ProtocolStats", "choose_splits", "decide_splits",
+           "exponential_mechanism", "split_sensitivity"]
 
 _EPSILON = np.finfo(np.float64).eps
 # CKKS returns squared counts with an error far below this; more means a wrong key or a
@@ -53,12 +57,32 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
 
     Parameters mirror :class:`~cipherforest.ensemble.RandomForestClassifier` (Gini criterion);
     with the same ``random_state`` the server grows the trees that random forest grows on the
-    GIPE ciphertexts with clear labels.
+    GIPE ciphertexts with clear labels (exactly so with ``reveal_leaves=True``; by default
+    pure nodes are split further at random, which leaves every prediction unchanged).
+
+    What the server may learn is set by three choices (docs/threat_model.md measures each):
+
+    * ``gipe_mode`` — how features are encrypted. ``"quantile"`` (default) and ``"order"``
+      give ciphers whose equality and order are functions of ``X`` alone; ``"paper"`` is the
+      paper's scheme, whose cipher runs follow the labels.
+    * ``reveal_leaves`` — the paper's rule answers "leaf" exactly for pure nodes, which tells
+      the server that the node's rows share a label. By default the client never does: nodes
+      stop by public rules only and a pure node gets a uniformly random candidate.
+    * ``split_selection`` — ``"gini"`` (the paper: the best candidate), ``"dp"`` (the
+      exponential mechanism on the candidates' Gini scores, ``label_epsilon`` per choice,
+      total in ``epsilon_spent_``), or ``"blind"`` (the server draws feature and threshold
+      at random and only sums leaf label ciphertexts: no query rounds, nothing in its view
+      depends on the labels).
+
+    The client replays the server's deterministic plan (bootstrap counts, feature draws,
+    candidates, node weights) and refuses a query that differs from it.
 
     Parameters
     ----------
     n_estimators : int, default=100
     max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
+        Features drawn per split. In ``"blind"`` selection one feature is drawn per split
+        (without labels there is nothing to choose between features).
     max_depth : int or None, default=None
     min_samples_split : int, default=2
         The paper's α: nodes with fewer samples become leaves.
@@ -68,13 +92,25 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     max_bins : int or None, default=None
         Candidate thresholds at most ``max_bins - 1`` bin edges per feature (histogram
         forest) instead of every midpoint: fewer blocks per round.
-    random_state : int or None, default=None
-        Seeds the forest (sent to the server) and, independently, GIPE.
+    random_state : int, RandomState instance or None, default=None
+        Seeds the forest only (bootstrap draws, feature draws; sent to the server). GIPE
+        keys and jitter and the homomorphic keys always come from the operating system.
     scheme : {"ckks", "bfv"}, default="ckks"
         Label encryption. "bfv" is the exact mode: integer counts, decisions identical to the
         plaintext forest's by construction.
     security_parameter : float, default=6.4
         GIPE's λ.
+    gipe_mode : {"quantile", "order", "paper"}, default="quantile"
+        Feature encryption (:class:`~cipherforest.privacy.GiniPreservingEncryptor`'s
+        ``mode``).
+    gipe_bins : int, default=32
+        Quantile bins per feature in ``gipe_mode="quantile"``.
+    reveal_leaves : bool, default=False
+        True restores the paper's rule: answer "leaf" for pure and no-gain nodes.
+    split_selection : {"gini", "dp", "blind"}, default="gini"
+    label_epsilon : float or None, default=None
+        ε of each exponential-mechanism choice with ``split_selection="dp"`` (required
+        there, unused otherwise). 0 chooses uniformly; ``inf`` is the Gini choice.
     max_round_bytes : int or None, default=None
         None: one round per tree level for all trees (the paper's O(depth) rounds). An int
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
@@ -100,16 +136,50 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         The GIPE state (secret).
     session_ : str
         Server session id.
+    epsilon_spent_ : float
+        Label-DP budget spent against the server: 0 for ``"blind"``, ``inf`` for
+        ``"gini"``, for ``"dp"`` ``label_epsilon`` times the number of (tree, level) pairs
+        with a choice (parallel composition over a level's disjoint nodes, sequential over
+        levels and trees).
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
     """
 
+    _parameter_constraints: dict = {
+        "n_estimators": [Interval(Integral, 1, 10_000, closed="both")],
+        "max_features": [Interval(Integral, 1, None, closed="left"),
+                         Interval(RealNotInt, 0.0, 1.0, closed="right"),
+                         StrOptions({"sqrt", "log2"}), None],
+        "max_depth": [Interval(Integral, 1, None, closed="left"), None],
+        "min_samples_split": [Interval(Integral, 2, None, closed="left")],
+        "min_samples_leaf": [Interval(Integral, 1, None, closed="left")],
+        "bootstrap": ["boolean"],
+        "max_samples": [None, Interval(RealNotInt, 0.0, 1.0, closed="right"),
+                        Interval(Integral, 1, None, closed="left")],
+        "max_bins": [Interval(Integral, 2, 255, closed="both"), None],
+        "random_state": ["random_state"],
+        "scheme": [StrOptions(set(SCHEMES))],
+        "security_parameter": [Interval(Real, 1.0, None, closed="left")],
+        "gipe_mode": [StrOptions({"quantile", "order", "paper"})],
+        "gipe_bins": [Interval(Integral, 2, None, closed="left")],
+        "reveal_leaves": ["boolean"],
+        "split_selection": [StrOptions(set(SPLIT_SELECTIONS))],
+        "label_epsilon": [Interval(Real, 0.0, None, closed="left"), None],
+        "max_round_bytes": [Interval(Integral, 1 << 18, None, closed="left"), None],
+        "server": "no_validation",
+        "n_jobs": [Integral, None],
+        "label_chunk": [Interval(Integral, 1, 64, closed="both")],
+        "label_pack_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
+    }
+
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
-                 max_round_bytes=None, server=None, n_jobs=None, label_chunk=2,
-                 label_pack_rows=None, verbose=0):
+                 gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
+                 split_selection="gini", label_epsilon=None, max_round_bytes=None,
+                 server=None, n_jobs=None, label_chunk=2, label_pack_rows=None, verbose=0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -121,6 +191,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.random_state = random_state
         self.scheme = scheme
         self.security_parameter = security_parameter
+        self.gipe_mode = gipe_mode
+        self.gipe_bins = gipe_bins
+        self.reveal_leaves = reveal_leaves
+        self.split_selection = split_selection
+        self.label_epsilon = label_epsilon
         self.max_round_bytes = max_round_bytes
         self.server = server
         self.n_jobs = n_jobs
@@ -129,11 +204,12 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.verbose = verbose
 
     # ------------------------------------------------------------------ fit
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Encrypt ``X`` and ``y``, let the server grow the forest, answer its queries."""
         stats = ProtocolStats()
         started = time.perf_counter()
-        self._validate_params_simple()
+        self._check_selection_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
@@ -142,9 +218,12 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         if n_classes < 2:
             raise ValueError("PrivateForestClient needs at least two classes")
         y_encoded = encoder.transform(y)
-        forest_seed, gipe_seed = self._seeds()
-        self.encryptor_ = GiniPreservingEncryptor(self.security_parameter,
-                                                  random_state=gipe_seed)
+        n_samples, n_features = X.shape
+        if self.max_samples is not None and isinstance(self.max_samples, Integral) \
+                and self.max_samples > n_samples:
+            raise ValueError(f"max_samples={self.max_samples} exceeds the {n_samples} "
+                             "training rows")
+        self.encryptor_ = self._new_encryptor()
         X_cipher = self.encryptor_.fit_transform(X, y_encoded).astype(np.float64)
         layout = BlockLayout(self.scheme, SecretContext.slot_count(self.scheme), n_classes,
                              X.shape[0], self.label_pack_rows)
@@ -153,7 +232,6 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         server = self._fresh_server()
         self._n_classes = n_classes
 
-        n_samples, n_features = X.shape
         meta = {
             "n_classes": n_classes,
             "n_estimators": int(self.n_estimators),
@@ -165,13 +243,19 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             "n_draws": resolve_n_draws(self.max_samples, n_samples) if self.bootstrap
             else n_samples,
             "max_bins": None if self.max_bins is None else int(self.max_bins),
-            "random_state": forest_seed,
+            "random_state": self._forest_seed(),
             "max_round_bytes": None if self.max_round_bytes is None
             else int(self.max_round_bytes),
+            "split_selection": self.split_selection,
             "label_pack_rows": None if self.label_pack_rows is None
             else int(self.label_pack_rows),
         }
         self._n_draws = meta["n_draws"]
+        # The client grows the same label-free plan as the server, to check its queries.
+        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples,
+                                                                   n_features))
+        self._levels_chosen = 0
+        self._rng = secrets.SystemRandom()
         setup = Message("setup", meta, {"X": X_cipher},
                         {"context": [self._he.public_bytes()]})
         reply = self._exchange(server, setup, "session", stats)
@@ -183,6 +267,9 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
                                stats)
         while reply.kind == "query":
+            if self.split_selection == "blind":
+                raise ProtocolError("the server sent a query in label-blind mode, where the "
+                                    "client answers none")
             stats.rounds += 1
             round_started = time.perf_counter()
             answer = self._answer(reply)
@@ -193,6 +280,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                       f"{answer.arrays['node'].shape[0]} open nodes, "
                       f"{reply_bytes / 1e6:.1f} MB query, "
                       f"{time.perf_counter() - round_started:.1f} s", flush=True)
+        if self.split_selection != "blind":
+            self._check_finished()
+        self.epsilon_spent_ = self._epsilon_spent()
+        del self._growth
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.fit_stats_ = stats
         return self
@@ -214,49 +305,35 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                       f"{stats.bytes_sent / 1e6:.1f} MB sent, "
                       f"{time.perf_counter() - started:.1f} s", flush=True)
 
-    def _validate_params_simple(self) -> None:
-        if self.scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
-        if not isinstance(self.verbose, Integral) or isinstance(self.verbose, bool) \
-                or self.verbose < 0:
-            raise ValueError(f"verbose must be a non-negative integer, got {self.verbose!r}")
-        if self.label_pack_rows is not None and not (
-                isinstance(self.label_pack_rows, Integral)
-                and not isinstance(self.label_pack_rows, bool) and self.label_pack_rows >= 1):
-            raise ValueError(f"label_pack_rows must be None or a positive integer, "
-                             f"got {self.label_pack_rows!r}")
-        if isinstance(self.label_chunk, Integral) and not isinstance(self.label_chunk, bool) \
-                and self.label_chunk > 64:
-            raise ValueError(f"label_chunk must be at most 64 packs, got {self.label_chunk}")
-        for name in ("n_estimators", "min_samples_split", "min_samples_leaf", "label_chunk"):
-            value = getattr(self, name)
-            if not isinstance(value, Integral) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"{name} must be a positive integer, got {value!r}")
-        if self.min_samples_split < 2:
-            raise ValueError(f"min_samples_split must be >= 2, got {self.min_samples_split}")
-        if self.max_bins is not None and not (isinstance(self.max_bins, Integral)
-                                              and 2 <= self.max_bins <= 255):
-            raise ValueError(f"max_bins must be None or an integer in [2, 255], "
-                             f"got {self.max_bins!r}")
-        if self.max_round_bytes is not None and not (
-                isinstance(self.max_round_bytes, Integral) and self.max_round_bytes >= 1 << 18):
-            raise ValueError("max_round_bytes must be None or an integer >= 256 KiB (262144), "
-                             f"got {self.max_round_bytes!r}")
-        if self.max_depth is not None and not (isinstance(self.max_depth, Integral)
-                                               and self.max_depth >= 1):
-            raise ValueError(f"max_depth must be None or a positive integer, "
-                             f"got {self.max_depth!r}")
+    def _check_selection_params(self) -> None:
+        if self.split_selection == "dp" and self.label_epsilon is None:
+            raise ValueError('split_selection="dp" needs label_epsilon (ε per choice)')
+        if self.split_selection != "dp" and self.label_epsilon is not None:
+            raise ValueError(f"label_epsilon is used only with split_selection='dp', "
+                             f"not {self.split_selection!r}")
+        if self.reveal_leaves and self.split_selection != "gini":
+            raise ValueError("reveal_leaves=True is the paper's rule for "
+                             "split_selection='gini' only")
 
-    def _seeds(self) -> tuple[int, int]:
-        """The forest's seed (as RandomForestClassifier reads random_state) and GIPE's."""
+    def _new_encryptor(self) -> GiniPreservingEncryptor:
+        """GIPE with keys and jitter from the OS: nothing the server receives seeds it."""
+        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
+                                       n_bins=self.gipe_bins)
+
+    def _forest_seed(self) -> int:
+        """The forest's seed, as RandomForestClassifier reads random_state."""
         if self.random_state is None:
-            forest = secrets.randbits(32)
-        elif isinstance(self.random_state, Integral):
-            forest = int(self.random_state)
-        else:
-            forest = int(check_random_state(self.random_state).randint(2**32 - 1))
-        gipe = int(np.random.SeedSequence([forest, 0x61FE]).generate_state(1)[0])
-        return forest, gipe
+            return secrets.randbits(32)
+        if isinstance(self.random_state, Integral):
+            return int(self.random_state)
+        return int(check_random_state(self.random_state).randint(2**32 - 1))
+
+    def _epsilon_spent(self) -> float:
+        if self.split_selection == "blind":
+            return 0.0
+        if self.split_selection == "gini":
+            return math.inf
+        return float(self.label_epsilon) * self._levels_chosen
 
     def _server(self):
         if self.server is not None:
@@ -291,14 +368,58 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def _answer(self, query: Message) -> Message:
         token = query.value("token", str)
         round_ = query.value("round", int)
+        plans = self._check_plan(query)
         squares = self._decrypt_blocks(query)
-        choice = choose_splits(
-            squares, query.array("weight", "int64", 1), query.array("tree_weight", "int64", 1),
-            query.array("n_candidates", "int64", 1), query.array("left_weight", "int64", 1),
-            self._n_classes)
+        choice = decide_splits(self._growth, plans, squares, self._n_classes,
+                               self.split_selection, self.reveal_leaves, self.label_epsilon,
+                               self._rng)
+        self._levels_chosen += len({p.tree for p in plans})
+        self._growth.apply_level(plans, choice.tolist())
         arrays = {"tree": query.array("tree", "int64", 1),
                   "node": query.array("node", "int64", 1), "choice": choice}
         return Message("answer", self._meta({"round": round_, "token": token}), arrays)
+
+    def _check_plan(self, query: Message) -> list[NodePlan]:
+        """The client's own plan of the trees a query covers; a query that differs from it
+        (other nodes, weights, candidates) is refused before anything is decrypted."""
+        growth = self._growth
+        trees = query.array("tree", "int64", 1)
+        n_trees = len(growth.trees)
+        if trees.size == 0 or (trees[:-1] > trees[1:]).any() or trees.min() < 0 \
+                or trees.max() >= n_trees:
+            raise ProtocolError("query: tree ids must be sorted ids of this forest's trees")
+        covered = np.unique(trees).tolist()
+        plans: list[NodePlan] = []
+        for t in covered:
+            tree_plans, _ = growth.plan_tree(t)
+            plans.extend(tree_plans)
+        if self.max_round_bytes is None:  # one round covers every tree still growing
+            for t in sorted(set(range(n_trees)) - set(covered)):
+                if growth.trees[t].open and growth.plan_tree(t)[0]:
+                    raise ProtocolError(f"query: tree {t} has open nodes but is not in the "
+                                        "round")
+        expected = {
+            "tree": [p.tree for p in plans],
+            "node": [p.node.node_id for p in plans],
+            "weight": [p.weight for p in plans],
+            "tree_weight": [growth.trees[p.tree].total_weight for p in plans],
+            "n_candidates": [p.n_candidates for p in plans],
+            "left_weight": [c.left_weight for p in plans for cs in p.candidates for c in cs],
+        }
+        for name, values in expected.items():
+            got = query.array(name, "int64", 1)
+            if got.shape[0] != len(values) or not np.array_equal(got, values):
+                raise ProtocolError(f"query: {name!r} differs from the forest's plan (the "
+                                    "server asked about nodes or candidates this forest "
+                                    "does not have)")
+        return plans
+
+    def _check_finished(self) -> None:
+        growth = self._growth
+        for t in range(len(growth.trees)):
+            if growth.trees[t].open and growth.plan_tree(t)[0]:
+                raise ProtocolError(f"the server declared the forest trained, but tree {t} "
+                                    "still has nodes to split")
 
     def _decrypt_blocks(self, query: Message) -> np.ndarray:
         """Per block in query order: ``(ΣL², ΣR²)`` as exact integers, each node's
@@ -431,10 +552,44 @@ def _integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
     return rounded
 
 
+def _node_scores(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,
+                 left_weight: np.ndarray, n_classes: int):
+    """Per node: ``(index, W, ΣT², children)`` with ``children[c] = W_l - ΣL²/W_l + W_r -
+    ΣR²/W_r`` (the weighted children impurity of candidate ``c``), after checking that the
+    decrypted squares can be this node's (a wrong key or corruption cannot pass)."""
+    n_nodes = weight.shape[0]
+    expected_blocks = n_nodes + int(n_candidates.sum())
+    if squares.shape[0] < expected_blocks:
+        raise ProtocolError(f"query describes {expected_blocks} blocks, its ciphertexts "
+                            f"hold {squares.shape[0]}")
+    block = 0
+    cand = 0
+    for i in range(n_nodes):
+        w = float(weight[i])
+        k = int(n_candidates[i])
+        sq = squares[block: block + k]
+        sq_total = squares[block + k, 0]
+        w_left = left_weight[cand: cand + k].astype(np.float64)
+        block += k + 1
+        cand += k
+        # Σ over classes of squared counts lies in [W²/τ, W²] for W rows: anything else did
+        # not come from this client's labels (another key, corruption).
+        if (not w * w / n_classes - 0.5 <= sq_total <= w * w
+                or (sq[:, 0] > w_left ** 2).any() or (sq[:, 1] > (w - w_left) ** 2).any()
+                or (sq[:, 0] < w_left ** 2 / n_classes - 0.5).any()
+                or (sq[:, 1] < (w - w_left) ** 2 / n_classes - 0.5).any()):
+            raise ProtocolError("decrypted squared counts are out of range for the node's "
+                                "weight: the query was not made with this client's key or "
+                                "is corrupted")
+        w_right = w - w_left
+        children = (w_left - sq[:, 0] / w_left) + (w_right - sq[:, 1] / w_right)
+        yield i, w, sq_total, children
+
+
 def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,
                   n_candidates: np.ndarray, left_weight: np.ndarray,
                   n_classes: int) -> np.ndarray:
-    """The client's decision per node: index of the best candidate, or -1 for a leaf.
+    """The paper's decision per node: index of the best candidate, or -1 for a leaf.
 
     Parameters
     ----------
@@ -456,39 +611,80 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
         ``W_l - ΣL²/W_l + W_r - ΣR²/W_r`` (first in the server's order on ties), unless it
         does not decrease the impurity.
     """
-    n_nodes = weight.shape[0]
-    expected_blocks = n_nodes + int(n_candidates.sum())
-    if squares.shape[0] < expected_blocks:
-        raise ProtocolError(f"query describes {expected_blocks} blocks, its ciphertexts "
-                            f"hold {squares.shape[0]}")
-    choice = np.full(n_nodes, -1, dtype=np.int64)
-    block = 0
-    cand = 0
-    for i in range(n_nodes):
-        w = float(weight[i])
-        k = int(n_candidates[i])
-        sq = squares[block: block + k]
-        sq_total = squares[block + k, 0]
-        w_left = left_weight[cand: cand + k].astype(np.float64)
-        block += k + 1
-        cand += k
-        # Σ over classes of squared counts lies in [W²/τ, W²] for W rows: anything else did
-        # not come from this client's labels (another key, corruption).
-        if (not w * w / n_classes - 0.5 <= sq_total <= w * w
-                or (sq[:, 0] > w_left ** 2).any() or (sq[:, 1] > (w - w_left) ** 2).any()
-                or (sq[:, 0] < w_left ** 2 / n_classes - 0.5).any()
-                or (sq[:, 1] < (w - w_left) ** 2 / n_classes - 0.5).any()):
-            raise ProtocolError("decrypted squared counts are out of range for the node's "
-                                "weight: the query was not made with this client's key or "
-                                "is corrupted")
+    choice = np.full(weight.shape[0], -1, dtype=np.int64)
+    for i, w, sq_total, children in _node_scores(squares, weight, n_candidates, left_weight,
+                                                  n_classes):
         impurity = 1.0 - sq_total / (w * w)
-        if impurity <= _EPSILON or k == 0:
+        if impurity <= _EPSILON or children.shape[0] == 0:
             continue
-        w_right = w - w_left
-        children = (w_left - sq[:, 0] / w_left) + (w_right - sq[:, 1] / w_right)
         best = int(np.argmin(children))
         improvement = (w * impurity - children[best]) / float(tree_weight[i])
         if improvement + _EPSILON < 0.0:
             continue
         choice[i] = best
+    return choice
+
+
+def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarray,
+                  n_classes: int, split_selection: str, reveal_leaves: bool,
+                  label_epsilon: float | None, rng) -> np.ndarray:
+    """The client's answer for the planned nodes of one round, from their decrypted squares.
+
+    ``"gini"`` takes the paper's choice (:func:`choose_splits`); unless ``reveal_leaves``, a
+    node the paper would close ("leaf") gets a uniformly random candidate instead. ``"dp"``
+    draws by the exponential mechanism with ε = ``label_epsilon``. ``rng`` is a
+    ``random.Random``-like source (the client uses the OS's).
+    """
+    weight = np.array([p.weight for p in plans], dtype=np.int64)
+    n_candidates = np.array([p.n_candidates for p in plans], dtype=np.int64)
+    left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
+                           dtype=np.int64)
+    if split_selection == "dp":
+        max_count = np.array([int(growth.weights(p.tree)[p.node.samples].max())
+                              for p in plans], dtype=np.int64)
+        return exponential_mechanism(squares, weight, n_candidates, left_weight, n_classes,
+                                     label_epsilon, split_sensitivity(max_count), rng)
+    tree_weight = np.array([growth.trees[p.tree].total_weight for p in plans],
+                           dtype=np.int64)
+    choice = choose_splits(squares, weight, tree_weight, n_candidates, left_weight, n_classes)
+    if not reveal_leaves:
+        hidden = np.flatnonzero(choice < 0)
+        choice[hidden] = [rng.randrange(int(n_candidates[i])) for i in hidden]
+    return choice
+
+
+def split_sensitivity(max_count: np.ndarray) -> np.ndarray:
+    """Sensitivity Δ of the split utility ``u = -(W_l - ΣL²/W_l + W_r - ΣR²/W_r)`` to one
+    row's label, for nodes whose heaviest row is drawn ``max_count`` times.
+
+    Relabelling a row of bootstrap count ``k`` from class ``a`` to ``b`` inside a child of
+    weight ``W_c`` changes that child's ``ΣL²`` by ``2k(L_b + k - L_a)``, whose magnitude is
+    at most ``2k(W_c - k)`` (``L_a >= k``, ``L_a + L_b <= W_c``); divided by ``W_c`` the
+    utility moves by less than ``2k``. The other child is untouched, so ``Δ = 2·max k``.
+    """
+    return 2.0 * np.asarray(max_count, dtype=np.float64)
+
+
+def exponential_mechanism(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,
+                          left_weight: np.ndarray, n_classes: int, epsilon: float,
+                          sensitivity: np.ndarray, rng) -> np.ndarray:
+    """Label-DP split choice: candidate ``c`` of a node with probability proportional to
+    ``exp(ε·u_c / (2Δ))``, ``u_c`` the negated weighted children impurity.
+
+    Each choice is ε-label-DP (McSherry & Talwar's exponential mechanism); ``ε = 0`` draws
+    uniformly and ``ε = inf`` takes the best candidate (first on ties), as the Gini choice.
+    ``rng`` is a ``random.Random``-like source (``random()``); the client uses the OS's.
+    """
+    choice = np.empty(weight.shape[0], dtype=np.int64)
+    for i, _, _, children in _node_scores(squares, weight, n_candidates, left_weight,
+                                          n_classes):
+        utility = -children
+        if math.isinf(epsilon):
+            choice[i] = int(np.argmax(utility))
+            continue
+        logits = epsilon * (utility - utility.max()) / (2.0 * float(sensitivity[i]))
+        cumulative = np.cumsum(np.exp(logits))
+        draw = rng.random() * cumulative[-1]
+        choice[i] = min(int(np.searchsorted(cumulative, draw, side="right")),
+                        children.shape[0] - 1)
     return choice

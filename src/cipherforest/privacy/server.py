@@ -93,6 +93,7 @@ class _Session:
         self.query_token = ""
         self.plans: list[NodePlan] = []
         self.stats = ServerStats()
+        self.last_used = time.monotonic()
         self.growth = ForestGrowth(X, spec)
         self.trees = self.growth.trees
         self.block_size = self.layout.block_size
@@ -118,16 +119,28 @@ class PrivateForestServer:
     n_jobs : int or None, default=None
         Worker processes per tree level (trees are split among them): None means 1, -1 all
         cores, as in scikit-learn.
+    max_sessions : int, default=32
+        Sessions held at once; a ``setup`` beyond it is refused.
+    session_ttl : float, default=3600.0
+        Seconds a session may stay idle (no message) before the server forgets it.
+    max_rows_x_trees : int, default=10**8
+        Largest ``n_samples × n_estimators`` a session may ask for: a level's open nodes
+        hold up to that many row ids.
     """
 
-    def __init__(self, n_jobs: int | None = None):
+    def __init__(self, n_jobs: int | None = None, *, max_sessions: int = 32,
+                 session_ttl: float = 3600.0, max_rows_x_trees: int = 10**8):
         self._sessions: dict[str, _Session] = {}
         self.n_jobs = effective_n_jobs(n_jobs)
+        self.max_sessions = max_sessions
+        self.session_ttl = session_ttl
+        self.max_rows_x_trees = max_rows_x_trees
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, data: bytes) -> bytes:
         """Process one request message and return the reply message (both as bytes)."""
         started = time.perf_counter()
+        self._expire_idle_sessions()
         message = decode_message(data)
         handlers = {"setup": self._setup, "labels": self._labels, "train": self._train,
                     "answer": self._answer, "predict": self._predict, "close": self._close}
@@ -136,11 +149,18 @@ class PrivateForestServer:
         session, reply = handlers[message.kind](message)
         out = encode_message(reply)
         session.stats.seconds += time.perf_counter() - started
+        session.last_used = time.monotonic()
         session.stats.bytes_in += len(data)
         session.stats.bytes_out += len(out)
         if reply.kind == "query":
             session.stats.bytes_per_round.append(len(out))
         return out
+
+    def _expire_idle_sessions(self) -> None:
+        now = time.monotonic()
+        for session_id in [sid for sid, session in self._sessions.items()
+                           if now - session.last_used > self.session_ttl]:
+            del self._sessions[session_id]
 
     def session_stats(self, session_id: str) -> ServerStats:
         return self._session(session_id).stats
@@ -189,6 +209,12 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
                                 f"by ±{layout.stride} slots (the label packs' lane width)")
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        if X.shape[0] * spec.n_estimators > self.max_rows_x_trees:
+            raise ProtocolError(f"setup: {X.shape[0]} rows × {spec.n_estimators} trees exceeds "
+                                f"this server's limit of {self.max_rows_x_trees}")
+        if len(self._sessions) >= self.max_sessions:
+            raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
+                                "sessions; close one or wait for idle ones to expire")
         session = _Session(secrets.token_hex(16), context, X, n_classes, spec, layout)
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
@@ -234,10 +260,23 @@ class PrivateForestServer:
         if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
             raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
                                 f"labels received; session is {session.state}")
+        if session.spec.split_selection == "blind":
+            return session, self._train_label_blind(session)
         reply = self._next_query(session)
         if reply.kind == "query":
             session.state = "training"
         return session, reply
+
+    def _train_label_blind(self, session: _Session) -> Message:
+        """Grow every tree from the ciphers alone and sum each leaf's label ciphertexts:
+        no query round, nothing label-dependent in the server's view."""
+        leaf_jobs = session.growth.grow_label_blind()
+        leaves, _, _ = self._compute_level(session, leaf_jobs, [], 0)
+        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+            session.trees[t].leaves[node.node_id] = leaf
+        session.state = "trained"
+        return Message("trained", {"session": session.id, "rounds": 0,
+                                   "n_leaves": len(leaf_jobs)})
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: _Session) -> Message:
@@ -254,7 +293,7 @@ class PrivateForestServer:
         for step in range(n_trees):
             t = (session.next_tree + step) % n_trees
             tree = session.trees[t]
-            if not tree.open:
+            if not tree.open and t not in session.plan_cache:
                 continue
             if t not in session.plan_cache:
                 tree_plans, rule_leaves = session.growth.plan_tree(t)
@@ -270,7 +309,6 @@ class PrivateForestServer:
             nodes += len(tree_plans)
             plans.extend(tree_plans)
             leaf_jobs.extend(tree_leaves)
-            tree.open = [p.node for p in tree_plans]
         else:
             session.next_tree = 0
         leaf_jobs.extend(session.pending_leaves)
@@ -343,7 +381,8 @@ class PrivateForestServer:
         stay in tree order, so the query order is unchanged.
         """
         n_jobs = min(self.n_jobs, len(session.trees))
-        work = sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
+        work = (sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
+                + sum(node.samples.shape[0] for _, node in leaf_jobs))
         if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
             parts = [_level_part(session, leaf_jobs, plans, shift, serialize=False)]
         else:

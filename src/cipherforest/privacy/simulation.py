@@ -1,0 +1,191 @@
+"""The encrypted forest's decisions on clear labels: :class:`PrivateForestSimulator`.
+
+The protocol's outcome depends on the labels only through the client's decisions, and the
+client decides from exact integer squared class counts (CKKS results are rounded and checked,
+BFV is exact). This module computes those counts in the clear and runs the *same* planner
+(:class:`~cipherforest.privacy._plan.ForestGrowth`) and the *same* decision function
+(:func:`~cipherforest.privacy.client.decide_splits`) as the client and server, so its forests
+are distributed exactly as the encrypted ones (identical for the deterministic choices:
+``reveal_leaves=True`` Gini and label-blind) at a fraction of the cost: no homomorphic
+arithmetic, no rounds. Experiments and the label-privacy curves use it to measure accuracy
+and attacks across many settings; the tests check it against the real protocol.
+"""
+
+from __future__ import annotations
+
+import math
+import secrets
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..ensemble._base import resolve_n_draws
+from ..tree._classes import resolve_max_features
+from ._plan import ForestGrowth, ForestSpec, NodePlan
+from .client import PrivateForestClient, decide_splits
+from .gipe import GiniPreservingEncryptor
+
+__all__ = ["PrivateForestSimulator", "node_squares"]
+
+_SIMULATED_PARAMS = ("n_estimators", "max_features", "max_depth", "min_samples_split",
+                     "min_samples_leaf", "bootstrap", "max_samples", "max_bins", "random_state",
+                     "security_parameter", "gipe_mode", "gipe_bins", "reveal_leaves",
+                     "split_selection", "label_epsilon")
+
+
+def node_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
+    """The decrypted query blocks of ``plans``, computed in the clear.
+
+    Per node, ``(ΣL², ΣR²)`` for every candidate in the server's order, then ``(ΣT², 0)``;
+    ``onehot`` is ``(n_samples, n_classes)``, ``weights_of(t)`` tree ``t``'s bootstrap counts.
+    """
+    blocks = []
+    for plan in plans:
+        weights = weights_of(plan.tree)
+        total = None
+        for order, cands in zip(plan.orders, plan.candidates, strict=True):
+            running = np.cumsum(onehot[order] * weights[order, None], axis=0)
+            total = running[-1]
+            left = running[[c.end - 1 for c in cands]]
+            right = total - left
+            blocks.append(np.column_stack([(left ** 2).sum(1), (right ** 2).sum(1)]))
+        blocks.append(np.array([[float((total ** 2).sum()), 0.0]]))
+    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+
+class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
+    """:class:`~cipherforest.privacy.PrivateForestClient`'s forest without the encryption of
+    labels: same GIPE ciphers, planner, split decisions and ε accountant.
+
+    Parameters are PrivateForestClient's (those that do not concern the homomorphic layer or
+    the transport); see its documentation. ``random_state`` seeds the forest; GIPE keys and
+    the hidden/DP choices come from the operating system, as in the client.
+
+    Attributes
+    ----------
+    classes_ : ndarray
+    encryptor_ : GiniPreservingEncryptor
+    trees_ : list of dict
+        The server's view of every tree (``children_left``, ``children_right``, ``feature``,
+        cipher ``threshold``, ``n_node_samples``), as ``PrivateForestServer.tree_arrays``.
+    leaf_counts_ : list of dict
+        Per tree, the weighted class counts of each leaf (what the leaf ciphertexts hold).
+    epsilon_spent_ : float
+    n_rounds_ : int
+        Query rounds the protocol would take (one per level; 0 in label-blind mode).
+    """
+
+    _parameter_constraints = {name: PrivateForestClient._parameter_constraints[name]
+                              for name in _SIMULATED_PARAMS}
+
+    def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
+                 max_bins=None, random_state=None, security_parameter=6.4,
+                 gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
+                 split_selection="gini", label_epsilon=None):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.bootstrap = bootstrap
+        self.max_samples = max_samples
+        self.max_bins = max_bins
+        self.random_state = random_state
+        self.security_parameter = security_parameter
+        self.gipe_mode = gipe_mode
+        self.gipe_bins = gipe_bins
+        self.reveal_leaves = reveal_leaves
+        self.split_selection = split_selection
+        self.label_epsilon = label_epsilon
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Encrypt ``X`` with GIPE and grow the forest the protocol would grow."""
+        PrivateForestClient._check_selection_params(self)
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        check_classification_targets(y)
+        encoder = LabelEncoder().fit(y)
+        self.classes_ = encoder.classes_
+        n_classes = len(self.classes_)
+        if n_classes < 2:
+            raise ValueError("PrivateForestSimulator needs at least two classes")
+        codes = encoder.transform(y)
+        n_samples, n_features = X.shape
+        self.encryptor_ = GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
+                                                  n_bins=self.gipe_bins)
+        X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
+        meta = {
+            "n_estimators": int(self.n_estimators),
+            "max_features": resolve_max_features(self.max_features, n_features),
+            "max_depth": None if self.max_depth is None else int(self.max_depth),
+            "min_samples_split": int(self.min_samples_split),
+            "min_samples_leaf": int(self.min_samples_leaf),
+            "bootstrap": bool(self.bootstrap),
+            "n_draws": resolve_n_draws(self.max_samples, n_samples) if self.bootstrap
+            else n_samples,
+            "max_bins": None if self.max_bins is None else int(self.max_bins),
+            "random_state": PrivateForestClient._forest_seed(self),
+            "max_round_bytes": None,
+            "split_selection": self.split_selection,
+        }
+        growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples, n_features))
+        onehot = np.eye(n_classes)[codes]
+        rng = secrets.SystemRandom()
+        leaves: list[tuple[int, object]] = []
+        levels_chosen = 0
+        self.n_rounds_ = 0
+        if self.split_selection == "blind":
+            leaves = growth.grow_label_blind()
+        else:
+            while any(tree.open for tree in growth.trees):
+                plans = []
+                for t, tree in enumerate(growth.trees):
+                    if tree.open:
+                        tree_plans, rule_leaves = growth.plan_tree(t)
+                        plans.extend(tree_plans)
+                        leaves.extend((t, node) for node in rule_leaves)
+                if not plans:
+                    break
+                self.n_rounds_ += 1
+                squares = node_squares(plans, onehot, growth.weights)
+                choices = decide_splits(growth, plans, squares, n_classes,
+                                        self.split_selection, self.reveal_leaves,
+                                        self.label_epsilon, rng)
+                levels_chosen += len({p.tree for p in plans})
+                for plan in growth.apply_level(plans, choices.tolist()):
+                    leaves.append((plan.tree, plan.node))
+        self.leaf_counts_ = [{} for _ in growth.trees]
+        for t, node in leaves:
+            weights = growth.weights(t)[node.samples]
+            self.leaf_counts_[t][node.node_id] = onehot[node.samples].T @ weights
+        self.trees_ = [tree.arrays() for tree in growth.trees]
+        self._growth_trees = growth.trees
+        if self.split_selection == "blind":
+            self.epsilon_spent_ = 0.0
+        elif self.split_selection == "gini":
+            self.epsilon_spent_ = math.inf
+        else:
+            self.epsilon_spent_ = float(self.label_epsilon) * levels_chosen
+        return self
+
+    def predict_proba(self, X) -> np.ndarray:
+        """Mean over trees of the leaf class frequencies (as the client computes them)."""
+        check_is_fitted(self, "trees_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X_cipher = self.encryptor_.transform(X).astype(np.float64)
+        proba = np.zeros((X.shape[0], len(self.classes_)))
+        for tree, counts in zip(self._growth_trees, self.leaf_counts_, strict=True):
+            leaf = tree.apply(X_cipher)
+            table = np.zeros((len(tree.left), len(self.classes_)))
+            for node, c in counts.items():
+                table[node] = c / c.sum()
+            proba += table[leaf]
+        return proba / len(self._growth_trees)
+
+    def predict(self, X) -> np.ndarray:
+        """Most probable class of each row."""
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
