@@ -83,7 +83,9 @@ class _Session:
         # label_copies[p][d]: label pack p rotated by d lanes (BlockLayout.offsets)
         self.label_copies: list[dict[int, object]] = []
         self.n_labels = 0
-        self.leaf_store: list = []  # packed leaf ciphertexts (last level)
+        self.leaf_store: list = []  # packed leaf ciphertexts, finished (last level)
+        self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
+        self.n_leaves = 0  # leaf positions handed out
         self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
         self.mask_shift = None  # the shift of the cached query masks
         self.plan_cache: dict[int, tuple[list, list]] = {}  # tree -> (plans, leaf jobs)
@@ -274,6 +276,7 @@ class PrivateForestServer:
         leaves, _, _ = self._compute_level(session, leaf_jobs, [], 0)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
+        _finish_leaf_store(session, everything=True)
         session.state = "trained"
         return Message("trained", {"session": session.id, "rounds": 0,
                                    "n_leaves": len(leaf_jobs)})
@@ -327,6 +330,7 @@ class PrivateForestServer:
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         if not plans:  # every tree was visited and none has an open node left
+            _finish_leaf_store(session, everything=True)
             session.state = "trained"
             session.plans = []
             return Message("trained", {"session": session.id, "rounds": session.round,
@@ -380,9 +384,14 @@ class PrivateForestServer:
         copy-on-write; SEAL holds the GIL). Each returns its ciphertexts serialised; blocks
         stay in tree order, so the query order is unchanged.
         """
+        # Leaves take the next positions of the leaf store, in job order.
+        leaves = list(range(session.n_leaves, session.n_leaves + len(leaf_jobs)))
+        leaf_jobs = [(t, node, position) for (t, node), position in
+                     zip(leaf_jobs, leaves, strict=True)]
+        session.n_leaves += len(leaf_jobs)
         n_jobs = min(self.n_jobs, len(session.trees))
         work = (sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
-                + sum(node.samples.shape[0] for _, node in leaf_jobs))
+                + sum(node.samples.shape[0] for _, node, _ in leaf_jobs))
         if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
             parts = [_level_part(session, leaf_jobs, plans, shift, serialize=False)]
         else:
@@ -398,16 +407,19 @@ class PrivateForestServer:
                     parts = pool.map(_level_part_in_worker, range(len(tasks)))
             finally:
                 _FORK_STATE = None
-        leaves, blobs, positions = [], [], []
-        for part_store, part_leaves, part_blobs, part_positions in parts:
-            offset = len(session.leaf_store) * session.layout.leaves_per_ciphertext
-            session.leaf_store.extend(
-                session.context.load_ciphertext(ct) if isinstance(ct, bytes) else ct
-                for ct in part_store)
-            leaves.extend(offset + p for p in part_leaves)
+        blobs, positions = [], []
+        for part_store, part_blobs, part_positions in parts:
+            for index, partial in part_store.items():
+                if isinstance(partial, bytes):
+                    partial = session.context.load_ciphertext(partial)
+                if index in session.leaf_open:
+                    session.context.add_inplace(session.leaf_open[index], partial)
+                else:
+                    session.leaf_open[index] = partial
             positions.extend(len(blobs) * session.layout.per_ciphertext + p
                              for p in part_positions)
             blobs.extend(part_blobs)
+        _finish_leaf_store(session, everything=False)
         return leaves, blobs, positions
 
     # ------------------------------------------------------------------ answers
@@ -525,34 +537,40 @@ _MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it 
 
 
 def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool):
-    """Leaf-store ciphertexts (with each leaf's position in them) and the packed query
-    ciphertexts (with each block's position) for some trees of one level."""
+    """For some trees of one level: the leaves' counts added into their leaf-store
+    ciphertexts (unfinished partial sums by store index) and the packed query ciphertexts
+    (with each block's position)."""
     context, layout = session.context, session.layout
     per_store = layout.leaves_per_ciphertext
-    store, store_acc, leaf_positions = [], None, []
-    for i, (t, node) in enumerate(leaf_jobs):
-        position = i % per_store
-        if position == 0 and store_acc is not None:
-            store.append(context.finish_plain(store_acc))
-            store_acc = None
+    store: dict[int, object] = {}
+    scale = _CKKS_LEAF_MASK_SCALE if context.scheme == "ckks" else None
+    for t, node, leaf in leaf_jobs:
+        index, position = divmod(leaf, per_store)
         total = _add_rows(session, session.growth.weights(t), node.samples, position // 2)
         # Leaf masks are not cached: a level has few leaves, and a cached mask set would
         # cost as much memory as the query masks.
-        scale = _CKKS_LEAF_MASK_SCALE if context.scheme == "ckks" else None
         product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position),
                                                                    scale=scale))
-        if store_acc is None:
-            store_acc = product
+        if index in store:
+            context.add_inplace(store[index], product)
         else:
-            context.add_inplace(store_acc, product)
-        leaf_positions.append(len(store) * per_store + position)
-    if store_acc is not None:
-        store.append(context.finish_plain(store_acc))
+            store[index] = product
     packer = _LanePacker(session, shift)
     blobs, positions = packer.run(plans)
     if serialize:
-        store = [context.dump_ciphertext(ct) for ct in store]
-    return store, leaf_positions, blobs, positions
+        store = {index: context.dump_ciphertext(ct) for index, ct in store.items()}
+    return store, blobs, positions
+
+
+def _finish_leaf_store(session: _Session, everything: bool) -> None:
+    """Finish (rescale, switch to the last level) the leaf-store ciphertexts whose positions
+    are all handed out, or all of them at the end of training."""
+    per_store = session.layout.leaves_per_ciphertext
+    complete = -(-session.n_leaves // per_store) if everything else \
+        session.n_leaves // per_store
+    while len(session.leaf_store) < complete:
+        index = len(session.leaf_store)
+        session.leaf_store.append(session.context.finish_plain(session.leaf_open.pop(index)))
 
 
 def _level_part_in_worker(index: int):
@@ -564,7 +582,7 @@ def _level_part_in_worker(index: int):
 def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tuple[int, int]]:
     """Split the trees into ``n_parts`` contiguous ranges of about equal encrypted work."""
     cost = np.zeros(len(session.trees))
-    for t, node in leaf_jobs:
+    for t, node, _ in leaf_jobs:
         cost[t] += node.samples.shape[0]
     for p in plans:
         cost[p.tree] += p.node.samples.shape[0] * len(p.candidates)
