@@ -309,3 +309,99 @@ def test_model_file_is_foreign(tmp_path):
     save_model(DecisionTreeClassifier().fit([[0.0], [1.0]], [0, 1]), path)
     with pytest.raises(StateFileError, match="not a cipherforest-gipe-state file"):
         GiniPreservingEncryptor.load_state(path)
+
+
+@pytest.mark.parametrize("mode", ["order", "quantile"])
+def test_state_file_round_trip_label_free_modes(tmp_path, cancer, mode):
+    X, y = cancer
+    enc = GiniPreservingEncryptor(mode=mode, n_bins=7, random_state=5).fit(X[:400])
+    path = tmp_path / "secret.gipe"
+    enc.save_state(path)
+    with zipfile.ZipFile(path) as archive:
+        meta = json.loads(archive.read("meta.json"))
+        assert "classes.npy" not in archive.namelist()  # no labels were ever held
+    assert meta["format_version"] == 2 and meta["params"]["mode"] == mode
+    loaded = GiniPreservingEncryptor.load_state(path)
+    assert loaded.mode == mode and loaded.n_bins == 7 and not hasattr(loaded, "classes_")
+    assert np.array_equal(loaded.transform(X[:400]), enc.transform(X[:400]))
+    assert np.array_equal(loaded.n_nodes_, enc.n_nodes_)
+    if mode == "quantile":  # unseen values: deterministic, the bin's cipher
+        assert np.array_equal(loaded.transform(X), enc.transform(X))
+    c1, c2 = enc.encrypt(X)
+    assert np.array_equal(loaded.inverse_transform(c1, c2), X)
+    c1, c2 = loaded.encrypt(X)
+    assert np.array_equal(enc.inverse_transform(c1, c2), X)
+
+
+def test_format_version_1_file_reads_as_paper_mode(state_file):
+    """Files written before the modes existed (format 1: no mode) are the paper's scheme."""
+    reference = GiniPreservingEncryptor.load_state(state_file)
+    with zipfile.ZipFile(state_file) as archive:
+        params = json.loads(archive.read("meta.json"))["params"]
+    old_params = {k: v for k, v in params.items() if k not in ("mode", "n_bins")}
+    _rewrite(state_file, {"format_version": 1, "params": old_params})
+    old = GiniPreservingEncryptor.load_state(state_file)
+    assert old.mode == "paper" and old.classes_.tolist() == reference.classes_.tolist()
+    X, _ = _ties_data(n=80, d=2)
+    assert np.array_equal(old.transform(X), reference.transform(X))
+
+
+@pytest.mark.parametrize("meta_update, message", [
+    ({"format_version": 3}, "unsupported format_version 3; this version of cipherforest reads "
+                            "format_version 1 or 2"),
+    ({"params": {"security_parameter": 6.4, "n_bins": 32, "n_jobs": None}}, "missing entry"),
+    ({"params": {"security_parameter": 6.4, "mode": "ope", "n_bins": 32, "n_jobs": None}},
+     "unknown mode 'ope'"),
+])
+def test_state_file_mode_errors(state_file, meta_update, message):
+    _rewrite(state_file, meta_update)
+    with pytest.raises(StateFileError, match=message):
+        GiniPreservingEncryptor.load_state(state_file)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_state_file_is_0600_from_creation_under_a_permissive_umask(tmp_path, monkeypatch):
+    """The temporary file is created 0600 by os.open itself and never chmod-ed; checked at
+    creation (before its first byte) and right before the rename, with umask 000."""
+    enc = GiniPreservingEncryptor(mode="quantile", random_state=0).fit(*_ties_data(n=50, d=2))
+    created, renamed = [], []
+    real_open, real_replace = os.open, os.replace
+
+    def spy_open(path, flags, mode=0o777, *args, **kwargs):
+        fd = real_open(path, flags, mode, *args, **kwargs)
+        if flags & os.O_CREAT:
+            info = os.fstat(fd)
+            created.append((str(path), stat.S_IMODE(info.st_mode), info.st_size))
+        return fd
+
+    def spy_replace(src, dst, *args, **kwargs):
+        renamed.append(stat.S_IMODE(os.stat(src).st_mode))
+        return real_replace(src, dst, *args, **kwargs)
+
+    def no_chmod(*args, **kwargs):
+        raise AssertionError("a secret file must not be chmod-ed after creation")
+
+    monkeypatch.setattr(os, "open", spy_open)
+    monkeypatch.setattr(os, "replace", spy_replace)
+    for name in ("chmod", "fchmod", "lchmod"):
+        if hasattr(os, name):
+            monkeypatch.setattr(os, name, no_chmod)
+    old_umask = os.umask(0)
+    try:
+        enc.save_state(tmp_path / "secret.gipe")
+    finally:
+        os.umask(old_umask)
+    assert [(mode, size) for _, mode, size in created] == [(0o600, 0)]
+    assert created[0][0].startswith(str(tmp_path))
+    assert renamed == [0o600]
+    assert stat.S_IMODE(os.stat(tmp_path / "secret.gipe").st_mode) == 0o600
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX permissions")
+def test_model_files_still_follow_the_umask(tmp_path):
+    old_umask = os.umask(0o022)
+    try:
+        save_model(DecisionTreeClassifier().fit([[0.0], [1.0]], [0, 1]), tmp_path / "m")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE(os.stat(tmp_path / "m").st_mode) == 0o644

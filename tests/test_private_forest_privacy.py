@@ -200,12 +200,13 @@ def test_label_blind_sends_no_query_and_ignores_the_labels(wine):
     X_train, X_test, y_train, y_test = wine
     permuted = np.random.default_rng(1).permutation(y_train)
     trees = []
+    # Same ciphers for both label vectors: the server's inputs differ only in labels.
+    encryptor = _fixed_encryptor(X_train)
     for labels in (y_train, permuted):
         server = Recording()
         client = PrivateForestClient(n_estimators=5, random_state=2, split_selection="blind",
                                      gipe_mode="order", server=server)
-        # Same ciphers for both label vectors: the server's inputs differ only in labels.
-        client._new_encryptor = _fixed_encryptor(X_train)
+        client._new_encryptor = encryptor
         client.fit(X_train, labels)
         assert not any(m.kind == "query" for m in server.replies)
         assert server.sent("answer") == []

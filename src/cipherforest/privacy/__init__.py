@@ -7,6 +7,8 @@
   forest: GIPE features, CKKS (or exact BFV) labels, one round trip per tree level.
 * :mod:`cipherforest.privacy.leakage` — the bitwise leakage matrix (Roy et al., CCS 2022;
   the paper's appendix E) of a column under GIPE or order-preserving encryption.
+* :mod:`cipherforest.privacy.attacks` — attacks on the encrypted forest from what a server
+  holds (cipher matrix, transcript, trees), each scored against the majority-class baseline.
 """
 
 from ._state_file import StateFileError

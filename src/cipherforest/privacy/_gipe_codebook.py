@@ -67,16 +67,22 @@ def random_increasing_ciphers(m: int, c_max: int, source: WordSource) -> np.ndar
     n_points = c_max // GRID - 1  # grid points 1 .. c_max/GRID - 1
     if m > n_points:
         raise ValueError(f"the cipher space c_max={c_max} cannot hold {m} distinct ciphers")
-    drawn = np.empty(0, dtype=np.int64)
-    while True:
-        # Sampling without replacement: keep the first m distinct values of a uniform stream.
-        more = uniform_below(np.full(2 * (m - drawn.shape[0]) + 8, n_points), source.take) + 1
-        drawn = np.concatenate([drawn, more])
-        _, first = np.unique(drawn, return_index=True)
-        if first.shape[0] >= m:
-            first.sort()
-            return np.sort(drawn[first[:m]]) * GRID
-        drawn = drawn[np.sort(first)]
+    # Sampling without replacement: the first m distinct values of a uniform stream. Each
+    # batch draws only the number still missing, so it never overshoots m.
+    chosen = np.empty(0, dtype=np.int64)
+    while chosen.shape[0] < m:
+        more = uniform_below(np.full(m - chosen.shape[0], n_points), source.take) + 1
+        chosen = sorted_distinct(np.concatenate([chosen, more]))
+    return chosen * GRID
+
+
+def sorted_distinct(a: np.ndarray) -> np.ndarray:
+    """``np.unique(a)`` by a sort (numpy's hash-based unique is several times slower here)."""
+    a = np.sort(a)
+    keep = np.empty(a.shape[0], dtype=bool)
+    keep[:1] = True
+    np.not_equal(a[1:], a[:-1], out=keep[1:])
+    return a[keep]
 
 
 def os_words(n: int) -> np.ndarray:
@@ -133,7 +139,7 @@ def build_state(column: np.ndarray, n_bins: int | None, c_max: int,
     ``n_bins=None``: one node per distinct value (``"order"``); otherwise at most ``n_bins``
     quantile bins (``"quantile"``). ``column`` is finite float64.
     """
-    distinct = np.unique(column)
+    distinct = sorted_distinct(column)
     if n_bins is None or distinct.shape[0] <= n_bins:
         bin_of = np.arange(distinct.shape[0])
     else:
@@ -169,7 +175,9 @@ def encrypt_column(state: ColumnState, x: np.ndarray, snap: bool,
     vmin, vmax, cipher = state.in_vmin, state.in_vmax, state.in_cipher
     m = cipher.shape[0]
     x = np.ascontiguousarray(x, dtype=np.float64)
-    k = np.searchsorted(vmin, x, side="right") - 1  # last node starting at or below x
+    k = np.empty(x.shape[0], dtype=np.int64)
+    by_value = np.argsort(x, kind="stable")  # sorted needles: cache-friendly searches
+    k[by_value] = np.searchsorted(vmin, x[by_value], side="right") - 1  # last node <= x
     inside = (k >= 0) & (x <= vmax[np.maximum(k, 0)])
     rank = np.where(inside, k, -1)
     out = np.empty(x.shape[0], dtype=np.int64)

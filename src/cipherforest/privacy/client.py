@@ -165,7 +165,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         "gipe_bins": [Interval(Integral, 2, None, closed="left")],
         "reveal_leaves": ["boolean"],
         "split_selection": [StrOptions(set(SPLIT_SELECTIONS))],
-        "label_epsilon": [Interval(Real, 0.0, None, closed="left"), None],
+        "label_epsilon": [Interval(Real, 0.0, None, closed="both"), None],
         "max_round_bytes": [Interval(Integral, 1 << 18, None, closed="left"), None],
         "server": "no_validation",
         "n_jobs": [Integral, None],
