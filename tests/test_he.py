@@ -522,7 +522,7 @@ def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
     secret, public = _rotating_contexts("ckks", 4)
     assert public.has_rotation(4) and not public.has_rotation(8)
     assert not contexts["ckks"][1].has_rotation(4)  # no Galois keys asked for
-    ct = public.load_fresh_ciphertext(secret.encrypt_vector(np.arange(12.0)).to_string())
+    ct = public.load_ciphertext(secret.encrypt_vector(np.arange(12.0)).to_string())
     np.testing.assert_allclose(secret.decrypt(public.rotate(ct, 4))[:8], np.arange(4.0, 12.0),
                                atol=1e-5)
     np.testing.assert_allclose(secret.decrypt(public.rotate(ct, -4))[4:8], np.arange(4.0),

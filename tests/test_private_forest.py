@@ -916,16 +916,38 @@ def test_labels_must_be_fresh_ciphertexts(wine, variant):
                                              blobs={"labels": labels})))
 
 
+class QueryRecorder(PrivateForestServer):
+    """The embedded server, recording each query's size and the trees it covers."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries: list[tuple[int, int]] = []
+
+    def handle(self, data: bytes) -> bytes:
+        reply = super().handle(data)
+        message = decode_message(reply)
+        if message.kind == "query":
+            self.queries.append((len(reply), np.unique(message.arrays["tree"]).shape[0]))
+        return reply
+
+
 def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     """A capped query covers the current levels of as many trees as fit: more rounds, each
-    within the cap, and the same trees as one round per level."""
+    within the cap unless it covers a single tree (whose level alone may exceed it: with 124
+    rows a query ciphertext has 124 lanes), and the same trees as one round per level."""
     X_train, X_test, y_train, _ = wine
-    params = dict(n_estimators=6, random_state=3, max_features=None, reveal_leaves=True)
+    params = dict(n_estimators=3, random_state=3, max_features=None, max_bins=8,
+                  reveal_leaves=True)
     free = SeededGipeClient(**params).fit(X_train, y_train)
     cap = 1 << 18
-    capped = SeededGipeClient(**params, max_round_bytes=cap).fit(X_train, y_train)
+    recorder = QueryRecorder()
+    capped = SeededGipeClient(**params, max_round_bytes=cap, server=recorder).fit(
+        X_train, y_train)
+    capped.server_ = recorder
     assert max(free.fit_stats_.bytes_per_round) > cap  # the cap has work to do
-    assert max(capped.fit_stats_.bytes_per_round) <= cap
+    assert [size for size, _ in recorder.queries] == capped.fit_stats_.bytes_per_round
+    assert all(size <= cap or n_trees == 1 for size, n_trees in recorder.queries)
+    assert any(n_trees > 1 and size <= cap for size, n_trees in recorder.queries)
     assert capped.fit_stats_.rounds > free.fit_stats_.rounds
     for a, b in zip(free.server_.tree_arrays(free.session_),
                     capped.server_.tree_arrays(capped.session_), strict=True):
