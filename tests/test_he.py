@@ -552,7 +552,7 @@ def test_from_bytes_rejects_insecure_parameters():
     parms.set_poly_modulus_degree(4096)
     parms.set_coeff_modulus(seal.CoeffModulus.Create(4096, [60, 60, 60]))  # 180 > 109 bits
     bundle = he._pack_bundle({"params": parms.to_bytes(), "public_key": b"",
-                              "relin_keys": b""})
+                              "relin_keys": b"", "galois_keys": b""})
     with pytest.raises(HEError, match="unexpected ckks parameters"):
         PublicContext.from_bytes(bundle)
 
