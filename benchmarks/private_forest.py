@@ -20,7 +20,12 @@ Usage::
     python benchmarks/private_forest.py --datasets pendigits --trees 10 --train-rows 3000 \
         --test-rows 1000                                        # issue #11's setting
 
-pendigits is ../shared/data/dataset_32_pendigits.csv (10 992 × 16, 10 classes, 25 % held out).
+    python benchmarks/private_forest.py --datasets synthetic30000 --trees 100 --max-bins 32 \
+        --min-samples-split 100 --split-selection blind     # issue #11's 30,000-row run
+
+pendigits is ../shared/data/dataset_32_pendigits.csv (10 992 × 16, 10 classes, 25 % held out);
+syntheticN is make_classification(n_samples=N, n_features=20, n_informative=10,
+random_state=0), 25 % held out.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ import time
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_breast_cancer
+from sklearn.datasets import load_breast_cancer, make_classification
 from sklearn.model_selection import train_test_split
 
 from cipherforest.ensemble import RandomForestClassifier
@@ -136,6 +141,10 @@ class MemorySampler:
 def load(name: str, train_rows: int | None = None, test_rows: int | None = None):
     if name == "breast_cancer":
         X, y = load_breast_cancer(return_X_y=True)
+    elif name.startswith("synthetic"):  # issue #11's run: synthetic30000 and the like
+        n_rows = int(name[len("synthetic"):])
+        X, y = make_classification(n_samples=n_rows, n_features=20, n_informative=10,
+                                   random_state=0)
     elif name == "pendigits":
         if not PENDIGITS.exists():
             raise FileNotFoundError(f"{PENDIGITS} not found (shared data folder missing)")
@@ -187,14 +196,18 @@ def time_breakdown(profile: cProfile.Profile) -> dict[str, float]:
 
 def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         max_round_bytes: int | None, train_rows: int | None = None,
-        test_rows: int | None = None, verbose: int = 0) -> dict:
+        test_rows: int | None = None, verbose: int = 0, split_selection: str = "gini",
+        label_epsilon: float | None = None, min_samples_split: int = 2) -> dict:
     X_train, X_test, y_train, y_test = load(name, train_rows, test_rows)
-    plain = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins, n_jobs=-1)
+    plain = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins, n_jobs=-1,
+                                   min_samples_split=min_samples_split)
     plain.fit(X_train, y_train)
     server = _ProfiledServer(n_jobs)
     client = PrivateForestClient(n_trees, random_state=0, scheme=scheme, max_bins=max_bins,
                                  max_round_bytes=max_round_bytes, server=server,
-                                 verbose=verbose)
+                                 verbose=verbose, split_selection=split_selection,
+                                 label_epsilon=label_epsilon,
+                                 min_samples_split=min_samples_split)
     with MemorySampler() as memory:
         started = time.perf_counter()
         client.fit(X_train, y_train)
@@ -203,7 +216,7 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         private_pred = client.predict(X_test)
         predict_wall = time.perf_counter() - started
     cipher_forest = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins,
-                                           n_jobs=-1)
+                                           n_jobs=-1, min_samples_split=min_samples_split)
     cipher_forest.fit(client.encryptor_.transform(X_train).astype(np.float64), y_train)
     cipher_pred = cipher_forest.predict(client.encryptor_.transform(X_test).astype(np.float64))
     fit = client.fit_stats_
@@ -211,6 +224,9 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
     return {
         "dataset": name, "shape": X_train.shape, "trees": n_trees, "scheme": scheme,
         "jobs": n_jobs, "max_bins": max_bins, "max_round_bytes": max_round_bytes,
+        "split_selection": split_selection + ("" if label_epsilon is None
+                                              else f" ε={label_epsilon:g}"),
+        "min_samples_split": min_samples_split,
         "acc_plain": float((plain.predict(X_test) == y_test).mean()),
         "acc_gipe": float((cipher_pred == y_test).mean()),
         "acc_private": float((private_pred == y_test).mean()),
@@ -244,6 +260,8 @@ def render(results: list[dict]) -> str:
         lines.append(
             f"| {r['dataset']} {r['shape'][0]}×{r['shape'][1]} | {r['trees']} | {r['scheme']}"
             f"{'' if r['max_bins'] is None else ', max_bins=' + str(r['max_bins'])}"
+            f", {r['split_selection']}"
+            f"{'' if r['min_samples_split'] == 2 else ', α=' + str(r['min_samples_split'])}"
             f"{'' if cap is None else f', cap {cap / 1e6:g} MB'} | "
             f"{r['fit_wall']:.1f} | {r['server_s_per_tree']:.2f} | "
             f"{r['client_s_per_tree']:.3f} | {100 * r['client_share']:.1f} % | {r['rounds']} | "
@@ -298,6 +316,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-rows", type=int, default=None,
                         help="stratified subsample of the test split")
     parser.add_argument("--verbose", type=int, default=0)
+    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"), default="gini")
+    parser.add_argument("--label-epsilon", type=float, default=None)
+    parser.add_argument("--min-samples-split", type=int, default=2,
+                        help="the paper's α (10 below 20,000 rows, else 100)")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     # Compile the numba kernels (GIPE, trees) outside the timings.
@@ -307,7 +329,9 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.datasets.split(","):
         cap = None if args.max_round_mb is None else int(args.max_round_mb * 1e6)
         results.append(run(name, args.trees, args.scheme, args.jobs, args.max_bins, cap,
-                           args.train_rows, args.test_rows, args.verbose))
+                           args.train_rows, args.test_rows, args.verbose,
+                           args.split_selection, args.label_epsilon,
+                           args.min_samples_split))
         print(render(results[-1:]), flush=True)
     text = render(results)
     if args.markdown:
