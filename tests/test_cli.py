@@ -21,7 +21,8 @@ def test_private_demo_matches_the_forest_on_ciphers():
     assert result["accuracy_gipe_ckks"] == result["accuracy_gipe"]
     assert result["accuracy_plaintext"] > 0.85
     assert 1 <= result["rounds"] <= 30
-    assert result["bytes_sent"] > result["bytes_received"] > 0
+    # Packed labels: ~6 MB up (keys included); one ciphertext per row was ~170 MB.
+    assert 0 < result["bytes_sent"] < 20e6 and result["bytes_received"] > 0
 
 
 def test_demo_rejects_a_bad_tree_count(capsys):

@@ -224,77 +224,126 @@ def test_leaf_counts_for_prediction(contexts, scheme):
     _assert_slots(scheme, _to_client(secret, public, out), expected)
 
 
-def _layout_squares(secret, public, y, n_classes, splits, shift=0):
-    """One node packed as the server packs it (``_blocks.BlockLayout``: CKKS ``L + iR``
-    complex blocks, BFV ``L | R`` blocks): its total block, then one block per split point.
+_ROTATING = {}
 
-    Returns the client's ``(ΣL², ΣR²)`` per block (scaled back by ``4^shift``) and the exact
-    values.
+
+def _rotating_contexts(scheme, stride):
+    """Secret and public contexts with Galois keys for ``±stride`` (keygen once per stride)."""
+    if (scheme, stride) not in _ROTATING:
+        secret = SecretContext(scheme, rotation_step=stride)
+        _ROTATING[scheme, stride] = (secret, PublicContext.from_bytes(secret.public_bytes()))
+    return _ROTATING[scheme, stride]
+
+
+def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weights=None):
+    """One node packed as the server packs it (``_blocks``): labels uploaded in packs, the
+    server's lane rotations of each pack, a running sum per candidate bound to the
+    candidate's lane (the odd candidates' sums moved there from the previous lane by a
+    rotation, as when a feature's candidates change lanes), ``L`` through the candidate
+    mask and the node total ``T`` through the total mask, one square.
+
+    Returns the client's per-class ``(L², R²)`` of each candidate (scaled back by
+    ``4^shift``) and the exact values. ``weights``: how often each row is added (as the
+    server adds a bootstrap-drawn row), splits count rows.
     """
-    layout = BlockLayout(secret.scheme, public.n_slots, n_classes)
-    value = 2.0 ** -shift if secret.scheme == "ckks" else 1
-    cts = _load_labels(secret, public, y, n_classes)
-    total = _sum(public, cts, 0, len(y))
-    total_mask = layout.empty_mask()
-    layout.add_total(total_mask, 0, value, node_block=True)
+    from cipherforest.privacy.server import _lane_rotations
+
+    y = np.asarray(y)
+    weights = np.ones(len(y), dtype=int) if weights is None else np.asarray(weights)
+    layout = BlockLayout(scheme, SecretContext.slot_count(scheme), n_classes, len(y), pack_rows)
+    assert len(splits) <= layout.per_ciphertext
+    secret, public = _rotating_contexts(scheme, layout.stride)
+    packs = [_lane_rotations(public, layout, public.load_fresh_ciphertext(blob))
+             for blob in secret.encrypt_packed_labels(y, layout)]
+
+    def lane_sum(stop, lane):
+        acc = None
+        for row in range(stop):
+            pack, b = divmod(row, layout.rows_per_pack)
+            ct = packs[pack][layout.copy_index(b, layout.lane_position(lane))]
+            for _ in range(weights[row]):
+                acc = public.copy(ct) if acc is None else (public.add_inplace(acc, ct) or acc)
+        return acc
+
+    value = 2.0 ** -shift if scheme == "ckks" else 1
     acc = None
-    for index, split in enumerate(splits, start=1):
-        layout.add_total(total_mask, index, value, node_block=False)
-        left = _sum(public, cts, 0, split)
-        if left is None:
-            continue
-        product = public.multiply_mask(left, public.mask(("test-cand", n_classes, index, shift),
-                                                        layout.candidate_mask(index, value)))
-        if acc is None:
-            acc = product
+    for lane, split in enumerate(splits):
+        same_row = lane % layout.lanes_per_row > 0
+        if lane % 2 and same_row and split > 0:
+            left = public.rotate(lane_sum(split, lane - 1), -layout.stride)
         else:
-            public.add_inplace(acc, product)
-    product = public.multiply_mask(total, public.encode_mask(total_mask))
-    if acc is None:
-        acc = product
-    else:
-        public.add_inplace(acc, product)
+            left = lane_sum(split, lane)
+        total = lane_sum(len(y), lane)
+        product = public.multiply_mask(total, public.encode_mask(layout.total_mask(lane, value)))
+        if left is not None:
+            public.add_inplace(product, public.multiply_mask(
+                left, public.encode_mask(layout.candidate_mask(lane, value))))
+        acc = product if acc is None else (public.add_inplace(acc, product) or acc)
     squared = public.square(public.finish_sum(acc))
     blob = public.dump_ciphertext(squared)
     slots = secret.decrypt(secret.load_ciphertext(blob), complex_slots=True)
-    if secret.scheme == "ckks":
+    if scheme == "ckks":
         assert slots.dtype == np.complex128
-    got = layout.squares(slots, 1 + len(splits)) * 4.0 ** shift
+    got = layout.class_squares(slots)[: len(splits)] * 4.0 ** shift
+    if scheme == "bfv":
+        got = secret.centered(got.astype(np.int64))
 
-    y = np.asarray(y)
-    t_counts = np.bincount(y, minlength=n_classes)
-    expected = [[float(t_counts @ t_counts), 0.0]]
+    t_counts = np.bincount(y, weights, minlength=n_classes)
+    expected = []
     for split in splits:
-        left = np.bincount(y[:split], minlength=n_classes)
-        right = t_counts - left
-        expected.append([float(left @ left), float(right @ right)])
-    return got, np.array(expected)
+        left = np.bincount(y[:split], weights[:split], minlength=n_classes)
+        expected.append([left ** 2, (t_counts - left) ** 2])
+    return got, np.array(expected, dtype=np.float64)
+
+
+def _assert_class_squares(scheme, got, expected):
+    if scheme == "bfv":
+        np.testing.assert_array_equal(got, expected)
+    else:
+        # What the client needs: rounding recovers every squared count (its tolerance).
+        np.testing.assert_allclose(got, expected, rtol=0, atol=0.25)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_server_block_layout_gives_sums_of_squares(contexts, scheme):
-    secret, public = contexts[scheme]
+def test_server_block_layout_gives_sums_of_squares(scheme):
     y = [0, 2, 1, 1, 0, 2, 2, 2, 1, 0]
-    got, expected = _layout_squares(secret, public, y, 3, splits=[0, 1, 4, 9, 10])
-    # T = (3, 3, 4): ΣT² = 34; split 4: L = (1, 2, 1), R = (2, 1, 3).
-    assert expected[0].tolist() == [34, 0] and expected[3].tolist() == [6, 14]
-    _assert_slots(scheme, got, expected, integer=False)
+    got, expected = _layout_squares(scheme, y, 3, splits=[0, 1, 4, 9, 10])
+    # T = (3, 3, 4); split 4: L = (1, 2, 1), R = (2, 1, 3).
+    assert expected[2].tolist() == [[1, 4, 1], [4, 1, 9]]
+    _assert_class_squares(scheme, got, expected)
 
 
-def test_ckks_block_layout_uses_complex_slots(contexts):
-    secret, public = contexts["ckks"]
-    layout = BlockLayout("ckks", public.n_slots, 4)
+@pytest.mark.parametrize("scheme", SCHEMES)
+def test_lanes_across_packs_and_slot_matrix_rows(scheme):
+    """Rows spread over several packs (3 rows each) reach every lane; BFV lanes of both
+    slot-matrix rows (lanes 3..5 are in the second) give the same sums."""
+    y = [0, 1, 1, 0, 1, 1, 1, 0]
+    splits = [2, 3, 5, 7, 8, 1][: 3 if scheme == "ckks" else 6]
+    got, expected = _layout_squares(scheme, y, 2, splits=splits, pack_rows=3)
+    _assert_class_squares(scheme, got, expected)
+
+
+def test_block_layout_geometry():
+    layout = BlockLayout("ckks", 4096, 4, 10_000)
     assert layout.block_size == 4  # τ complex slots, half the real layout's 2τ
-    assert layout.per_ciphertext == public.n_slots // 4
-    assert BlockLayout("bfv", 8192, 4).block_size == 8
+    assert layout.per_ciphertext == layout.rows_per_pack == 1024
+    assert layout.offsets() == list(range(1024))  # a full cycle: one rotation per row
+    ten = BlockLayout("ckks", 4096, 10, 3000)
+    assert (ten.stride, ten.per_ciphertext, ten.leaves_per_ciphertext) == (16, 256, 512)
+    bfv = BlockLayout("bfv", 8192, 4, 10_000)
+    assert (bfv.block_size, bfv.rows_per_pack, bfv.per_ciphertext) == (8, 512, 1024)
+    small = BlockLayout("ckks", 4096, 2, 5)  # fewer rows than a pack: rows ± lanes only
+    assert small.rows_per_pack == 5 and small.offsets() == [0, 1, 2, 3, 4, 2044, 2045, 2046,
+                                                            2047]
 
 
 def test_ckks_block_layout_with_shift(contexts):
     """Heavy nodes: masks carry 2^-shift, the client scales the squares back by 4^shift."""
     secret, public = contexts["ckks"]
-    y = [0] * 300 + [1] * 200 + [0] * 100
-    got, expected = _layout_squares(secret, public, y, 2, splits=[300, 500], shift=3)
-    _assert_slots("ckks", got, expected, integer=False)
+    got, expected = _layout_squares("ckks", [0, 1, 0], 2, splits=[1, 2], shift=3,
+                                    weights=[300, 200, 100])
+    assert expected[1].tolist() == [[300 ** 2, 200 ** 2], [100 ** 2, 0]]
+    _assert_class_squares("ckks", got, expected)
 
 
 @settings(max_examples=5, deadline=None)
@@ -307,9 +356,11 @@ def test_random_label_vectors_square_exactly(contexts, data):
     secret, public = contexts[scheme]
     got, expected = _packed_squares(secret, public, y, n_classes, split)
     _assert_slots(scheme, got, expected)
-    splits = data.draw(st.lists(st.integers(0, len(y)), min_size=1, max_size=4), label="splits")
-    got, expected = _layout_squares(secret, public, y, n_classes, sorted(splits))
-    _assert_slots(scheme, got, expected, integer=False)
+    # One lane per candidate; with fewer rows than a pack there are as many lanes as rows.
+    splits = data.draw(st.lists(st.integers(0, len(y)), min_size=1, max_size=min(4, len(y))),
+                       label="splits")
+    got, expected = _layout_squares(scheme, y, n_classes, sorted(splits))
+    _assert_class_squares(scheme, got, expected)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -456,7 +507,7 @@ def test_from_bytes_rejects_keys_of_the_other_scheme(contexts):
 def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
     bundle = he._pack_bundle({"params": foreign_ckks["parms"].to_bytes(),
                               "public_key": foreign_ckks["public_key"],
-                              "relin_keys": foreign_ckks["relin_keys"]})
+                              "relin_keys": foreign_ckks["relin_keys"], "galois_keys": b""})
     with pytest.raises(HEError, match="only the library's 128-bit parameter set"):
         PublicContext.from_bytes(bundle)
     # The library's parameters with keys generated for other parameters.
@@ -464,6 +515,26 @@ def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
     parts["public_key"], parts["relin_keys"] = (foreign_ckks["public_key"],
                                                 foreign_ckks["relin_keys"])
     with pytest.raises(HEError, match="public or relinearisation key"):
+        PublicContext.from_bytes(he._pack_bundle(parts))
+
+
+def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
+    secret, public = _rotating_contexts("ckks", 4)
+    assert public.has_rotation(4) and not public.has_rotation(8)
+    assert not contexts["ckks"][1].has_rotation(4)  # no Galois keys asked for
+    ct = public.load_ciphertext(secret.encrypt_vector(np.arange(12.0)).to_string())
+    np.testing.assert_allclose(secret.decrypt(public.rotate(ct, 4))[:8], np.arange(4.0, 12.0),
+                               atol=1e-5)
+    np.testing.assert_allclose(secret.decrypt(public.rotate(ct, -4))[4:8], np.arange(4.0),
+                               atol=1e-5)
+    # Galois keys made for another parameter set are rejected.
+    keygen = seal.KeyGenerator(seal.SEALContext(foreign_ckks["parms"], True,
+                                                seal.sec_level_type.tc128))
+    keys = seal.GaloisKeys()
+    keygen.create_galois_keys([4, -4], keys)
+    parts = _parts(secret)
+    parts["galois_keys"] = keys.to_string()
+    with pytest.raises(HEError, match="invalid Galois keys"):
         PublicContext.from_bytes(he._pack_bundle(parts))
 
 
@@ -481,7 +552,7 @@ def test_from_bytes_rejects_insecure_parameters():
     parms.set_poly_modulus_degree(4096)
     parms.set_coeff_modulus(seal.CoeffModulus.Create(4096, [60, 60, 60]))  # 180 > 109 bits
     bundle = he._pack_bundle({"params": parms.to_bytes(), "public_key": b"",
-                              "relin_keys": b""})
+                              "relin_keys": b"", "galois_keys": b""})
     with pytest.raises(HEError, match="unexpected ckks parameters"):
         PublicContext.from_bytes(bundle)
 

@@ -29,6 +29,7 @@ from cipherforest.privacy import (
     PrivateForestServer,
     ProtocolError,
 )
+from cipherforest.privacy._blocks import BlockLayout
 from cipherforest.privacy.he import PublicContext, SecretContext
 from cipherforest.privacy.protocol import Message, decode_message, encode_message
 
@@ -103,8 +104,8 @@ def _fit_both(data, **params):
     X_train, X_test, y_train, _ = data
     client = PrivateForestClient(**{"reveal_leaves": True, **params}).fit(X_train, y_train)
     plain_params = {k: v for k, v in params.items()
-                    if k not in ("scheme", "label_chunk", "n_jobs", "gipe_mode", "gipe_bins",
-                                 "reveal_leaves")}
+                    if k not in ("scheme", "label_chunk", "label_pack_rows", "n_jobs",
+                                 "gipe_mode", "gipe_bins", "reveal_leaves")}
     rf = RandomForestClassifier(**plain_params).fit(
         client.encryptor_.transform(X_train).astype(float), y_train)
     X_test_cipher = client.encryptor_.transform(X_test).astype(float)
@@ -226,8 +227,10 @@ class SeededGipeClient(PrivateForestClient):
 
 
 # The paper's leaf rule keeps the run deterministic: hidden leaf decisions are random draws.
+# 8 rows per label pack, 5 packs per message: label messages start at rows 0, 40, 80, 120.
 TAMPER_PARAMS = dict(n_estimators=2, max_depth=2, max_bins=8, random_state=7, scheme="ckks",
-                     label_chunk=40, reveal_leaves=True)
+                     label_chunk=5, label_pack_rows=8, reveal_leaves=True)
+PACK_LAYOUT = BlockLayout("ckks", 4096, 3, 124, 8)
 
 
 @pytest.fixture(scope="module")
@@ -316,36 +319,37 @@ def _replace_label(index, make):
 @pytest.fixture(scope="module")
 def foreign():
     """Another client's keys: same parameters (CKKS) and another scheme (BFV)."""
-    return {"ckks": SecretContext("ckks"), "bfv": SecretContext("bfv")}
+    return {"ckks": SecretContext("ckks", rotation_step=4),
+            "bfv": SecretContext("bfv", rotation_step=8)}
 
 
 def test_label_coefficient_beyond_modulus(wine, baseline):
     tamper, _ = _fit_tampered(
         wine, baseline, _labels_at(40), _replace_label(3, _patched_blob),
-        r"labels: ciphertext of row 43: invalid ciphertext for this context")
+        r"labels: pack 3 \(rows 64-71\): invalid ciphertext for this context")
 
 
 def test_label_top_bit_flipped(wine, baseline):
     # Bit 63 of the 1000th word from the end: beyond every (<= 60-bit) coefficient modulus.
     _fit_tampered(wine, baseline, _labels_at(0), _replace_label(0, _flip_bit(8 * 999 + 1, 0x80)),
-                  r"labels: ciphertext of row 0: invalid ciphertext")
+                  r"labels: pack 0 \(rows 0-7\): invalid ciphertext")
 
 
 def test_label_truncated(wine, baseline):
     _fit_tampered(wine, baseline, _labels_at(40), _replace_label(0, lambda b: b[:-1]),
-                  r"labels: ciphertext of row 40: invalid ciphertext")
+                  r"labels: pack 0 \(rows 40-47\): invalid ciphertext")
 
 
 def test_label_empty(wine, baseline):
-    _fit_tampered(wine, baseline, _labels_at(80), _replace_label(39, lambda b: b""),
-                  r"labels: ciphertext of row 119: invalid ciphertext")
+    _fit_tampered(wine, baseline, _labels_at(80), _replace_label(4, lambda b: b""),
+                  r"labels: pack 4 \(rows 112-119\): invalid ciphertext")
 
 
 def test_labels_with_foreign_fingerprint(wine, baseline, foreign):
     other = foreign["ckks"]
 
     def corrupt(message, data, tamper):
-        blobs = other.encrypt_labels(np.zeros(len(message.blobs["labels"]), dtype=int), 3)
+        blobs = other.encrypt_packed_labels(np.zeros(40, dtype=int), PACK_LAYOUT)
         return _with(message, meta={"context": other.fingerprint_public},
                      blobs={"labels": blobs})
     _fit_tampered(wine, baseline, _labels_at(40), corrupt,
@@ -354,12 +358,13 @@ def test_labels_with_foreign_fingerprint(wine, baseline, foreign):
 
 def test_labels_of_other_parameters(wine, baseline, foreign):
     """BFV label ciphertexts into a CKKS session, under the genuine fingerprint."""
-    bfv_labels = foreign["bfv"].encrypt_labels(np.arange(40) % 3, 3)
+    bfv_labels = foreign["bfv"].encrypt_packed_labels(
+        np.arange(40) % 3, BlockLayout("bfv", 8192, 3, 124, 8))
 
     def corrupt(message, data, tamper):
         return _with(message, blobs={"labels": bfv_labels[: len(message.blobs["labels"])]})
     _fit_tampered(wine, baseline, _labels_at(0), corrupt,
-                  r"labels: ciphertext of row 0: invalid ciphertext for this context")
+                  r"labels: pack 0 \(rows 0-7\): invalid ciphertext for this context")
 
 
 def test_message_without_fingerprint(wine, baseline):
@@ -383,16 +388,17 @@ def test_labels_chunk_replayed(wine, baseline):
 
 
 def test_labels_beyond_the_rows(wine, baseline):
-    def corrupt(message, data, tamper):  # the last chunk (rows 120..123) with one extra
+    def corrupt(message, data, tamper):  # the last chunk (one pack, rows 120..123) + one
         blobs = list(message.blobs["labels"])
         return _with(message, blobs={"labels": blobs + blobs[:1]})
-    _fit_tampered(wine, baseline, _labels_at(120), corrupt, r"labels: 125 labels for 124 rows")
+    _fit_tampered(wine, baseline, _labels_at(120), corrupt,
+                  r"labels: 2 packs of 8 rows from row 120 exceed the 124 rows")
 
 
 def test_labels_empty_chunk(wine, baseline):
     _fit_tampered(wine, baseline, _labels_at(0),
                   lambda m, d, t: _with(m, blobs={"labels": []}),
-                  r"a chunk holds 1\.\.4096 ciphertexts")
+                  r"a chunk holds 1\.\.64 label packs")
 
 
 def test_train_before_all_labels(wine, baseline):
@@ -400,7 +406,7 @@ def test_train_before_all_labels(wine, baseline):
         return encode_message(Message("train", {"session": message.meta["session"],
                                                 "context": message.meta["context"]}))
     _fit_tampered(wine, baseline, _labels_at(80), corrupt,
-                  r"train: 80 of 124 label ciphertexts received; session is receiving labels")
+                  r"train: 80 of 124 labels received; session is receiving labels")
 
 
 def _predict_request(message):
@@ -646,16 +652,65 @@ def test_client_rejects_truncated_query_ciphertext(wine):
 def test_client_rejects_query_with_too_few_blocks(wine):
     def drop(reply):  # the plan is intact, its last ciphertext missing
         message = decode_message(reply)
-        return _with(message, arrays={"blocks_used": message.arrays["blocks_used"][:-1]},
+        return _with(message, arrays={"block_position": message.arrays["block_position"]},
                      blobs={"squares": message.blobs["squares"][:-1]})
-    with pytest.raises(ProtocolError, match=r"query describes \d+ blocks, its ciphertexts hold"):
+    with pytest.raises(ProtocolError, match=r"block positions must be distinct lanes of the"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
+
+
+@pytest.mark.parametrize("change", ["beyond", "negative", "duplicate"])
+def test_client_rejects_query_with_bad_block_positions(wine, change):
+    def move(reply):
+        message = decode_message(reply)
+        positions = message.arrays["block_position"].copy()
+        if change == "beyond":
+            positions[-1] = len(message.blobs["squares"]) * message.meta[
+                "blocks_per_ciphertext"]
+        elif change == "negative":
+            positions[0] = -1
+        else:
+            positions[1] = positions[0]
+        return _with(message, arrays={"block_position": positions})
+    with pytest.raises(ProtocolError, match="block positions must be distinct lanes"):
+        PrivateForestClient(**SMALL, server=ReplyTamper("query", move)).fit(wine[0], wine[2])
+
+
+def test_client_rejects_query_with_swapped_block_positions(wine):
+    """Positions naming other candidates' lanes: the node totals disagree (or the squares
+    fall out of range for the node's weights)."""
+    def swap(reply):
+        message = decode_message(reply)
+        positions = message.arrays["block_position"][::-1].copy()
+        return _with(message, arrays={"block_position": positions})
+    with pytest.raises(ProtocolError, match="disagree on its class totals|out of range"):
+        PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
+
+
+@pytest.mark.parametrize("change", ["beyond", "negative", "shape"])
+def test_client_rejects_scores_with_bad_leaf_positions(wine, change):
+    X_train, X_test, y_train, _ = wine
+
+    def move(reply):
+        message = decode_message(reply)
+        leaf = message.arrays["leaf"].copy()
+        if change == "beyond":
+            leaf[0, 0] = len(message.blobs["leaves"]) * message.meta["leaves_per_ciphertext"]
+        elif change == "negative":
+            leaf[-1, -1] = -1
+        else:
+            leaf = leaf[:-1]
+        return _with(message, arrays={"leaf": leaf})
+    client = PrivateForestClient(**SMALL, server=ReplyTamper("scores", move)).fit(
+        X_train, y_train)
+    with pytest.raises(ProtocolError, match="scores: leaf positions"):
+        client.predict(X_test)
+    assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
 
 
 @pytest.mark.parametrize("scheme", ["ckks", "bfv"])
 def test_client_rejects_tampered_scores(wine, scheme):
     X_train, X_test, y_train, _ = wine
-    server = ReplyTamper("scores", _corrupt_first_blob("scores", _patched_blob))
+    server = ReplyTamper("scores", _corrupt_first_blob("leaves", _patched_blob))
     client = PrivateForestClient(**SMALL, scheme=scheme, server=server).fit(X_train, y_train)
     with pytest.raises(ProtocolError, match="scores: invalid ciphertext"):
         client.predict(X_test)
@@ -682,9 +737,11 @@ class ForeignLabels:
     def handle(self, data: bytes) -> bytes:
         message = decode_message(data)
         if message.kind == "labels":
-            n = len(message.blobs["labels"])
-            data = _with(message, blobs={"labels": self.other.encrypt_labels(
-                np.arange(n) % self.n_classes, self.n_classes)})
+            start = message.meta["start"]
+            layout = self.inner._sessions[message.meta["session"]].layout
+            n = min(len(message.blobs["labels"]) * layout.rows_per_pack, 124 - start)
+            data = _with(message, blobs={"labels": self.other.encrypt_packed_labels(
+                np.arange(n) % self.n_classes, layout)})
         return self.inner.handle(data)
 
 
@@ -715,7 +772,7 @@ def test_ckks_client_rejects_query_ciphertexts_of_another_key(wine, foreign):
 
 
 def test_bfv_client_rejects_query_made_under_another_key(wine, foreign):
-    server = ForeignLabels(SecretContext("bfv"), 3)
+    server = ForeignLabels(SecretContext("bfv", rotation_step=8), 3)
     with pytest.raises(ProtocolError):
         PrivateForestClient(**SMALL, scheme="bfv", server=server).fit(wine[0], wine[2])
 
@@ -745,6 +802,9 @@ class NoServer:
     ({"split_selection": "random"}, r"'split_selection' parameter"),
     ({"split_selection": "dp", "label_epsilon": -1.0}, r"'label_epsilon' parameter"),
     ({"reveal_leaves": "yes"}, r"'reveal_leaves' parameter"),
+    ({"label_chunk": 65}, r"'label_chunk' parameter"),
+    ({"label_pack_rows": 0}, r"'label_pack_rows' parameter"),
+    ({"verbose": -1}, r"'verbose' parameter"),
 ])
 def test_parameter_validation(wine, params, match):
     client = PrivateForestClient(**{"n_estimators": 2, "server": NoServer(), **params})
@@ -808,6 +868,26 @@ def test_fit_stats(wine, max_depth):
     assert client.fit_stats_ is stats
 
 
+def test_verbose_prints_upload_and_one_line_per_round(wine, capsys):
+    X_train, _, y_train, _ = wine
+    client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1, verbose=1,
+                                 label_chunk=1, label_pack_rows=40).fit(X_train, y_train)
+    out, err = capsys.readouterr()
+    assert out == ""
+    lines = err.strip().splitlines()
+    uploads = [line for line in lines if " labels " in line]
+    rounds = [line for line in lines if " round " in line]
+    n = X_train.shape[0]
+    assert len(uploads) == -(-n // 40) and uploads[-1].split(" labels ")[1].startswith(
+        f"{n}/{n} rows")
+    assert len(rounds) == client.fit_stats_.rounds
+    assert [int(line.split(" round ")[1].split(":")[0]) for line in rounds] == list(
+        range(1, client.fit_stats_.rounds + 1))
+    silent = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1)
+    silent.fit(X_train, y_train)
+    assert capsys.readouterr() == ("", "")
+
+
 def _depth(tree: dict) -> int:
     left, right = tree["children_left"], tree["children_right"]
     depth = np.zeros(left.shape[0], dtype=int)
@@ -824,9 +904,9 @@ def test_predict_before_fit(wine):
 
 
 def _ckks_label_variants():
-    secret = SecretContext("ckks")
+    secret = SecretContext("ckks", rotation_step=4)
     public = PublicContext.from_bytes(secret.public_bytes())
-    label = secret.encrypt_labels(np.array([1]), 3)[0]
+    label = secret.encrypt_packed_labels(np.array([1]), BlockLayout("ckks", 4096, 3, 20, 4))[0]
     flipped = bytearray(label)
     flipped[16 + 32] ^= 1  # is_ntt_form
     ct = public.load_ciphertext(label)
@@ -846,26 +926,48 @@ def test_labels_must_be_fresh_ciphertexts(wine, variant):
         "setup", {"n_classes": 3, "n_estimators": 1, "max_features": 3, "max_depth": 2,
                   "min_samples_split": 2, "min_samples_leaf": 1, "bootstrap": True,
                   "n_draws": 20, "max_bins": None, "random_state": 0,
-                  "split_selection": "gini"},
+                  "split_selection": "gini", "label_pack_rows": 4},
         {"X": X}, {"context": [secret.public_bytes()]}))), "session")
     meta = {"session": reply.meta["session"], "context": secret.fingerprint_public}
-    labels = secret.encrypt_labels(np.arange(20) % 3, 3)
-    labels[5] = variants[variant]
-    with pytest.raises(ProtocolError, match="labels: ciphertext of row 5"):
+    labels = secret.encrypt_packed_labels(np.arange(20) % 3, BlockLayout("ckks", 4096, 3, 20, 4))
+    labels[3] = variants[variant]
+    with pytest.raises(ProtocolError, match=r"labels: pack 3 \(rows 12-15\)"):
         server.handle(encode_message(Message("labels", {**meta, "start": 0},
                                              blobs={"labels": labels})))
 
 
+class QueryRecorder(PrivateForestServer):
+    """The embedded server, recording each query's size and the trees it covers."""
+
+    def __init__(self):
+        super().__init__()
+        self.queries: list[tuple[int, int]] = []
+
+    def handle(self, data: bytes) -> bytes:
+        reply = super().handle(data)
+        message = decode_message(reply)
+        if message.kind == "query":
+            self.queries.append((len(reply), np.unique(message.arrays["tree"]).shape[0]))
+        return reply
+
+
 def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     """A capped query covers the current levels of as many trees as fit: more rounds, each
-    within the cap, and the same trees as one round per level."""
+    within the cap unless it covers a single tree (whose level alone may exceed it: with 124
+    rows a query ciphertext has 124 lanes), and the same trees as one round per level."""
     X_train, X_test, y_train, _ = wine
-    params = dict(n_estimators=6, random_state=3, max_features=None, reveal_leaves=True)
+    params = dict(n_estimators=3, random_state=3, max_features=None, max_bins=8,
+                  reveal_leaves=True)
     free = SeededGipeClient(**params).fit(X_train, y_train)
     cap = 1 << 18
-    capped = SeededGipeClient(**params, max_round_bytes=cap).fit(X_train, y_train)
+    recorder = QueryRecorder()
+    capped = SeededGipeClient(**params, max_round_bytes=cap, server=recorder).fit(
+        X_train, y_train)
+    capped.server_ = recorder
     assert max(free.fit_stats_.bytes_per_round) > cap  # the cap has work to do
-    assert max(capped.fit_stats_.bytes_per_round) <= cap
+    assert [size for size, _ in recorder.queries] == capped.fit_stats_.bytes_per_round
+    assert all(size <= cap or n_trees == 1 for size, n_trees in recorder.queries)
+    assert any(n_trees > 1 and size <= cap for size, n_trees in recorder.queries)
     assert capped.fit_stats_.rounds > free.fit_stats_.rounds
     for a, b in zip(free.server_.tree_arrays(free.session_),
                     capped.server_.tree_arrays(capped.session_), strict=True):

@@ -339,7 +339,8 @@ def _setup_bytes(X, n_estimators=2):
             "min_samples_split": 2, "min_samples_leaf": 1, "bootstrap": True,
             "n_draws": X.shape[0], "max_bins": None, "random_state": 0,
             "max_round_bytes": None, "split_selection": "gini"}
-    context = SecretContext("ckks").public_bytes()
+    # Galois keys for the label packs' lane width (2 classes: 2 slots).
+    context = SecretContext("ckks", rotation_step=2).public_bytes()
     return encode_message(Message("setup", meta, {"X": X}, {"context": [context]}))
 
 

@@ -304,7 +304,7 @@ def _bad_requests(service):
         ("labels out of order", None, None, None, None, 409,
          ("expected row 0", _upload(url, o_sid, o_token, "late", late_start))),
         ("train before the labels", "POST", f"/v1/sessions/{o_sid}/rounds", early_train,
-         o_octet, 409, "label ciphertexts received"),
+         o_octet, 409, "labels received"),
         ("answer before train", "POST", f"/v1/sessions/{o_sid}/rounds", early_answer, o_octet,
          409, "no query is open"),
         ("current round before training", "GET", f"/v1/sessions/{o_sid}/rounds/current", None,

@@ -32,7 +32,7 @@ class RestartingRelay:
         self.uploads: list[bytes] = []
         self.session: str | None = None
         self.restarts = 0
-        self.leaves: dict = {}
+        self.stores: dict = {}
 
     def handle(self, data: bytes) -> bytes:
         kind = decode_message(data).kind
@@ -42,10 +42,11 @@ class RestartingRelay:
         if kind in ("setup", "labels"):
             self.uploads.append(data)
         if kind in ("train", "answer"):
-            state = export_session_state(self.server, self.session, skip_leaves=set(self.leaves))
-            self.leaves.update(state.leaves)  # only new leaves were exported
+            state = export_session_state(self.server, self.session, skip_stores=set(self.stores))
+            assert not set(state.stores) & set(self.stores)  # only new stores were exported
+            self.stores.update(state.stores)
             state = SessionState(state.meta, {k: v.copy() for k, v in state.arrays.items()},
-                                 dict(self.leaves))
+                                 dict(self.stores))
             self.server = PrivateForestServer()
             restore_session(self.server, self.session, self.uploads, state)
             _assert_same_state(export_session_state(self.server, self.session), state)
@@ -59,7 +60,7 @@ def _assert_same_state(restored: SessionState, saved: SessionState) -> None:
     assert restored.arrays.keys() == saved.arrays.keys()
     for name, array in saved.arrays.items():
         np.testing.assert_array_equal(restored.arrays[name], array, err_msg=name)
-    assert restored.leaves.keys() == saved.leaves.keys()
+    assert restored.stores == saved.stores
 
 
 @pytest.fixture(scope="module")

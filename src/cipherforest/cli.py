@@ -126,7 +126,7 @@ def run_private_demo(n_estimators: int = 20, scheme: str = "ckks", n_jobs: int |
     plain_pred, plain_predict = _timed(plain.predict, X_test)
 
     client = PrivateForestClient(n_estimators, random_state=random_state, scheme=scheme,
-                                 n_jobs=n_jobs)
+                                 n_jobs=n_jobs, verbose=1)
     _, private_fit = _timed(client.fit, X_train, y_train)
     private_pred, private_predict = _timed(client.predict, X_test)
 

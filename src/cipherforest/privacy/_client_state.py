@@ -7,7 +7,7 @@ creation, none of them a pickle::
     he_keys.bin       homomorphic parameters and keys, including the SECRET key
     gipe.npz          the GIPE state (GiniPreservingEncryptor.save_state)
     server_setup.msg  (embedded server only) the session's setup message ...
-    server_state.npz  ... and its trained forest, leaf ciphertexts included
+    server_state.npz  ... and its trained forest, leaf-store ciphertexts included
 
 A client fitted against a server URL reconnects to the same session on that server (the
 server keeps it on disk; its access key is not saved, the session token suffices); a client
@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..io import atomic_write
+from ._blocks import BlockLayout
 from ._session_state import (
     embedded_setup,
     export_session_state,
@@ -38,7 +39,7 @@ __all__ = ["load_client", "save_client"]
 
 _FORMAT = "cipherforest-private-forest-client"
 _SERVER_FORMAT = "cipherforest-private-forest-server-session"
-_VERSION = 1
+_VERSION = 2
 _JSON_PARAMS = (type(None), bool, int, float, str)
 
 
@@ -67,6 +68,7 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
     meta: dict[str, Any] = {
         "params": params, "session": client.session_, "n_classes": client._n_classes,
         "n_draws": client._n_draws, "n_features_in": int(client.n_features_in_),
+        "rows_per_pack": int(client._layout.rows_per_pack),
         "transport": (transport.session_info() if isinstance(transport, HTTPTransport)
                       else None),
     }
@@ -108,6 +110,9 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
     client.session_ = str(meta["session"])
     client._n_classes = int(meta["n_classes"])
     client._n_draws = int(meta["n_draws"])
+    rows_per_pack = int(meta["rows_per_pack"])
+    client._layout = BlockLayout(client.scheme, SecretContext.slot_count(client.scheme),
+                                 client._n_classes, rows_per_pack, rows_per_pack)
     with open(os.path.join(path, "he_keys.bin"), "rb") as file:
         try:
             client._he = SecretContext.from_secret_bytes(file.read())

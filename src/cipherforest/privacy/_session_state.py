@@ -10,8 +10,10 @@ machine itself never touches a file. What a session holds splits in two:
   ciphertexts);
 * what *training* produced: :func:`export_session_state` returns it as a
   :class:`SessionState` — every tree's node arrays, its open nodes (row ids, depth, seed),
-  its leaf ciphertexts as bytes, and the protocol position (state, round, query token,
-  where the next byte-capped round starts, which trees the open query covers).
+  each leaf's position in the packed leaf store, the store's ciphertexts as bytes (finished
+  ones, which never change, and the partial sums still being filled), and the protocol
+  position (state, round, query token, where the next byte-capped round starts, which trees
+  the open query covers).
 
 The open query's node plans are not stored: planning is a deterministic function of a tree's
 open nodes, so :func:`restore_session` plans them again, exactly as the query was made.
@@ -38,32 +40,45 @@ _STATES = ("receiving labels", "training", "trained")
 
 @dataclass
 class SessionState:
-    """Training state of one session: JSON-able ``meta``, int/float ``arrays``, leaf bytes.
+    """Training state of one session: JSON-able ``meta``, int/float ``arrays``, store bytes.
 
-    ``leaves`` maps ``(tree, node)`` to a serialised leaf ciphertext; an export may leave out
-    leaves the caller already holds (they never change once made).
+    ``stores`` maps a finished leaf-store index to its serialised ciphertext; an export may
+    leave out stores the caller already holds (a finished store never changes). The partial
+    sums of unfinished stores are in ``arrays`` (``open_store_*``).
     """
 
     meta: dict[str, Any]
     arrays: dict[str, np.ndarray]
-    leaves: dict[tuple[int, int], bytes] = field(default_factory=dict)
+    stores: dict[int, bytes] = field(default_factory=dict)
+
+
+def _pack_blobs(blobs: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    data = np.frombuffer(b"".join(blobs), dtype=np.uint8)
+    return data, np.cumsum([0, *map(len, blobs)]).astype(np.int64)
+
+
+def _unpack_blobs(data: np.ndarray, offsets: np.ndarray) -> list[bytes]:
+    raw, bounds = data.tobytes(), offsets.tolist()
+    return [raw[bounds[k]: bounds[k + 1]] for k in range(len(bounds) - 1)]
 
 
 def export_session_state(server, session_id: str,
-                         skip_leaves: frozenset | set = frozenset()) -> SessionState:
+                         skip_stores: frozenset | set | dict = frozenset()) -> SessionState:
     """The training state of ``session_id`` on ``server`` (a :class:`PrivateForestServer`).
 
     Parameters
     ----------
-    skip_leaves : set of (tree, node)
-        Leaves whose ciphertexts the caller has saved already; their bytes are not exported
-        (their ids are, in ``arrays["leaf_tree"]`` / ``arrays["leaf_node"]``).
+    skip_stores : set of int
+        Finished leaf-store ciphertexts the caller has saved already; their bytes are not
+        exported (their count is, in ``meta["n_stores"]``).
     """
     session = server._session(session_id)
+    if session.pending_leaves:  # queued leaves are computed before a message returns
+        raise ProtocolError("export: the session is between levels")
     offsets, open_offsets, sample_offsets = [0], [0], [0]
     columns = {name: [] for name in ("left", "right", "feature", "n_node_samples")}
     thresholds, open_rows = [], {"node": [], "depth": [], "seed": []}
-    samples, leaf_tree, leaf_node, leaves = [], [], [], {}
+    samples, leaf_rows = [], {"tree": [], "node": [], "position": []}
     for t, tree in enumerate(session.trees):
         for name, values in columns.items():
             values.extend(getattr(tree, name))
@@ -77,10 +92,13 @@ def export_session_state(server, session_id: str,
             sample_offsets.append(sample_offsets[-1] + node.samples.shape[0])
         open_offsets.append(open_offsets[-1] + len(tree.open))
         for node_id in sorted(tree.leaves):
-            leaf_tree.append(t)
-            leaf_node.append(node_id)
-            if (t, node_id) not in skip_leaves:
-                leaves[(t, node_id)] = session.context.dump_ciphertext(tree.leaves[node_id])
+            leaf_rows["tree"].append(t)
+            leaf_rows["node"].append(node_id)
+            leaf_rows["position"].append(tree.leaves[node_id])
+    context = session.context
+    stores = {index: context.dump_ciphertext(ct) for index, ct in enumerate(session.leaf_store)
+              if index not in skip_stores}
+    open_index = sorted(session.leaf_open)
     arrays = {name: np.asarray(values, dtype=np.int64) for name, values in columns.items()}
     arrays["threshold"] = np.asarray(thresholds, dtype=np.float64)
     arrays["tree_offsets"] = np.asarray(offsets, dtype=np.int64)
@@ -91,13 +109,17 @@ def export_session_state(server, session_id: str,
     arrays["open_sample_offsets"] = np.asarray(sample_offsets, dtype=np.int64)
     arrays["open_samples"] = (np.concatenate(samples) if samples
                               else np.zeros(0, dtype=np.int64))
-    arrays["leaf_tree"] = np.asarray(leaf_tree, dtype=np.int64)
-    arrays["leaf_node"] = np.asarray(leaf_node, dtype=np.int64)
+    for name, values in leaf_rows.items():
+        arrays[f"leaf_{name}"] = np.asarray(values, dtype=np.int64)
+    arrays["open_store_index"] = np.asarray(open_index, dtype=np.int64)
+    arrays["open_store_bytes"], arrays["open_store_offsets"] = _pack_blobs(
+        [context.dump_ciphertext(session.leaf_open[i]) for i in open_index])
     arrays["round_trees"] = np.asarray(sorted({p.tree for p in session.plans}), dtype=np.int64)
     meta = {"state": session.state, "round": session.round, "token": session.query_token,
             "next_tree": session.next_tree, "n_trees": len(session.trees),
-            "n_labels": len(session.labels)}
-    return SessionState(meta, arrays, leaves)
+            "n_labels": session.n_labels, "n_leaves": session.n_leaves,
+            "n_stores": len(session.leaf_store)}
+    return SessionState(meta, arrays, stores)
 
 
 def restore_session(server, session_id: str, uploads: list[bytes],
@@ -110,8 +132,8 @@ def restore_session(server, session_id: str, uploads: list[bytes],
         The session's ``setup`` message followed by its ``labels`` messages, as received.
         A trained session may be restored from its setup alone (prediction needs no label).
     state : SessionState or None
-        From :func:`export_session_state` (with every leaf's bytes); None: the session had
-        not started training.
+        From :func:`export_session_state` (with every finished store's bytes); None: the
+        session had not started training.
 
     Raises
     ------
@@ -142,10 +164,10 @@ def _apply_state(session, state: SessionState) -> None:
     meta, arrays = state.meta, state.arrays
     if meta.get("state") not in _STATES or meta.get("n_trees") != len(session.trees):
         raise ProtocolError("restore: state does not belong to this session's forest")
-    trained_without_labels = meta["state"] == "trained" and not session.labels
-    if meta.get("n_labels") != len(session.labels) and not trained_without_labels:
+    trained_without_labels = meta["state"] == "trained" and not session.n_labels
+    if meta.get("n_labels") != session.n_labels and not trained_without_labels:
         raise ProtocolError(f"restore: state was saved with {meta.get('n_labels')} labels, "
-                            f"the uploads hold {len(session.labels)}")
+                            f"the uploads hold {session.n_labels}")
     offsets = arrays["tree_offsets"]
     open_offsets = arrays["open_offsets"]
     sample_offsets = arrays["open_sample_offsets"]
@@ -163,17 +185,26 @@ def _apply_state(session, state: SessionState) -> None:
                                       int(arrays["open_depth"][k]),
                                       int(arrays["open_seed"][k])))
         tree.leaves = {}
+    for t, node, position in zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(),
+                                 arrays["leaf_position"].tolist(), strict=True):
+        session.trees[t].leaves[node] = int(position)
     context = session.context
-    for t, node in zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(),
-                       strict=True):
-        blob = state.leaves.get((t, node))
-        if blob is None:
-            raise ProtocolError(f"restore: leaf {node} of tree {t} has no ciphertext")
-        try:
-            session.trees[t].leaves[node] = context.prepare(context.load_ciphertext(blob))
-        except HEError as exc:
-            raise ProtocolError(f"restore: leaf {node} of tree {t}: {exc}") from None
-    session.plan_cache = {}
+    n_stores = int(meta["n_stores"])
+    store_list = []
+    try:
+        for index in range(n_stores):
+            blob = state.stores.get(index)
+            if blob is None:
+                raise ProtocolError(f"restore: leaf store {index} has no ciphertext")
+            store_list.append(context.load_ciphertext(blob))
+        open_blobs = _unpack_blobs(arrays["open_store_bytes"], arrays["open_store_offsets"])
+        leaf_open = {int(i): context.load_ciphertext(blob) for i, blob in
+                     zip(arrays["open_store_index"].tolist(), open_blobs, strict=True)}
+    except HEError as exc:
+        raise ProtocolError(f"restore: leaf store: {exc}") from None
+    session.leaf_store = store_list
+    session.leaf_open = leaf_open
+    session.n_leaves = int(meta["n_leaves"])
     session.plans = []
     for t in arrays["round_trees"].tolist():
         weights = session.growth.weights(t)
@@ -194,7 +225,7 @@ def session_progress(server, session_id: str) -> dict[str, Any]:
     """Where a session stands: state, round, label count, open nodes and leaves so far."""
     session = server._session(session_id)
     return {"state": session.state, "round": session.round,
-            "labels_received": len(session.labels), "n_labels": int(session.X.shape[0]),
+            "labels_received": session.n_labels, "n_labels": int(session.X.shape[0]),
             "n_trees": len(session.trees),
             "open_nodes": sum(len(t.open) for t in session.trees),
             "leaves": sum(len(t.leaves) for t in session.trees)}
@@ -219,25 +250,21 @@ def embedded_setup(server, session_id: str, public_context: bytes) -> bytes:
     meta = dataclasses.asdict(session.spec)
     meta["max_depth"] = None if meta["max_depth"] < 0 else meta["max_depth"]
     meta["n_classes"] = session.n_classes
+    meta["label_pack_rows"] = session.layout.rows_per_pack
     return encode_message(Message("setup", meta, {"X": session.X},
                                   {"context": [public_context]}))
 
 
 def state_to_arrays(state: SessionState) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """One ``(meta, arrays)`` pair holding the state and its leaf bytes (for one file)."""
+    """One ``(meta, arrays)`` pair holding the state and its store bytes (for one file)."""
     arrays = dict(state.arrays)
-    keys = list(zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True))
-    blobs = [state.leaves[key] for key in keys]
-    arrays["leaf_bytes"] = np.frombuffer(b"".join(blobs), dtype=np.uint8)
-    arrays["leaf_offsets"] = np.cumsum([0, *map(len, blobs)]).astype(np.int64)
+    arrays["store_bytes"], arrays["store_offsets"] = _pack_blobs(
+        [state.stores[index] for index in range(int(state.meta["n_stores"]))])
     return dict(state.meta), arrays
 
 
 def state_from_arrays(meta: dict[str, Any], arrays: dict[str, np.ndarray]) -> SessionState:
     """Inverse of :func:`state_to_arrays`."""
     arrays = dict(arrays)
-    data = arrays.pop("leaf_bytes").tobytes()
-    offsets = arrays.pop("leaf_offsets").tolist()
-    keys = zip(arrays["leaf_tree"].tolist(), arrays["leaf_node"].tolist(), strict=True)
-    leaves = {key: data[offsets[k]: offsets[k + 1]] for k, key in enumerate(keys)}
-    return SessionState(meta, arrays, leaves)
+    blobs = _unpack_blobs(arrays.pop("store_bytes"), arrays.pop("store_offsets"))
+    return SessionState(meta, arrays, dict(enumerate(blobs)))

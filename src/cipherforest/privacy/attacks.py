@@ -674,7 +674,8 @@ class PairOracleServer:
         n = X.shape[0]
         ref = self.reference_row
         ones = np.ones(n, dtype=np.int64)
-        fake = SimpleNamespace(labels=session.labels, context=session.context,
+        fake = SimpleNamespace(context=session.context, layout=session.layout,
+                               label_copy=session.label_copy, spec=session.spec,
                                n_classes=session.n_classes,
                                growth=SimpleNamespace(weights=lambda t: ones))
         plans = []
@@ -689,7 +690,7 @@ class PairOracleServer:
                                   midpoint(float(X[low, f]), float(X[high, f])), 1, 1)
             plans.append(NodePlan(0, OpenNode(i, np.sort(pair), 0, 0), 2, [pair],
                                   [[candidate]]))
-        _, blobs, used = server_module._level_part(fake, [], plans, 0, serialize=False)
+        _, blobs, positions = server_module._level_part(fake, [], plans, 0, serialize=False)
         self._token = secrets.token_hex(8)
         meta = {"session": self._session_id, "round": 1, "token": self._token, "shift": 0,
                 "block_size": session.block_size,
@@ -701,7 +702,7 @@ class PairOracleServer:
                   "tree_weight": np.full(k, 2, dtype=np.int64),
                   "n_candidates": np.ones(k, dtype=np.int64),
                   "left_weight": np.ones(k, dtype=np.int64),
-                  "blocks_used": np.asarray(used, dtype=np.int64)}
+                  "block_position": np.asarray(positions, dtype=np.int64)}
         return Message("query", meta, arrays, {"squares": blobs})
 
 

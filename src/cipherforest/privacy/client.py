@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import secrets
+import sys
 import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
@@ -121,8 +122,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         ``handle(bytes) -> bytes``; None runs a server in this process.
     n_jobs : int or None, default=None
         Worker processes of the embedded server (None: 1, -1: all cores).
-    label_chunk : int, default=256
-        Label ciphertexts per upload message.
+    label_chunk : int, default=2
+        Label packs per upload message (each pack is one ciphertext holding the labels of up
+        to ``4096 / τ`` rows, τ rounded up to a power of two; at most 64 per message).
+    label_pack_rows : int or None, default=None
+        At most this many rows' labels per label ciphertext (None: as many as the slots
+        hold). Fewer rows per pack mean fewer candidate lanes per query ciphertext.
+    verbose : int, default=0
+        1: print upload progress and one line per round (round, open nodes, bytes, seconds)
+        on stderr, as the plaintext ensembles draw their progress.
     server_key : str or None, default=None
         Access key of a server given by URL; None reads ``$CIPHERFOREST_SERVER_KEY``.
     timeout : float, default=120
@@ -170,7 +178,9 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         "max_round_bytes": [Interval(Integral, 1 << 18, None, closed="left"), None],
         "server": "no_validation",
         "n_jobs": [Integral, None],
-        "label_chunk": [Interval(Integral, 1, 4096, closed="both")],
+        "label_chunk": [Interval(Integral, 1, 64, closed="both")],
+        "label_pack_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": ["verbose"],
         "server_key": [str, None],
         "timeout": [Interval(Real, 0.0, None, closed="left")],
     }
@@ -180,7 +190,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
                  split_selection="gini", label_epsilon=None, max_round_bytes=None,
-                 server=None, n_jobs=None, label_chunk=256, server_key=None, timeout=120.0):
+                 server=None, n_jobs=None, label_chunk=2, label_pack_rows=None, verbose=0,
+                 server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -201,6 +212,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.server = server
         self.n_jobs = n_jobs
         self.label_chunk = label_chunk
+        self.label_pack_rows = label_pack_rows
+        self.verbose = verbose
         self.server_key = server_key
         self.timeout = timeout
 
@@ -226,13 +239,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                              "training rows")
         self.encryptor_ = self._new_encryptor()
         X_cipher = self.encryptor_.fit_transform(X, y_encoded).astype(np.float64)
-        self._he = SecretContext(self.scheme)
+        layout = BlockLayout(self.scheme, SecretContext.slot_count(self.scheme), n_classes,
+                             X.shape[0], self.label_pack_rows)
+        self._he = SecretContext(self.scheme, rotation_step=layout.stride)
+        self._layout = layout
         server = self._fresh_server()
         self._n_classes = n_classes
 
         meta = {"n_classes": n_classes, **forest_meta(self, n_samples, n_features),
                 "max_round_bytes": None if self.max_round_bytes is None
-                else int(self.max_round_bytes)}
+                else int(self.max_round_bytes),
+                "label_pack_rows": None if self.label_pack_rows is None
+                else int(self.label_pack_rows)}
         self._n_draws = meta["n_draws"]
         # The client grows the same label-free plan as the server, to check its queries.
         self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples,
@@ -243,11 +261,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                         {"context": [self._he.public_bytes()]})
         reply = self._exchange(server, setup, "session", stats)
         self.session_ = reply.value("session", str)
-        for start in range(0, n_samples, self.label_chunk):
-            labels = self._he.encrypt_labels(y_encoded[start: start + self.label_chunk],
-                                             n_classes)
-            chunk = Message("labels", self._meta({"start": start}), blobs={"labels": labels})
-            self._exchange(server, chunk, "ack", stats)
+        if reply.value("rows_per_pack", int) != layout.rows_per_pack:
+            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
+                                f"label rows per ciphertext, this client {layout.rows_per_pack}")
+        self._upload_labels(server, y_encoded, layout, stats, started)
         reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
                                stats)
         while reply.kind == "query":
@@ -255,8 +272,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                 raise ProtocolError("the server sent a query in label-blind mode, where the "
                                     "client answers none")
             stats.rounds += 1
+            round_started = time.perf_counter()
             answer = self._answer(reply)
+            reply_bytes = stats.bytes_per_round[-1]
             reply = self._exchange(server, answer, ("query", "trained"), stats)
+            if self.verbose:
+                print(f"[PrivateForestClient] round {stats.rounds}: "
+                      f"{answer.arrays['node'].shape[0]} open nodes, "
+                      f"{reply_bytes / 1e6:.1f} MB query, "
+                      f"{time.perf_counter() - round_started:.1f} s", file=sys.stderr, flush=True)
         if self.split_selection != "blind":
             self._check_finished()
         self.epsilon_spent_ = self._epsilon_spent()
@@ -264,6 +288,23 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.fit_stats_ = stats
         return self
+
+    def _upload_labels(self, server, y_encoded: np.ndarray, layout: BlockLayout,
+                       stats: ProtocolStats, started: float) -> None:
+        """Send the labels as packs of ``rows_per_pack`` rows, ``label_chunk`` packs per
+        message."""
+        n_samples = y_encoded.shape[0]
+        rows_per_message = layout.rows_per_pack * self.label_chunk
+        for start in range(0, n_samples, rows_per_message):
+            packs = self._he.encrypt_packed_labels(y_encoded[start: start + rows_per_message],
+                                                   layout)
+            chunk = Message("labels", self._meta({"start": start}), blobs={"labels": packs})
+            self._exchange(server, chunk, "ack", stats)
+            if self.verbose:
+                done = min(n_samples, start + rows_per_message)
+                print(f"[PrivateForestClient] labels {done}/{n_samples} rows, "
+                      f"{stats.bytes_sent / 1e6:.1f} MB sent, "
+                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
     def _check_selection_params(self) -> None:
         if self.split_selection == "dp" and self.label_epsilon is None:
@@ -381,8 +422,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                     "still has nodes to split")
 
     def _decrypt_blocks(self, query: Message) -> np.ndarray:
-        """Per block (node total or candidate): ``(ΣL², ΣR²)`` as exact integers."""
-        layout = BlockLayout(self.scheme, self._he.n_slots, self._n_classes)
+        """Per block in query order: ``(ΣL², ΣR²)`` as exact integers, each node's
+        candidates followed by its total block ``(ΣT², 0)`` (``T = L + R`` per class, the
+        same for every candidate of the node: checked)."""
+        layout = self._layout
         shift = query.value("shift", int)
         if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
                 layout.block_size, layout.per_ciphertext):
@@ -391,20 +434,42 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         if not 0 <= shift <= 60:
             raise ProtocolError(f"query: shift {shift} out of range")
         ciphertexts = query.blob_list("squares")
-        used = query.array("blocks_used", "int64", 1)
-        if used.shape[0] != len(ciphertexts):
-            raise ProtocolError(f"query: {len(ciphertexts)} ciphertexts but "
-                                f"{used.shape[0]} block counts")
-        blocks = [np.zeros((0, 2))]
-        for blob, n_used in zip(ciphertexts, used.tolist(), strict=True):
-            if not 0 < n_used <= layout.per_ciphertext:
-                raise ProtocolError(f"query: a ciphertext cannot hold {n_used} blocks")
+        positions = query.array("block_position", "int64", 1)
+        n_candidates = query.array("n_candidates", "int64", 1)
+        if (n_candidates < 1).any() or positions.shape[0] != int(n_candidates.sum()):
+            raise ProtocolError(f"query: {positions.shape[0]} block positions for "
+                                f"{int(n_candidates.sum())} candidates (each node needs >= 1)")
+        n_lanes = len(ciphertexts) * layout.per_ciphertext
+        if positions.size and (positions.min() < 0 or positions.max() >= n_lanes
+                               or np.unique(positions).shape[0] != positions.shape[0]):
+            raise ProtocolError(f"query: block positions must be distinct lanes of the "
+                                f"{len(ciphertexts)} ciphertexts")
+        squares = np.zeros((max(n_lanes, 1), 2, layout.tau))
+        for i, blob in enumerate(ciphertexts):
             slots = self._decrypt_blob(blob, "query", complex_slots=True)
-            blocks.append(layout.squares(slots, n_used))
-        values = np.concatenate(blocks)
+            squares[i * layout.per_ciphertext: (i + 1) * layout.per_ciphertext] = \
+                layout.class_squares(slots)
+        squares = squares[positions]  # (candidates, 2, τ) in query order
         if self.scheme == "ckks":
-            values = _integers(values * 4.0 ** shift, "squared counts", "the query was")
-        return values
+            squares = _integers(squares * 4.0 ** shift, "squared counts", "the query was")
+        else:
+            squares = self._he.centered(squares.astype(np.int64)).astype(np.float64)
+        counts = np.sqrt(np.maximum(squares, 0.0))
+        if (squares < 0).any() or (np.rint(counts) ** 2 != squares).any():
+            raise ProtocolError("decrypted squared counts are not squares of counts: the "
+                                "query was not made with this client's key or is corrupted")
+        counts = np.rint(counts)
+        totals = counts.sum(axis=1)  # (candidates, τ): T of each candidate's node
+        blocks, start = [], 0
+        for k in n_candidates.tolist():
+            node_totals = totals[start: start + k]
+            if (node_totals != node_totals[0]).any():
+                raise ProtocolError("query: a node's candidates disagree on its class totals: "
+                                    "not made with this client's key or corrupted")
+            blocks.append(squares[start: start + k].sum(axis=2))
+            blocks.append([[float((node_totals[0] ** 2).sum()), 0.0]])
+            start += k
+        return np.concatenate(blocks) if blocks else np.zeros((0, 2))
 
     def _decrypt_blob(self, blob: bytes, where: str, complex_slots: bool = False) -> np.ndarray:
         try:
@@ -423,16 +488,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         X_cipher = self.encryptor_.transform(X).astype(np.float64)
         request = Message("predict", self._meta({}), {"X": X_cipher})
         reply = self._exchange(self._server(), request, "scores", stats)
-        n_rows, n_trees = reply.value("n_rows", int), reply.value("n_trees", int)
-        tau = self._n_classes
-        counts = []
-        for blob in reply.blob_list("scores"):
-            slots = self._decrypt_blob(blob, "scores")
-            counts.append(slots[: (slots.shape[0] // tau) * tau])
-        counts = np.concatenate(counts)[: n_rows * n_trees * tau].reshape(n_rows, n_trees, tau)
-        if self.scheme == "ckks":
-            counts = _integers(counts, "leaf counts", "the scores were")
-        counts = self._he.centered(counts).astype(np.float64)
+        counts = self._leaf_counts(reply, X.shape[0])
         totals = counts.sum(axis=2, keepdims=True)
         if (counts < 0).any() or (totals <= 0).any() or (totals > self._n_draws).any():
             raise ProtocolError("decrypted leaf counts are not counts of at most "
@@ -442,6 +498,34 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.predict_stats_ = stats
         return proba
+
+    def _leaf_counts(self, reply: Message, n_rows: int) -> np.ndarray:
+        """``(rows, trees, τ)`` leaf class counts from a scores reply: the leaf-store
+        ciphertexts decrypted once, each (row, tree) reading its leaf's position."""
+        layout = self._layout
+        n_trees = reply.value("n_trees", int)
+        if reply.value("n_rows", int) != n_rows or n_trees != self.n_estimators:
+            raise ProtocolError(f"scores: expected {n_rows} rows × {self.n_estimators} trees")
+        if reply.value("leaves_per_ciphertext", int) != layout.leaves_per_ciphertext:
+            raise ProtocolError("scores: leaf layout differs from this client's "
+                                f"({layout.leaves_per_ciphertext} leaves per ciphertext)")
+        blobs = reply.blob_list("leaves")
+        positions = reply.array("leaf", "int32", 2)
+        if positions.shape != (n_rows, n_trees):
+            raise ProtocolError(f"scores: leaf positions have shape {positions.shape}, "
+                                f"expected {(n_rows, n_trees)}")
+        n_leaves = len(blobs) * layout.leaves_per_ciphertext
+        if positions.size and (positions.min() < 0 or positions.max() >= n_leaves):
+            raise ProtocolError(f"scores: leaf positions must lie in [0, {n_leaves})")
+        table = np.zeros((max(n_leaves, 1), layout.tau))
+        for i, blob in enumerate(blobs):
+            rows = slice(i * layout.leaves_per_ciphertext, (i + 1) * layout.leaves_per_ciphertext)
+            table[rows] = layout.leaf_counts(
+                self._decrypt_blob(blob, "scores", complex_slots=True))
+        counts = table[positions]
+        if self.scheme == "ckks":
+            counts = _integers(counts, "leaf counts", "the scores were")
+        return self._he.centered(counts).astype(np.float64)
 
     def close(self) -> None:
         """Ask the server to forget this model's session (its ciphertexts and trees).

@@ -6,8 +6,11 @@ replicated over all slots, add ciphertexts, multiply by pre-encoded 0/±1 block 
 Two schemes sit behind one interface:
 
 * ``"ckks"`` — approximate arithmetic (the paper's choice); ``N = 8192``, coefficient moduli
-  of 60 + 40 + 40 + 60 bits (200 ≤ 218, 128-bit security), scale 2^40. A mask multiplication
-  and the square each use one 40-bit level; what reaches the client sits on the 60-bit prime.
+  of 50 + 40 + 40 + 60 bits (190 ≤ 218, 128-bit security), masks at scale 2^40, packed labels
+  at 2^37. A mask multiplication and the square each use one 40-bit level; what reaches the
+  client sits on the 50-bit prime (the 60-bit special prime only serves key switching, whose
+  noise grows with the largest data prime: ~100 times smaller than with a 60-bit first
+  prime, which made rotated labels too noisy for exact counts at 3,000 rows).
 * ``"bfv"`` — exact integer arithmetic (the exact mode): SEAL's default 128-bit modulus for
   ``N = 8192`` and a 30-bit batching plain modulus. Counts and squared counts are exact
   integers as long as they stay below the plain modulus.
@@ -19,8 +22,14 @@ faster at serialising. Hence seal-python.
 
 Roles: :class:`SecretContext` (the data owner: key generation, encryption, decryption) and
 :class:`PublicContext` (the server: evaluation only). The public context is serialised as a
-tagged bundle of encryption parameters, public key and relinearisation keys; it never
-contains the secret key, and loading one rejects anything else.
+tagged bundle of encryption parameters, public key, relinearisation keys and (optionally)
+the Galois keys of one rotation step in both directions, which the server needs to expand
+packed labels (``_blocks``); it never contains the secret key, and loading one rejects
+anything else.
+
+seal-python 4.1 as installed exposes neither compressed serialisation (no zstd/zlib in
+``compr_mode_type``) nor seeded symmetric ciphertexts (``encrypt_symmetric`` returns an
+expanded ciphertext): upload bytes shrink by packing, not by serialisation.
 """
 
 from __future__ import annotations
@@ -41,12 +50,19 @@ __all__ = [
 
 SCHEMES = ("ckks", "bfv")
 POLY_MODULUS_DEGREE = 8192
-CKKS_COEFF_BITS = (60, 40, 40, 60)
+CKKS_COEFF_BITS = (50, 40, 40, 60)
 CKKS_SCALE_BITS = 40
+# Packed labels are encoded at 2^37 (with masks at 2^40, query blocks reach the square at
+# ~2^37; see server._CKKS_MAX_SCALED_COUNT). Key switching (the server's rotations) adds noise
+# of fixed absolute size that grows with the largest data prime over the special prime: a
+# 50-bit first prime keeps it ~100 times below a 60-bit one's (measured per slot: 7.5e3 vs
+# 7.7e5 in coefficient units). The label scale balances that noise against the masks'
+# encoding error (the smaller mask value 2^-shift a larger label scale forces).
+CKKS_LABEL_SCALE_BITS = 37
 BFV_PLAIN_BITS = 30
 _BUNDLE_MAGIC = b"CFHE1\n"
-_PARTS = ("params", "public_key", "relin_keys")
-_SECRET_MAGIC = b"CFHESECRET1\n"
+_PARTS = ("params", "public_key", "relin_keys", "galois_keys")
+_SECRET_MAGIC = b"CFHESECRET2\n"
 _SECRET_PARTS = (*_PARTS, "secret_key")
 
 
@@ -97,9 +113,11 @@ class _Base:
         if self.scheme == "ckks":
             self._encoder = seal.CKKSEncoder(self.context)
             self.scale = 2.0 ** CKKS_SCALE_BITS
+            self.label_scale = 2.0 ** CKKS_LABEL_SCALE_BITS
         else:
             self._encoder = seal.BatchEncoder(self.context)
             self.scale = 1.0
+            self.label_scale = 1.0
             self.plain_modulus = int(parms.plain_modulus().value())
         self.n_slots = int(self._encoder.slot_count())
         self.fingerprint_public = ""  # digest of the public bundle, set by each role
@@ -125,8 +143,8 @@ class _Base:
         return ct
 
     def load_fresh_ciphertext(self, data: bytes) -> seal.Ciphertext:
-        """:meth:`load_ciphertext`, also requiring a freshly encrypted one: first level,
-        the scheme's NTT form, and (CKKS) the encoding scale. Anything else would make later
+        """:meth:`load_ciphertext`, also requiring a freshly encrypted label pack: first
+        level, the scheme's NTT form, and (CKKS) the label scale. Anything else would make later
         evaluation fail or compute garbage."""
         ct = self.load_ciphertext(data)
         if ct.parms_id() != self.context.first_parms_id():
@@ -134,9 +152,9 @@ class _Base:
         if ct.is_ntt_form() != (self.scheme == "ckks"):
             raise HEError(f"ciphertext NTT flag is {ct.is_ntt_form()}, a fresh {self.scheme} "
                           "ciphertext has the other")
-        if self.scheme == "ckks" and ct.scale() != self.scale:
-            raise HEError(f"ciphertext scale {ct.scale()!r} is not the encoding scale "
-                          f"{self.scale!r}")
+        if self.scheme == "ckks" and ct.scale() != self.label_scale:
+            raise HEError(f"ciphertext scale {ct.scale()!r} is not the label scale "
+                          f"{self.label_scale!r}")
         return ct
 
     @staticmethod
@@ -156,6 +174,11 @@ class _Base:
         return self._encoder.encode(np.ascontiguousarray(values, dtype=np.int64))
 
 
+def galois_element(step: int) -> int:
+    """SEAL's Galois element of a rotation by ``step`` slots (generator 3 mod 2N)."""
+    return pow(3, step, 2 * POLY_MODULUS_DEGREE)
+
+
 class SecretContext(_Base):
     """The data owner's keys: encrypts labels, decrypts what the server returns.
 
@@ -163,14 +186,24 @@ class SecretContext(_Base):
     ----------
     scheme : {"ckks", "bfv"}
         Approximate (CKKS) or exact integer (BFV) arithmetic.
+    rotation_step : int or None, default=None
+        Put Galois keys for rotations by ``+rotation_step`` and ``-rotation_step`` slots
+        (CKKS vector / BFV row rotations) into the public bundle; None: no Galois keys.
     """
 
-    def __init__(self, scheme: str = "ckks"):
+    def __init__(self, scheme: str = "ckks", rotation_step: int | None = None):
         super().__init__(_parameters(scheme))
         keygen = seal.KeyGenerator(self.context)
         self._secret_key = keygen.secret_key()
         self._public_key = keygen.create_public_key()
         self._relin_keys = keygen.create_relin_keys()
+        self._galois_keys = b""
+        if rotation_step is not None:
+            if not 0 < rotation_step < self.n_slots // (2 if self.scheme == "bfv" else 1):
+                raise ValueError(f"rotation_step {rotation_step} out of range")
+            keys = seal.GaloisKeys()
+            keygen.create_galois_keys([rotation_step, -rotation_step], keys)
+            self._galois_keys = keys.to_string()
         self._use_keys()
 
     def _use_keys(self) -> None:
@@ -179,15 +212,22 @@ class SecretContext(_Base):
         self._decryptor = seal.Decryptor(self.context, self._secret_key)
         self._public_bundle = _pack_bundle({
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
-            "relin_keys": self._relin_keys.to_string()})
+            "relin_keys": self._relin_keys.to_string(), "galois_keys": self._galois_keys})
         self.fingerprint_public = _fingerprint(self._public_bundle)
+
+    @staticmethod
+    def slot_count(scheme: str) -> int:
+        """Slots of a ciphertext of ``scheme`` (CKKS: complex slots, N/2; BFV: N)."""
+        if scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
+        return POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else POLY_MODULUS_DEGREE
 
     def secret_bytes(self) -> bytes:
         """Parameters and all keys, *including the secret key*: for the owner's 0600 files
         only (:meth:`from_secret_bytes` reads them back)."""
         return _pack_bundle({
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
-            "relin_keys": self._relin_keys.to_string(),
+            "relin_keys": self._relin_keys.to_string(), "galois_keys": self._galois_keys,
             "secret_key": self._secret_key.to_string()}, _SECRET_PARTS, _SECRET_MAGIC)
 
     @classmethod
@@ -205,6 +245,9 @@ class SecretContext(_Base):
             self._secret_key = self.context.from_secret_str(parts["secret_key"])
             self._public_key = self.context.from_public_str(parts["public_key"])
             self._relin_keys = self.context.from_relin_str(parts["relin_keys"])
+            self._galois_keys = parts["galois_keys"]
+            if self._galois_keys:
+                self.context.from_galois_str(self._galois_keys)
         except (RuntimeError, ValueError, TypeError) as exc:
             raise HEError(f"invalid secret context: {exc}") from None
         self._use_keys()
@@ -238,6 +281,20 @@ class SecretContext(_Base):
         plains = {c: self._encode((slot_class == c).astype(np.float64)) for c in np.unique(y)}
         return [self._encryptor.encrypt_symmetric(plains[c]).to_string() for c in y]
 
+    def encrypt_packed_labels(self, y: np.ndarray, layout) -> list[bytes]:
+        """Serialised ciphertexts holding ``layout.rows_per_pack`` labels each (the last
+        one fewer): row ``b`` of a pack is its one-hot vector in lane ``b``
+        (:meth:`~cipherforest.privacy._blocks.BlockLayout.pack_values`)."""
+        y = np.asarray(y, dtype=np.int64)
+        if y.size and (y.min() < 0 or y.max() >= layout.tau):
+            raise ValueError("labels must be class indices in [0, n_classes)")
+        if layout.scheme != self.scheme or layout.n_slots != self.n_slots:
+            raise ValueError("the layout was made for another scheme or slot count")
+        m = layout.rows_per_pack
+        return [self._encryptor.encrypt_symmetric(
+            self._encode(layout.pack_values(y[start: start + m]), self.label_scale)).to_string()
+            for start in range(0, y.shape[0], m)]
+
     def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
         """Decrypt and decode all slots (float64, or complex128 with ``complex_slots``, for
         CKKS; int64 in [0, t) for BFV)."""
@@ -262,9 +319,10 @@ class PublicContext(_Base):
     Build it with :meth:`from_bytes` on what :meth:`SecretContext.public_bytes` produced.
     """
 
-    def __init__(self, parms, relin_keys):
+    def __init__(self, parms, relin_keys, galois_keys=None):
         super().__init__(parms)
         self._relin_keys = relin_keys
+        self._galois_keys = galois_keys
         self._evaluator = seal.Evaluator(self.context)
         self._masks: dict[tuple, seal.Plaintext] = {}
 
@@ -287,11 +345,37 @@ class PublicContext(_Base):
             relin_keys = context.from_relin_str(parts["relin_keys"])
         except (RuntimeError, ValueError, TypeError) as exc:
             raise HEError(f"invalid public or relinearisation key: {exc}") from None
-        public = cls(parms, relin_keys)
+        galois_keys = None
+        if parts["galois_keys"]:
+            try:
+                galois_keys = context.from_galois_str(parts["galois_keys"])
+            except (RuntimeError, ValueError, TypeError) as exc:
+                raise HEError(f"invalid Galois keys: {exc}") from None
+        public = cls(parms, relin_keys, galois_keys)
         public.fingerprint_public = _fingerprint(bytes(data))
         return public
 
+    def has_rotation(self, step: int) -> bool:
+        """Whether the bundle brought Galois keys for rotations by ``±step``."""
+        return self._galois_keys is not None and all(
+            self._galois_keys.has_key(galois_element(s)) for s in (step, -step))
+
     # ------------------------------------------------------------------ evaluation
+    def rotate(self, ct: seal.Ciphertext, step: int) -> seal.Ciphertext:
+        """Slots moved ``step`` places to the left (cyclically; BFV: within each row)."""
+        if self.scheme == "ckks":
+            return self._evaluator.rotate_vector(ct, step, self._galois_keys)
+        if not ct.is_ntt_form():
+            return self._evaluator.rotate_rows(ct, step, self._galois_keys)
+        out = self._evaluator.transform_from_ntt(ct)  # BFV rotates in coefficient form
+        self._evaluator.rotate_rows_inplace(out, step, self._galois_keys)
+        self._evaluator.transform_to_ntt_inplace(out)
+        return out
+
+    def clear_masks(self) -> None:
+        """Forget the cached pre-encoded masks."""
+        self._masks.clear()
+
     def prepare(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """Put a fresh ciphertext in the form masks multiply fastest (BFV: NTT form)."""
         if self.scheme == "bfv" and not ct.is_ntt_form():
@@ -316,9 +400,11 @@ class PublicContext(_Base):
             self._masks[(key, level)] = plain
         return plain
 
-    def encode_mask(self, values: np.ndarray, like: seal.Ciphertext | None = None):
-        """Encode a mask of ``n_slots`` values for :meth:`multiply_mask` (not cached)."""
-        plain = self._encode(values)
+    def encode_mask(self, values: np.ndarray, like: seal.Ciphertext | None = None,
+                    scale: float | None = None):
+        """Encode a mask of ``n_slots`` values for :meth:`multiply_mask` (not cached);
+        ``scale``: CKKS encoding scale (default 2^40)."""
+        plain = self._encode(values, scale)
         parms_id = self.context.first_parms_id() if like is None else like.parms_id()
         if self.scheme == "bfv":
             self._evaluator.transform_to_ntt_inplace(plain, parms_id)

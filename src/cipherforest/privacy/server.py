@@ -1,7 +1,8 @@
 """The server of the encrypted random forest: grows trees on GIPE ciphers and CKKS/BFV labels.
 
-The server holds the GIPE cipher matrix (integers it may compare), one label ciphertext per
-training row and the client's *public* homomorphic context; it never sees a label or a key.
+The server holds the GIPE cipher matrix (integers it may compare), the packed label
+ciphertexts (many rows each, ``_blocks``) and the client's *public* homomorphic context with
+Galois keys for one rotation step; it never sees a label or a key.
 It grows every tree of the forest level by level (docs/private_forest.md, the paper's section 4):
 
 1. For each open node of each tree it draws the candidate features and enumerates the
@@ -9,17 +10,20 @@ It grows every tree of the forest level by level (docs/private_forest.md, the pa
    does on the same ciphers (same bootstrap counts, same per-node feature draws, same
    midpoints or histogram bins, same ``min_samples_leaf`` filter): everything but the
    impurities is plaintext to the server.
-2. Running sums of label ciphertexts along the sorted rows give each candidate's left class
-   counts ``L`` (``R = T - L``). Each candidate gets a block of slots (``_blocks``: ``τ``
-   complex slots ``L + iR`` in CKKS, ``2τ`` integer slots ``L | R`` in BFV), filled by
-   multiplying with a pre-encoded block mask; the node's ``T`` goes to its own block and to
-   the ``R`` parts of its candidates' blocks. Squaring the ciphertext (one multiplication for
-   all its blocks) gives the client ``ΣL²`` and ``ΣR²`` of every candidate.
+2. Each candidate gets a lane of slots in a query ciphertext (``_blocks``). A running sum
+   of label rotations along the sorted rows, bound to that lane, gives its left class
+   counts ``L``; the mask of the lane keeps them (``+L`` and ``-L``), and the node total
+   ``T`` (the sum's end) completes ``R = T - L``. A feature's candidates fill one lane of
+   consecutive query ciphertexts (lanes are filled column by column, a lane change restarts
+   the sum), so one sum serves many candidates. Squaring each query ciphertext (one
+   multiplication for all its lanes) gives the client ``L²`` and ``R²`` per class.
 3. All trees' blocks of one level travel in one message; the client answers each node with
-   a candidate index or "leaf". A leaf keeps the encrypted class counts ``T`` of its rows.
+   a candidate index or "leaf". A leaf's encrypted class counts ``T`` go to one slot block
+   of the packed leaf store (two leaves per lane).
 
-Prediction routes GIPE-encrypted test rows through every tree and returns each (row, tree)
-leaf count vector packed ``n_slots / τ`` per ciphertext; the client decrypts and averages.
+Prediction routes GIPE-encrypted test rows through every tree and returns the leaf-store
+ciphertexts the rows reach plus each (row, tree)'s leaf position; the client decrypts the
+store and averages.
 
 Protocol state changes only after a message has been validated completely, so a rejected
 message (tampered, truncated, foreign, for an unknown node, for another round, replayed)
@@ -44,10 +48,14 @@ from .protocol import Message, ProtocolError, decode_message, encode_message
 
 __all__ = ["PrivateForestServer"]
 
-# CKKS: a squared block value must stay below 2^(60 - 40 - 1) on the last prime; masks carry
-# 2^-shift so that (v * count)^2 <= 2^17 even for the heaviest node.
-_CKKS_MAX_SCALED_COUNT = 2.0 ** 8.5
-_MAX_LABEL_CHUNK = 4096
+# CKKS: labels sit at scale 2^37 and masks at 2^40, so a query block z reaches the square at
+# scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. Masks
+# carry v = 2^-shift so that v * count stays below that even for the heaviest node.
+_CKKS_MAX_SCALED_COUNT = 2.0 ** 7.5
+# Leaf counts (up to the bootstrap draws) end on the 50-bit prime: their mask is encoded at
+# 2^33, so they sit at scale 2^30 (counts below 2^19).
+_CKKS_LEAF_MASK_SCALE = 2.0 ** 33
+_MAX_LABEL_CHUNK = 64  # label packs per upload message
 
 
 @dataclass
@@ -65,14 +73,21 @@ class ServerStats:
 
 class _Session:
     def __init__(self, session_id: str, context: PublicContext, X: np.ndarray,
-                 n_classes: int, spec: ForestSpec):
+                 n_classes: int, spec: ForestSpec, layout: BlockLayout):
         self.id = session_id
         self.context = context
         self.X = X
         self.n_classes = n_classes
         self.spec = spec
-        self.labels: list = []
-        self.plan_cache: dict[int, tuple[list, list]] = {}  # tree -> (plans, leaf jobs)
+        self.layout = layout
+        # label_copies[p][d]: label pack p rotated by d lanes (BlockLayout.offsets)
+        self.label_copies: list[dict[int, object]] = []
+        self.n_labels = 0
+        self.leaf_store: list = []  # packed leaf ciphertexts, finished (last level)
+        self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
+        self.n_leaves = 0  # leaf positions handed out
+        self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
+        self.mask_shift = None  # the shift of the cached query masks
         self.next_tree = 0  # where the next byte-capped round starts
         self.state = "receiving labels"
         self.round = 0
@@ -82,9 +97,13 @@ class _Session:
         self.last_used = time.monotonic()
         self.growth = ForestGrowth(X, spec)
         self.trees = self.growth.trees
-        layout = BlockLayout(context.scheme, context.n_slots, n_classes)
-        self.block_size = layout.block_size
-        self.blocks_per_ciphertext = layout.per_ciphertext
+        self.block_size = self.layout.block_size
+        self.blocks_per_ciphertext = self.layout.per_ciphertext
+
+    def label_copy(self, row: int, lane_position: int):
+        """The label rotation holding ``row``'s one-hot label in lane ``lane_position``."""
+        pack, b = divmod(int(row), self.layout.rows_per_pack)
+        return self.label_copies[pack][self.layout.copy_index(b, lane_position)]
 
 
 class PrivateForestServer:
@@ -179,8 +198,17 @@ class PrivateForestServer:
         if X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ProtocolError("setup: X must be a finite cipher matrix with >= 2 rows")
         n_classes = message.value("n_classes", int)
-        if not 2 <= n_classes <= context.n_slots // 2:
+        if not 2 <= n_classes <= context.n_slots // 4:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
+        pack_rows = message.meta.get("label_pack_rows")
+        if pack_rows is not None and (isinstance(pack_rows, bool) or not isinstance(
+                pack_rows, int) or pack_rows < 1):
+            raise ProtocolError(f"setup: label_pack_rows must be None or a positive integer, "
+                                f"got {pack_rows!r}")
+        layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
+        if not context.has_rotation(layout.stride):
+            raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
+                                f"by ±{layout.stride} slots (the label packs' lane width)")
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         if X.shape[0] * spec.n_estimators > self.max_rows_x_trees:
             raise ProtocolError(f"setup: {X.shape[0]} rows × {spec.n_estimators} trees exceeds "
@@ -188,41 +216,51 @@ class PrivateForestServer:
         if len(self._sessions) >= self.max_sessions:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
-        session = _Session(secrets.token_hex(16), context, X, n_classes, spec)
+        session = _Session(secrets.token_hex(16), context, X, n_classes, spec, layout)
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
-                                    "max_label_chunk": _MAX_LABEL_CHUNK})
+                                    "max_label_chunk": _MAX_LABEL_CHUNK,
+                                    "rows_per_pack": session.layout.rows_per_pack})
         return session, reply
 
     def _labels(self, message: Message):
+        """A chunk of label packs (``rows_per_pack`` rows each, the last pack fewer): each is
+        validated, then expanded into its lane rotations (one key switch per rotation)."""
         session = self._session_of(message)
         if session.state != "receiving labels":
             raise ProtocolError(f"labels: session is {session.state}, not receiving labels")
         start = message.value("start", int)
-        if start != len(session.labels):
+        if start != session.n_labels:
             raise ProtocolError(f"labels: chunk starts at row {start}, expected row "
-                                f"{len(session.labels)} (chunks must arrive in order, once)")
+                                f"{session.n_labels} (chunks must arrive in order, once)")
         blobs = message.blob_list("labels")
         if not blobs or len(blobs) > _MAX_LABEL_CHUNK:
-            raise ProtocolError(f"labels: a chunk holds 1..{_MAX_LABEL_CHUNK} ciphertexts")
-        if start + len(blobs) > session.X.shape[0]:
-            raise ProtocolError(f"labels: {start + len(blobs)} labels for "
-                                f"{session.X.shape[0]} rows")
+            raise ProtocolError(f"labels: a chunk holds 1..{_MAX_LABEL_CHUNK} label packs")
+        m = session.layout.rows_per_pack
+        n_rows = session.X.shape[0]
+        covered = min(start + len(blobs) * m, n_rows)
+        if start + (len(blobs) - 1) * m >= n_rows:
+            raise ProtocolError(f"labels: {len(blobs)} packs of {m} rows from row {start} "
+                                f"exceed the {n_rows} rows")
+        context = session.context
         loaded = []
         for i, blob in enumerate(blobs):
             try:
-                loaded.append(session.context.prepare(
-                    session.context.load_fresh_ciphertext(blob)))
+                loaded.append(context.load_fresh_ciphertext(blob))
             except HEError as exc:
-                raise ProtocolError(f"labels: ciphertext of row {start + i}: {exc}") from None
-        session.labels.extend(loaded)
-        return session, Message("ack", {"received": len(session.labels)})
+                first = start + i * m
+                raise ProtocolError(f"labels: pack {i} (rows {first}-"
+                                    f"{min(first + m, n_rows) - 1}): {exc}") from None
+        for pack in loaded:
+            session.label_copies.append(_lane_rotations(context, session.layout, pack))
+        session.n_labels = covered
+        return session, Message("ack", {"received": covered})
 
     def _train(self, message: Message):
         session = self._session_of(message)
-        if session.state != "receiving labels" or len(session.labels) != session.X.shape[0]:
-            raise ProtocolError(f"train: {len(session.labels)} of {session.X.shape[0]} "
-                                f"label ciphertexts received; session is {session.state}")
+        if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
+            raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
+                                f"labels received; session is {session.state}")
         if session.spec.split_selection == "blind":
             return session, self._train_label_blind(session)
         reply = self._next_query(session)
@@ -237,6 +275,7 @@ class PrivateForestServer:
         leaves, _, _ = self._compute_level(session, leaf_jobs, [], 0)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
+        _finish_leaf_store(session, everything=True)
         session.state = "trained"
         return Message("trained", {"session": session.id, "rounds": 0,
                                    "n_leaves": len(leaf_jobs)})
@@ -256,24 +295,27 @@ class PrivateForestServer:
         for step in range(n_trees):
             t = (session.next_tree + step) % n_trees
             tree = session.trees[t]
-            if not tree.open and t not in session.plan_cache:
+            if not tree.open:
                 continue
-            if t not in session.plan_cache:
-                tree_plans, rule_leaves = session.growth.plan_tree(t)
-                session.plan_cache[t] = (tree_plans, [(t, node) for node in rule_leaves])
-            tree_plans, tree_leaves = session.plan_cache[t]
+            open_before = list(tree.open)
+            tree_plans, rule_leaves = session.growth.plan_tree(t)
             tree_blocks = sum(p.n_candidates + 1 for p in tree_plans)
             if plans and not self._round_fits(session, blocks + tree_blocks,
                                               nodes + len(tree_plans)):
+                # Left for a later round as it was: between messages every tree's state is
+                # its open nodes (what a restored session re-plans), never a half-made plan.
+                tree.open = open_before
                 session.next_tree = t
                 break
-            del session.plan_cache[t]
+            tree_leaves = [(t, node) for node in rule_leaves]
             blocks += tree_blocks
             nodes += len(tree_plans)
             plans.extend(tree_plans)
             leaf_jobs.extend(tree_leaves)
         else:
             session.next_tree = 0
+        leaf_jobs.extend(session.pending_leaves)
+        session.pending_leaves = []
         # Tree order: the query's block order and the workers' tree ranges agree.
         plans.sort(key=lambda p: p.tree)
         leaf_jobs.sort(key=lambda job: job[0])
@@ -281,10 +323,14 @@ class PrivateForestServer:
         if plans and session.context.scheme == "ckks":
             max_weight = max(plan.weight for plan in plans)
             shift = max(0, math.ceil(math.log2(max_weight / _CKKS_MAX_SCALED_COUNT)))
-        leaves, blobs, blocks_used = self._compute_level(session, leaf_jobs, plans, shift)
+        if shift != session.mask_shift:  # masks of another shift will not be used again
+            session.context.clear_masks()
+            session.mask_shift = shift
+        leaves, blobs, positions = self._compute_level(session, leaf_jobs, plans, shift)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         if not plans:  # every tree was visited and none has an open node left
+            _finish_leaf_store(session, everything=True)
             session.state = "trained"
             session.plans = []
             return Message("trained", {"session": session.id, "rounds": session.round,
@@ -309,7 +355,7 @@ class PrivateForestServer:
                                     dtype=np.int64),
             "n_candidates": n_cands,
             "left_weight": left_weight,
-            "blocks_used": np.asarray(blocks_used, dtype=np.int64),
+            "block_position": np.asarray(positions, dtype=np.int64),
         }
         return Message("query", meta, arrays, {"squares": blobs})
 
@@ -320,7 +366,8 @@ class PrivateForestServer:
         if cap is None:
             return True
         # A query ciphertext sits on the last prime: 2 polynomials of N 64-bit words; each
-        # worker process may leave one ciphertext partly filled.
+        # worker process may leave one ciphertext partly filled. (Node counted as a block:
+        # the cap errs on the safe side.)
         ciphertext_bytes = 2 * 8 * session.context.n_slots * (
             2 if session.context.scheme == "ckks" else 1) + 128
         n_ciphertexts = -(-n_blocks // session.blocks_per_ciphertext) + self.n_jobs - 1
@@ -328,36 +375,52 @@ class PrivateForestServer:
         return n_ciphertexts * ciphertext_bytes + metadata <= cap
 
     def _compute_level(self, session: _Session, leaf_jobs, plans, shift):
-        """Encrypted work of one level: leaf totals and the packed, squared query blocks.
+        """Encrypted work of one level: leaf counts into the leaf store and the packed,
+        squared query blocks. Returns each leaf's store position, the query ciphertexts and
+        each block's position (``ciphertext * per_ciphertext + lane``) in query order.
 
         Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to forked
-        worker processes (they inherit the session; SEAL holds the GIL). Each returns its
-        ciphertexts serialised; blocks stay in tree order, so the query order is unchanged.
+        worker processes (they inherit the session and its label rotations, shared
+        copy-on-write; SEAL holds the GIL). Each returns its ciphertexts serialised; blocks
+        stay in tree order, so the query order is unchanged.
         """
+        # Leaves take the next positions of the leaf store, in job order.
+        leaves = list(range(session.n_leaves, session.n_leaves + len(leaf_jobs)))
+        leaf_jobs = [(t, node, position) for (t, node), position in
+                     zip(leaf_jobs, leaves, strict=True)]
+        session.n_leaves += len(leaf_jobs)
         n_jobs = min(self.n_jobs, len(session.trees))
-        work = (sum(p.node.samples.shape[0] * (len(p.candidates) + 1) for p in plans)
-                + sum(node.samples.shape[0] for _, node in leaf_jobs))
+        work = (sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
+                + sum(node.samples.shape[0] for _, node, _ in leaf_jobs))
         if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
-            return _level_part(session, leaf_jobs, plans, shift, serialize=False)
-        # Encode the block masks once here: masks a worker encodes die with the worker.
-        _SquarePacker(session.context, session.n_classes, shift).encode_all_masks()
-        bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
-        tasks = [([j for j in leaf_jobs if lo <= j[0] < hi],
-                  [p for p in plans if lo <= p.tree < hi]) for lo, hi in bounds]
-        global _FORK_STATE
-        _FORK_STATE = (session, tasks, shift)
-        try:
-            with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-                parts = pool.map(_level_part_in_worker, range(len(tasks)))
-        finally:
-            _FORK_STATE = None
-        leaves, blobs, used = [], [], []
-        for part_leaves, part_blobs, part_used in parts:
-            leaves.extend(session.context.load_ciphertext(b) for b in part_leaves)
+            parts = [_level_part(session, leaf_jobs, plans, shift, serialize=False)]
+        else:
+            # Encode the lane masks once here: masks a worker encodes die with the worker.
+            _LanePacker(session, shift).encode_all_masks()
+            bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
+            tasks = [([j for j in leaf_jobs if lo <= j[0] < hi],
+                      [p for p in plans if lo <= p.tree < hi]) for lo, hi in bounds]
+            global _FORK_STATE
+            _FORK_STATE = (session, tasks, shift)
+            try:
+                with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
+                    parts = pool.map(_level_part_in_worker, range(len(tasks)))
+            finally:
+                _FORK_STATE = None
+        blobs, positions = [], []
+        for part_store, part_blobs, part_positions in parts:
+            for index, partial in part_store.items():
+                if isinstance(partial, bytes):
+                    partial = session.context.load_ciphertext(partial)
+                if index in session.leaf_open:
+                    session.context.add_inplace(session.leaf_open[index], partial)
+                else:
+                    session.leaf_open[index] = partial
+            positions.extend(len(blobs) * session.layout.per_ciphertext + p
+                             for p in part_positions)
             blobs.extend(part_blobs)
-            used.extend(part_used)
-        leaves = [session.context.prepare(ct) for ct in leaves]
-        return leaves, blobs, used
+        _finish_leaf_store(session, everything=False)
+        return leaves, blobs, positions
 
     # ------------------------------------------------------------------ answers
     def _answer(self, message: Message):
@@ -410,85 +473,63 @@ class PrivateForestServer:
 
     # ------------------------------------------------------------------ prediction
     def _predict(self, message: Message):
+        """Route the rows through every tree; reply with the leaf-store ciphertexts they
+        reach and, per (row, tree), the leaf's position among those ciphertexts' leaves."""
         session = self._session_of(message)
         if session.state != "trained":
             raise ProtocolError(f"predict: session is {session.state}, not trained")
         X = message.array("X", "float64", 2)
         if X.shape[1] != session.X.shape[1] or not np.all(np.isfinite(X)):
             raise ProtocolError(f"predict: X must be finite with {session.X.shape[1]} columns")
-        context = session.context
-        tau = session.n_classes
-        per_ct = context.n_slots // tau
-        n_trees = len(session.trees)
-        leaves = np.stack([tree.apply(X) for tree in session.trees], axis=1)  # (rows, trees)
-        blobs, acc, filled = [], None, 0
-        for r in range(X.shape[0]):
-            for t in range(n_trees):
-                if filled == per_ct:
-                    blobs.append(context.dump_ciphertext(context.finish_plain(acc)))
-                    acc, filled = None, 0
-                leaf_ct = session.trees[t].leaves[int(leaves[r, t])]
-                values = np.zeros(context.n_slots)
-                values[filled * tau: (filled + 1) * tau] = 1
-                plain = context.mask(("row", tau, filled), values, like=leaf_ct)
-                product = context.multiply_mask(leaf_ct, plain)
-                if acc is None:
-                    acc = product
-                else:
-                    context.add_inplace(acc, product)
-                filled += 1
-        if acc is not None:
-            blobs.append(context.dump_ciphertext(context.finish_plain(acc)))
-        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": n_trees,
-                "block_size": tau}
-        return session, Message("scores", meta, {}, {"scores": blobs})
+        per_ct = session.layout.leaves_per_ciphertext
+        reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
+        for t, tree in enumerate(session.trees):
+            leaf_ids = tree.apply(X)
+            lookup = {node: position for node, position in tree.leaves.items()}
+            reached[:, t] = [lookup[int(node)] for node in leaf_ids]
+        stores, local = np.unique(reached // per_ct, return_inverse=True)
+        positions = local.reshape(reached.shape) * per_ct + reached % per_ct
+        blobs = [session.context.dump_ciphertext(session.leaf_store[int(i)]) for i in stores]
+        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees),
+                "leaves_per_ciphertext": per_ct}
+        return session, Message("scores", meta, {"leaf": positions.astype(np.int32)},
+                                {"leaves": blobs})
 
 
 # ---------------------------------------------------------------------- encrypted sums
-class _WeightedLabels:
-    """Label ciphertexts of one tree's rows, each multiplied by its bootstrap count.
+def _lane_rotations(context: PublicContext, layout: BlockLayout, pack) -> dict[int, object]:
+    """A label pack rotated by every lane offset the running sums need (one key switch per
+    rotation, each from its neighbour), prepared for mask multiplication."""
+    offsets = layout.offsets()
+    copies = {0: pack}
+    forward = [d for d in offsets if 0 < d <= layout.rows_per_pack - 1 or
+               len(offsets) == layout.cycle and d > 0]
+    for d in forward:
+        copies[d] = context.rotate(copies[d - 1], layout.stride)
+    for d in sorted((d for d in offsets if d not in copies), reverse=True):
+        previous = copies[(d + 1) % layout.cycle]
+        copies[d] = context.rotate(previous, -layout.stride)
+    return {d: context.prepare(ct) for d, ct in copies.items()}
 
-    A row drawn ``k`` times would cost ``k`` additions in every running sum; its ``k``-fold
-    ciphertext is built once (``k - 1`` additions) and reused by every sum of the level.
-    """
 
-    def __init__(self, session: _Session, t: int):
-        self.labels = session.labels
-        self.weights = session.growth.weights(t)
-        self.context = session.context
-        self.multiples: dict[int, object] = {}
-
-    def __getitem__(self, row: int):
-        count = int(self.weights[row])
-        if count == 1:
-            return self.labels[row]
-        ct = self.multiples.get(row)
-        if ct is None:
-            ct = self.context.copy(self.labels[row])
-            for _ in range(count - 1):
-                self.context.add_inplace(ct, self.labels[row])
-            self.multiples[row] = ct
-        return ct
-
-    def running_sum(self, rows, acc=None):
-        """``acc`` plus the weighted labels of ``rows`` (a new ciphertext if ``acc`` is None)."""
-        for row in rows:
+def _add_rows(session: _Session, weights: np.ndarray, rows: np.ndarray, lane: int, acc=None):
+    """``acc`` plus the weighted labels of ``rows`` bound to ``lane`` (other lanes: garbage);
+    a new ciphertext if ``acc`` is None."""
+    context = session.context
+    position = session.layout.lane_position(lane)
+    for row in rows.tolist():
+        ct = session.label_copy(row, position)
+        for _ in range(int(weights[row])):
             if acc is None:
-                acc = self.context.copy(self[row])
+                acc = context.copy(ct)
             else:
-                self.context.add_inplace(acc, self[row])
-        return acc
+                context.add_inplace(acc, ct)
+    return acc
 
 
-def _make_leaf(session: _Session, t: int, node: OpenNode,
-               labels: _WeightedLabels | None = None) -> None:
-    session.trees[t].leaves[node.node_id] = _leaf_ciphertext(session, t, node, labels)
-
-
-def _leaf_ciphertext(session: _Session, t: int, node: OpenNode,
-                     labels: _WeightedLabels | None = None):
-    labels = _WeightedLabels(session, t) if labels is None else labels
-    return session.context.store_leaf(labels.running_sum(node.samples.tolist()))
+def _make_leaf(session: _Session, tree: int, node: OpenNode) -> None:
+    """Queue a leaf: its counts go to the leaf store with the next level's work."""
+    session.pending_leaves.append((tree, node))
 
 
 _FORK_STATE = None  # (session, tasks, shift) inherited by forked level workers
@@ -496,24 +537,40 @@ _MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it 
 
 
 def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool):
-    """Leaf ciphertexts and packed query ciphertexts for some trees of one level."""
-    per_tree: dict[int, _WeightedLabels] = {}
-
-    def labels_of(t: int) -> _WeightedLabels:
-        if t not in per_tree:
-            per_tree.clear()  # jobs come in tree order: free the previous tree's multiples
-            per_tree[t] = _WeightedLabels(session, t)
-        return per_tree[t]
-
-    leaves = [_leaf_ciphertext(session, t, node, labels_of(t))
-              for t, node in leaf_jobs]
+    """For some trees of one level: the leaves' counts added into their leaf-store
+    ciphertexts (unfinished partial sums by store index) and the packed query ciphertexts
+    (with each block's position)."""
+    context, layout = session.context, session.layout
+    per_store = layout.leaves_per_ciphertext
+    store: dict[int, object] = {}
+    scale = _CKKS_LEAF_MASK_SCALE if context.scheme == "ckks" else None
+    for t, node, leaf in leaf_jobs:
+        index, position = divmod(leaf, per_store)
+        total = _add_rows(session, session.growth.weights(t), node.samples, position // 2)
+        # Leaf masks are not cached: a level has few leaves, and a cached mask set would
+        # cost as much memory as the query masks.
+        product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position),
+                                                                   scale=scale))
+        if index in store:
+            context.add_inplace(store[index], product)
+        else:
+            store[index] = product
+    packer = _LanePacker(session, shift)
+    blobs, positions = packer.run(plans)
     if serialize:
-        leaves = [session.context.dump_ciphertext(ct) for ct in leaves]
-    packer = _SquarePacker(session.context, session.n_classes, shift)
-    for plan in plans:
-        _pack_node(plan, labels_of(plan.tree), packer)
-    blobs, used = packer.finish()
-    return leaves, blobs, used
+        store = {index: context.dump_ciphertext(ct) for index, ct in store.items()}
+    return store, blobs, positions
+
+
+def _finish_leaf_store(session: _Session, everything: bool) -> None:
+    """Finish (rescale, switch to the last level) the leaf-store ciphertexts whose positions
+    are all handed out, or all of them at the end of training."""
+    per_store = session.layout.leaves_per_ciphertext
+    complete = -(-session.n_leaves // per_store) if everything else \
+        session.n_leaves // per_store
+    while len(session.leaf_store) < complete:
+        index = len(session.leaf_store)
+        session.leaf_store.append(session.context.finish_plain(session.leaf_open.pop(index)))
 
 
 def _level_part_in_worker(index: int):
@@ -525,10 +582,10 @@ def _level_part_in_worker(index: int):
 def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tuple[int, int]]:
     """Split the trees into ``n_parts`` contiguous ranges of about equal encrypted work."""
     cost = np.zeros(len(session.trees))
-    for t, node in leaf_jobs:
+    for t, node, _ in leaf_jobs:
         cost[t] += node.samples.shape[0]
     for p in plans:
-        cost[p.tree] += p.node.samples.shape[0] * (len(p.candidates) + 1)
+        cost[p.tree] += p.node.samples.shape[0] * len(p.candidates)
     cumulative = np.cumsum(cost)
     cuts = np.searchsorted(cumulative, cumulative[-1] * np.arange(1, n_parts) / n_parts)
     edges = [0, *sorted(set(int(c) + 1 for c in cuts)), len(session.trees)]
@@ -536,114 +593,115 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-def _pack_node(plan: NodePlan, labels: _WeightedLabels, packer: _SquarePacker) -> None:
-    """Blocks of one node: its candidates in the forest's order, then its total ``T``.
-
-    ``T`` is the end of the first feature's running sum, so it costs no pass of its own.
-    """
-    packer.begin_node()
-    for order, cands in zip(plan.orders, plan.candidates, strict=True):
-        acc, done = None, 0
-        for cand in cands:
-            acc = labels.running_sum(order[done: cand.end].tolist(), acc)
-            done = cand.end
-            packer.add_candidate(acc)
-        if packer.total is None:
-            packer.set_total(labels.running_sum(order[done:].tolist(), acc))
-    packer.end_node()
+# Relative costs of the packing choice, in ms measured side by side on the 2-core development
+# machine under load: a query ciphertext (mask, rescale, square, relinearise, serialise,
+# decrypt: 41 ms, plus 131 KB on the wire) against a lane change (two rotations: 62 ms).
+_CIPHERTEXT_COST = 41.0
+_LANE_CHANGE_COST = 62.0
 
 
-class _SquarePacker:
-    """Packs candidate (L, R) blocks and node totals into ciphertexts, then squares them.
+class _LanePacker:
+    """Packs candidate ``(L, R)`` blocks into lanes of query ciphertexts, then squares them.
 
-    A candidate's ``R = T - L`` needs the node total ``T``, known only once the node's first
-    running sum ends; ciphertexts filled before that wait in ``pending``.
+    Blocks in query order fill the lanes column by column: block ``j`` goes to lane
+    ``j // H``, ciphertext ``j % H``. One running sum per feature of a node, over the node's
+    rows sorted by the feature, emits each candidate's ``L`` through its lane's candidate
+    mask; when the candidates move on to the next lane, the sum is rotated one lane along
+    (instead of summed again). At the end the sum is the node total ``T``, which the total
+    mask adds into the right part of every block (rotated back lane by lane). ``H`` trades
+    query ciphertexts (few when ``H = ceil(blocks / lanes)``) against lane changes (few when
+    ``H`` is long): the cheaper of a few powers of two, by the costs above (the fewest
+    ciphertexts when rounds are capped in bytes).
     """
 
-    def __init__(self, context: PublicContext, n_classes: int, shift: int):
-        self.context = context
-        self.layout = BlockLayout(context.scheme, context.n_slots, n_classes)
-        self.per_ct = self.layout.per_ciphertext
-        self.value = 2.0 ** -shift if context.scheme == "ckks" else 1
+    def __init__(self, session: _Session, shift: int):
+        self.session = session
+        self.context = session.context
+        self.layout = session.layout
+        self.value = 2.0 ** -shift if self.context.scheme == "ckks" else 1
         self.shift = shift
-        self.blobs: list[bytes] = []
-        self.used: list[int] = []
-        self.acc = None
-        self.filled = 0
-        self.total = None
-        self.total_mask = None  # how the node's T enters the current ciphertext's blocks
-        self.pending: list[tuple] = []  # (acc, total_mask, filled) waiting for T
 
-    def _block_index(self) -> int:
-        if self.filled == self.per_ct:
-            self._close_ciphertext()
-        index = self.filled
-        self.filled += 1
-        if self.total_mask is None:
-            self.total_mask = self.layout.empty_mask()
-        return index
-
-    def _add(self, product) -> None:
-        if self.acc is None:
-            self.acc = product
+    def _mask(self, kind: str, lane: int):
+        if kind == "candidate":
+            values = self.layout.candidate_mask(lane, self.value)
         else:
-            self.context.add_inplace(self.acc, product)
-
-    def _candidate_mask(self, index: int):
-        return self.context.mask(("candidate", index, self.shift),
-                                 self.layout.candidate_mask(index, self.value))
+            values = self.layout.total_mask(lane, self.value)
+        return self.context.mask((kind, lane, self.shift), values)
 
     def encode_all_masks(self) -> None:
-        for index in range(self.per_ct):
-            self._candidate_mask(index)
+        for lane in range(self.layout.per_ciphertext):
+            self._mask("candidate", lane)
+            self._mask("total", lane)
 
-    def begin_node(self) -> None:
-        self.total = None
+    def height(self, sequence_of_block: np.ndarray) -> int:
+        """Query ciphertexts ``H`` for blocks whose sequence (node, feature) ids are given."""
+        n_blocks = sequence_of_block.shape[0]
+        lowest = -(-n_blocks // self.layout.per_ciphertext)
+        if self.session.spec.max_round_bytes is not None:
+            return lowest  # the fewest ciphertexts: what the round's byte estimate assumes
+        continues = np.flatnonzero(sequence_of_block[1:] == sequence_of_block[:-1]) + 1
+        best, best_cost = lowest, math.inf
+        height = lowest
+        while True:
+            changes = np.count_nonzero(continues % height == 0)
+            cost = _CIPHERTEXT_COST * height + _LANE_CHANGE_COST * changes
+            if cost < best_cost:
+                best, best_cost = height, cost
+            if height >= n_blocks:
+                return best
+            height = min(2 * height, n_blocks)
 
-    def add_candidate(self, left) -> None:
-        index = self._block_index()
-        self._add(self.context.multiply_mask(left, self._candidate_mask(index)))
-        self.layout.add_total(self.total_mask, index, self.value, node_block=False)
-
-    def set_total(self, total) -> None:
-        """The node's ``T``: completes the waiting ciphertexts, in order."""
-        self.total = total
-        for acc, mask, filled in self.pending:
-            self._finish(self._with_total(acc, mask), filled)
-        self.pending = []
-
-    def end_node(self) -> None:
-        index = self._block_index()
-        self.layout.add_total(self.total_mask, index, self.value, node_block=True)
-        self.acc = self._with_total(self.acc, self.total_mask)
-        self.total_mask = None
-        self.total = None
-
-    def _with_total(self, acc, mask):
-        if mask is not None and mask.any():
-            product = self.context.multiply_mask(self.total, self.context.encode_mask(mask))
-            if acc is None:
-                return product
-            self.context.add_inplace(acc, product)
-        return acc
-
-    def _close_ciphertext(self) -> None:
-        if self.total is None and self.total_mask is not None and self.total_mask.any():
-            self.pending.append((self.acc, self.total_mask, self.filled))
-        else:
-            self._finish(self._with_total(self.acc, self.total_mask), self.filled)
-        self.acc = None
-        self.filled = 0
-        self.total_mask = None
-
-    def _finish(self, acc, filled: int) -> None:
-        if acc is not None:
+    def run(self, plans: list[NodePlan]) -> tuple[list[bytes], list[int]]:
+        blocks = [(i, f, c) for i, p in enumerate(plans) for f, cands in enumerate(p.candidates)
+                  for c in range(len(cands))]
+        if not blocks:
+            return [], []
+        lanes = self.layout.per_ciphertext
+        sequence = np.array([i * (1 << 20) + f for i, f, _ in blocks], dtype=np.int64)
+        height = self.height(sequence)
+        query: list = [None] * height
+        positions = [(j % height) * lanes + j // height for j in range(len(blocks))]
+        j = 0
+        while j < len(blocks):
+            i, f, first = blocks[j]
+            stop = j + len(plans[i].candidates[f]) - first
+            # A piece: consecutive lanes of one slot-matrix row (BFV has two).
+            row = (j // height) // self.layout.lanes_per_row
+            stop = min(stop, (row + 1) * self.layout.lanes_per_row * height)
+            self._piece(plans[i], f, first, [(k // height, k % height) for k in range(j, stop)],
+                        query)
+            j = stop
+        blobs = []
+        for acc in query:
             squared = self.context.square(self.context.finish_sum(acc))
-            self.blobs.append(self.context.dump_ciphertext(squared))
-            self.used.append(filled)
+            blobs.append(self.context.dump_ciphertext(squared))
+        return blobs, positions
 
-    def finish(self) -> tuple[list[bytes], list[int]]:
-        if self.pending:
-            raise RuntimeError("a node was left without its total")
-        self._close_ciphertext()
-        return self.blobs, self.used
+    def _piece(self, plan: NodePlan, f: int, first: int, places: list[tuple[int, int]],
+               query: list) -> None:
+        """Candidates ``first ..`` of feature ``f`` of a node, at ``places`` (lane, slot)."""
+        context, layout = self.context, self.session.layout
+        cands = plan.candidates[f][first: first + len(places)]
+        weights = self.session.growth.weights(plan.tree)
+        rows = plan.orders[f]
+        acc, lane, stop = None, places[0][0], 0
+        for cand, (cand_lane, slot) in zip(cands, places, strict=True):
+            if cand_lane != lane:  # next lane: move the sum along
+                acc = context.rotate(acc, -layout.stride)
+                lane = cand_lane
+            acc = _add_rows(self.session, weights, rows[stop: cand.end], lane, acc)
+            stop = cand.end
+            self._add(query, slot, context.multiply_mask(acc, self._mask("candidate", lane)))
+        total = _add_rows(self.session, weights, rows[stop:], lane, acc)
+        for place_lane in range(lane, places[0][0] - 1, -1):
+            if place_lane != lane:
+                total = context.rotate(total, layout.stride)
+            right = context.multiply_mask(total, self._mask("total", place_lane))
+            for slot in (s for ln, s in places if ln == place_lane):
+                self._add(query, slot, right, shared=True)
+
+    def _add(self, query: list, slot: int, product, shared: bool = False) -> None:
+        if query[slot] is None:
+            query[slot] = self.context.copy(product) if shared else product
+        else:
+            self.context.add_inplace(query[slot], product)

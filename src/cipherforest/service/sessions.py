@@ -103,7 +103,7 @@ class SessionManager:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
-        self._leaf_digests: dict[str, dict[tuple[int, int], str]] = {}
+        self._store_digests: dict[str, dict[int, str]] = {}
         self._next_expiry = 0.0
 
     # ------------------------------------------------------------------ auth
@@ -238,9 +238,9 @@ class SessionManager:
             with self._server_lock:
                 state = export_session_state(
                     self.server, record.protocol_id,
-                    skip_leaves=self._leaf_digests.setdefault(record.id, {}))
+                    skip_stores=self._store_digests.setdefault(record.id, {}))
             self.storage.save_state(record.id, state, digest, reply,
-                                    self._leaf_digests[record.id])
+                                    self._store_digests[record.id])
             self._last[record.id] = (digest, reply)
             return reply
 
@@ -281,7 +281,7 @@ class SessionManager:
             with self._server_lock:
                 forget_session(self.server, protocol_id)
         self._last.pop(session_id, None)
-        self._leaf_digests.pop(session_id, None)
+        self._store_digests.pop(session_id, None)
         self.storage.delete_session(session_id)
 
     def expire_idle(self) -> list[str]:
@@ -338,7 +338,7 @@ class SessionManager:
                                f"restored from disk: {exc}") from None
         if saved is not None:
             self._last[record.id] = (saved[1], saved[2])
-            self._leaf_digests[record.id] = saved[3]
+            self._store_digests[record.id] = saved[3]
 
 
 def _is_state_error(message: str) -> bool:

@@ -5,7 +5,7 @@ Layout under the data directory (created 0700)::
     service.sqlite3                  sessions and uploads (metadata only)
     sessions/<id>/chunks/<upload>/<index>   chunks of an upload not yet committed
     sessions/<id>/uploads/<seq>.msg  committed protocol messages (setup, labels), as received
-    sessions/<id>/leaves/<tree>-<node>.ct   leaf ciphertexts, written once
+    sessions/<id>/leaves/store-<k>.ct       finished leaf-store ciphertexts, written once
     sessions/<id>/reply-<sha256>.msg the reply to the last training request
     sessions/<id>/state.npz          training state after the last completed level
 
@@ -38,7 +38,7 @@ from ..privacy._state_file import StateFileError, read_state_file, write_state_f
 __all__ = ["SessionRecord", "Storage", "StorageError", "sha256_hex"]
 
 _STATE_FORMAT = "cipherforest-service-session"
-_STATE_VERSION = 1
+_STATE_VERSION = 2
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,
@@ -210,28 +210,28 @@ class Storage:
         return messages
 
     # ------------------------------------------------------------------ training state
-    def _leaf_path(self, session_id: str, tree: int, node: int) -> str:
-        return os.path.join(self.session_dir(session_id), "leaves", f"{tree}-{node}.ct")
+    def _store_path(self, session_id: str, index: int) -> str:
+        return os.path.join(self.session_dir(session_id), "leaves", f"store-{index}.ct")
 
     def save_state(self, session_id: str, state: SessionState, request_sha256: str,
-                   reply: bytes, leaf_digests: dict[tuple[int, int], str]) -> None:
-        """Persist one completed level: new leaves, the reply, then the state file.
+                   reply: bytes, store_digests: dict[int, str]) -> None:
+        """Persist one completed level: new finished leaf stores, the reply, then the state
+        file (which carries the unfinished stores' partial sums).
 
-        ``leaf_digests`` holds the SHA-256 of leaves saved before; it is updated in place.
+        ``store_digests`` holds the SHA-256 of stores saved before; it is updated in place.
         """
         os.makedirs(os.path.join(self.session_dir(session_id), "leaves"), mode=0o700,
                     exist_ok=True)
-        for (tree, node), blob in state.leaves.items():
-            _write_file(self._leaf_path(session_id, tree, node), blob)
-            leaf_digests[(tree, node)] = sha256_hex(blob)
+        for index, blob in state.stores.items():
+            _write_file(self._store_path(session_id, index), blob)
+            store_digests[index] = sha256_hex(blob)
         reply_sha = sha256_hex(reply)
         _write_file(self._reply_path(session_id, reply_sha), reply)
-        digests = [leaf_digests[(t, n)] for t, n in zip(
-            state.arrays["leaf_tree"].tolist(), state.arrays["leaf_node"].tolist(), strict=True)]
+        digests = [store_digests[index] for index in range(int(state.meta["n_stores"]))]
         arrays = dict(state.arrays)
-        arrays["leaf_sha256"] = (np.frombuffer(b"".join(bytes.fromhex(d) for d in digests),
-                                               dtype=np.uint8).reshape(len(digests), 32)
-                                 if digests else np.zeros((0, 32), dtype=np.uint8))
+        arrays["store_sha256"] = (np.frombuffer(b"".join(bytes.fromhex(d) for d in digests),
+                                                dtype=np.uint8).reshape(len(digests), 32)
+                                  if digests else np.zeros((0, 32), dtype=np.uint8))
         meta = {"session_meta": json.dumps(state.meta), "request_sha256": request_sha256,
                 "reply_sha256": reply_sha}
         write_state_file(os.path.join(self.session_dir(session_id), "state.npz"),
@@ -245,7 +245,7 @@ class Storage:
 
     def load_state(self, session_id: str) -> tuple[SessionState, str, bytes,
                                                    dict[tuple[int, int], str]] | None:
-        """``(state with every leaf, request sha256, reply, leaf digests)`` or None."""
+        """``(state with every leaf store, request sha256, reply, store digests)`` or None."""
         path = os.path.join(self.session_dir(session_id), "state.npz")
         if not os.path.exists(path):
             return None
@@ -253,22 +253,21 @@ class Storage:
             meta, arrays = read_state_file(path, _STATE_FORMAT, _STATE_VERSION)
         except StateFileError as exc:
             raise StorageError(str(exc)) from None
-        leaf_sha = arrays.pop("leaf_sha256")
-        leaves, digests = {}, {}
-        for k, (tree, node) in enumerate(zip(arrays["leaf_tree"].tolist(),
-                                             arrays["leaf_node"].tolist(), strict=True)):
+        store_sha = arrays.pop("store_sha256")
+        stores, digests = {}, {}
+        for index in range(store_sha.shape[0]):
             try:
-                with open(self._leaf_path(session_id, tree, node), "rb") as file:
+                with open(self._store_path(session_id, index), "rb") as file:
                     blob = file.read()
             except OSError as exc:
-                raise StorageError(f"leaf {node} of tree {tree} (session {session_id}) is "
-                                   f"missing: {exc}") from None
+                raise StorageError(f"leaf store {index} (session {session_id}) is missing: "
+                                   f"{exc}") from None
             digest = sha256_hex(blob)
-            if digest != leaf_sha[k].tobytes().hex():
-                raise StorageError(f"leaf {node} of tree {tree} (session {session_id}) does "
-                                   "not match its SHA-256")
-            leaves[(tree, node)] = blob
-            digests[(tree, node)] = digest
+            if digest != store_sha[index].tobytes().hex():
+                raise StorageError(f"leaf store {index} (session {session_id}) does not "
+                                   "match its SHA-256")
+            stores[index] = blob
+            digests[index] = digest
         try:
             with open(self._reply_path(session_id, meta["reply_sha256"]), "rb") as file:
                 reply = file.read()
@@ -278,5 +277,5 @@ class Storage:
         if sha256_hex(reply) != meta["reply_sha256"]:
             raise StorageError(f"the last reply of session {session_id} does not match its "
                                "SHA-256")
-        state = SessionState(json.loads(meta["session_meta"]), arrays, leaves)
+        state = SessionState(json.loads(meta["session_meta"]), arrays, stores)
         return state, meta["request_sha256"], reply, digests
