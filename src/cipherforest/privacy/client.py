@@ -14,6 +14,7 @@ import math
 import secrets
 import sys
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -223,6 +224,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Encrypt ``X`` and ``y``, let the server grow the forest, answer its queries."""
         stats = ProtocolStats()
         started = time.perf_counter()
+        setup, labels = self._encrypt(X, y)
+        server = self._fresh_server()
+        self._upload(server, setup, labels, stats, started)
+        return self._train(server, setup, stats, started)
+
+    def _encrypt(self, X, y) -> tuple[Message, Iterator[Message]]:
+        """Stage 1 of :meth:`fit`, offline: validate, fit GIPE, make the HE keys and layout.
+
+        Returns the ``setup`` message and the ``labels`` messages (a generator that
+        encrypts one message's packs at a time). Neither carries the server's session id
+        yet: :meth:`_upload` adds it (:meth:`_session_labels`).
+        """
         self._check_selection_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
@@ -243,28 +256,70 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                              X.shape[0], self.label_pack_rows)
         self._he = SecretContext(self.scheme, rotation_step=layout.stride)
         self._layout = layout
-        server = self._fresh_server()
         self._n_classes = n_classes
-
         meta = {"n_classes": n_classes, **forest_meta(self, n_samples, n_features),
                 "max_round_bytes": None if self.max_round_bytes is None
                 else int(self.max_round_bytes),
                 "label_pack_rows": None if self.label_pack_rows is None
                 else int(self.label_pack_rows)}
         self._n_draws = meta["n_draws"]
-        # The client grows the same label-free plan as the server, to check its queries.
-        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples,
+        setup = Message("setup", meta, {"X": X_cipher},
+                        {"context": [self._he.public_bytes()]})
+        return setup, self._label_messages(y_encoded)
+
+    def _label_messages(self, y_encoded: np.ndarray) -> Iterator[Message]:
+        """The labels as packs of ``rows_per_pack`` rows, ``label_chunk`` packs per
+        message (without the session id)."""
+        layout = self._layout
+        rows_per_message = layout.rows_per_pack * self.label_chunk
+        for start in range(0, y_encoded.shape[0], rows_per_message):
+            packs = self._he.encrypt_packed_labels(y_encoded[start: start + rows_per_message],
+                                                   layout)
+            yield Message("labels", {"context": self._he.fingerprint_public, "start": start},
+                          blobs={"labels": packs})
+
+    def _upload(self, server, setup: Message, labels: Iterable[Message],
+                stats: ProtocolStats, started: float) -> None:
+        """Stage 2 of :meth:`fit`: open the session with ``setup``, send every labels
+        message."""
+        self._accept_session(self._exchange(server, setup, "session", stats))
+        n_samples = setup.arrays["X"].shape[0]
+        for message in labels:
+            self._exchange(server, self._session_labels(message), "ack", stats)
+            if self.verbose:
+                done = min(n_samples, message.value("start", int)
+                           + self._layout.rows_per_pack * self.label_chunk)
+                print(f"[PrivateForestClient] labels {done}/{n_samples} rows, "
+                      f"{stats.bytes_sent / 1e6:.1f} MB sent, "
+                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+    def _accept_session(self, reply: Message) -> None:
+        """Take the session id of the server's reply to ``setup`` (checking its layout)."""
+        self.session_ = reply.value("session", str)
+        if reply.value("rows_per_pack", int) != self._layout.rows_per_pack:
+            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
+                                f"label rows per ciphertext, this client "
+                                f"{self._layout.rows_per_pack}")
+
+    def _session_labels(self, message: Message) -> Message:
+        """A labels message of :meth:`_encrypt` addressed to the current session."""
+        return Message("labels", self._meta({"start": message.value("start", int)}),
+                       blobs={"labels": message.blob_list("labels")})
+
+    def _train(self, server, setup: Message, stats: ProtocolStats, started: float):
+        """Stage 3 of :meth:`fit`: ask the uploaded session to train, answer its rounds.
+
+        The client grows the same label-free plan as the server (from the ciphers and forest
+        parameters of ``setup``) to check each query; its answers draw on the OS's
+        randomness, so a session whose rounds were answered by a client that is gone cannot
+        be continued by another one (upload the package to a fresh session instead).
+        """
+        X_cipher = setup.arrays["X"]
+        n_samples, n_features = X_cipher.shape
+        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
                                                                    n_features))
         self._levels_chosen = 0
         self._rng = secrets.SystemRandom()
-        setup = Message("setup", meta, {"X": X_cipher},
-                        {"context": [self._he.public_bytes()]})
-        reply = self._exchange(server, setup, "session", stats)
-        self.session_ = reply.value("session", str)
-        if reply.value("rows_per_pack", int) != layout.rows_per_pack:
-            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
-                                f"label rows per ciphertext, this client {layout.rows_per_pack}")
-        self._upload_labels(server, y_encoded, layout, stats, started)
         reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
                                stats)
         while reply.kind == "query":
@@ -288,23 +343,6 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.fit_stats_ = stats
         return self
-
-    def _upload_labels(self, server, y_encoded: np.ndarray, layout: BlockLayout,
-                       stats: ProtocolStats, started: float) -> None:
-        """Send the labels as packs of ``rows_per_pack`` rows, ``label_chunk`` packs per
-        message."""
-        n_samples = y_encoded.shape[0]
-        rows_per_message = layout.rows_per_pack * self.label_chunk
-        for start in range(0, n_samples, rows_per_message):
-            packs = self._he.encrypt_packed_labels(y_encoded[start: start + rows_per_message],
-                                                   layout)
-            chunk = Message("labels", self._meta({"start": start}), blobs={"labels": packs})
-            self._exchange(server, chunk, "ack", stats)
-            if self.verbose:
-                done = min(n_samples, start + rows_per_message)
-                print(f"[PrivateForestClient] labels {done}/{n_samples} rows, "
-                      f"{stats.bytes_sent / 1e6:.1f} MB sent, "
-                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
 
     def _check_selection_params(self) -> None:
         if self.split_selection == "dp" and self.label_epsilon is None:
