@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 import os
 import stat
 
@@ -24,6 +25,7 @@ pytest.importorskip("fastapi")
 from cipherforest.cli import main  # noqa: E402
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
 from cipherforest.privacy._client_state import model_stage  # noqa: E402
+from cipherforest.privacy.he import PublicContext  # noqa: E402
 from cipherforest.privacy.protocol import decode_message  # noqa: E402
 from cipherforest.service.client_cli import read_csv  # noqa: E402
 from cipherforest.service.transport import HTTPTransport, ServiceUnavailableError  # noqa: E402
@@ -121,8 +123,14 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
             assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name
     assert sorted(os.listdir(model / "package")) == [f"labels-0000{i}.msg"
                                                      for i in range(5)] + ["setup.msg"]
+    # The package is public: blobs are the public context (loading rejects a secret key)
+    # and label ciphertexts only; the session id is added at upload.
     setup = decode_message((model / "package" / "setup.msg").read_bytes(), "setup")
-    assert "session" not in setup.meta and model_stage(model) == "encrypted"
+    assert set(setup.blobs) == {"context"} and "session" not in setup.meta
+    PublicContext.from_bytes(setup.blob_list("context")[0])
+    labels = decode_message((model / "package" / "labels-00000.msg").read_bytes(), "labels")
+    assert set(labels.blobs) == {"labels"} and "session" not in labels.meta
+    assert model_stage(model) == "encrypted"
 
     # Interrupted after the third labels message's chunk reached the server (not committed).
     first = _CountingRequests(monkeypatch, fail_after_label_chunks=3)
@@ -142,6 +150,10 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
     assert main(["client", "upload", "--model", str(model)]) == 0
     assert "nothing to send" in capsys.readouterr().out and third.puts == third.commits == []
     monkeypatch.undo()
+    assert main(["client", "status", "--model", str(model)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["stage"] == "uploaded" and status["label_messages_committed"] == 5
+    assert status["session"]["labels_received"] == 40
 
     assert main(["client", "train", "--model", str(model), "--server", server]) == 0
     assert "model saved" in capsys.readouterr().out
