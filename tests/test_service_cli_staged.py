@@ -189,6 +189,9 @@ def test_encrypt_refuses_an_existing_model(files, tmp_path, capsys):
     # Not uploaded: train and predict say what to do instead of failing obscurely.
     assert main(["client", "train", "--model", str(model), "--server", "http://127.0.0.1:9"]) == 1
     assert "not uploaded yet" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["client", "train", "--model", str(model), "--trees", "5"])
+    assert "fixed by 'cipherforest client encrypt'" in capsys.readouterr().err
     assert main(["client", "predict", "--model", str(model), "--data",
                  str(files / "test.csv"), "--target", "kind"]) == 1
     assert "not a trained model" in capsys.readouterr().err

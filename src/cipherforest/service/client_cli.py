@@ -91,15 +91,21 @@ def _server_key(args) -> str | None:
     return None
 
 
+#: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
+_FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None, "scheme": "ckks",
+                    "random_state": None, "label_pack_rows": None, "label_chunk": 2}
+
+
 def _add_forest_options(parser) -> None:
-    parser.add_argument("--trees", type=int, default=100)
-    parser.add_argument("--max-depth", type=int, default=None)
-    parser.add_argument("--max-bins", type=int, default=None)
-    parser.add_argument("--scheme", choices=("ckks", "bfv"), default="ckks")
-    parser.add_argument("--random-state", type=int, default=None)
-    parser.add_argument("--label-pack-rows", type=int, default=None,
+    defaults = _FOREST_DEFAULTS
+    parser.add_argument("--trees", type=int, default=defaults["trees"])
+    parser.add_argument("--max-depth", type=int, default=defaults["max_depth"])
+    parser.add_argument("--max-bins", type=int, default=defaults["max_bins"])
+    parser.add_argument("--scheme", choices=("ckks", "bfv"), default=defaults["scheme"])
+    parser.add_argument("--random-state", type=int, default=defaults["random_state"])
+    parser.add_argument("--label-pack-rows", type=int, default=defaults["label_pack_rows"],
                         help="at most this many rows' labels per label ciphertext")
-    parser.add_argument("--label-chunk", type=int, default=2,
+    parser.add_argument("--label-chunk", type=int, default=defaults["label_chunk"],
                         help="label ciphertexts per upload message (default 2)")
 
 
@@ -166,6 +172,11 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
         elif args.action == "train" and args.data is None:
             if args.target is not None:
                 parser.error("--target goes with --data (the one-shot train)")
+            changed = [name for name, default in _FOREST_DEFAULTS.items()
+                       if getattr(args, name) != default]
+            if changed:
+                parser.error(f"--{changed[0].replace('_', '-')}: the forest options of a "
+                             "model directory were fixed by 'cipherforest client encrypt'")
             _train_package(args, parser, out)
         elif args.action == "train":
             if args.target is None or args.server is None:
