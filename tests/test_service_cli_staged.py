@@ -154,6 +154,16 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
     status = json.loads(capsys.readouterr().out)
     assert status["stage"] == "uploaded" and status["label_messages_committed"] == 5
     assert status["session"]["labels_received"] == 40
+    old = HTTPTransport(server, session=_record(model)["transport"])
+    before = _digests(model)
+    assert main(["client", "upload", "--model", str(model), "--new-session"]) == 1
+    assert "access key" in capsys.readouterr().err and _digests(model) == before
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    assert main(["client", "upload", "--model", str(model), "--new-session"]) == 0
+    code, body = request(server, "GET", f"/v1/sessions/{old.session_id}",
+                         headers=bearer(old.token))
+    assert code in (401, 404), body  # the old session is gone
+    assert _record(model)["transport"]["id"] != old.session_id
 
     assert main(["client", "train", "--model", str(model), "--server", server]) == 0
     assert "model saved" in capsys.readouterr().out
@@ -210,30 +220,43 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
     assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
     capsys.readouterr()
 
+    # 1. Dies after recording its first answer, before sending it.
+    handle = HTTPTransport.handle
+
+    def lost_answer(transport, data):
+        if decode_message(data).kind == "answer":
+            raise RuntimeError("client killed (test)")
+        return handle(transport, data)
+
+    monkeypatch.setattr(HTTPTransport, "handle", lost_answer)
+    with pytest.raises(RuntimeError, match="client killed"):
+        main(["client", "train", "--model", str(model)])
+    monkeypatch.setattr(HTTPTransport, "handle", handle)
+    assert model_stage(model) == "training" and _record(model)["answers_recorded"] == 1
+    assert main(["client", "upload", "--model", str(model)]) == 1
+    assert "has started training" in capsys.readouterr().err
+
+    # 2. Resumes (sends the recorded answer the server never got), dies computing the next.
     def die(self, query):
         raise RuntimeError("client killed (test)")
 
     monkeypatch.setattr(PrivateForestClient, "_answer", die)
     with pytest.raises(RuntimeError, match="client killed"):
         main(["client", "train", "--model", str(model)])
+    assert "after 1 recorded answers" in capsys.readouterr().err
     monkeypatch.undo()
     monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
-    assert model_stage(model) == "training"
-    assert main(["client", "train", "--model", str(model)]) == 1
-    assert "upload --model" in capsys.readouterr().err
-    old = HTTPTransport(server, session=_session_info(model))
-    assert main(["client", "upload", "--model", str(model)]) == 0
-    status, body = request(server, "GET", f"/v1/sessions/{old.session_id}",
-                           headers=bearer(old.token))
-    assert status in (401, 404), body  # the old session is gone
-    assert _session_info(model)["id"] != old.session_id
+    session = HTTPTransport(server, session=_record(model)["transport"])
+    assert session.status()["round"] == 2 and _record(model)["answers_recorded"] == 1
+
+    # 3. Resumes at the server's level (replays answer 1, answers round 2) and finishes.
     assert main(["client", "train", "--model", str(model)]) == 0
     _check_oracle(model, files)
 
 
-def _session_info(model):
+def _record(model):
     from cipherforest.privacy._client_state import _FORMAT, _VERSION
     from cipherforest.privacy._state_file import read_state_file
 
     meta, _ = read_state_file(os.path.join(model, "client.npz"), _FORMAT, _VERSION)
-    return meta["transport"]
+    return meta

@@ -20,9 +20,10 @@ training: the secret files above plus the public messages to upload, ::
     package/labels-00000.msg    label ciphertexts (one file per labels message) ...
 
 and ``client.npz`` records its ``stage`` — ``encrypted``, ``uploading`` (a session is open;
-how many messages it has committed), ``uploaded``, ``training`` (rounds started), ``trained``
-— so that an interrupted upload continues where it stopped. The package files are protocol
-messages (:func:`~cipherforest.privacy.protocol.encode_message`) without the session id,
+how many messages it has committed), ``uploaded``, ``training`` (rounds started; each answer
+is written to ``rounds/answer-00001.msg``, … before it is sent), ``trained`` — so that an
+interrupted upload, or a client that stopped during the rounds, continues where it stopped.
+The package files are protocol messages (``encode_message`` bytes) without the session id,
 which the server assigns when ``setup`` is committed; nothing secret is in them.
 """
 
@@ -49,8 +50,9 @@ from .gipe import GiniPreservingEncryptor
 from .he import HEError, SecretContext
 from .protocol import Message, encode_message
 
-__all__ = ["PACKAGE_STAGES", "label_message_path", "load_client", "load_package", "model_stage",
-           "save_client", "save_package", "setup_message_path", "update_package"]
+__all__ = ["PACKAGE_STAGES", "answer_path", "label_message_path", "load_client", "load_package",
+           "model_stage", "record_answer", "save_client", "save_package", "setup_message_path",
+           "update_package"]
 
 #: Stages of a model directory, in order (``trained``: a saved fitted client).
 PACKAGE_STAGES = ("encrypted", "uploading", "uploaded", "training", "trained")
@@ -141,6 +143,19 @@ def label_message_path(path: str | os.PathLike[str], index: int) -> str:
     return os.path.join(os.fspath(path), _PACKAGE_DIR, f"labels-{index:05d}.msg")
 
 
+def answer_path(path: str | os.PathLike[str], index: int) -> str:
+    """The ``index``-th (from 1) recorded answer of the rounds."""
+    return os.path.join(os.fspath(path), "rounds", f"answer-{index:05d}.msg")
+
+
+def record_answer(path: str | os.PathLike[str], index: int, data: bytes) -> None:
+    """Write the ``index``-th answer (0600), then count it in ``client.npz``: an answer
+    counted there is on disk, and none is sent before it is counted."""
+    os.makedirs(os.path.join(os.fspath(path), "rounds"), mode=0o700, exist_ok=True)
+    _write_private(answer_path(path, index), data)
+    update_package(path, answers_recorded=index)
+
+
 def save_package(client, path: str | os.PathLike[str], setup: Message,
                  labels: Iterable[Message], *, force: bool = False) -> int:
     """Write an encrypted, not yet uploaded client to the directory ``path`` (0700).
@@ -178,7 +193,7 @@ def save_package(client, path: str | os.PathLike[str], setup: Message,
         n_messages += 1
     meta = {**_client_meta(client, params), "stage": "encrypted", "transport": None,
             "n_label_messages": n_messages, "setup_committed": False,
-            "label_messages_committed": 0}
+            "label_messages_committed": 0, "answers_recorded": 0}
     write_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION, meta,
                      {"classes": _classes(client)})
     return n_messages
@@ -189,11 +204,13 @@ def _remove_model_files(path: str) -> None:
     for name in names:
         if os.path.lexists(os.path.join(path, name)):
             os.unlink(os.path.join(path, name))
-    package = os.path.join(path, _PACKAGE_DIR)
-    if os.path.isdir(package):
-        for name in os.listdir(package):
-            if name == "setup.msg" or (name.startswith("labels-") and name.endswith(".msg")):
-                os.unlink(os.path.join(package, name))
+    for folder, prefixes in ((_PACKAGE_DIR, ("setup.msg", "labels-")),
+                             ("rounds", ("answer-",))):
+        folder = os.path.join(path, folder)
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                if name.startswith(prefixes) and name.endswith(".msg"):
+                    os.unlink(os.path.join(folder, name))
 
 
 def load_package(cls, path: str | os.PathLike[str]):

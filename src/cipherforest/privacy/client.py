@@ -14,7 +14,7 @@ import math
 import secrets
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -306,13 +306,22 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         return Message("labels", self._meta({"start": message.value("start", int)}),
                        blobs={"labels": message.blob_list("labels")})
 
-    def _train(self, server, setup: Message, stats: ProtocolStats, started: float):
+    def _train(self, server, setup: Message, stats: ProtocolStats, started: float, *,
+               answered: Sequence[Message] = (), on_answer: Callable | None = None):
         """Stage 3 of :meth:`fit`: ask the uploaded session to train, answer its rounds.
 
         The client grows the same label-free plan as the server (from the ciphers and forest
-        parameters of ``setup``) to check each query; its answers draw on the OS's
-        randomness, so a session whose rounds were answered by a client that is gone cannot
-        be continued by another one (upload the package to a fresh session instead).
+        parameters of ``setup``) to check each query.
+
+        Parameters
+        ----------
+        answered : sequence of Message
+            To resume a session whose client stopped during the rounds: the answers that
+            client sent (as ``on_answer`` recorded them), replayed on the plan to bring it to
+            the server's level; the rounds then continue from the server's current reply
+            (``server.current_reply()``).
+        on_answer : callable or None
+            Called with each answer before it is sent (to record it for a resume).
         """
         X_cipher = setup.arrays["X"]
         n_samples, n_features = X_cipher.shape
@@ -320,8 +329,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                                                    n_features))
         self._levels_chosen = 0
         self._rng = secrets.SystemRandom()
-        reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
-                               stats)
+        if answered:
+            reply = self._resume(server, answered, stats)
+        else:
+            reply = self._exchange(server, Message("train", self._meta({})),
+                                   ("query", "trained"), stats)
         while reply.kind == "query":
             if self.split_selection == "blind":
                 raise ProtocolError("the server sent a query in label-blind mode, where the "
@@ -329,6 +341,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             stats.rounds += 1
             round_started = time.perf_counter()
             answer = self._answer(reply)
+            if on_answer is not None:
+                on_answer(answer)
             reply_bytes = stats.bytes_per_round[-1]
             reply = self._exchange(server, answer, ("query", "trained"), stats)
             if self.verbose:
@@ -343,6 +357,32 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
         self.fit_stats_ = stats
         return self
+
+    def _resume(self, server, answered: Sequence[Message], stats: ProtocolStats) -> Message:
+        """Replay the recorded answers on the plan, then take the server's current reply;
+        if the last answer never reached the server (its query is still open), send it."""
+        for answer in answered:
+            trees = np.unique(answer.array("tree", "int64", 1)).tolist()
+            plans = [p for t in trees for p in self._growth.plan_tree(t)[0]]
+            if not np.array_equal(answer.array("node", "int64", 1),
+                                  [p.node.node_id for p in plans]):
+                raise ProtocolError("the recorded answers do not replay on this forest's "
+                                    "plan: they belong to another package")
+            self._levels_chosen += len(trees)
+            self._growth.apply_level(plans, answer.array("choice", "int64", 1).tolist())
+        last = answered[-1].value("round", int)
+        data = server.current_reply()
+        reply = decode_message(data, ("query", "trained"))
+        stats.bytes_received += len(data)
+        if reply.kind == "query":
+            stats.bytes_per_round.append(len(data))
+            if reply.value("round", int) == last:
+                return self._exchange(server, answered[-1], ("query", "trained"), stats)
+            if reply.value("round", int) != last + 1:
+                raise ProtocolError(f"the server's open query is round "
+                                    f"{reply.value('round', int)}; this client's recorded "
+                                    f"answers end at round {last}")
+        return reply
 
     def _check_selection_params(self) -> None:
         if self.split_selection == "dp" and self.label_epsilon is None:

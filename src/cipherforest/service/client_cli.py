@@ -286,7 +286,12 @@ def _upload(args, parser, out) -> None:
         update_package,
     )
     from ..privacy.client import ProtocolStats
-    from .transport import HTTPTransport, ServiceRequestError, ServiceUnavailableError
+    from .transport import (
+        ACCESS_KEY_ENV,
+        HTTPTransport,
+        ServiceRequestError,
+        ServiceUnavailableError,
+    )
 
     client, meta = load_package(PrivateForestClient, args.model)
     url = _server_url(args, parser, meta)
@@ -295,8 +300,15 @@ def _upload(args, parser, out) -> None:
         print(f"{args.model} is uploaded (session {old.get('id')}); nothing to send: run "
               f"'cipherforest client train --model {args.model}'", file=out)
         return
-    if meta["stage"] == "training" or args.new_session:
-        # The rounds of the old session cannot be continued (see _train_package): start over.
+    if (args.new_session or not old.get("id")) and not (
+            _server_key(args) or os.environ.get(ACCESS_KEY_ENV)):
+        raise ValueError(f"opening a session needs the server's access key: set "
+                         f"{ACCESS_KEY_ENV} or give --server-key-file")
+    if meta["stage"] == "training" and not args.new_session:
+        raise ValueError(f"{args.model}: session {old.get('id')} has started training; run "
+                         f"'cipherforest client train --model {args.model}' to continue it, "
+                         "or upload --new-session to start over in a new session")
+    if args.new_session:
         if old.get("id"):
             try:
                 HTTPTransport(url, timeout=args.timeout, session=old).delete()
@@ -304,7 +316,8 @@ def _upload(args, parser, out) -> None:
                 print(f"note: the old session {old['id']} could not be deleted ({exc})",
                       file=sys.stderr)
         meta = update_package(args.model, stage="encrypted", transport=None, session=None,
-                              setup_committed=False, label_messages_committed=0)
+                              setup_committed=False, label_messages_committed=0,
+                              answers_recorded=0)
         client.__dict__.pop("session_", None)
     progress = ProgressBar()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
@@ -338,15 +351,22 @@ def _upload(args, parser, out) -> None:
         raise
     finally:
         progress.close()
-    print(f"uploaded {sent / 1e6:.1f} MB to session {transport.session_id} on {url}; next: "
+    print(f"committed {sent / 1e6:.1f} MB to session {transport.session_id} on {url}; next: "
           f"cipherforest client train --model {args.model}", file=out)
 
 
 def _train_package(args, parser, out) -> None:
     """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
     from ..privacy import PrivateForestClient
-    from ..privacy._client_state import load_package, setup_message_path, update_package
+    from ..privacy._client_state import (
+        answer_path,
+        load_package,
+        record_answer,
+        setup_message_path,
+        update_package,
+    )
     from ..privacy.client import ProtocolStats
+    from ..privacy.protocol import encode_message
     from .transport import HTTPTransport
 
     client, meta = load_package(PrivateForestClient, args.model)
@@ -354,14 +374,6 @@ def _train_package(args, parser, out) -> None:
         raise ValueError(f"{args.model} is not uploaded yet (stage {meta['stage']!r}): run "
                          f"'cipherforest client upload --model {args.model} --server URL' "
                          "first")
-    if meta["stage"] == "training":
-        raise ValueError(
-            f"{args.model}: the rounds of session {(meta['transport'] or {}).get('id')} were "
-            "started by a client that stopped before they finished; its answers are not "
-            "saved, so that session "
-            f"cannot be continued. Run 'cipherforest client upload --model {args.model}' "
-            "again (it deletes the old session and uploads the package to a new one), then "
-            "train again")
     url = _server_url(args, parser, meta)
     progress = ProgressBar()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
@@ -369,10 +381,25 @@ def _train_package(args, parser, out) -> None:
     client.set_params(server=url, timeout=args.timeout)
     client.server_ = transport
     setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
-    update_package(args.model, stage="training", transport=transport.session_info())
+    # A client that stopped during the rounds left its answers: replay them and continue.
+    answered = [decode_message(_read_bytes(answer_path(args.model, i)), "answer")
+                for i in range(1, meta["answers_recorded"] + 1)
+                ] if meta["stage"] == "training" else []
+    if meta["stage"] == "training":
+        print(f"continuing the rounds of session {transport.session_id} after "
+              f"{len(answered)} recorded answers", file=sys.stderr)
+    else:
+        update_package(args.model, stage="training", transport=transport.session_info(),
+                       answers_recorded=0)
+
+    def record(answer) -> None:
+        answered.append(answer)
+        record_answer(args.model, len(answered), encode_message(answer))
+
     started = time.perf_counter()
     try:
-        client._train(transport, setup, ProtocolStats(), started)
+        client._train(transport, setup, ProtocolStats(), started, answered=list(answered),
+                      on_answer=record)
     finally:
         progress.close()
     client.save(args.model)  # stage "trained", with the server's URL and session
