@@ -75,6 +75,13 @@ def _digests(folder):
             for root, _, names in os.walk(folder) for name in names}
 
 
+def _check_modes(model):
+    for root, _dirs, names in os.walk(model):
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+        for name in names:
+            assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name
+
+
 def _check_oracle(model, files):
     X, y, _ = read_csv(str(files / "train.csv"), "kind")
     X_test, _, _ = read_csv(str(files / "test.csv"), "kind")
@@ -117,10 +124,7 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
     assert _encrypt(files, model) == 0
     out = capsys.readouterr().out
     assert "5 labels messages" in out and "nothing was sent" in out
-    for root, _dirs, names in os.walk(model):
-        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
-        for name in names:
-            assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name
+    _check_modes(model)
     assert sorted(os.listdir(model / "package")) == [f"labels-0000{i}.msg"
                                                      for i in range(5)] + ["setup.msg"]
     # The package is public: blobs are the public context (loading rejects a secret key)
@@ -252,6 +256,8 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
     # 3. Resumes at the server's level (replays answer 1, answers round 2) and finishes.
     assert main(["client", "train", "--model", str(model)]) == 0
     _check_oracle(model, files)
+    assert sorted(os.listdir(model / "rounds")) == ["answer-00001.msg", "answer-00002.msg"]
+    _check_modes(model)
 
 
 def _record(model):
