@@ -4,7 +4,8 @@
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
 * ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
-* ``cipherforest client train | predict | status`` — the data owner's side against a server.
+* ``cipherforest client encrypt | upload | train | predict | status`` — the data owner's side
+  against a server (encrypt offline, upload resumably, train, predict).
 * ``cipherforest experiments`` — the paper's evaluation (accuracy, time, leakage) as a report
   folder; ``--quick`` for a run of a few minutes.
 """

@@ -12,12 +12,26 @@ creation, none of them a pickle::
 A client fitted against a server URL reconnects to the same session on that server (the
 server keeps it on disk; its access key is not saved, the session token suffices); a client
 with the embedded server gets that server back with the trained forest.
+
+An *encrypted package* (``cipherforest client encrypt``) is the same directory before
+training: the secret files above plus the public messages to upload, ::
+
+    package/setup.msg           GIPE ciphers, forest parameters, the PUBLIC HE context
+    package/labels-00000.msg    label ciphertexts (one file per labels message) ...
+
+and ``client.npz`` records its ``stage`` — ``encrypted``, ``uploading`` (a session is open;
+how many messages it has committed), ``uploaded``, ``training`` (rounds started; each answer
+is written to ``rounds/answer-00001.msg``, … before it is sent), ``trained`` — so that an
+interrupted upload, or a client that stopped during the rounds, continues where it stopped.
+The package files are protocol messages (``encode_message`` bytes) without the session id,
+which the server assigns when ``setup`` is committed; nothing secret is in them.
 """
 
 from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -34,8 +48,16 @@ from ._session_state import (
 from ._state_file import StateFileError, read_state_file, write_state_file
 from .gipe import GiniPreservingEncryptor
 from .he import HEError, SecretContext
+from .protocol import Message, encode_message
 
-__all__ = ["load_client", "save_client"]
+__all__ = ["PACKAGE_STAGES", "answer_path", "label_message_path", "load_client", "load_package",
+           "model_stage", "record_answer", "save_client", "save_package", "setup_message_path",
+           "update_package"]
+
+#: Stages of a model directory, in order (``trained``: a saved fitted client).
+PACKAGE_STAGES = ("encrypted", "uploading", "uploaded", "training", "trained")
+_PACKAGE_DIR = "package"
+_HEADER_KEYS = ("format", "format_version", "library_version")
 
 _FORMAT = "cipherforest-private-forest-client"
 _SERVER_FORMAT = "cipherforest-private-forest-server-session"
@@ -52,6 +74,32 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
     from ..service.transport import HTTPTransport
 
     path = os.fspath(path)
+    params, server, transport = _params(client)
+    meta: dict[str, Any] = {
+        **_client_meta(client, params), "stage": "trained",
+        "transport": (transport.session_info() if isinstance(transport, HTTPTransport)
+                      else None),
+    }
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    _write_secrets(client, path)
+    if server is None:
+        state = export_session_state(transport, client.session_)
+        if state.meta["state"] != "trained":
+            raise ValueError("the embedded server's session is not trained; nothing to save")
+        _write_private(os.path.join(path, "server_setup.msg"),
+                       embedded_setup(transport, client.session_, client._he.public_bytes()))
+        state_meta, state_arrays = state_to_arrays(state)
+        write_state_file(os.path.join(path, "server_state.npz"), _SERVER_FORMAT, _VERSION,
+                         {"state": json.dumps(state_meta)}, state_arrays)
+    # Written last: a directory with client.npz is complete.
+    write_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION, meta,
+                     {"classes": _classes(client)})
+
+
+def _params(client) -> tuple[dict, Any, Any]:
+    """The client's parameters (server as its URL or None), the server and its transport."""
+    from ..service.transport import HTTPTransport
+
     params = client.get_params()
     server = params.pop("server")
     transport = getattr(client, "server_", None)
@@ -65,31 +113,136 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
             raise TypeError(f"parameter {name}={value!r} cannot be saved (only None, bool, "
                             "int, float and str parameters can)")
     params["server"] = server
-    meta: dict[str, Any] = {
-        "params": params, "session": client.session_, "n_classes": client._n_classes,
-        "n_draws": client._n_draws, "n_features_in": int(client.n_features_in_),
-        "rows_per_pack": int(client._layout.rows_per_pack),
-        "transport": (transport.session_info() if isinstance(transport, HTTPTransport)
-                      else None),
-    }
+    return params, server, transport
+
+
+def _client_meta(client, params: dict) -> dict[str, Any]:
+    return {"params": params, "session": getattr(client, "session_", None),
+            "n_classes": client._n_classes, "n_draws": client._n_draws,
+            "n_features_in": int(client.n_features_in_),
+            "rows_per_pack": int(client._layout.rows_per_pack)}
+
+
+def _classes(client) -> np.ndarray:
     classes = np.asarray(client.classes_)
-    if classes.dtype.hasobject:
-        classes = classes.astype(str)
-    os.makedirs(path, mode=0o700, exist_ok=True)
+    return classes.astype(str) if classes.dtype.hasobject else classes
+
+
+def _write_secrets(client, path: str) -> None:
     _write_private(os.path.join(path, "he_keys.bin"), client._he.secret_bytes())
     client.encryptor_.save_state(os.path.join(path, "gipe.npz"))
-    if server is None:
-        state = export_session_state(transport, client.session_)
-        if state.meta["state"] != "trained":
-            raise ValueError("the embedded server's session is not trained; nothing to save")
-        _write_private(os.path.join(path, "server_setup.msg"),
-                       embedded_setup(transport, client.session_, client._he.public_bytes()))
-        state_meta, state_arrays = state_to_arrays(state)
-        write_state_file(os.path.join(path, "server_state.npz"), _SERVER_FORMAT, _VERSION,
-                         {"state": json.dumps(state_meta)}, state_arrays)
-    # Written last: a directory with client.npz is complete.
+
+
+def setup_message_path(path: str | os.PathLike[str]) -> str:
+    """The package's ``setup`` message file."""
+    return os.path.join(os.fspath(path), _PACKAGE_DIR, "setup.msg")
+
+
+def label_message_path(path: str | os.PathLike[str], index: int) -> str:
+    """The package's ``index``-th ``labels`` message file."""
+    return os.path.join(os.fspath(path), _PACKAGE_DIR, f"labels-{index:05d}.msg")
+
+
+def answer_path(path: str | os.PathLike[str], index: int) -> str:
+    """The ``index``-th (from 1) recorded answer of the rounds."""
+    return os.path.join(os.fspath(path), "rounds", f"answer-{index:05d}.msg")
+
+
+def record_answer(path: str | os.PathLike[str], index: int, data: bytes) -> None:
+    """Write the ``index``-th answer (0600), then count it in ``client.npz``: an answer
+    counted there is on disk, and none is sent before it is counted."""
+    os.makedirs(os.path.join(os.fspath(path), "rounds"), mode=0o700, exist_ok=True)
+    _write_private(answer_path(path, index), data)
+    update_package(path, answers_recorded=index)
+
+
+def save_package(client, path: str | os.PathLike[str], setup: Message,
+                 labels: Iterable[Message], *, force: bool = False) -> int:
+    """Write an encrypted, not yet uploaded client to the directory ``path`` (0700).
+
+    The secret files as :func:`save_client` writes them, the public ``setup`` and ``labels``
+    messages under ``package/``, and ``client.npz`` (stage ``encrypted``) last. A ``path``
+    that exists and is not empty is refused unless ``force``, which first deletes the model
+    files found there (``client.npz`` first, so an interrupted overwrite is never taken for
+    a complete model). Returns the number of labels messages.
+
+    Raises
+    ------
+    FileExistsError
+        ``path`` is a file, or a non-empty directory and ``force`` is False.
+    """
+    path = os.fspath(path)
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise FileExistsError(f"{path} exists and is not a directory")
+    if os.path.isdir(path) and os.listdir(path):
+        if not force:
+            what = ("holds another model" if os.path.exists(os.path.join(path, "client.npz"))
+                    else "is not empty")
+            raise FileExistsError(f"{path} {what}: choose another directory, or --force to "
+                                  "replace the model files in it")
+        _remove_model_files(path)
+    params, _, _ = _params(client)
+    os.makedirs(path, mode=0o700, exist_ok=True)
+    os.chmod(path, 0o700)  # it holds the secret key, whoever created it
+    os.makedirs(os.path.join(path, _PACKAGE_DIR), mode=0o700, exist_ok=True)
+    _write_secrets(client, path)
+    _write_private(setup_message_path(path), encode_message(setup))
+    n_messages = 0
+    for message in labels:
+        _write_private(label_message_path(path, n_messages), encode_message(message))
+        n_messages += 1
+    meta = {**_client_meta(client, params), "stage": "encrypted", "transport": None,
+            "n_label_messages": n_messages, "setup_committed": False,
+            "label_messages_committed": 0, "answers_recorded": 0}
     write_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION, meta,
-                     {"classes": classes})
+                     {"classes": _classes(client)})
+    return n_messages
+
+
+def _remove_model_files(path: str) -> None:
+    names = ["client.npz", "he_keys.bin", "gipe.npz", "server_setup.msg", "server_state.npz"]
+    for name in names:
+        if os.path.lexists(os.path.join(path, name)):
+            os.unlink(os.path.join(path, name))
+    for folder, prefixes in ((_PACKAGE_DIR, ("setup.msg", "labels-")),
+                             ("rounds", ("answer-",))):
+        folder = os.path.join(path, folder)
+        if os.path.isdir(folder):
+            for name in os.listdir(folder):
+                if name.startswith(prefixes) and name.endswith(".msg"):
+                    os.unlink(os.path.join(folder, name))
+
+
+def load_package(cls, path: str | os.PathLike[str]):
+    """``(client, meta)`` of a model directory at any stage before ``trained``: the client
+    with its keys, GIPE state, classes and (once ``setup`` is committed) session id; ``meta``
+    the directory's record (``stage``, ``transport``, ``n_label_messages``,
+    ``setup_committed``, ``label_messages_committed``)."""
+    path = os.fspath(path)
+    meta, arrays = read_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION)
+    stage = meta.get("stage", "trained")
+    if stage == "trained":
+        raise ValueError(f"{path} holds a trained model, not a package to upload or train "
+                         "(predict with it, or encrypt the data again into a new directory)")
+    client = _client_from_meta(cls, path, meta, arrays, dict(meta["params"]))
+    return client, meta
+
+
+def update_package(path: str | os.PathLike[str], client=None, **changes) -> dict:
+    """Rewrite ``client.npz`` of a package with ``changes`` to its record (atomically);
+    with ``client``, also its parameters and session id. Returns the new record."""
+    path = os.fspath(path)
+    file = os.path.join(path, "client.npz")
+    meta, arrays = read_state_file(file, _FORMAT, _VERSION)
+    meta = {k: v for k, v in meta.items() if k not in _HEADER_KEYS}
+    if client is not None:
+        meta["params"] = {**client.get_params(), "server": meta["params"]["server"]}
+        meta["session"] = getattr(client, "session_", None)
+    meta.update(changes)
+    if meta["stage"] not in PACKAGE_STAGES:
+        raise ValueError(f"unknown stage {meta['stage']!r}")
+    write_state_file(file, _FORMAT, _VERSION, meta, arrays)
+    return meta
 
 
 def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None):
@@ -99,29 +252,17 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
 
     path = os.fspath(path)
     meta, arrays = read_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION)
+    stage = meta.get("stage", "trained")
+    if stage != "trained":
+        raise ValueError(f"{path} holds an encrypted package at stage {stage!r}, not a trained "
+                         "model: run 'cipherforest client upload' and 'cipherforest client "
+                         "train' on it first")
     params = dict(meta["params"])
     if server is not None:
         params["server"] = server
     if server_key is not None:
         params["server_key"] = server_key
-    client = cls(**params)
-    client.classes_ = arrays["classes"]
-    client.n_features_in_ = int(meta["n_features_in"])
-    client.session_ = str(meta["session"])
-    client._n_classes = int(meta["n_classes"])
-    client._n_draws = int(meta["n_draws"])
-    rows_per_pack = int(meta["rows_per_pack"])
-    client._layout = BlockLayout(client.scheme, SecretContext.slot_count(client.scheme),
-                                 client._n_classes, rows_per_pack, rows_per_pack)
-    with open(os.path.join(path, "he_keys.bin"), "rb") as file:
-        try:
-            client._he = SecretContext.from_secret_bytes(file.read())
-        except HEError as exc:
-            raise StateFileError(f"{path}: he_keys.bin: {exc}") from None
-    if client._he.scheme != client.scheme:
-        raise StateFileError(f"{path}: he_keys.bin holds {client._he.scheme} keys, the client "
-                             f"was fitted with {client.scheme}")
-    client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
+    client = _client_from_meta(cls, path, meta, arrays, params)
     target = params["server"]
     if isinstance(target, str):
         info = meta["transport"] or {}
@@ -136,3 +277,34 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
         client.server_ = PrivateForestServer(n_jobs=client.n_jobs)
         restore_session(client.server_, client.session_, [setup], state)
     return client
+
+
+def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
+    """A client with the parameters, classes, keys and GIPE state of a model directory."""
+    client = cls(**params)
+    client.classes_ = arrays["classes"]
+    client.n_features_in_ = int(meta["n_features_in"])
+    if meta["session"] is not None:
+        client.session_ = str(meta["session"])
+    client._n_classes = int(meta["n_classes"])
+    client._n_draws = int(meta["n_draws"])
+    rows_per_pack = int(meta["rows_per_pack"])
+    client._layout = BlockLayout(client.scheme, SecretContext.slot_count(client.scheme),
+                                 client._n_classes, rows_per_pack, rows_per_pack)
+    with open(os.path.join(path, "he_keys.bin"), "rb") as file:
+        try:
+            client._he = SecretContext.from_secret_bytes(file.read())
+        except HEError as exc:
+            raise StateFileError(f"{path}: he_keys.bin: {exc}") from None
+    if client._he.scheme != client.scheme:
+        raise StateFileError(f"{path}: he_keys.bin holds {client._he.scheme} keys, the client "
+                             f"was fitted with {client.scheme}")
+    client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
+    return client
+
+
+def model_stage(path: str | os.PathLike[str]) -> str:
+    """The stage recorded in a model directory's ``client.npz`` (see
+    :data:`PACKAGE_STAGES`; a directory saved by :func:`save_client` is ``trained``)."""
+    meta, _ = read_state_file(os.path.join(os.fspath(path), "client.npz"), _FORMAT, _VERSION)
+    return str(meta.get("stage", "trained"))

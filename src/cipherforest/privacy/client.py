@@ -14,6 +14,7 @@ import math
 import secrets
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from numbers import Integral, Real
 
@@ -223,6 +224,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Encrypt ``X`` and ``y``, let the server grow the forest, answer its queries."""
         stats = ProtocolStats()
         started = time.perf_counter()
+        setup, labels = self._encrypt(X, y)
+        server = self._fresh_server()
+        self._upload(server, setup, labels, stats, started)
+        return self._train(server, setup, stats, started)
+
+    def _encrypt(self, X, y) -> tuple[Message, Iterator[Message]]:
+        """Stage 1 of :meth:`fit`, offline: validate, fit GIPE, make the HE keys and layout.
+
+        Returns the ``setup`` message and the ``labels`` messages (a generator that
+        encrypts one message's packs at a time). Neither carries the server's session id
+        yet: :meth:`_upload` adds it (:meth:`_session_labels`).
+        """
         self._check_selection_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
@@ -243,30 +256,84 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                              X.shape[0], self.label_pack_rows)
         self._he = SecretContext(self.scheme, rotation_step=layout.stride)
         self._layout = layout
-        server = self._fresh_server()
         self._n_classes = n_classes
-
         meta = {"n_classes": n_classes, **forest_meta(self, n_samples, n_features),
                 "max_round_bytes": None if self.max_round_bytes is None
                 else int(self.max_round_bytes),
                 "label_pack_rows": None if self.label_pack_rows is None
                 else int(self.label_pack_rows)}
         self._n_draws = meta["n_draws"]
-        # The client grows the same label-free plan as the server, to check its queries.
-        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples,
+        setup = Message("setup", meta, {"X": X_cipher},
+                        {"context": [self._he.public_bytes()]})
+        return setup, self._label_messages(y_encoded)
+
+    def _label_messages(self, y_encoded: np.ndarray) -> Iterator[Message]:
+        """The labels as packs of ``rows_per_pack`` rows, ``label_chunk`` packs per
+        message (without the session id)."""
+        layout = self._layout
+        rows_per_message = layout.rows_per_pack * self.label_chunk
+        for start in range(0, y_encoded.shape[0], rows_per_message):
+            packs = self._he.encrypt_packed_labels(y_encoded[start: start + rows_per_message],
+                                                   layout)
+            yield Message("labels", {"context": self._he.fingerprint_public, "start": start},
+                          blobs={"labels": packs})
+
+    def _upload(self, server, setup: Message, labels: Iterable[Message],
+                stats: ProtocolStats, started: float) -> None:
+        """Stage 2 of :meth:`fit`: open the session with ``setup``, send every labels
+        message."""
+        self._accept_session(self._exchange(server, setup, "session", stats))
+        n_samples = setup.arrays["X"].shape[0]
+        for message in labels:
+            self._exchange(server, self._session_labels(message), "ack", stats)
+            if self.verbose:
+                done = min(n_samples, message.value("start", int)
+                           + self._layout.rows_per_pack * self.label_chunk)
+                print(f"[PrivateForestClient] labels {done}/{n_samples} rows, "
+                      f"{stats.bytes_sent / 1e6:.1f} MB sent, "
+                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+
+    def _accept_session(self, reply: Message) -> None:
+        """Take the session id of the server's reply to ``setup`` (checking its layout)."""
+        self.session_ = reply.value("session", str)
+        if reply.value("rows_per_pack", int) != self._layout.rows_per_pack:
+            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
+                                f"label rows per ciphertext, this client "
+                                f"{self._layout.rows_per_pack}")
+
+    def _session_labels(self, message: Message) -> Message:
+        """A labels message of :meth:`_encrypt` addressed to the current session."""
+        return Message("labels", self._meta({"start": message.value("start", int)}),
+                       blobs={"labels": message.blob_list("labels")})
+
+    def _train(self, server, setup: Message, stats: ProtocolStats, started: float, *,
+               answered: Sequence[Message] = (), on_answer: Callable | None = None):
+        """Stage 3 of :meth:`fit`: ask the uploaded session to train, answer its rounds.
+
+        The client grows the same label-free plan as the server (from the ciphers and forest
+        parameters of ``setup``) to check each query.
+
+        Parameters
+        ----------
+        answered : sequence of Message
+            To resume a session whose client stopped during the rounds: the answers that
+            client sent (as ``on_answer`` recorded them), replayed on the plan to bring it to
+            the server's level; the rounds then continue from the server's current reply
+            (``server.current_reply()``).
+        on_answer : callable or None
+            Called with each answer before it is sent (to record it for a resume).
+        """
+        X_cipher = setup.arrays["X"]
+        n_samples, n_features = X_cipher.shape
+        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
                                                                    n_features))
         self._levels_chosen = 0
         self._rng = secrets.SystemRandom()
-        setup = Message("setup", meta, {"X": X_cipher},
-                        {"context": [self._he.public_bytes()]})
-        reply = self._exchange(server, setup, "session", stats)
-        self.session_ = reply.value("session", str)
-        if reply.value("rows_per_pack", int) != layout.rows_per_pack:
-            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
-                                f"label rows per ciphertext, this client {layout.rows_per_pack}")
-        self._upload_labels(server, y_encoded, layout, stats, started)
-        reply = self._exchange(server, Message("train", self._meta({})), ("query", "trained"),
-                               stats)
+        if answered:
+            reply = self._resume(server, answered, stats)
+        else:
+            reply = self._exchange(server, Message("train", self._meta({})),
+                                   ("query", "trained"), stats)
         while reply.kind == "query":
             if self.split_selection == "blind":
                 raise ProtocolError("the server sent a query in label-blind mode, where the "
@@ -274,6 +341,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             stats.rounds += 1
             round_started = time.perf_counter()
             answer = self._answer(reply)
+            if on_answer is not None:
+                on_answer(answer)
             reply_bytes = stats.bytes_per_round[-1]
             reply = self._exchange(server, answer, ("query", "trained"), stats)
             if self.verbose:
@@ -289,22 +358,31 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.fit_stats_ = stats
         return self
 
-    def _upload_labels(self, server, y_encoded: np.ndarray, layout: BlockLayout,
-                       stats: ProtocolStats, started: float) -> None:
-        """Send the labels as packs of ``rows_per_pack`` rows, ``label_chunk`` packs per
-        message."""
-        n_samples = y_encoded.shape[0]
-        rows_per_message = layout.rows_per_pack * self.label_chunk
-        for start in range(0, n_samples, rows_per_message):
-            packs = self._he.encrypt_packed_labels(y_encoded[start: start + rows_per_message],
-                                                   layout)
-            chunk = Message("labels", self._meta({"start": start}), blobs={"labels": packs})
-            self._exchange(server, chunk, "ack", stats)
-            if self.verbose:
-                done = min(n_samples, start + rows_per_message)
-                print(f"[PrivateForestClient] labels {done}/{n_samples} rows, "
-                      f"{stats.bytes_sent / 1e6:.1f} MB sent, "
-                      f"{time.perf_counter() - started:.1f} s", file=sys.stderr, flush=True)
+    def _resume(self, server, answered: Sequence[Message], stats: ProtocolStats) -> Message:
+        """Replay the recorded answers on the plan, then take the server's current reply;
+        if the last answer never reached the server (its query is still open), send it."""
+        for answer in answered:
+            trees = np.unique(answer.array("tree", "int64", 1)).tolist()
+            plans = [p for t in trees for p in self._growth.plan_tree(t)[0]]
+            if not np.array_equal(answer.array("node", "int64", 1),
+                                  [p.node.node_id for p in plans]):
+                raise ProtocolError("the recorded answers do not replay on this forest's "
+                                    "plan: they belong to another package")
+            self._levels_chosen += len(trees)
+            self._growth.apply_level(plans, answer.array("choice", "int64", 1).tolist())
+        last = answered[-1].value("round", int)
+        data = server.current_reply()
+        reply = decode_message(data, ("query", "trained"))
+        stats.bytes_received += len(data)
+        if reply.kind == "query":
+            stats.bytes_per_round.append(len(data))
+            if reply.value("round", int) == last:
+                return self._exchange(server, answered[-1], ("query", "trained"), stats)
+            if reply.value("round", int) != last + 1:
+                raise ProtocolError(f"the server's open query is round "
+                                    f"{reply.value('round', int)}; this client's recorded "
+                                    f"answers end at round {last}")
+        return reply
 
     def _check_selection_params(self) -> None:
         if self.split_selection == "dp" and self.label_epsilon is None:

@@ -1,11 +1,14 @@
-"""``cipherforest client train | predict | status``: the data owner's side from a shell.
+"""``cipherforest client encrypt | upload | train | predict | status``: the data owner's side.
 
-``train`` encrypts a CSV file (GIPE features, CKKS/BFV labels), uploads it to a server with
-a progress bar, answers the rounds and saves the client (keys, GIPE state, session token) to
-a 0700 model directory; ``predict`` loads that directory and predicts another CSV file;
-``status`` asks the server where the model's session stands. The access key comes from
-``$CIPHERFOREST_SERVER_KEY`` or ``--server-key-file`` (never the command line, where other
-users could read it).
+``encrypt`` encrypts a CSV file (GIPE features, CKKS/BFV labels) offline into a 0700 model
+directory: the client's secrets plus the public messages to upload. ``upload`` opens a server
+session and sends those messages with a progress bar, recording in the directory what the
+server has committed, so a re-run after an interruption continues where it stopped.
+``train --model DIR`` answers the rounds of the uploaded session and saves the fitted client;
+``train --data CSV --target COL --server URL --model DIR`` does the three steps in one go.
+``predict`` loads a trained directory and predicts another CSV file; ``status`` says where the
+model and its server session stand. The access key comes from ``$CIPHERFOREST_SERVER_KEY``
+or ``--server-key-file`` (never the command line, where other users could read it).
 """
 
 from __future__ import annotations
@@ -13,10 +16,13 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import sys
 import time
 
 import numpy as np
+
+from ..privacy.protocol import ProtocolError, decode_message
 
 __all__ = ["ProgressBar", "add_client_parser", "read_csv", "run_client"]
 
@@ -85,26 +91,60 @@ def _server_key(args) -> str | None:
     return None
 
 
+#: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
+_FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None, "scheme": "ckks",
+                    "random_state": None, "label_pack_rows": None, "label_chunk": 2}
+
+
+def _add_forest_options(parser) -> None:
+    defaults = _FOREST_DEFAULTS
+    parser.add_argument("--trees", type=int, default=defaults["trees"])
+    parser.add_argument("--max-depth", type=int, default=defaults["max_depth"])
+    parser.add_argument("--max-bins", type=int, default=defaults["max_bins"])
+    parser.add_argument("--scheme", choices=("ckks", "bfv"), default=defaults["scheme"])
+    parser.add_argument("--random-state", type=int, default=defaults["random_state"])
+    parser.add_argument("--label-pack-rows", type=int, default=defaults["label_pack_rows"],
+                        help="at most this many rows' labels per label ciphertext")
+    parser.add_argument("--label-chunk", type=int, default=defaults["label_chunk"],
+                        help="label ciphertexts per upload message (default 2)")
+
+
+def _add_server_options(parser, required: bool = False) -> None:
+    parser.add_argument("--server", required=required, default=None,
+                        help="http://host:port of the server")
+    parser.add_argument("--server-key-file", help="file holding the server's access key "
+                        "(default: $CIPHERFOREST_SERVER_KEY)")
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds to keep retrying an unreachable server (default 120)")
+
+
 def add_client_parser(sub) -> None:
     """The ``client`` subcommand and its actions."""
-    client = sub.add_parser("client", help="train, predict and check an encrypted forest on a "
-                            "server")
+    client = sub.add_parser("client", help="encrypt, upload, train, predict and check an "
+                            "encrypted forest on a server")
     actions = client.add_subparsers(dest="action", required=True)
-    train = actions.add_parser("train", help="encrypt a CSV file, upload it, train, save the "
-                               "model directory")
-    train.add_argument("--server", required=True, help="http://host:port of the server")
-    train.add_argument("--data", required=True, help="CSV file with a header row")
-    train.add_argument("--target", required=True, help="name of the label column")
-    train.add_argument("--model", required=True, help="directory to save the client to")
-    train.add_argument("--server-key-file", help="file holding the server's access key "
-                       "(default: $CIPHERFOREST_SERVER_KEY)")
-    train.add_argument("--trees", type=int, default=100)
-    train.add_argument("--max-depth", type=int, default=None)
-    train.add_argument("--max-bins", type=int, default=None)
-    train.add_argument("--scheme", choices=("ckks", "bfv"), default="ckks")
-    train.add_argument("--random-state", type=int, default=None)
-    train.add_argument("--timeout", type=float, default=120.0,
-                       help="seconds to keep retrying an unreachable server (default 120)")
+    encrypt = actions.add_parser("encrypt", help="encrypt a CSV file into a model directory "
+                                 "(offline: nothing is sent)")
+    encrypt.add_argument("--data", required=True, help="CSV file with a header row")
+    encrypt.add_argument("--target", required=True, help="name of the label column")
+    encrypt.add_argument("--model", required=True, help="new directory for the keys and the "
+                         "package to upload")
+    encrypt.add_argument("--force", action="store_true", help="replace the model files of an "
+                         "existing directory")
+    _add_forest_options(encrypt)
+    upload = actions.add_parser("upload", help="upload an encrypted model directory to a "
+                                "server session (a re-run continues an interrupted upload)")
+    upload.add_argument("--model", required=True)
+    _add_server_options(upload)
+    upload.add_argument("--new-session", action="store_true", help="delete the saved session "
+                        "on the server and upload everything to a new one")
+    train = actions.add_parser("train", help="train an uploaded model directory; or, with "
+                               "--data, --target and --server, encrypt + upload + train")
+    train.add_argument("--model", required=True, help="the model directory")
+    train.add_argument("--data", default=None, help="CSV file with a header row (one-shot)")
+    train.add_argument("--target", default=None, help="name of the label column (one-shot)")
+    _add_server_options(train)
+    _add_forest_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
     predict.add_argument("--model", required=True)
     predict.add_argument("--data", required=True, help="CSV file with a header row")
@@ -121,17 +161,30 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
     from ..privacy import PrivateForestClient
-    from .transport import HTTPTransport, ServiceRequestError, ServiceUnavailableError
+    from ..privacy._client_state import load_package, model_stage
+    from .transport import HTTPTransport, ServiceUnavailableError
 
     try:
-        if args.action == "train":
-            if args.trees < 1:
-                parser.error("--trees must be at least 1")
+        if args.action == "encrypt":
+            _encrypt(args, parser, out)
+        elif args.action == "upload":
+            _upload(args, parser, out)
+        elif args.action == "train" and args.data is None:
+            if args.target is not None:
+                parser.error("--target goes with --data (the one-shot train)")
+            changed = [name for name, default in _FOREST_DEFAULTS.items()
+                       if getattr(args, name) != default]
+            if changed:
+                parser.error(f"--{changed[0].replace('_', '-')}: the forest options of a "
+                             "model directory were fixed by 'cipherforest client encrypt'")
+            _train_package(args, parser, out)
+        elif args.action == "train":
+            if args.target is None or args.server is None:
+                parser.error("the one-shot train (--data) needs --target and --server")
             X, y, _ = read_csv(args.data, args.target)
             progress = ProgressBar()
-            client = PrivateForestClient(
-                args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
-                scheme=args.scheme, random_state=args.random_state, timeout=args.timeout,
+            client = _forest_client(
+                args, parser, timeout=args.timeout,
                 server=HTTPTransport(args.server, _server_key(args), timeout=args.timeout,
                                      progress=progress))
             client.fit(X, y)
@@ -155,14 +208,201 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if y is not None:
                 accuracy = float(np.mean(predictions.astype(str) == y))
                 print(f"accuracy against {args.target!r}: {accuracy:.4f}", file=sys.stderr)
+        elif model_stage(args.model) != "trained":
+            client, meta = load_package(PrivateForestClient, args.model)
+            info = meta["transport"] or {}
+            status = {"stage": meta["stage"], "setup_committed": meta["setup_committed"],
+                      "label_messages": meta["n_label_messages"],
+                      "label_messages_committed": meta["label_messages_committed"],
+                      "server": info.get("url"), "session": None}
+            if info.get("id"):
+                status["session"] = HTTPTransport(info["url"], session=info).status()
+            print(json.dumps(status, indent=2), file=out)
         else:
             client = PrivateForestClient.load(args.model)
             if not isinstance(client.server_, HTTPTransport):
                 parser.error(f"{args.model} was trained with the embedded server; status "
                              "needs a server URL")
             print(json.dumps(client.server_.status(), indent=2), file=out)
-    except (OSError, ValueError, ServiceRequestError, ServiceUnavailableError) as exc:
+    except (OSError, ValueError, ProtocolError, ServiceUnavailableError) as exc:
         print(f"cipherforest client {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _forest_client(args, parser, **params):
+    from ..privacy import PrivateForestClient
+
+    if args.trees < 1:
+        parser.error("--trees must be at least 1")
+    return PrivateForestClient(
+        args.trees, max_depth=args.max_depth, max_bins=args.max_bins, scheme=args.scheme,
+        random_state=args.random_state, label_pack_rows=args.label_pack_rows,
+        label_chunk=args.label_chunk, **params)
+
+
+def _encrypt(args, parser, out) -> None:
+    """``encrypt``: the client's keys and the package to upload, written offline."""
+    from ..privacy._client_state import save_package
+
+    X, y, _ = read_csv(args.data, args.target)
+    client = _forest_client(args, parser)
+    client._validate_params()
+    setup, labels = client._encrypt(X, y)
+    n_messages = save_package(client, args.model, setup, labels, force=args.force)
+    size = _package_bytes(args.model, n_messages)
+    print(f"encrypted {X.shape[0]} rows x {X.shape[1]} features into {args.model}: setup + "
+          f"{n_messages} labels message{'s' if n_messages != 1 else ''}, {size / 1e6:.1f} MB "
+          "to upload; nothing was sent", file=out)
+
+
+def _package_bytes(path: str, n_messages: int) -> int:
+    from ..privacy._client_state import label_message_path, setup_message_path
+
+    return os.path.getsize(setup_message_path(path)) + sum(
+        os.path.getsize(label_message_path(path, i)) for i in range(n_messages))
+
+
+def _read_bytes(path: str) -> bytes:
+    with open(path, "rb") as file:
+        return file.read()
+
+
+def _server_url(args, parser, meta: dict) -> str:
+    url = args.server or (meta["transport"] or {}).get("url")
+    if url is None:
+        parser.error(f"{args.model} has no server session yet: give --server URL")
+    return url
+
+
+def _upload(args, parser, out) -> None:
+    """``upload``: open (or continue) the session, send what the server has not committed;
+    the directory records each committed message, so a re-run sends nothing twice."""
+    from ..privacy import PrivateForestClient
+    from ..privacy._client_state import (
+        label_message_path,
+        load_package,
+        setup_message_path,
+        update_package,
+    )
+    from ..privacy.client import ProtocolStats
+    from .transport import (
+        ACCESS_KEY_ENV,
+        HTTPTransport,
+        ServiceRequestError,
+        ServiceUnavailableError,
+    )
+
+    client, meta = load_package(PrivateForestClient, args.model)
+    url = _server_url(args, parser, meta)
+    old = meta["transport"] or {}
+    if meta["stage"] == "uploaded" and not args.new_session:
+        print(f"{args.model} is uploaded (session {old.get('id')}); nothing to send: run "
+              f"'cipherforest client train --model {args.model}'", file=out)
+        return
+    if (args.new_session or not old.get("id")) and not (
+            _server_key(args) or os.environ.get(ACCESS_KEY_ENV)):
+        raise ValueError(f"opening a session needs the server's access key: set "
+                         f"{ACCESS_KEY_ENV} or give --server-key-file")
+    if meta["stage"] == "training" and not args.new_session:
+        raise ValueError(f"{args.model}: session {old.get('id')} has started training; run "
+                         f"'cipherforest client train --model {args.model}' to continue it, "
+                         "or upload --new-session to start over in a new session")
+    if args.new_session:
+        if old.get("id"):
+            try:
+                HTTPTransport(url, timeout=args.timeout, session=old).delete()
+            except (ServiceRequestError, ServiceUnavailableError) as exc:
+                print(f"note: the old session {old['id']} could not be deleted ({exc})",
+                      file=sys.stderr)
+        meta = update_package(args.model, stage="encrypted", transport=None, session=None,
+                              setup_committed=False, label_messages_committed=0,
+                              answers_recorded=0)
+        client.__dict__.pop("session_", None)
+    progress = ProgressBar()
+    transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
+                              session=meta["transport"])
+    sent = 0
+    try:
+        if transport.session_id is None:
+            transport.open_session()
+            meta = update_package(args.model, stage="uploading",
+                                  transport=transport.session_info())
+        if not meta["setup_committed"]:
+            setup = _read_bytes(setup_message_path(args.model))
+            reply = decode_message(transport.upload(setup, "setup", kind="setup"), "session")
+            transport.protocol_id = reply.value("session", str)
+            client._accept_session(reply)
+            sent += len(setup)
+            meta = update_package(args.model, client, transport=transport.session_info(),
+                                  setup_committed=True)
+        stats = ProtocolStats()
+        for index in range(meta["label_messages_committed"], meta["n_label_messages"]):
+            message = decode_message(_read_bytes(label_message_path(args.model, index)),
+                                     "labels")
+            client._exchange(transport, client._session_labels(message), "ack", stats)
+            meta = update_package(args.model, label_messages_committed=index + 1)
+        sent += stats.bytes_sent
+        meta = update_package(args.model, stage="uploaded")
+    except ServiceRequestError as exc:
+        if exc.status in (401, 404, 410) and meta["transport"] is not None:
+            raise ServiceRequestError(exc.status, exc.code, f"{exc.detail} (if the server "
+                                      "lost the session, re-run with --new-session)") from None
+        raise
+    finally:
+        progress.close()
+    print(f"committed {sent / 1e6:.1f} MB to session {transport.session_id} on {url}; next: "
+          f"cipherforest client train --model {args.model}", file=out)
+
+
+def _train_package(args, parser, out) -> None:
+    """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
+    from ..privacy import PrivateForestClient
+    from ..privacy._client_state import (
+        answer_path,
+        load_package,
+        record_answer,
+        setup_message_path,
+        update_package,
+    )
+    from ..privacy.client import ProtocolStats
+    from ..privacy.protocol import encode_message
+    from .transport import HTTPTransport
+
+    client, meta = load_package(PrivateForestClient, args.model)
+    if meta["stage"] in ("encrypted", "uploading"):
+        raise ValueError(f"{args.model} is not uploaded yet (stage {meta['stage']!r}): run "
+                         f"'cipherforest client upload --model {args.model} --server URL' "
+                         "first")
+    url = _server_url(args, parser, meta)
+    progress = ProgressBar()
+    transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
+                              session=meta["transport"])
+    client.set_params(server=url, timeout=args.timeout)
+    client.server_ = transport
+    setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
+    # A client that stopped during the rounds left its answers: replay them and continue.
+    answered = [decode_message(_read_bytes(answer_path(args.model, i)), "answer")
+                for i in range(1, meta["answers_recorded"] + 1)
+                ] if meta["stage"] == "training" else []
+    if meta["stage"] == "training":
+        print(f"continuing the rounds of session {transport.session_id} after "
+              f"{len(answered)} recorded answers", file=sys.stderr)
+    else:
+        update_package(args.model, stage="training", transport=transport.session_info(),
+                       answers_recorded=0)
+
+    def record(answer) -> None:
+        answered.append(answer)
+        record_answer(args.model, len(answered), encode_message(answer))
+
+    started = time.perf_counter()
+    try:
+        client._train(transport, setup, ProtocolStats(), started, answered=list(answered),
+                      on_answer=record)
+    finally:
+        progress.close()
+    client.save(args.model)  # stage "trained", with the server's URL and session
+    print(f"trained {client.n_estimators} trees in {client.fit_stats_.rounds} rounds; model "
+          f"saved to {args.model}", file=out)
 

@@ -1,0 +1,268 @@
+"""``cipherforest client encrypt | upload | train`` as separate steps against a loopback server.
+
+Proves: encrypt works offline into a 0700 directory of 0600 files and refuses to overwrite a
+model; an upload interrupted mid-way and run again sends no chunk and commits no message
+twice; a wrong access key is refused without touching the directory; the staged model
+predicts exactly what RandomForestClassifier predicts on the client's own GIPE ciphers (the
+one-shot train's oracle, which it also meets); a client that dies during the rounds is told to
+upload again, which deletes the old session and trains in a new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+
+pytest.importorskip("fastapi")
+
+from cipherforest.cli import main  # noqa: E402
+from cipherforest.privacy import PrivateForestClient  # noqa: E402
+from cipherforest.privacy._client_state import model_stage  # noqa: E402
+from cipherforest.privacy.he import PublicContext  # noqa: E402
+from cipherforest.privacy.protocol import decode_message  # noqa: E402
+from cipherforest.service.client_cli import read_csv  # noqa: E402
+from cipherforest.service.transport import HTTPTransport, ServiceUnavailableError  # noqa: E402
+from test_service import KEY, bearer, forest_on_ciphers_proba, request, start_server  # noqa: E402
+
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0}
+FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0"]
+# 8 rows per label ciphertext, one ciphertext per message: 5 labels messages for 40 rows.
+PACKING = ["--label-pack-rows", "8", "--label-chunk", "1"]
+
+
+def _write_csv(path, X, y=None):
+    with open(path, "w", newline="") as file:
+        writer = csv.writer(file)
+        writer.writerow([f"f{j}" for j in range(X.shape[1])] + (["kind"] if y is not None
+                                                                  else []))
+        for i in range(X.shape[0]):
+            writer.writerow(list(X[i]) + ([y[i]] if y is not None else []))
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("staged")
+    X, y = load_wine(return_X_y=True)
+    idx = np.random.RandomState(4).permutation(X.shape[0])
+    names = np.array(["a", "b", "c"])
+    _write_csv(folder / "train.csv", X[idx[:40]], names[y[idx[:40]]])
+    _write_csv(folder / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
+    return folder
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    url, stop = start_server(tmp_path_factory.mktemp("server"))
+    yield url
+    stop()
+
+
+def _encrypt(files, model, *extra):
+    return main(["client", "encrypt", "--data", str(files / "train.csv"), "--target", "kind",
+                 "--model", str(model), *FOREST, *PACKING, *extra])
+
+
+def _digests(folder):
+    return {os.path.relpath(os.path.join(root, name), folder):
+            hashlib.sha256(open(os.path.join(root, name), "rb").read()).hexdigest()
+            for root, _, names in os.walk(folder) for name in names}
+
+
+def _check_modes(model):
+    for root, _dirs, names in os.walk(model):
+        assert stat.S_IMODE(os.stat(root).st_mode) == 0o700, root
+        for name in names:
+            assert stat.S_IMODE(os.stat(os.path.join(root, name)).st_mode) == 0o600, name
+
+
+def _check_oracle(model, files):
+    X, y, _ = read_csv(str(files / "train.csv"), "kind")
+    X_test, _, _ = read_csv(str(files / "test.csv"), "kind")
+    client = PrivateForestClient.load(model)
+    np.testing.assert_allclose(client.predict_proba(X_test),
+                               forest_on_ciphers_proba(client, X, y, X_test, PARAMS),
+                               atol=1e-12)
+    return client, X_test
+
+
+_ORIGINAL_REQUEST = HTTPTransport._request
+
+
+class _CountingRequests:
+    """Wraps HTTPTransport._request: records every chunk PUT and commit; can fail after the
+    n-th labels chunk reached the server (as if the connection died before the reply)."""
+
+    def __init__(self, monkeypatch, fail_after_label_chunks=None):
+        self.puts, self.commits = [], []
+        original = _ORIGINAL_REQUEST
+        counter = self
+
+        def request_(transport, method, endpoint, *args, **kwargs):
+            reply = original(transport, method, endpoint, *args, **kwargs)
+            if method == "PUT":
+                counter.puts.append(endpoint)
+                n_labels = sum("labels" in e for e in counter.puts)
+                if n_labels == fail_after_label_chunks:
+                    raise ServiceUnavailableError("connection lost (test)")
+            elif endpoint and endpoint.endswith("/commit"):
+                counter.commits.append(endpoint)
+            return reply
+
+        monkeypatch.setattr(HTTPTransport, "_request", request_)
+
+
+def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    model = tmp_path / "model"
+    assert _encrypt(files, model) == 0
+    out = capsys.readouterr().out
+    assert "5 labels messages" in out and "nothing was sent" in out
+    _check_modes(model)
+    assert sorted(os.listdir(model / "package")) == [f"labels-0000{i}.msg"
+                                                     for i in range(5)] + ["setup.msg"]
+    # The package is public: blobs are the public context (loading rejects a secret key)
+    # and label ciphertexts only; the session id is added at upload.
+    setup = decode_message((model / "package" / "setup.msg").read_bytes(), "setup")
+    assert set(setup.blobs) == {"context"} and "session" not in setup.meta
+    PublicContext.from_bytes(setup.blob_list("context")[0])
+    labels = decode_message((model / "package" / "labels-00000.msg").read_bytes(), "labels")
+    assert set(labels.blobs) == {"labels"} and "session" not in labels.meta
+    assert model_stage(model) == "encrypted"
+
+    # Interrupted after the third labels message's chunk reached the server (not committed).
+    first = _CountingRequests(monkeypatch, fail_after_label_chunks=3)
+    assert main(["client", "upload", "--model", str(model), "--server", server,
+                 "--timeout", "5"]) == 1
+    assert "connection lost" in capsys.readouterr().err
+    assert model_stage(model) == "uploading"
+    second = _CountingRequests(monkeypatch)
+    assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
+    assert "next: cipherforest client train" in capsys.readouterr().out
+    puts, commits = first.puts + second.puts, first.commits + second.commits
+    assert len(puts) == len(set(puts)), "a chunk was sent twice"
+    assert len(commits) == len(set(commits)) == 6, "setup + 5 labels, each committed once"
+    assert sum("labels" in c for c in second.commits) == 3  # the 3rd message onwards
+    assert model_stage(model) == "uploaded"
+    third = _CountingRequests(monkeypatch)
+    assert main(["client", "upload", "--model", str(model)]) == 0
+    assert "nothing to send" in capsys.readouterr().out and third.puts == third.commits == []
+    monkeypatch.undo()
+    assert main(["client", "status", "--model", str(model)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["stage"] == "uploaded" and status["label_messages_committed"] == 5
+    assert status["session"]["labels_received"] == 40
+    old = HTTPTransport(server, session=_record(model)["transport"])
+    before = _digests(model)
+    assert main(["client", "upload", "--model", str(model), "--new-session"]) == 1
+    assert "access key" in capsys.readouterr().err and _digests(model) == before
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    assert main(["client", "upload", "--model", str(model), "--new-session"]) == 0
+    code, body = request(server, "GET", f"/v1/sessions/{old.session_id}",
+                         headers=bearer(old.token))
+    assert code in (401, 404), body  # the old session is gone
+    assert _record(model)["transport"]["id"] != old.session_id
+
+    assert main(["client", "train", "--model", str(model), "--server", server]) == 0
+    assert "model saved" in capsys.readouterr().out
+    staged, X_test = _check_oracle(model, files)
+    assert main(["client", "predict", "--model", str(model), "--data",
+                 str(files / "test.csv"), "--target", "kind", "--out",
+                 str(tmp_path / "pred.csv")]) == 0
+    with open(tmp_path / "pred.csv") as file:
+        assert [row[0] for row in csv.reader(file)][1:] == staged.predict(X_test).tolist()
+
+    # The one-shot train on the same data and seed meets the same oracle on its own ciphers.
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    one_shot = tmp_path / "one-shot"
+    assert main(["client", "train", "--server", server, "--data", str(files / "train.csv"),
+                 "--target", "kind", "--model", str(one_shot), *FOREST, *PACKING]) == 0
+    _check_oracle(one_shot, files)
+
+
+def test_encrypt_refuses_an_existing_model(files, tmp_path, capsys):
+    model = tmp_path / "model"
+    assert _encrypt(files, model) == 0
+    before = _digests(model)
+    assert _encrypt(files, model) == 1
+    assert "holds another model" in capsys.readouterr().err and _digests(model) == before
+    assert _encrypt(files, model, "--force") == 0
+    after = _digests(model)
+    assert set(after) == set(before) and after["he_keys.bin"] != before["he_keys.bin"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine")
+    assert _encrypt(files, tmp_path / "other") == 1
+    assert "is not empty" in capsys.readouterr().err
+    assert os.listdir(tmp_path / "other") == ["notes.txt"]
+    # Not uploaded: train and predict say what to do instead of failing obscurely.
+    assert main(["client", "train", "--model", str(model), "--server", "http://127.0.0.1:9"]) == 1
+    assert "not uploaded yet" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["client", "train", "--model", str(model), "--trees", "5"])
+    assert "fixed by 'cipherforest client encrypt'" in capsys.readouterr().err
+    assert main(["client", "predict", "--model", str(model), "--data",
+                 str(files / "test.csv"), "--target", "kind"]) == 1
+    assert "not a trained model" in capsys.readouterr().err
+
+
+def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, monkeypatch,
+                                                     capsys):
+    model = tmp_path / "model"
+    assert _encrypt(files, model) == 0
+    before = _digests(model)
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", "not-the-key")
+    assert main(["client", "upload", "--model", str(model), "--server", server]) == 1
+    assert "access key" in capsys.readouterr().err
+    assert _digests(model) == before and model_stage(model) == "encrypted"
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
+    capsys.readouterr()
+
+    # 1. Dies after recording its first answer, before sending it.
+    handle = HTTPTransport.handle
+
+    def lost_answer(transport, data):
+        if decode_message(data).kind == "answer":
+            raise RuntimeError("client killed (test)")
+        return handle(transport, data)
+
+    monkeypatch.setattr(HTTPTransport, "handle", lost_answer)
+    with pytest.raises(RuntimeError, match="client killed"):
+        main(["client", "train", "--model", str(model)])
+    monkeypatch.setattr(HTTPTransport, "handle", handle)
+    assert model_stage(model) == "training" and _record(model)["answers_recorded"] == 1
+    assert main(["client", "upload", "--model", str(model)]) == 1
+    assert "has started training" in capsys.readouterr().err
+
+    # 2. Resumes (sends the recorded answer the server never got), dies computing the next.
+    def die(self, query):
+        raise RuntimeError("client killed (test)")
+
+    monkeypatch.setattr(PrivateForestClient, "_answer", die)
+    with pytest.raises(RuntimeError, match="client killed"):
+        main(["client", "train", "--model", str(model)])
+    assert "after 1 recorded answers" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    session = HTTPTransport(server, session=_record(model)["transport"])
+    assert session.status()["round"] == 2 and _record(model)["answers_recorded"] == 1
+
+    # 3. Resumes at the server's level (replays answer 1, answers round 2) and finishes.
+    assert main(["client", "train", "--model", str(model)]) == 0
+    _check_oracle(model, files)
+    assert sorted(os.listdir(model / "rounds")) == ["answer-00001.msg", "answer-00002.msg"]
+    _check_modes(model)
+
+
+def _record(model):
+    from cipherforest.privacy._client_state import _FORMAT, _VERSION
+    from cipherforest.privacy._state_file import read_state_file
+
+    meta, _ = read_state_file(os.path.join(model, "client.npz"), _FORMAT, _VERSION)
+    return meta
