@@ -236,8 +236,10 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         "client_s_per_tree": fit.client_seconds / n_trees,
         "client_share": fit.client_seconds / fit.server_seconds,
         "rounds": fit.rounds, "upload_mb": fit.bytes_sent / 1e6,
-        "max_round_mb": max(fit.bytes_per_round) / 1e6,
-        "mean_round_mb": float(np.mean(fit.bytes_per_round)) / 1e6,
+        # Label-blind training has no round.
+        "max_round_mb": max(fit.bytes_per_round, default=0) / 1e6,
+        "mean_round_mb": (float(np.mean(fit.bytes_per_round)) / 1e6 if fit.bytes_per_round
+                          else 0.0),
         "candidates": session.candidates, "query_ciphertexts": session.query_ciphertexts,
         "predict_mb": client.predict_stats_.bytes_received / 1e6,
         "predict_b_per_pair": client.predict_stats_.bytes_received / (X_test.shape[0] * n_trees),
