@@ -79,15 +79,18 @@ def densify(X):
     return X.toarray() if sp.issparse(X) else X
 
 
-def validate_fit_arrays(estimator, X, y, sample_weight):
-    """Validate training arrays for a single-output tree model (and set ``n_features_in_``,
+def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = False):
+    """Validate training arrays for a tree model (and set ``n_features_in_``,
     ``feature_names_in_`` and ``missing_values_in_feature_mask_`` on ``estimator``).
 
-    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), 1-D ``y``
-    and float64 non-negative ``sample_weight``.
+    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), ``y`` (1-D,
+    or 2-D with several columns when ``multi_output``; a single column becomes 1-D) and
+    float64 non-negative ``sample_weight``.
     """
     if sp.issparse(y):
-        raise ValueError("sparse multilabel-indicator for y is not supported.")
+        # TypeError, as scikit-learn's trees raise for a sparse y.
+        raise TypeError("A sparse y (e.g. a sparse multilabel-indicator matrix) is not "
+                        "supported; pass y as a dense array.")
     X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=True,
                          **tree_X_options(X))
     X = densify(X)
@@ -95,12 +98,51 @@ def validate_fit_arrays(estimator, X, y, sample_weight):
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
-    elif y.ndim != 1:
+    elif y.ndim != 1 and not (multi_output and y.ndim == 2):
         raise ValueError(f"{type(estimator).__name__} supports a single output; y has shape "
                          f"{y.shape}")
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                          ensure_non_negative=True)
     return X, y, sample_weight
+
+
+def encode_classes(y: np.ndarray):
+    """``(classes_, y_encoded, n_classes_)`` of 1-D ``y`` (an array, its class indices, an
+    int) or of 2-D ``y`` (a list of per-output arrays, an int matrix, an intp array), as
+    scikit-learn's classifiers store them."""
+    if y.ndim == 1:
+        classes, encoded = np.unique(y, return_inverse=True)
+        return classes, encoded, int(classes.shape[0])
+    classes = []
+    encoded = np.zeros(y.shape, dtype=np.intp)
+    for k in range(y.shape[1]):
+        classes_k, encoded[:, k] = np.unique(y[:, k], return_inverse=True)
+        classes.append(classes_k)
+    return classes, encoded, np.array([c.shape[0] for c in classes], dtype=np.intp)
+
+
+def split_outputs(values: np.ndarray, n_classes):
+    """Class proportions ``(n_samples, n_outputs, max_n_classes)`` as ``predict_proba``
+    returns them: one array for a single output, else a list with one per output."""
+    if np.ndim(n_classes) == 0:
+        return values[:, 0, :n_classes]
+    return [values[:, k, :n] for k, n in enumerate(n_classes)]
+
+
+def log_proba(proba):
+    """Natural logarithm of ``proba`` (an array or a list of per-output arrays)."""
+    if isinstance(proba, list):
+        return [np.log(p) for p in proba]
+    return np.log(proba)
+
+
+def classes_of_proba(proba, classes):
+    """Most probable class of each row (ties: the first class); ``proba`` and ``classes``
+    as ``predict_proba`` and ``classes_`` (lists for several outputs)."""
+    if not isinstance(proba, list):
+        return classes.take(np.argmax(proba, axis=1))
+    return np.column_stack([c.take(np.argmax(p, axis=1))
+                            for p, c in zip(proba, classes, strict=True)])
 
 
 class BaseDecisionTree(BaseEstimator):
@@ -163,7 +205,7 @@ class BaseDecisionTree(BaseEstimator):
         )
 
     def _validate_X_y(self, X, y, sample_weight):
-        return validate_fit_arrays(self, X, y, sample_weight)
+        return validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
 
     def _fit_encoded(self, X, y_encoded, sample_weight, n_classes: int, criterion: int):
         if not np.any(sample_weight > 0):
@@ -176,7 +218,7 @@ class BaseDecisionTree(BaseEstimator):
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
-        self.n_outputs_ = 1
+        self.n_outputs_ = tree.n_outputs
         return self
 
     def _fit_prepared(self, data: TreeData, y_encoded: np.ndarray, sample_weight: np.ndarray,
@@ -202,12 +244,13 @@ class BaseDecisionTree(BaseEstimator):
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
         self.n_features_in_ = data.n_features
-        self.n_outputs_ = 1
+        self.n_outputs_ = tree.n_outputs
         self.max_features_ = params.max_features
         self.missing_values_in_feature_mask_ = missing_mask
         if classes is not None:
             self.classes_ = classes
-            self.n_classes_ = int(n_classes)
+            self.n_classes_ = (int(n_classes) if np.ndim(n_classes) == 0
+                               else np.asarray(n_classes, dtype=np.intp))
         return self
 
     # ------------------------------------------------------------------ prediction
@@ -308,8 +351,9 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         Grow best-first (largest impurity decrease first) up to this many leaves.
     min_impurity_decrease : float, default=0.0
         Split only if the weighted impurity decrease is at least this.
-    class_weight : dict, "balanced" or None, default=None
-        Weights multiplied into ``sample_weight``.
+    class_weight : dict, list of dict, "balanced" or None, default=None
+        Weights multiplied into ``sample_weight``; for multi-output y a list of one dict per
+        output (their weights multiply), as scikit-learn.
     ccp_alpha : float, default=0.0
         Minimal cost-complexity pruning parameter.
     max_bins : int in [2, 255] or None, default=None
@@ -337,7 +381,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     _parameter_constraints: dict = {
         **BaseDecisionTree._parameter_constraints,
         "criterion": [StrOptions(set(CRITERIA_CLF))],
-        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "class_weight": [dict, list, StrOptions({"balanced"}), None],
     }
 
     def __init__(self, *, criterion="gini", splitter="best", max_depth=None,
@@ -377,8 +421,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         """
         X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
         check_classification_targets(y)
-        self.classes_, y_encoded = np.unique(y, return_inverse=True)
-        self.n_classes_ = int(self.classes_.shape[0])
+        self.classes_, y_encoded, self.n_classes_ = encode_classes(y)
         if self.class_weight is not None:
             sample_weight = sample_weight * compute_sample_weight(self.class_weight, y)
         return self._fit_encoded(X, y_encoded, sample_weight, self.n_classes_,
@@ -393,20 +436,20 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes)
+        proba : ndarray of shape (n_samples, n_classes), or a list of n_outputs such arrays
         """
         X = self._validate_X_predict(X)
-        return self.tree_.predict(X)[:, 0, : self.n_classes_]
+        return split_outputs(self.tree_.predict(X), self.n_classes_)
 
     def predict_log_proba(self, X):
         """Natural logarithm of ``predict_proba`` (``-inf`` for empty classes)."""
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+            return log_proba(self.predict_proba(X))
 
     def predict(self, X):
-        """Majority class of each sample's leaf (ties: the first class in ``classes_``)."""
-        proba = self.predict_proba(X)
-        return self.classes_.take(np.argmax(proba, axis=1))
+        """Majority class of each sample's leaf (ties: the first class in ``classes_``);
+        shape (n_samples,) or (n_samples, n_outputs)."""
+        return classes_of_proba(self.predict_proba(X), self.classes_)
 
 
 @register_model_class
@@ -495,10 +538,11 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
 
         Returns
         -------
-        y : ndarray of shape (n_samples,)
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
         X = self._validate_X_predict(X)
-        return self.tree_.predict(X)[:, 0, 0]
+        values = self.tree_.predict(X)[:, :, 0]
+        return values[:, 0] if self.n_outputs_ == 1 else values
 
 
 @register_model_class
