@@ -26,6 +26,7 @@ from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
     DecisionTreeRegressor,
+    check_poisson_target,
     classes_of_proba,
     densify,
     encode_classes,
@@ -304,7 +305,7 @@ class ForestClassifierMixin(ClassifierMixin):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
@@ -364,7 +365,7 @@ class ForestRegressorMixin(RegressorMixin):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
@@ -373,9 +374,8 @@ class ForestRegressorMixin(RegressorMixin):
         """
         X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
         y = np.asarray(y, dtype=np.float64)
-        if self.criterion == "poisson" and (np.any(y < 0) or np.sum(y) <= 0):
-            raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
-                             "regression, or their sum is not positive.")
+        if self.criterion == "poisson":
+            check_poisson_target(y, sum_wording="strictly positive")
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         return self._fit_forest(X, y, sample_weight, 1, CRITERIA_REG[self.criterion], None)
@@ -418,7 +418,7 @@ _FOREST_DOC = """
     n_estimators : int, default=100
     criterion : str
         As the decision trees: "gini", "entropy"/"log_loss" (classification);
-        "squared_error", "poisson" (regression).
+        "squared_error", "absolute_error", "poisson" (regression).
     max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_leaf_nodes, \
 min_impurity_decrease, ccp_alpha
         Passed to every tree (see :class:`cipherforest.DecisionTreeClassifier`).
@@ -438,8 +438,9 @@ min_impurity_decrease, ccp_alpha
         Progress bar on stderr when > 0.
     warm_start : bool, default=False
         Add trees to the existing forest when ``n_estimators`` grows.
-    class_weight : dict, "balanced", "balanced_subsample" or None (classifiers)
-        "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample.
+    class_weight : dict, list of dict, "balanced", "balanced_subsample" or None (classifiers)
+        "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample; a
+        list holds one dict per output of a 2-D y.
     max_samples : int, float or None, default=None
         Bootstrap size: None n_samples, an int that many draws, a float (may exceed 1)
         ``max(1, int(max_samples * n_samples))`` draws.
@@ -451,7 +452,8 @@ min_impurity_decrease, ccp_alpha
     estimators_ : list of fitted trees
     estimator_seeds_ : ndarray of shape (n_estimators,)
         Seed of each tree; also seeds its bootstrap draw.
-    classes_, n_classes_ : classifiers only
+    classes_, n_classes_ : classifiers only (lists / arrays per output for a 2-D y)
+    n_outputs_ : int
     n_features_in_, feature_names_in_ : as scikit-learn
     feature_importances_ : ndarray of shape (n_features_in_,)
     oob_score_, oob_decision_function_ / oob_prediction_ : with ``oob_score=True``

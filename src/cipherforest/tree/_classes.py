@@ -106,6 +106,22 @@ def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = Fal
     return X, y, sample_weight
 
 
+def check_poisson_target(y, sum_wording: str) -> None:
+    """Raise scikit-learn's errors for a Poisson target with a negative value or a sum that is
+    not positive (``sum_wording``: "positive" as its trees say, "strictly positive" as its
+    forests). Targets that are not numbers are left to the array validation."""
+    try:
+        values = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        return
+    if np.any(values < 0):
+        raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
+                         "regression.")
+    if np.sum(values) <= 0:
+        raise ValueError(f"Sum of y is not {sum_wording} which is necessary for Poisson "
+                         "regression.")
+
+
 def encode_classes(y: np.ndarray):
     """``(classes_, y_encoded, n_classes_)`` of 1-D ``y`` (an array, its class indices, an
     int) or of 2-D ``y`` (a list of per-output arrays, an int matrix, an intp array), as
@@ -363,13 +379,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-    n_classes_ : int
+    classes_ : ndarray of shape (n_classes,), or a list of n_outputs such arrays
+    n_classes_ : int, or ndarray of shape (n_outputs,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string column names.
     n_outputs_ : int
-        Always 1.
+        Number of outputs (columns of a 2-D y).
     max_features_ : int
     missing_values_in_feature_mask_ : ndarray of shape (n_features_in_,)
         Which features had NaN in the training data.
@@ -410,8 +426,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         ----------
         X : array-like of shape (n_samples, n_features)
             Training rows; NaN is allowed (each split learns where NaN goes).
-        y : array-like of shape (n_samples,)
-            Class labels.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Class labels (one column per output).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights; None gives every sample weight 1.
 
@@ -458,9 +474,12 @@ class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
 
     Parameters
     ----------
-    criterion : {"squared_error", "poisson"}, default="squared_error"
-        "squared_error" minimises the weighted variance; "poisson" the half Poisson deviance
-        (targets must be non-negative with a positive sum).
+    criterion : {"squared_error", "absolute_error", "poisson"}, default="squared_error"
+        "squared_error" minimises the weighted variance (leaves predict the mean);
+        "absolute_error" the mean absolute deviation from the weighted median (leaves predict
+        the weighted median; exact split finder only); "poisson" the half Poisson deviance
+        (targets must be non-negative with a positive sum). With several outputs the
+        impurity is the mean over outputs.
     splitter, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
 max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, max_bins
         As in :class:`DecisionTreeClassifier`.
@@ -510,7 +529,7 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         ----------
         X : array-like of shape (n_samples, n_features)
             Training rows; NaN is allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Real targets (finite).
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -518,15 +537,11 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         -------
         self : DecisionTreeRegressor
         """
+        if self.criterion == "poisson":
+            # Before the shape checks, as scikit-learn (its tests rely on the order).
+            check_poisson_target(y, sum_wording="positive")
         X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
         y = np.asarray(y, dtype=np.float64)
-        if self.criterion == "poisson":
-            if np.any(y < 0):
-                raise ValueError("Some value(s) of y are negative which is not allowed for "
-                                 "Poisson regression.")
-            if np.sum(y) <= 0:
-                raise ValueError("Sum of y is not positive which is necessary for Poisson "
-                                 "regression.")
         return self._fit_encoded(X, y, sample_weight, 1, CRITERIA_REG[self.criterion])
 
     def predict(self, X):
