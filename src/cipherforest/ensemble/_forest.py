@@ -52,7 +52,7 @@ _TREES_PER_BLOCK = 8
 
 TREE_PARAMS = ("criterion", "max_depth", "min_samples_split", "min_samples_leaf",
                "min_weight_fraction_leaf", "max_features", "max_leaf_nodes",
-               "min_impurity_decrease", "ccp_alpha", "max_bins")
+               "min_impurity_decrease", "ccp_alpha", "monotonic_cst", "max_bins")
 
 
 class BaseForest(BaseEstimator):
@@ -446,6 +446,9 @@ min_impurity_decrease, ccp_alpha
         ``max(1, int(max_samples * n_samples))`` draws.
     max_bins : int in [2, 255] or None, default=None
         Histogram split finding with features binned once for the whole forest.
+    monotonic_cst : array-like of int of shape (n_features,), default=None
+        Monotonicity constraint per feature for every tree (see
+        :class:`cipherforest.DecisionTreeRegressor`); the forest's mean keeps it.
 
     Attributes
     ----------
@@ -463,7 +466,7 @@ min_impurity_decrease, ccp_alpha
 def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                  min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                  min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
-                 warm_start, ccp_alpha, max_samples, max_bins):
+                 warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst):
     self.n_estimators = n_estimators
     self.criterion = map_friedman_mse(criterion)
     self.max_depth = max_depth
@@ -482,6 +485,7 @@ def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
     self.ccp_alpha = ccp_alpha
     self.max_samples = max_samples
     self.max_bins = max_bins
+    self.monotonic_cst = monotonic_cst
 
 
 @register_model_class
@@ -496,11 +500,11 @@ class RandomForestClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None):
+                 max_bins=None, monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
         self.class_weight = class_weight
 
 
@@ -517,11 +521,11 @@ class ExtraTreesClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None):
+                 max_bins=None, monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
         self.class_weight = class_weight
 
 
@@ -536,11 +540,12 @@ class RandomForestRegressor(ForestRegressorMixin, BaseForest):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
+                 monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
 
 
 @register_model_class
@@ -555,8 +560,9 @@ class ExtraTreesRegressor(ForestRegressorMixin, BaseForest):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
+                 monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)

@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
-from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
+from ._common import CRITERIA_CLF, CRITERIA_REG, CRITERION_ABSOLUTE_ERROR, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
 from ._pruning import prune_tree
@@ -104,6 +104,40 @@ def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = Fal
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                          ensure_non_negative=True)
     return X, y, sample_weight
+
+
+def _n_outputs(y: np.ndarray) -> int:
+    return int(y.shape[1]) if np.ndim(y) == 2 else 1
+
+
+def resolve_monotonic_cst(monotonic_cst, n_features: int, n_outputs: int, n_classes,
+                          criterion: int, is_classifier: bool) -> np.ndarray | None:
+    """Validate ``monotonic_cst`` as scikit-learn does; return the per-feature constraints
+    the growth kernel applies (None when there are none).
+
+    Classifiers constrain the positive class's probability, the kernel the proportion of
+    class 0, so their signs flip (scikit-learn's convention).
+    """
+    if monotonic_cst is None:
+        return None
+    if n_outputs > 1:
+        raise ValueError("Monotonicity constraints are not supported with multiple outputs.")
+    cst = np.asarray(monotonic_cst)
+    if cst.ndim != 1 or cst.shape[0] != n_features:
+        raise ValueError(f"monotonic_cst has shape {cst.shape[0] if cst.ndim else cst.shape} "
+                         f"but the input data X has {n_features} features.")
+    if not np.all(np.isin(cst, (-1, 0, 1))):
+        raise ValueError("monotonic_cst must be None or an array-like of -1, 0 or 1, but got "
+                         f"{np.unique(cst)}")
+    cst = cst.astype(np.int64)
+    if is_classifier:
+        if int(np.max(n_classes)) > 2:
+            raise ValueError("Monotonicity constraints are not supported with multiclass "
+                             "classification")
+        cst = -cst
+    if criterion == CRITERION_ABSOLUTE_ERROR:
+        raise ValueError("monotonic_cst is not supported with criterion='absolute_error'")
+    return cst if cst.any() else None
 
 
 def check_poisson_target(y, sum_wording: str) -> None:
@@ -187,6 +221,7 @@ class BaseDecisionTree(BaseEstimator):
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
         "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
         "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
+        "monotonic_cst": ["array-like", None],
     }
 
     def __sklearn_tags__(self):
@@ -197,7 +232,7 @@ class BaseDecisionTree(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _growth_params(self, criterion: int, n_samples: int, total_weight: float,
-                       n_features: int) -> GrowthParams:
+                       n_features: int, n_outputs: int = 1, n_classes=1) -> GrowthParams:
         if isinstance(self.min_samples_leaf, Integral):
             min_samples_leaf = int(self.min_samples_leaf)
         else:
@@ -218,6 +253,9 @@ class BaseDecisionTree(BaseEstimator):
             min_weight_leaf=float(self.min_weight_fraction_leaf * total_weight),
             min_impurity_decrease=float(self.min_impurity_decrease),
             max_leaf_nodes=-1 if self.max_leaf_nodes is None else int(self.max_leaf_nodes),
+            monotonic_cst=resolve_monotonic_cst(
+                getattr(self, "monotonic_cst", None), n_features, n_outputs, n_classes,
+                criterion, isinstance(self, ClassifierMixin)),
         )
 
     def _validate_X_y(self, X, y, sample_weight):
@@ -227,7 +265,7 @@ class BaseDecisionTree(BaseEstimator):
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         params = self._growth_params(criterion, X.shape[0], float(sample_weight.sum()),
-                                     X.shape[1])
+                                     X.shape[1], _n_outputs(y_encoded), n_classes)
         self.max_features_ = params.max_features
         seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
         tree = fit_tree_arrays(X, y_encoded, sample_weight, n_classes, params, seed)
@@ -252,7 +290,7 @@ class BaseDecisionTree(BaseEstimator):
         """
         params = self._growth_params(criterion, data.n_samples if n_samples is None
                                      else n_samples, float(sample_weight.sum()),
-                                     data.n_features)
+                                     data.n_features, _n_outputs(y_encoded), n_classes)
         if seed is None:
             seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
         tree = grow_tree_on(data, y_encoded, sample_weight, n_classes, params, int(seed))
@@ -372,6 +410,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         output (their weights multiply), as scikit-learn.
     ccp_alpha : float, default=0.0
         Minimal cost-complexity pruning parameter.
+    monotonic_cst : array-like of int of shape (n_features,), default=None
+        Monotonicity constraint per feature: 1 increasing, -1 decreasing, 0 none (on the
+        prediction; for classifiers on the positive class's probability, binary only).
+        Single output, exact finder (``max_bins=None``), not with "absolute_error". Splits
+        on a constrained feature must keep the children ordered and within the bounds
+        inherited from their ancestors, and leaf values are clipped to them (scikit-learn's
+        method).
     max_bins : int in [2, 255] or None, default=None
         None finds exact splits (all midpoints); an int bins each feature into at most this
         many quantile bins once per fit and finds splits on histograms, much faster on large
@@ -403,7 +448,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     def __init__(self, *, criterion="gini", splitter="best", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
+                 monotonic_cst=None, max_bins=None):
         self.criterion = criterion
         self.splitter = splitter
         self.max_depth = max_depth
@@ -416,6 +462,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         self.min_impurity_decrease = min_impurity_decrease
         self.class_weight = class_weight
         self.ccp_alpha = ccp_alpha
+        self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -481,7 +528,8 @@ class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
         (targets must be non-negative with a positive sum). With several outputs the
         impurity is the mean over outputs.
     splitter, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
-max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, max_bins
+max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, \
+monotonic_cst, max_bins
         As in :class:`DecisionTreeClassifier`.
 
     Attributes
@@ -502,7 +550,8 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
     def __init__(self, *, criterion="squared_error", splitter="best", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
+                 max_bins=None):
         self.criterion = map_friedman_mse(criterion)
         self.splitter = splitter
         self.max_depth = max_depth
@@ -514,6 +563,7 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         self.max_leaf_nodes = max_leaf_nodes
         self.min_impurity_decrease = min_impurity_decrease
         self.ccp_alpha = ccp_alpha
+        self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
 
     def __sklearn_tags__(self):
@@ -572,7 +622,8 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
     def __init__(self, *, criterion="gini", splitter="random", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features="sqrt", random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
+                 monotonic_cst=None, max_bins=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -580,7 +631,8 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
                          max_features=max_features, random_state=random_state,
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease,
-                         class_weight=class_weight, ccp_alpha=ccp_alpha, max_bins=max_bins)
+                         class_weight=class_weight, ccp_alpha=ccp_alpha,
+                         monotonic_cst=monotonic_cst, max_bins=max_bins)
 
 
 @register_model_class
@@ -595,7 +647,8 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
     def __init__(self, *, criterion="squared_error", splitter="random", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
+                 max_bins=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -603,4 +656,4 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
                          max_features=max_features, random_state=random_state,
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease, ccp_alpha=ccp_alpha,
-                         max_bins=max_bins)
+                         monotonic_cst=monotonic_cst, max_bins=max_bins)

@@ -46,6 +46,9 @@ class GrowthParams:
     min_weight_leaf: float
     min_impurity_decrease: float
     max_leaf_nodes: int  # -1: depth-first, unlimited
+    #: Per-feature monotonic constraint (+1 / -1 / 0) on the value the kernel constrains
+    #: (mean target, class-0 proportion); None: unconstrained.
+    monotonic_cst: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -114,8 +117,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                  n_threads: int = 1):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
-    Multi-output ``y`` (2-D) and ``criterion="absolute_error"`` grow with the exact finder
-    of ``_grower_general`` (``max_bins=None`` only).
+    Multi-output ``y`` (2-D), ``criterion="absolute_error"`` and monotonic constraints grow
+    with the exact finder of ``_grower_general`` (``max_bins=None`` only).
 
     Parameters
     ----------
@@ -148,7 +151,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     if params.max_bins != data.max_bins:
         raise ValueError(f"tree data was prepared for max_bins={data.max_bins}, "
                          f"not {params.max_bins}")
-    if np.ndim(y) == 2 or params.criterion == CRITERION_ABSOLUTE_ERROR:
+    if (np.ndim(y) == 2 or params.criterion == CRITERION_ABSOLUTE_ERROR
+            or params.monotonic_cst is not None):
         return _grow_general(data, y, sample_weight, n_classes, params, seed, return_leaves)
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
@@ -198,11 +202,13 @@ def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
 
 def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes,
                   params: GrowthParams, seed: int, return_leaves: bool):
-    """``grow_tree_on`` for multi-output ``y`` or the absolute error (``_grower_general``)."""
+    """``grow_tree_on`` for multi-output ``y``, the absolute error or monotonic constraints
+    (``_grower_general``)."""
     if data.max_bins is not None:
         raise ValueError("max_bins (histogram split finding) supports single-output y with "
-                         "the gini, entropy, squared_error and poisson criteria only; use "
-                         "max_bins=None for multi-output y or criterion='absolute_error'")
+                         "the gini, entropy, squared_error and poisson criteria without "
+                         "monotonic_cst only; use max_bins=None for multi-output y, "
+                         "criterion='absolute_error' or monotonic_cst")
     Y = np.ascontiguousarray(np.reshape(y, (np.shape(y)[0], -1)), dtype=np.float64)
     n_outputs = Y.shape[1]
     n_classes = np.broadcast_to(np.atleast_1d(np.asarray(n_classes, dtype=np.intp)),
@@ -214,11 +220,13 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
     positive = w > 0
     samples = np.flatnonzero(positive).astype(np.int64)
     sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
-    node_int, node_float, node_stats, node_median = grow_tree_general(
+    monotonic = (np.zeros(data.n_features, dtype=np.int64) if params.monotonic_cst is None
+                 else np.asarray(params.monotonic_cst, dtype=np.int64))
+    node_int, node_float, node_stats, node_median, node_bounds = grow_tree_general(
         params.is_random, params.criterion, block, Y, w, samples, sorted_index, sorted_value,
         params.max_features, params.max_depth, params.min_samples_split,
         params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
-        params.max_leaf_nodes, make_state(seed))
+        params.max_leaf_nodes, make_state(seed), monotonic)
     weight = node_stats[:, STAT_WEIGHT]
     n_nodes = node_stats.shape[0]
     if is_classifier:
@@ -228,6 +236,11 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
         value = node_median[:, :, np.newaxis]
     else:
         value = (node_stats[:, STAT_FIRST::block] / weight[:, np.newaxis])[:, :, np.newaxis]
+    if params.monotonic_cst is not None:
+        # The constrained value (first entry) within the node's bounds, as scikit-learn.
+        value[:, 0, 0] = np.clip(value[:, 0, 0], node_bounds[:, 0], node_bounds[:, 1])
+        if is_classifier and block == 2:
+            value[:, 0, 1] = 1.0 - value[:, 0, 0]
     tree = Tree(data.n_features, n_classes, _node_arrays(node_int, node_float, weight, value))
     if not return_leaves:
         return tree

@@ -16,6 +16,15 @@ Outputs, as ``grow_tree``'s plus one array:
 * ``node_stats[i]`` the node's stats vector (``_splitter_general`` layout)
 * ``node_median[i, o]`` the weighted median of output ``o`` (absolute error only; zeros
   otherwise, the value then follows from the stats).
+* ``node_bounds[i] = (lower, upper)`` the bounds monotonic constraints put on the node's
+  value (``-inf, inf`` without constraints).
+
+Monotonic constraints (``monotonic[f]`` +1 / -1 / 0, single-output additive criteria) follow
+scikit-learn: a split on a constrained feature must give children values (mean target, or
+class-0 proportion) in the node's bounds and in the constrained order; the children then
+inherit the node's bounds, cut at the midpoint of their two values (increasing: the left
+child's upper and the right child's lower bound). Values are clipped to the bounds by the
+caller.
 """
 
 from __future__ import annotations
@@ -88,12 +97,13 @@ def _summarise_node(order, start, end, Y, w, criterion, block, stats, median, sc
 @njit(**JIT_OPTIONS)
 def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, sorted_value,
                       max_features, max_depth, min_samples_split, min_samples_leaf,
-                      min_weight_leaf, min_impurity_decrease, max_leaf_nodes, rng_state):
+                      min_weight_leaf, min_impurity_decrease, max_leaf_nodes, rng_state,
+                      monotonic):
     """Grow one tree on ``Y`` (n_rows, n_outputs); see the module docstring.
 
     ``block`` is the number of criterion statistics per output (class count for
     classification, 2 squared error, 4 poisson, 0 absolute error). Other parameters as
-    ``_grower.grow_tree`` in exact mode.
+    ``_grower.grow_tree`` in exact mode; ``monotonic`` holds one constraint per feature.
     """
     n_samples = samples.shape[0]
     n_rows = Y.shape[0]
@@ -107,6 +117,9 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
     node_float = np.zeros((64, 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
     node_median = np.zeros((64, n_outputs), dtype=np.float64)
+    node_bounds = np.zeros((64, 2), dtype=np.float64)
+    node_bounds[0, 0] = -np.inf
+    node_bounds[0, 1] = np.inf
 
     frontier_int = np.zeros((16, 4), dtype=np.int64)
     frontier_split = np.zeros((16, GSPLIT_SIZE), dtype=np.float64)
@@ -216,7 +229,8 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
                     non_constant = best_split_outputs_feature(
                         f, start, end, sorted_index, sorted_value, Y, w, criterion, block,
                         stats, min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
-                        cum, missing, left, right, scratch, scratch_add)
+                        cum, missing, left, right, scratch, scratch_add, monotonic[f],
+                        node_bounds[node_id, 0], node_bounds[node_id, 1])
                 if non_constant:
                     n_visited += 1
                     if n_visited >= max_features:
@@ -271,6 +285,7 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
         node_float = _grow_rows(node_float, node_count)
         node_stats = _grow_rows(node_stats, node_count)
         node_median = _grow_rows(node_median, node_count)
+        node_bounds = _grow_rows(node_bounds, node_count)
         left_id = node_count - 2
         right_id = node_count - 1
         node_int[node_id, _LEFT] = left_id
@@ -300,6 +315,22 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
             child_split[c] = _is_splittable(node_stats[cid], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
+        lower = node_bounds[node_id, 0]
+        upper = node_bounds[node_id, 1]
+        for c in range(2):
+            node_bounds[child_ids[c], 0] = lower
+            node_bounds[child_ids[c], 1] = upper
+        cst = monotonic[np.int64(split[SPLIT_FEATURE])]
+        if cst != 0:
+            middle = 0.5 * (node_stats[left_id, STAT_FIRST] / node_stats[left_id, STAT_WEIGHT]
+                            + node_stats[right_id, STAT_FIRST]
+                            / node_stats[right_id, STAT_WEIGHT])
+            if cst > 0:
+                node_bounds[left_id, 1] = middle
+                node_bounds[right_id, 0] = middle
+            else:
+                node_bounds[left_id, 0] = middle
+                node_bounds[right_id, 1] = middle
         if best_first and n_leaves >= max_leaf_nodes:
             child_split[:] = False
         for c in (1, 0):
@@ -312,4 +343,5 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
                 n_pending += 1
 
     return (node_int[:node_count].copy(), node_float[:node_count].copy(),
-            node_stats[:node_count].copy(), node_median[:node_count].copy())
+            node_stats[:node_count].copy(), node_median[:node_count].copy(),
+            node_bounds[:node_count].copy())

@@ -93,6 +93,21 @@ def _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
 
 
 @njit(**JIT_OPTIONS)
+def monotonic_allowed(left, right, cst, lower, upper):
+    """scikit-learn's monotonicity check of a candidate on a constrained feature (``cst`` +1
+    increasing, -1 decreasing, 0 free): both children's values (first statistic over weight:
+    the mean target, or the proportion of class 0) lie in the node's ``[lower, upper]`` and
+    are ordered as ``cst`` says."""
+    if cst == 0:
+        return True
+    value_left = left[STAT_FIRST] / left[STAT_WEIGHT]
+    value_right = right[STAT_FIRST] / right[STAT_WEIGHT]
+    if value_left < lower or value_right < lower or value_left > upper or value_right > upper:
+        return False
+    return (value_left - value_right) * cst <= 0.0
+
+
+@njit(**JIT_OPTIONS)
 def _record(split, feature, position, missing_left, children, threshold, n_left, n_right):
     split[SPLIT_FEATURE] = feature
     split[SPLIT_POSITION] = position
@@ -128,9 +143,10 @@ def _feature_range(feature, start, end, sorted_value, is_random, rng_state):
 def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, Y, w,
                                criterion, block, node, min_samples_leaf, min_weight_leaf,
                                is_random, rng_state, split, cum, missing, left, right,
-                               scratch, scratch_block):
+                               scratch, scratch_block, cst, lower, upper):
     """Additive criteria over several outputs: ``_splitter_exact.best_split_exact_feature``
-    with per-output blocks. Returns False when the feature is constant in the node."""
+    with per-output blocks, and candidates filtered by ``monotonic_allowed`` (single output)
+    when ``cst`` is not 0. Returns False when the feature is constant in the node."""
     n_outputs = Y.shape[1]
     n_valid, usable, splittable, draw = _feature_range(feature, start, end, sorted_value,
                                                        is_random, rng_state)
@@ -158,7 +174,7 @@ def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, 
             position = i + 1 - start
             c = _children_impurity_outputs(cum, right, node, criterion, n_outputs, block,
                                            min_samples_leaf, min_weight_leaf, scratch)
-            if c < split[SPLIT_CHILDREN]:
+            if c < split[SPLIT_CHILDREN] and monotonic_allowed(cum, right, cst, lower, upper):
                 _record(split, feature, position, unseen, c, threshold, cum[STAT_COUNT],
                         right[STAT_COUNT])
             if has_missing:
@@ -167,7 +183,8 @@ def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, 
                 c = _children_impurity_outputs(left, right, node, criterion, n_outputs,
                                                block, min_samples_leaf, min_weight_leaf,
                                                scratch)
-                if c < split[SPLIT_CHILDREN]:
+                if (c < split[SPLIT_CHILDREN]
+                        and monotonic_allowed(left, right, cst, lower, upper)):
                     _record(split, feature, position, 1.0, c, threshold, left[STAT_COUNT],
                             right[STAT_COUNT])
             if is_random:
@@ -177,7 +194,7 @@ def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, 
             left[k] = node[k] - missing[k]
         c = _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
                                        min_samples_leaf, min_weight_leaf, scratch)
-        if c < split[SPLIT_CHILDREN]:
+        if c < split[SPLIT_CHILDREN] and monotonic_allowed(left, right, cst, lower, upper):
             _record(split, feature, n_valid, 0.0, c, np.inf, left[STAT_COUNT],
                     right[STAT_COUNT])
     return True
