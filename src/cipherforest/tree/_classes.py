@@ -88,9 +88,7 @@ def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = Fal
     float64 non-negative ``sample_weight``.
     """
     if sp.issparse(y):
-        # TypeError, as scikit-learn's trees raise for a sparse y.
-        raise TypeError("A sparse y (e.g. a sparse multilabel-indicator matrix) is not "
-                        "supported; pass y as a dense array.")
+        raise ValueError("sparse multilabel-indicator for y is not supported.")
     X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=True,
                          **tree_X_options(X))
     X = densify(X)
@@ -111,7 +109,7 @@ def _n_outputs(y: np.ndarray) -> int:
 
 
 def resolve_monotonic_cst(monotonic_cst, n_features: int, n_outputs: int, n_classes,
-                          criterion: int, is_classifier: bool) -> np.ndarray | None:
+                          criterion: int, is_classifier: bool) -> tuple[int, ...] | None:
     """Validate ``monotonic_cst`` as scikit-learn does; return the per-feature constraints
     the growth kernel applies (None when there are none).
 
@@ -137,7 +135,7 @@ def resolve_monotonic_cst(monotonic_cst, n_features: int, n_outputs: int, n_clas
         cst = -cst
     if criterion == CRITERION_ABSOLUTE_ERROR:
         raise ValueError("monotonic_cst is not supported with criterion='absolute_error'")
-    return cst if cst.any() else None
+    return tuple(int(c) for c in cst) if cst.any() else None
 
 
 def check_poisson_target(y, sum_wording: str) -> None:
@@ -259,6 +257,9 @@ class BaseDecisionTree(BaseEstimator):
         )
 
     def _validate_X_y(self, X, y, sample_weight):
+        if sp.issparse(y):  # a TypeError, as scikit-learn's trees raise (forests: ValueError)
+            raise TypeError("A sparse y (e.g. a sparse multilabel-indicator matrix) is not "
+                            "supported; pass y as a dense array.")
         return validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
 
     def _fit_encoded(self, X, y_encoded, sample_weight, n_classes: int, criterion: int):

@@ -48,7 +48,7 @@ class GrowthParams:
     max_leaf_nodes: int  # -1: depth-first, unlimited
     #: Per-feature monotonic constraint (+1 / -1 / 0) on the value the kernel constrains
     #: (mean target, class-0 proportion); None: unconstrained.
-    monotonic_cst: np.ndarray | None = None
+    monotonic_cst: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
