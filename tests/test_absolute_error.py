@@ -59,7 +59,8 @@ def test_prefix_abs_errors_match_brute_force(y, data):
 
 def test_toy_tree_impurities_and_medians():
     # Weighted toy problem: root median 4, impurity 2.5 / 2.3; split x <= 4.
-    tree = DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=2).fit(
+    tree = DecisionTreeRegressor(criterion="absolute_error", max_leaf_nodes=2,
+                                 random_state=0).fit(
         [[3], [5], [3], [8], [5]], [6, 7, 3, 4, 3], sample_weight=[0.6, 0.3, 0.1, 1.0, 0.3])
     assert_allclose(tree.tree_.impurity, [2.5 / 2.3, 0.3 / 0.7, 1.2 / 1.6])
     assert_array_equal(tree.tree_.value.ravel(), [4.0, 6.0, 4.0])
@@ -83,6 +84,7 @@ def _data(n=200, n_features=4, missing=0.0, seed=0):
 def test_tree_matches_scikit_learn(missing, params):
     # Continuous data without ties: the best split is unique, so the trees must agree.
     X, y, w = _data(missing=missing)
+    params = {**params, "random_state": 0}
     ours = DecisionTreeRegressor(criterion="absolute_error", **params).fit(X, y, sample_weight=w)
     ref = sk_tree.DecisionTreeRegressor(criterion="absolute_error", **params).fit(
         X, y, sample_weight=w)

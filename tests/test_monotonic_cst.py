@@ -28,6 +28,7 @@ def _data(n=300, seed=0):
 @pytest.mark.parametrize("params", [{}, {"max_leaf_nodes": 12}, {"min_samples_leaf": 5}])
 def test_regressor_matches_scikit_learn(params):
     X, y, _ = _data()
+    params = {**params, "random_state": 0}
     ours = DecisionTreeRegressor(monotonic_cst=CST, **params).fit(X, y)
     ref = sk_tree.DecisionTreeRegressor(monotonic_cst=CST, **params).fit(X, y)
     assert ours.tree_.node_count == ref.tree_.node_count
@@ -38,6 +39,7 @@ def test_regressor_matches_scikit_learn(params):
 def test_classifier_matches_scikit_learn(params):
     # (Deep classification nodes have tied splits that go to other features.)
     X, _, labels = _data()
+    params = {**params, "random_state": 0}
     ours = DecisionTreeClassifier(monotonic_cst=CST, **params).fit(X, labels)
     ref = sk_tree.DecisionTreeClassifier(monotonic_cst=CST, **params).fit(X, labels)
     assert ours.tree_.node_count == ref.tree_.node_count
@@ -52,9 +54,9 @@ def test_predictions_are_monotonic_along_constrained_features(Model, seed):
     X, y, labels = _data(n=200, seed=seed)
     rng = np.random.RandomState(seed)
     cst = rng.choice([-1, 1], size=3)
-    params = {"monotonic_cst": cst}
+    params = {"monotonic_cst": cst, "random_state": seed}
     if Model not in (DecisionTreeRegressor, DecisionTreeClassifier):
-        params.update(n_estimators=4, random_state=seed)
+        params.update(n_estimators=4)
     is_classifier = Model in (DecisionTreeClassifier, RandomForestClassifier,
                               ExtraTreesClassifier)
     model = Model(**params).fit(X, labels if is_classifier else y)
