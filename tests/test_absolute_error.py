@@ -51,10 +51,20 @@ def test_prefix_abs_errors_match_brute_force(y, data):
     node_ranks(Y, 0, order, 0, n, rank_of, sorted_y)
     assert_array_equal(sorted_y, np.sort(y))
     out = np.full(n, 1.5)  # prefix_abs_errors adds to what is there
+    medians = np.zeros(n)
     prefix_abs_errors(order, n, Y, 0, w, rank_of, sorted_y, n, np.zeros(n + 1),
-                      np.zeros(n + 1), out)
+                      np.zeros(n + 1), out, medians)
     expected = [brute_min_abs_error(y[order[:k + 1]], w[order[:k + 1]]) for k in range(n)]
     assert_allclose(out - 1.5, expected, rtol=1e-9, atol=1e-9)
+    # Medians: where a prefix holds exactly half the weight is decided on float sums, so
+    # compare with scikit-learn's only for weights whose sums are exact.
+    exact_w = np.round(w * 2) / 2 + 0.5
+    prefix_abs_errors(order, n, Y, 0, exact_w, rank_of, sorted_y, n, np.zeros(n + 1),
+                      np.zeros(n + 1), out, medians)
+    for k in range(n):
+        rows = order[:k + 1]
+        assert_allclose(medians[k],
+                        _weighted_percentile(y[rows], exact_w[rows], 50, average=True))
 
 
 def test_toy_tree_impurities_and_medians():

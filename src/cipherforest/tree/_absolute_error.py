@@ -104,8 +104,10 @@ def _sums_below(tree_w, tree_wy, rank):
 
 
 @njit(**JIT_OPTIONS)
-def prefix_abs_errors(seq, n, Y, output, w, rank_of, sorted_y, size, tree_w, tree_wy, out):
-    """``out[k] += sum over seq[:k+1] of w * |y - median|`` for ``k < n`` (output ``output``).
+def prefix_abs_errors(seq, n, Y, output, w, rank_of, sorted_y, size, tree_w, tree_wy, out,
+                      out_median):
+    """``out[k] += sum over seq[:k+1] of w * |y - median|`` for ``k < n`` (output ``output``),
+    and ``out_median[k] = median`` of that prefix.
 
     ``rank_of`` / ``sorted_y`` come from :func:`node_ranks` over the node's ``size``
     samples, of which ``seq[:n]`` is a subset; ``tree_w`` and ``tree_wy`` are scratch
@@ -140,3 +142,4 @@ def prefix_abs_errors(seq, n, Y, output, w, rank_of, sorted_y, size, tree_w, tre
         w_lo, wy_lo = _sums_below(tree_w, tree_wy, upper)
         error = (total_wy - wy_lo - median * (total_w - w_lo)) + (median * w_lo - wy_lo)
         out[k] += max(error, 0.0)
+        out_median[k] = median

@@ -24,7 +24,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
-from ._common import CRITERIA_CLF, CRITERIA_REG, CRITERION_ABSOLUTE_ERROR, MAX_BINS, SPLITTERS
+from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
 from ._pruning import prune_tree
@@ -133,8 +133,6 @@ def resolve_monotonic_cst(monotonic_cst, n_features: int, n_outputs: int, n_clas
             raise ValueError("Monotonicity constraints are not supported with multiclass "
                              "classification")
         cst = -cst
-    if criterion == CRITERION_ABSOLUTE_ERROR:
-        raise ValueError("monotonic_cst is not supported with criterion='absolute_error'")
     return tuple(int(c) for c in cst) if cst.any() else None
 
 
@@ -414,7 +412,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     monotonic_cst : array-like of int of shape (n_features,), default=None
         Monotonicity constraint per feature: 1 increasing, -1 decreasing, 0 none (on the
         prediction; for classifiers on the positive class's probability, binary only).
-        Single output, exact finder (``max_bins=None``), not with "absolute_error". Splits
+        Single output, exact finder (``max_bins=None``). Splits
         on a constrained feature must keep the children ordered and within the bounds
         inherited from their ancestors, and leaf values are clipped to them (scikit-learn's
         method).

@@ -19,9 +19,9 @@ Outputs, as ``grow_tree``'s plus one array:
 * ``node_bounds[i] = (lower, upper)`` the bounds monotonic constraints put on the node's
   value (``-inf, inf`` without constraints).
 
-Monotonic constraints (``monotonic[f]`` +1 / -1 / 0, single-output additive criteria) follow
-scikit-learn: a split on a constrained feature must give children values (mean target, or
-class-0 proportion) in the node's bounds and in the constrained order; the children then
+Monotonic constraints (``monotonic[f]`` +1 / -1 / 0, single output) follow scikit-learn: a
+split on a constrained feature must give children values (mean target, median, or class-0
+proportion) in the node's bounds and in the constrained order; the children then
 inherit the node's bounds, cut at the midpoint of their two values (increasing: the left
 child's upper and the right child's lower bound). Values are clipped to the bounds by the
 caller.
@@ -155,6 +155,7 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
     err_right = np.zeros(n_abs)
     err_left_missing = np.zeros(n_abs)
     err_right_missing = np.zeros(n_abs)
+    medians = np.zeros((4, n_abs))
 
     child_ids = np.zeros(2, dtype=np.int64)
     child_bounds = np.zeros((2, 2), dtype=np.int64)
@@ -224,7 +225,8 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
                         f, start, end, sorted_index, sorted_value, Y, w, stats[STAT_WEIGHT],
                         min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
                         rank_of, sorted_y, tree_w, tree_wy, seq, err_left, err_right,
-                        err_left_missing, err_right_missing)
+                        err_left_missing, err_right_missing, medians, monotonic[f],
+                        node_bounds[node_id, 0], node_bounds[node_id, 1])
                 else:
                     non_constant = best_split_outputs_feature(
                         f, start, end, sorted_index, sorted_value, Y, w, criterion, block,
@@ -322,9 +324,13 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
             node_bounds[child_ids[c], 1] = upper
         cst = monotonic[np.int64(split[SPLIT_FEATURE])]
         if cst != 0:
-            middle = 0.5 * (node_stats[left_id, STAT_FIRST] / node_stats[left_id, STAT_WEIGHT]
-                            + node_stats[right_id, STAT_FIRST]
-                            / node_stats[right_id, STAT_WEIGHT])
+            if absolute:
+                middle = 0.5 * (node_median[left_id, 0] + node_median[right_id, 0])
+            else:
+                middle = 0.5 * (node_stats[left_id, STAT_FIRST]
+                                / node_stats[left_id, STAT_WEIGHT]
+                                + node_stats[right_id, STAT_FIRST]
+                                / node_stats[right_id, STAT_WEIGHT])
             if cst > 0:
                 node_bounds[left_id, 1] = middle
                 node_bounds[right_id, 0] = middle

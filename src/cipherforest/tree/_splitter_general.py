@@ -93,18 +93,25 @@ def _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
 
 
 @njit(**JIT_OPTIONS)
-def monotonic_allowed(left, right, cst, lower, upper):
+def monotonic_values_allowed(value_left, value_right, cst, lower, upper):
     """scikit-learn's monotonicity check of a candidate on a constrained feature (``cst`` +1
-    increasing, -1 decreasing, 0 free): both children's values (first statistic over weight:
-    the mean target, or the proportion of class 0) lie in the node's ``[lower, upper]`` and
-    are ordered as ``cst`` says."""
+    increasing, -1 decreasing, 0 free): both children's values lie in the node's
+    ``[lower, upper]`` and are ordered as ``cst`` says."""
     if cst == 0:
         return True
-    value_left = left[STAT_FIRST] / left[STAT_WEIGHT]
-    value_right = right[STAT_FIRST] / right[STAT_WEIGHT]
     if value_left < lower or value_right < lower or value_left > upper or value_right > upper:
         return False
     return (value_left - value_right) * cst <= 0.0
+
+
+@njit(**JIT_OPTIONS)
+def monotonic_allowed(left, right, cst, lower, upper):
+    """``monotonic_values_allowed`` for additive stats: a child's value is its first
+    statistic over its weight (the mean target, or the proportion of class 0)."""
+    if cst == 0:
+        return True
+    return monotonic_values_allowed(left[STAT_FIRST] / left[STAT_WEIGHT],
+                                    right[STAT_FIRST] / right[STAT_WEIGHT], cst, lower, upper)
 
 
 @njit(**JIT_OPTIONS)
@@ -213,7 +220,8 @@ def _allowed(n_left, w_left, n_right, w_right, min_samples_leaf, min_weight_leaf
 def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value, Y, w,
                                 node_weight, min_samples_leaf, min_weight_leaf, is_random,
                                 rng_state, split, rank_of, sorted_y, tree_w, tree_wy, seq,
-                                err_left, err_right, err_left_missing, err_right_missing):
+                                err_left, err_right, err_left_missing, err_right_missing,
+                                medians, cst, lower, upper):
     """Absolute error: score every threshold of one feature from prefix/suffix errors.
 
     With the non-missing samples ``A`` (sorted by the feature) and missing ones ``B``:
@@ -221,7 +229,9 @@ def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value,
     ``A``; with NaN present ``err_left_missing[k]`` is that of ``B`` followed by ``A``'s
     first ``k+1-|B|`` and ``err_right_missing[k]`` of ``B`` with ``A``'s last ``k+1-|B|``.
     Errors are summed over outputs; ``rank_of[o]`` / ``sorted_y[o]`` rank the node's targets
-    (``_absolute_error.node_ranks``). Returns False when the feature is constant.
+    (``_absolute_error.node_ranks``). ``medians[0..3]`` receive the matching medians (of the
+    last output: monotonic constraints, single output only, compare the children's medians).
+    Returns False when the feature is constant.
     """
     n_outputs = Y.shape[1]
     n = end - start
@@ -240,22 +250,22 @@ def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value,
         for k in range(n_valid):
             seq[k] = sorted_index[feature, start + k]
         prefix_abs_errors(seq, n_valid, Y, o, w, rank_of[o], sorted_y[o], n, tree_w, tree_wy,
-                          err_left)
+                          err_left, medians[0])
         for k in range(n_valid):
             seq[k] = sorted_index[feature, stop - 1 - k]
         prefix_abs_errors(seq, n_valid, Y, o, w, rank_of[o], sorted_y[o], n, tree_w, tree_wy,
-                          err_right)
+                          err_right, medians[1])
         if n_missing > 0:
             for k in range(n_missing):
                 seq[k] = sorted_index[feature, stop + k]
             for k in range(n_valid):
                 seq[n_missing + k] = sorted_index[feature, start + k]
             prefix_abs_errors(seq, n, Y, o, w, rank_of[o], sorted_y[o], n, tree_w, tree_wy,
-                              err_left_missing)
+                              err_left_missing, medians[2])
             for k in range(n_valid):
                 seq[n_missing + k] = sorted_index[feature, stop - 1 - k]
             prefix_abs_errors(seq, n, Y, o, w, rank_of[o], sorted_y[o], n, tree_w, tree_wy,
-                              err_right_missing)
+                              err_right_missing, medians[3])
     missing_weight = 0.0
     for i in range(stop, end):
         missing_weight += w[sorted_index[feature, i]]
@@ -278,18 +288,23 @@ def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value,
             w_right_valid = node_weight - missing_weight - w_left
             if n_missing > 0:
                 right_err = err_right_missing[n_missing + n_right_valid - 1]
+                right_median = medians[3, n_missing + n_right_valid - 1]
             else:
                 right_err = err_right[n_right_valid - 1]
+                right_median = medians[1, n_right_valid - 1]
             if _allowed(p, w_left, n - p, node_weight - w_left, min_samples_leaf,
                         min_weight_leaf):
                 c = (err_left[p - 1] + right_err) * scale
-                if c < split[SPLIT_CHILDREN]:
+                if c < split[SPLIT_CHILDREN] and monotonic_values_allowed(
+                        medians[0, p - 1], right_median, cst, lower, upper):
                     _record(split, feature, p, unseen, c, threshold, p, n - p)
             if n_missing > 0 and _allowed(p + n_missing, w_left + missing_weight,
                                           n_right_valid, w_right_valid, min_samples_leaf,
                                           min_weight_leaf):
                 c = (err_left_missing[n_missing + p - 1] + err_right[n_right_valid - 1]) * scale
-                if c < split[SPLIT_CHILDREN]:
+                if c < split[SPLIT_CHILDREN] and monotonic_values_allowed(
+                        medians[2, n_missing + p - 1], medians[1, n_right_valid - 1], cst,
+                        lower, upper):
                     _record(split, feature, p, 1.0, c, threshold, p + n_missing,
                             n_right_valid)
             if is_random:
@@ -297,6 +312,7 @@ def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value,
     if n_missing > 0 and _allowed(n_valid, node_weight - missing_weight, n_missing,
                                   missing_weight, min_samples_leaf, min_weight_leaf):
         c = (err_left[n_valid - 1] + err_left_missing[n_missing - 1]) * scale
-        if c < split[SPLIT_CHILDREN]:
+        if c < split[SPLIT_CHILDREN] and monotonic_values_allowed(
+                medians[0, n_valid - 1], medians[2, n_missing - 1], cst, lower, upper):
             _record(split, feature, n_valid, 0.0, c, np.inf, n_valid, n_missing)
     return True
