@@ -544,3 +544,22 @@ def test_regressor_learner_without_edge_is_not_added():
     model = AdaBoostRegressor(TreeThenOffset(), n_estimators=6).fit(X, y)
     assert len(model) == 1 and model.estimators_[0].tree_ is not None
     np.testing.assert_allclose(model.predict(X), model.estimators_[0].predict(X))
+
+
+def test_nd_X_reaches_base_estimators_that_take_it():
+    # A 3-D X goes unchanged to the base estimator (scikit-learn's allow_nd): a base that
+    # flattens it boosts exactly as on the flattened 2-D X.
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer
+
+    rng = np.random.RandomState(0)
+    X = rng.randn(60, 3, 2)
+    y = (X[:, 0, 0] + X[:, 1, 1] > 0).astype(int)
+    flatten = FunctionTransformer(lambda A: A.reshape(A.shape[0], -1))
+    base = make_pipeline(flatten, DecisionTreeClassifier(max_depth=1))
+    nd = AdaBoostClassifier(base, n_estimators=5, random_state=0).fit(X, y)
+    flat = AdaBoostClassifier(base, n_estimators=5, random_state=0).fit(X.reshape(60, -1), y)
+    assert len(nd) == len(flat) > 1
+    np.testing.assert_allclose(nd.predict_proba(X), flat.predict_proba(X.reshape(60, -1)))
+    with pytest.raises(ValueError, match="dim 3"):
+        AdaBoostClassifier(DecisionTreeClassifier(max_depth=1), n_estimators=2).fit(X, y)

@@ -402,7 +402,7 @@ class BaseBagging(BaseEstimator):
                                   at_most_n_samples=False)
         if n_draws > n_samples and not self.bootstrap:
             raise ValueError(f"max_samples={n_draws} must be <= n_samples={n_samples} to "
-                             "draw without replacement")
+                             "be able to sample without replacement.")
         n_features = resolve_max_features(self.max_features, self.n_features_in_)
 
         if warm:

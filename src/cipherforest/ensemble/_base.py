@@ -30,8 +30,10 @@ def resolve_n_draws(max_samples, n_samples: int, sample_weight: np.ndarray | Non
     """Bootstrap size from scikit-learn's ``max_samples`` (None, int or fraction).
 
     A fraction refers to ``n_samples``, or to the sum of ``sample_weight`` when given (as
-    scikit-learn 1.9), rounded down, at least 1. With ``at_most_n_samples`` an int larger
-    than ``n_samples`` is an error (scikit-learn's forests and bagging allow it).
+    scikit-learn 1.9), rounded down, at least 1; a fraction giving fewer than
+    ``max(10, n_samples ** (1/3))`` draws warns, as scikit-learn. With ``at_most_n_samples``
+    an int larger than ``n_samples`` is an error (scikit-learn's forests and bagging allow
+    it).
     """
     if max_samples is None:
         return n_samples
@@ -40,7 +42,15 @@ def resolve_n_draws(max_samples, n_samples: int, sample_weight: np.ndarray | Non
             raise ValueError(f"max_samples={max_samples} must be <= n_samples={n_samples}")
         return int(max_samples)
     total = n_samples if sample_weight is None else float(np.sum(sample_weight))
-    return max(1, int(float(max_samples) * total))
+    n_draws = max(1, int(float(max_samples) * total))
+    if n_draws < max(10, n_samples ** (1 / 3)):  # scikit-learn's "suspiciously small"
+        what = (f"the number of samples is {n_samples}" if sample_weight is None
+                else f"the total sum of sample weights is {total}")
+        warnings.warn(f"Using the fractional value max_samples={max_samples} when {what} "
+                      f"results in a low number ({n_draws}) of bootstrap samples. We "
+                      "recommend passing `max_samples` as an integer instead.", UserWarning,
+                      stacklevel=3)
+    return n_draws
 
 
 def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:

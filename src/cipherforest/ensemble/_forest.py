@@ -18,7 +18,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_co
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import compute_sample_weight
 from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
-from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from .._registry import register_model_class
@@ -26,8 +26,13 @@ from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
     DecisionTreeRegressor,
+    check_poisson_target,
+    classes_of_proba,
     densify,
+    encode_classes,
+    log_proba,
     map_friedman_mse,
+    split_outputs,
     tree_X_options,
     validate_fit_arrays,
 )
@@ -47,7 +52,7 @@ _TREES_PER_BLOCK = 8
 
 TREE_PARAMS = ("criterion", "max_depth", "min_samples_split", "min_samples_leaf",
                "min_weight_fraction_leaf", "max_features", "max_leaf_nodes",
-               "min_impurity_decrease", "ccp_alpha", "max_bins")
+               "min_impurity_decrease", "ccp_alpha", "monotonic_cst", "max_bins")
 
 
 class BaseForest(BaseEstimator):
@@ -95,6 +100,7 @@ class BaseForest(BaseEstimator):
         if self.oob_score and not self.bootstrap:
             raise ValueError("Out of bag estimation only available if bootstrap=True")
         n_samples = X.shape[0]
+        self.n_outputs_ = 1 if y_encoded.ndim == 1 else int(y_encoded.shape[1])
         n_draws = (resolve_n_draws(self.max_samples, n_samples, at_most_n_samples=False)
                    if self.bootstrap else n_samples)
         self._n_samples, self._n_samples_bootstrap = n_samples, n_draws
@@ -188,39 +194,44 @@ class BaseForest(BaseEstimator):
         counts = bootstrap_counts(seed, n_samples, n_draws)
         weight = sample_weight * counts
         if class_weight_per_tree == "balanced_subsample":
-            drawn = np.bincount(y_encoded, weights=counts, minlength=n_classes)
-            present = drawn > 0
-            class_w = np.zeros(n_classes)
-            class_w[present] = counts.sum() / (present.sum() * drawn[present])
-            weight = weight * class_w[y_encoded]
+            if y_encoded.ndim == 1:
+                return weight * _balanced_weight(y_encoded, counts, n_classes)
+            # Several outputs: the product of each output's balanced weight (scikit-learn's).
+            for k in range(y_encoded.shape[1]):
+                weight = weight * _balanced_weight(y_encoded[:, k], counts, n_classes[k])
         return weight
 
     def _compute_oob(self, X, y_encoded, n_draws):
         n_samples = X.shape[0]
-        width = self.n_classes_ if isinstance(self, ClassifierMixin) else 1
-        total = np.zeros((n_samples, width))
+        width = (int(np.max(self.n_classes_)) if isinstance(self, ClassifierMixin) else 1)
+        total = np.zeros((n_samples, self.n_outputs_, width))
         n_models = np.zeros(n_samples, dtype=np.int64)
         for est, seed in zip(self.estimators_, self.estimator_seeds_, strict=True):
             oob = bootstrap_counts(int(seed), n_samples, n_draws) == 0
             if not oob.any():
                 continue
-            total[oob] += est.tree_.predict(X[oob])[:, 0, :width]
+            total[oob] += est.tree_.predict(X[oob])[:, :, :width]
             n_models[oob] += 1
         covered = warn_if_oob_missing(n_models)
         with np.errstate(invalid="ignore", divide="ignore"):
-            mean = total / n_models[:, np.newaxis]
+            mean = total / n_models[:, np.newaxis, np.newaxis]
         mean[~covered] = np.nan
         # A callable oob_score is the metric, called as metric(y_true, y_pred) (scikit-learn's
-        # convention; classifiers pass encoded labels); True means accuracy / R^2.
+        # convention; classifiers pass encoded labels); True means accuracy / R^2. Several
+        # outputs: scikit-learn's shapes, (n_samples, n_classes, n_outputs) for the decision
+        # function and (n_samples, n_outputs) for the prediction.
         if isinstance(self, ClassifierMixin):
-            self.oob_decision_function_ = mean
+            decision = mean[:, 0, :] if self.n_outputs_ == 1 else mean.transpose(0, 2, 1)
+            self.oob_decision_function_ = decision
             # Plain accuracy, as the seed's OOB estimate (class weights only shape the trees).
             metric = self.oob_score if callable(self.oob_score) else accuracy_score
-            self.oob_score_ = float(metric(y_encoded[covered], np.argmax(mean[covered], axis=1)))
+            self.oob_score_ = float(metric(y_encoded[covered],
+                                           np.argmax(decision[covered], axis=1)))
         else:
-            self.oob_prediction_ = mean[:, 0]
+            prediction = mean[:, 0, 0] if self.n_outputs_ == 1 else mean[:, :, 0]
+            self.oob_prediction_ = prediction
             metric = self.oob_score if callable(self.oob_score) else r2_score
-            self.oob_score_ = float(metric(y_encoded[covered], mean[covered, 0]))
+            self.oob_score_ = float(metric(y_encoded[covered], prediction[covered]))
 
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
@@ -229,7 +240,8 @@ class BaseForest(BaseEstimator):
                                      **tree_X_options(X)))
 
     def _mean_tree_values(self, X) -> np.ndarray:
-        """Average of the trees' leaf values, shape (n_samples, n_values); trees in threads.
+        """Average of the trees' leaf values, shape (n_samples, n_outputs, n_values); trees
+        in threads.
 
         Trees are summed in fixed blocks of ``_TREES_PER_BLOCK`` and the block sums added in
         order, so the float result does not depend on ``n_jobs``.
@@ -239,9 +251,9 @@ class BaseForest(BaseEstimator):
                   for i in range(0, n_trees, _TREES_PER_BLOCK)]
 
         def block_sum(indices):
-            total = self.estimators_[indices[0]].tree_.predict(X)[:, 0, :].copy()
+            total = self.estimators_[indices[0]].tree_.predict(X)
             for i in indices[1:]:
-                total += self.estimators_[i].tree_.predict(X)[:, 0, :]
+                total += self.estimators_[i].tree_.predict(X)
             return total
 
         parts = map_in_threads(block_sum, blocks, self.n_jobs)
@@ -293,21 +305,27 @@ class ForestClassifierMixin(ClassifierMixin):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
         -------
         self
         """
-        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
+        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
         check_classification_targets(y)
-        classes, y_encoded = np.unique(y, return_inverse=True)
-        if hasattr(self, "classes_") and self.warm_start and hasattr(self, "estimators_"):
-            if not np.array_equal(classes, self.classes_):
+        if self.oob_score and y.ndim == 2 and type_of_target(y) == "multiclass-multioutput":
+            raise ValueError("The type of target cannot be used to compute OOB estimates. Got "
+                             "multiclass-multioutput while only the following are supported: "
+                             "continuous, continuous-multioutput, binary, multiclass, "
+                             "multilabel-indicator.")
+        classes, y_encoded, n_classes = encode_classes(y)
+        if (self.warm_start and hasattr(self, "estimators_")
+                and self.n_estimators > len(self.estimators_)):
+            if not _same_classes(classes, self.classes_):
                 raise ValueError("warm_start needs the same classes as the first fit")
         self.classes_ = classes
-        self.n_classes_ = int(classes.shape[0])
+        self.n_classes_ = n_classes
         per_tree = None
         if self.class_weight == "balanced_subsample":
             per_tree = "balanced_subsample" if self.bootstrap else None
@@ -321,19 +339,19 @@ class ForestClassifierMixin(ClassifierMixin):
                                 CRITERIA_CLF[self.criterion], per_tree)
 
     def predict_proba(self, X):
-        """Mean of the trees' class proportions, shape (n_samples, n_classes)."""
+        """Mean of the trees' class proportions, shape (n_samples, n_classes) (a list of
+        such arrays, one per output, for multi-output y)."""
         X = self._validate_X_predict(X)
-        return self._mean_tree_values(X)[:, : self.n_classes_]
+        return split_outputs(self._mean_tree_values(X), self.n_classes_)
 
     def predict_log_proba(self, X):
         """Natural logarithm of ``predict_proba``."""
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+            return log_proba(self.predict_proba(X))
 
     def predict(self, X):
-        """Class with the highest mean probability."""
-        proba = self.predict_proba(X)
-        return self.classes_.take(np.argmax(proba, axis=1))
+        """Class with the highest mean probability (per output)."""
+        return classes_of_proba(self.predict_proba(X), self.classes_)
 
 
 class ForestRegressorMixin(RegressorMixin):
@@ -347,31 +365,50 @@ class ForestRegressorMixin(RegressorMixin):
         ----------
         X : array-like of shape (n_samples, n_features)
             NaN allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
         sample_weight : array-like of shape (n_samples,), default=None
 
         Returns
         -------
         self
         """
-        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight)
+        X, y, sample_weight = validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
         y = np.asarray(y, dtype=np.float64)
-        if self.criterion == "poisson" and (np.any(y < 0) or np.sum(y) <= 0):
-            raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
-                             "regression, or their sum is not positive.")
+        if self.criterion == "poisson":
+            check_poisson_target(y, sum_wording="strictly positive")
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         return self._fit_forest(X, y, sample_weight, 1, CRITERIA_REG[self.criterion], None)
 
     def predict(self, X):
-        """Mean of the trees' predictions."""
+        """Mean of the trees' predictions, shape (n_samples,) or (n_samples, n_outputs)."""
         X = self._validate_X_predict(X)
-        return self._mean_tree_values(X)[:, 0]
+        values = self._mean_tree_values(X)[:, :, 0]
+        return values[:, 0] if self.n_outputs_ == 1 else values
+
+
+def _balanced_weight(y_encoded: np.ndarray, counts: np.ndarray, n_classes: int) -> np.ndarray:
+    """Per-row "balanced" class weight computed on a bootstrap sample (``counts`` draws of
+    each row): n_drawn / (n_present_classes * drawn_of_class); 0 for classes not drawn."""
+    drawn = np.bincount(y_encoded, weights=counts, minlength=n_classes)
+    present = drawn > 0
+    class_w = np.zeros(n_classes)
+    class_w[present] = counts.sum() / (present.sum() * drawn[present])
+    return class_w[y_encoded]
+
+
+def _same_classes(a, b) -> bool:
+    """Whether two ``classes_`` values (arrays, or lists of per-output arrays) agree."""
+    if isinstance(a, list) != isinstance(b, list):
+        return False
+    if not isinstance(a, list):
+        return np.array_equal(a, b)
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b, strict=True))
 
 
 _CLF_CONSTRAINTS = {
     "criterion": [StrOptions(set(CRITERIA_CLF))],
-    "class_weight": [dict, StrOptions({"balanced", "balanced_subsample"}), None],
+    "class_weight": [dict, list, StrOptions({"balanced", "balanced_subsample"}), None],
 }
 _REG_CONSTRAINTS = {"criterion": [StrOptions(set(CRITERIA_REG))]}
 
@@ -381,7 +418,7 @@ _FOREST_DOC = """
     n_estimators : int, default=100
     criterion : str
         As the decision trees: "gini", "entropy"/"log_loss" (classification);
-        "squared_error", "poisson" (regression).
+        "squared_error", "absolute_error", "poisson" (regression).
     max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, max_leaf_nodes, \
 min_impurity_decrease, ccp_alpha
         Passed to every tree (see :class:`cipherforest.DecisionTreeClassifier`).
@@ -401,20 +438,25 @@ min_impurity_decrease, ccp_alpha
         Progress bar on stderr when > 0.
     warm_start : bool, default=False
         Add trees to the existing forest when ``n_estimators`` grows.
-    class_weight : dict, "balanced", "balanced_subsample" or None (classifiers)
-        "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample.
+    class_weight : dict, list of dict, "balanced", "balanced_subsample" or None (classifiers)
+        "balanced_subsample" recomputes balanced weights on each tree's bootstrap sample; a
+        list holds one dict per output of a 2-D y.
     max_samples : int, float or None, default=None
         Bootstrap size: None n_samples, an int that many draws, a float (may exceed 1)
         ``max(1, int(max_samples * n_samples))`` draws.
     max_bins : int in [2, 255] or None, default=None
         Histogram split finding with features binned once for the whole forest.
+    monotonic_cst : array-like of int of shape (n_features,), default=None
+        Monotonicity constraint per feature for every tree (see
+        :class:`cipherforest.DecisionTreeRegressor`); the forest's mean keeps it.
 
     Attributes
     ----------
     estimators_ : list of fitted trees
     estimator_seeds_ : ndarray of shape (n_estimators,)
         Seed of each tree; also seeds its bootstrap draw.
-    classes_, n_classes_ : classifiers only
+    classes_, n_classes_ : classifiers only (lists / arrays per output for a 2-D y)
+    n_outputs_ : int
     n_features_in_, feature_names_in_ : as scikit-learn
     feature_importances_ : ndarray of shape (n_features_in_,)
     oob_score_, oob_decision_function_ / oob_prediction_ : with ``oob_score=True``
@@ -424,7 +466,7 @@ min_impurity_decrease, ccp_alpha
 def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                  min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                  min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
-                 warm_start, ccp_alpha, max_samples, max_bins):
+                 warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst):
     self.n_estimators = n_estimators
     self.criterion = map_friedman_mse(criterion)
     self.max_depth = max_depth
@@ -443,6 +485,7 @@ def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
     self.ccp_alpha = ccp_alpha
     self.max_samples = max_samples
     self.max_bins = max_bins
+    self.monotonic_cst = monotonic_cst
 
 
 @register_model_class
@@ -457,11 +500,11 @@ class RandomForestClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None):
+                 max_bins=None, monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
         self.class_weight = class_weight
 
 
@@ -478,11 +521,11 @@ class ExtraTreesClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None):
+                 max_bins=None, monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
         self.class_weight = class_weight
 
 
@@ -497,11 +540,12 @@ class RandomForestRegressor(ForestRegressorMixin, BaseForest):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
+                 monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
 
 
 @register_model_class
@@ -516,8 +560,9 @@ class ExtraTreesRegressor(ForestRegressorMixin, BaseForest):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
-                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None):
+                 warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
+                 monotonic_cst=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)

@@ -18,7 +18,9 @@ loss implements
 
 ``tree_values_are_optimal`` marks squared error, whose line search is the leaf mean of the
 residuals, i.e. exactly what the regression tree already stores. Classification losses also
-map raw predictions to probabilities with ``raw_to_proba``.
+map raw predictions to probabilities with ``raw_to_proba`` and back with ``raw_from_proba``
+(class probabilities of an ``init`` estimator, shape ``(n_samples, n_classes)``, through the
+loss's link, as scikit-learn).
 
 Per-leaf sums use ``np.bincount`` and per-leaf percentiles one ``np.lexsort``; nothing loops
 over samples in Python.
@@ -265,6 +267,10 @@ class BinomialLoss:
         p = _class_priors(y, w, 2)[1]
         return np.array([np.log(p / (1 - p))])
 
+    def raw_from_proba(self, proba):
+        p = proba[:, 1:2]
+        return np.log(p / (1 - p))
+
     def for_stage(self, y, raw, w):
         return self
 
@@ -303,6 +309,10 @@ class MultinomialLoss:
         log_p = np.log(_class_priors(y, w, self.n_classes))
         return log_p - log_p.mean()  # symmetric multinomial logit: raw sums to 0
 
+    def raw_from_proba(self, proba):
+        log_p = np.log(proba)
+        return log_p - log_p.mean(axis=1, keepdims=True)
+
     def for_stage(self, y, raw, w):
         return self
 
@@ -337,6 +347,10 @@ class ExponentialLoss:
     def init_raw(self, y, w):
         p = _class_priors(y, w, 2)[1]
         return np.array([0.5 * np.log(p / (1 - p))])
+
+    def raw_from_proba(self, proba):
+        p = proba[:, 1:2]
+        return 0.5 * np.log(p / (1 - p))
 
     def for_stage(self, y, raw, w):
         return self

@@ -29,9 +29,9 @@ from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
+from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
     _check_sample_weight,
@@ -85,6 +85,32 @@ def _stage_array(stages: list) -> np.ndarray:
     for i, stage in enumerate(stages):
         out[i, :] = stage
     return out
+
+
+def _is_estimator(init) -> bool:
+    """Whether ``init`` / ``init_`` is an estimator (not None, "zero" or an ``H0`` array)."""
+    return hasattr(init, "fit")
+
+
+def _fit_init_estimator(estimator, X, y, sample_weight, weights_given: bool):
+    """Fit the ``init`` estimator on the (encoded) training targets, with the sample weights
+    when some were given; one that does not take them is refused, as in scikit-learn."""
+    if not weights_given:
+        fitted = estimator.fit(X, y)
+        return fitted if fitted is not None else estimator
+    refused = ValueError(f"The initial estimator {type(estimator).__name__} does not support "
+                         "sample weights.")
+    try:
+        fitted = estimator.fit(X, y, sample_weight=sample_weight)
+    except TypeError as error:  # fit() got an unexpected keyword argument 'sample_weight'
+        if "sample_weight" in str(error):
+            raise refused from error
+        raise
+    except ValueError as error:  # a Pipeline wants step__sample_weight
+        if "stepname__parameter" in str(error):
+            raise refused from error
+        raise
+    return fitted if fitted is not None else estimator
 
 
 class BaseGradientBoosting(BaseEstimator):
@@ -156,7 +182,8 @@ class BaseGradientBoosting(BaseEstimator):
     def _is_fitted(self) -> bool:
         return len(getattr(self, "estimators_", [])) > 0
 
-    @_fit_context(prefer_skip_nested_validation=True)
+    # False: an ``init`` estimator's parameters are validated by its own fit.
+    @_fit_context(prefer_skip_nested_validation=False)
     def fit(self, X, y, sample_weight=None, monitor=None):
         """Fit the boosted ensemble.
 
@@ -182,6 +209,7 @@ class BaseGradientBoosting(BaseEstimator):
                           "criterion.", FutureWarning, stacklevel=2)
         if not self.warm_start:
             self._clear_state()
+        weights_given = sample_weight is not None
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
                              **tree_X_options(X))
         X = densify(X)
@@ -207,12 +235,16 @@ class BaseGradientBoosting(BaseEstimator):
             X_val = y_val = w_val = None
 
         if not self._is_fitted():
-            self.init_ = (np.zeros(loss.n_trees) if self.init == "zero"
-                          else loss.init_raw(y_train, w_train))
+            if _is_estimator(self.init):
+                self.init_ = _fit_init_estimator(clone(self.init), X_train, y_train, w_train,
+                                                 weights_given)
+            else:
+                self.init_ = (np.zeros(loss.n_trees) if self.init == "zero"
+                              else loss.init_raw(y_train, w_train))
             self.estimators_ = []
             self.train_score_ = np.zeros(0)
             begin = 0
-            raw = np.tile(self.init_, (X_train.shape[0], 1))
+            raw = self._initial_raw(X_train)
         else:
             begin = len(self.estimators_)
             if self.n_estimators < begin:
@@ -391,8 +423,20 @@ class BaseGradientBoosting(BaseEstimator):
         return densify(validate_data(self, X, dtype=np.float64, reset=False,
                                      **tree_X_options(X)))
 
+    def _initial_raw(self, X: np.ndarray) -> np.ndarray:
+        """``H0`` of every row, shape (n_samples, n_trees): the constant ``init_``, or the
+        predictions of the fitted ``init`` estimator through the loss's link."""
+        if not _is_estimator(self.init_):
+            return np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
+        if isinstance(self, ClassifierMixin):
+            eps = np.finfo(np.float64).eps
+            proba = np.clip(np.asarray(self.init_.predict_proba(X), dtype=np.float64), eps,
+                            1.0 - eps)
+            return np.ascontiguousarray(self._loss().raw_from_proba(proba))
+        return np.asarray(self.init_.predict(X), dtype=np.float64).reshape(X.shape[0], 1)
+
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
-        raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
+        raw = self._initial_raw(X)
         for stage in self.estimators_:
             for k, est in enumerate(stage):
                 _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
@@ -403,7 +447,7 @@ class BaseGradientBoosting(BaseEstimator):
 
     def _staged_raw_predict(self, X):
         X = self._validate_X_predict(X)
-        raw = np.tile(np.asarray(self.init_, dtype=np.float64), (X.shape[0], 1))
+        raw = self._initial_raw(X)
         for stage in self.estimators_:
             for k, est in enumerate(stage):
                 _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
@@ -461,9 +505,12 @@ _COMMON_PARAMS_DOC = """\
 min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
         Per-tree rules, as in :class:`~cipherforest.tree.DecisionTreeRegressor`
         (``max_depth`` defaults to 3 here).
-    init : {None, "zero"}, default=None
+    init : estimator, {None, "zero"}, default=None
         None starts from the constant minimising the loss (mean, median, quantile, log of the
-        class priors); "zero" starts from raw predictions 0.
+        class priors); "zero" starts from raw predictions 0; an estimator (with ``fit`` and
+        ``predict``, classifiers ``predict_proba``) is fitted on the training rows (with
+        ``sample_weight`` when given) and its predictions, through the loss's link (log-odds
+        for classifiers), are the starting raw predictions, as in scikit-learn.
     random_state : int, RandomState instance or None, default=None
         Seeds subsampling, feature draws, binning and the early-stopping split.
     verbose : int, default=0
@@ -488,8 +535,8 @@ _COMMON_ATTRIBUTES_DOC = """\
     estimators_ : ndarray of DecisionTreeRegressor, shape (n_estimators_, n_trees_per_round)
         ``estimators_[i, k]``: round ``i``'s tree for output ``k``; leaf values are the
         line-search steps (before ``learning_rate``).
-    init_ : ndarray of shape (n_trees_per_iteration_,)
-        The initial raw prediction ``H0``.
+    init_ : ndarray of shape (n_trees_per_iteration_,) or estimator
+        The initial raw prediction ``H0``, or the fitted ``init`` estimator.
     train_score_ : ndarray of shape (n_estimators_,)
         Loss on the (in-bag) training rows after each round.
     oob_improvement_ : ndarray of shape (n_estimators_,)
@@ -530,6 +577,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 
     _parameter_constraints: dict = {
         **BaseGradientBoosting._parameter_constraints,
+        "init": [StrOptions({"zero"}), None, HasMethods(["fit", "predict_proba"])],
         "loss": [StrOptions(set(CLASSIFICATION_LOSSES))],
         "n_jobs": [Integral, None],
     }
@@ -667,6 +715,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
 
     _parameter_constraints: dict = {
         **BaseGradientBoosting._parameter_constraints,
+        "init": [StrOptions({"zero"}), None, HasMethods(["fit", "predict"])],
         "loss": [StrOptions(set(REGRESSION_LOSSES))],
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
     }

@@ -288,7 +288,7 @@ def _make_learners(template, X, y, classes, seed: int, sample_weight: np.ndarray
     (bins weighted by the initial ``sample_weight``), scikit-learn's clone-and-fit
     otherwise."""
     fast = DecisionTreeRegressor if classes is None else DecisionTreeClassifier
-    if type(template) is fast:
+    if type(template) is fast and X.ndim == 2:
         positive = sample_weight > 0
         rows = None if positive.all() else np.flatnonzero(positive)
         return _PreparedTrees(template, X, y, classes, seed, rows, sample_weight)
@@ -330,7 +330,7 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
 
     def _validate_X(self, X):
         return validate_data(self, X, dtype=np.float64, reset=False,
-                             accept_sparse=["csr", "csc"],
+                             accept_sparse=["csr", "csc"], allow_nd=True,
                              ensure_all_finite=self._finite_option(X))
 
     @_fit_context(prefer_skip_nested_validation=False)  # `estimator` is validated by its fit
@@ -340,7 +340,8 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
-            Training rows (NaN allowed when the base estimator allows it).
+            Training rows (NaN allowed when the base estimator allows it; more than two
+            dimensions when the base estimator takes them).
         y : array-like of shape (n_samples,)
             Class labels (classifier) or real targets (regressor).
         sample_weight : array-like of shape (n_samples,), default=None
@@ -350,8 +351,10 @@ class _BaseWeightBoosting(MetaEstimatorMixin, BaseEstimator):
         -------
         self : object
         """
+        # X of more than 2 dimensions goes as it is to base estimators that take it (as
+        # scikit-learn's allow_nd); our trees refuse it with their own error.
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=self._is_regressor,
-                             accept_sparse=["csr", "csc"],
+                             accept_sparse=["csr", "csc"], allow_nd=True,
                              ensure_all_finite=self._finite_option(X))
         y = self._prepare_targets(y)
         sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64, copy=True,

@@ -79,12 +79,13 @@ def densify(X):
     return X.toarray() if sp.issparse(X) else X
 
 
-def validate_fit_arrays(estimator, X, y, sample_weight):
-    """Validate training arrays for a single-output tree model (and set ``n_features_in_``,
+def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = False):
+    """Validate training arrays for a tree model (and set ``n_features_in_``,
     ``feature_names_in_`` and ``missing_values_in_feature_mask_`` on ``estimator``).
 
-    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), 1-D ``y``
-    and float64 non-negative ``sample_weight``.
+    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), ``y`` (1-D,
+    or 2-D with several columns when ``multi_output``; a single column becomes 1-D) and
+    float64 non-negative ``sample_weight``.
     """
     if sp.issparse(y):
         raise ValueError("sparse multilabel-indicator for y is not supported.")
@@ -95,12 +96,99 @@ def validate_fit_arrays(estimator, X, y, sample_weight):
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
-    elif y.ndim != 1:
+    elif y.ndim != 1 and not (multi_output and y.ndim == 2):
         raise ValueError(f"{type(estimator).__name__} supports a single output; y has shape "
                          f"{y.shape}")
     sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                          ensure_non_negative=True)
     return X, y, sample_weight
+
+
+def _n_outputs(y: np.ndarray) -> int:
+    return int(y.shape[1]) if np.ndim(y) == 2 else 1
+
+
+def resolve_monotonic_cst(monotonic_cst, n_features: int, n_outputs: int, n_classes,
+                          criterion: int, is_classifier: bool) -> tuple[int, ...] | None:
+    """Validate ``monotonic_cst`` as scikit-learn does; return the per-feature constraints
+    the growth kernel applies (None when there are none).
+
+    Classifiers constrain the positive class's probability, the kernel the proportion of
+    class 0, so their signs flip (scikit-learn's convention).
+    """
+    if monotonic_cst is None:
+        return None
+    if n_outputs > 1:
+        raise ValueError("Monotonicity constraints are not supported with multiple outputs.")
+    cst = np.asarray(monotonic_cst)
+    if cst.ndim != 1 or cst.shape[0] != n_features:
+        raise ValueError(f"monotonic_cst has shape {cst.shape[0] if cst.ndim else cst.shape} "
+                         f"but the input data X has {n_features} features.")
+    if not np.all(np.isin(cst, (-1, 0, 1))):
+        raise ValueError("monotonic_cst must be None or an array-like of -1, 0 or 1, but got "
+                         f"{np.unique(cst)}")
+    cst = cst.astype(np.int64)
+    if is_classifier:
+        if int(np.max(n_classes)) > 2:
+            raise ValueError("Monotonicity constraints are not supported with multiclass "
+                             "classification")
+        cst = -cst
+    return tuple(int(c) for c in cst) if cst.any() else None
+
+
+def check_poisson_target(y, sum_wording: str) -> None:
+    """Raise scikit-learn's errors for a Poisson target with a negative value or a sum that is
+    not positive (``sum_wording``: "positive" as its trees say, "strictly positive" as its
+    forests). Targets that are not numbers are left to the array validation."""
+    try:
+        values = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError):
+        return
+    if np.any(values < 0):
+        raise ValueError("Some value(s) of y are negative which is not allowed for Poisson "
+                         "regression.")
+    if np.sum(values) <= 0:
+        raise ValueError(f"Sum of y is not {sum_wording} which is necessary for Poisson "
+                         "regression.")
+
+
+def encode_classes(y: np.ndarray):
+    """``(classes_, y_encoded, n_classes_)`` of 1-D ``y`` (an array, its class indices, an
+    int) or of 2-D ``y`` (a list of per-output arrays, an int matrix, an intp array), as
+    scikit-learn's classifiers store them."""
+    if y.ndim == 1:
+        classes, encoded = np.unique(y, return_inverse=True)
+        return classes, encoded, int(classes.shape[0])
+    classes = []
+    encoded = np.zeros(y.shape, dtype=np.intp)
+    for k in range(y.shape[1]):
+        classes_k, encoded[:, k] = np.unique(y[:, k], return_inverse=True)
+        classes.append(classes_k)
+    return classes, encoded, np.array([c.shape[0] for c in classes], dtype=np.intp)
+
+
+def split_outputs(values: np.ndarray, n_classes):
+    """Class proportions ``(n_samples, n_outputs, max_n_classes)`` as ``predict_proba``
+    returns them: one array for a single output, else a list with one per output."""
+    if np.ndim(n_classes) == 0:
+        return values[:, 0, :n_classes]
+    return [values[:, k, :n] for k, n in enumerate(n_classes)]
+
+
+def log_proba(proba):
+    """Natural logarithm of ``proba`` (an array or a list of per-output arrays)."""
+    if isinstance(proba, list):
+        return [np.log(p) for p in proba]
+    return np.log(proba)
+
+
+def classes_of_proba(proba, classes):
+    """Most probable class of each row (ties: the first class); ``proba`` and ``classes``
+    as ``predict_proba`` and ``classes_`` (lists for several outputs)."""
+    if not isinstance(proba, list):
+        return classes.take(np.argmax(proba, axis=1))
+    return np.column_stack([c.take(np.argmax(p, axis=1))
+                            for p, c in zip(proba, classes, strict=True)])
 
 
 class BaseDecisionTree(BaseEstimator):
@@ -129,6 +217,7 @@ class BaseDecisionTree(BaseEstimator):
         "min_impurity_decrease": [Interval(Real, 0.0, None, closed="left")],
         "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
         "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
+        "monotonic_cst": ["array-like", None],
     }
 
     def __sklearn_tags__(self):
@@ -139,7 +228,7 @@ class BaseDecisionTree(BaseEstimator):
 
     # ------------------------------------------------------------------ fitting
     def _growth_params(self, criterion: int, n_samples: int, total_weight: float,
-                       n_features: int) -> GrowthParams:
+                       n_features: int, n_outputs: int = 1, n_classes=1) -> GrowthParams:
         if isinstance(self.min_samples_leaf, Integral):
             min_samples_leaf = int(self.min_samples_leaf)
         else:
@@ -160,23 +249,29 @@ class BaseDecisionTree(BaseEstimator):
             min_weight_leaf=float(self.min_weight_fraction_leaf * total_weight),
             min_impurity_decrease=float(self.min_impurity_decrease),
             max_leaf_nodes=-1 if self.max_leaf_nodes is None else int(self.max_leaf_nodes),
+            monotonic_cst=resolve_monotonic_cst(
+                getattr(self, "monotonic_cst", None), n_features, n_outputs, n_classes,
+                criterion, isinstance(self, ClassifierMixin)),
         )
 
     def _validate_X_y(self, X, y, sample_weight):
-        return validate_fit_arrays(self, X, y, sample_weight)
+        if sp.issparse(y):  # a TypeError, as scikit-learn's trees raise (forests: ValueError)
+            raise TypeError("A sparse y (e.g. a sparse multilabel-indicator matrix) is not "
+                            "supported; pass y as a dense array.")
+        return validate_fit_arrays(self, X, y, sample_weight, multi_output=True)
 
     def _fit_encoded(self, X, y_encoded, sample_weight, n_classes: int, criterion: int):
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         params = self._growth_params(criterion, X.shape[0], float(sample_weight.sum()),
-                                     X.shape[1])
+                                     X.shape[1], _n_outputs(y_encoded), n_classes)
         self.max_features_ = params.max_features
         seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
         tree = fit_tree_arrays(X, y_encoded, sample_weight, n_classes, params, seed)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
-        self.n_outputs_ = 1
+        self.n_outputs_ = tree.n_outputs
         return self
 
     def _fit_prepared(self, data: TreeData, y_encoded: np.ndarray, sample_weight: np.ndarray,
@@ -194,7 +289,7 @@ class BaseDecisionTree(BaseEstimator):
         """
         params = self._growth_params(criterion, data.n_samples if n_samples is None
                                      else n_samples, float(sample_weight.sum()),
-                                     data.n_features)
+                                     data.n_features, _n_outputs(y_encoded), n_classes)
         if seed is None:
             seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
         tree = grow_tree_on(data, y_encoded, sample_weight, n_classes, params, int(seed))
@@ -202,12 +297,13 @@ class BaseDecisionTree(BaseEstimator):
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
         self.n_features_in_ = data.n_features
-        self.n_outputs_ = 1
+        self.n_outputs_ = tree.n_outputs
         self.max_features_ = params.max_features
         self.missing_values_in_feature_mask_ = missing_mask
         if classes is not None:
             self.classes_ = classes
-            self.n_classes_ = int(n_classes)
+            self.n_classes_ = (int(n_classes) if np.ndim(n_classes) == 0
+                               else np.asarray(n_classes, dtype=np.intp))
         return self
 
     # ------------------------------------------------------------------ prediction
@@ -308,10 +404,18 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         Grow best-first (largest impurity decrease first) up to this many leaves.
     min_impurity_decrease : float, default=0.0
         Split only if the weighted impurity decrease is at least this.
-    class_weight : dict, "balanced" or None, default=None
-        Weights multiplied into ``sample_weight``.
+    class_weight : dict, list of dict, "balanced" or None, default=None
+        Weights multiplied into ``sample_weight``; for multi-output y a list of one dict per
+        output (their weights multiply), as scikit-learn.
     ccp_alpha : float, default=0.0
         Minimal cost-complexity pruning parameter.
+    monotonic_cst : array-like of int of shape (n_features,), default=None
+        Monotonicity constraint per feature: 1 increasing, -1 decreasing, 0 none (on the
+        prediction; for classifiers on the positive class's probability, binary only).
+        Single output, exact finder (``max_bins=None``). Splits
+        on a constrained feature must keep the children ordered and within the bounds
+        inherited from their ancestors, and leaf values are clipped to them (scikit-learn's
+        method).
     max_bins : int in [2, 255] or None, default=None
         None finds exact splits (all midpoints); an int bins each feature into at most this
         many quantile bins once per fit and finds splits on histograms, much faster on large
@@ -319,13 +423,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 
     Attributes
     ----------
-    classes_ : ndarray of shape (n_classes,)
-    n_classes_ : int
+    classes_ : ndarray of shape (n_classes,), or a list of n_outputs such arrays
+    n_classes_ : int, or ndarray of shape (n_outputs,)
     n_features_in_ : int
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string column names.
     n_outputs_ : int
-        Always 1.
+        Number of outputs (columns of a 2-D y).
     max_features_ : int
     missing_values_in_feature_mask_ : ndarray of shape (n_features_in_,)
         Which features had NaN in the training data.
@@ -337,13 +441,14 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     _parameter_constraints: dict = {
         **BaseDecisionTree._parameter_constraints,
         "criterion": [StrOptions(set(CRITERIA_CLF))],
-        "class_weight": [dict, StrOptions({"balanced"}), None],
+        "class_weight": [dict, list, StrOptions({"balanced"}), None],
     }
 
     def __init__(self, *, criterion="gini", splitter="best", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
+                 monotonic_cst=None, max_bins=None):
         self.criterion = criterion
         self.splitter = splitter
         self.max_depth = max_depth
@@ -356,6 +461,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         self.min_impurity_decrease = min_impurity_decrease
         self.class_weight = class_weight
         self.ccp_alpha = ccp_alpha
+        self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -366,8 +472,8 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         ----------
         X : array-like of shape (n_samples, n_features)
             Training rows; NaN is allowed (each split learns where NaN goes).
-        y : array-like of shape (n_samples,)
-            Class labels.
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
+            Class labels (one column per output).
         sample_weight : array-like of shape (n_samples,), default=None
             Non-negative weights; None gives every sample weight 1.
 
@@ -377,8 +483,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         """
         X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
         check_classification_targets(y)
-        self.classes_, y_encoded = np.unique(y, return_inverse=True)
-        self.n_classes_ = int(self.classes_.shape[0])
+        self.classes_, y_encoded, self.n_classes_ = encode_classes(y)
         if self.class_weight is not None:
             sample_weight = sample_weight * compute_sample_weight(self.class_weight, y)
         return self._fit_encoded(X, y_encoded, sample_weight, self.n_classes_,
@@ -393,20 +498,20 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 
         Returns
         -------
-        proba : ndarray of shape (n_samples, n_classes)
+        proba : ndarray of shape (n_samples, n_classes), or a list of n_outputs such arrays
         """
         X = self._validate_X_predict(X)
-        return self.tree_.predict(X)[:, 0, : self.n_classes_]
+        return split_outputs(self.tree_.predict(X), self.n_classes_)
 
     def predict_log_proba(self, X):
         """Natural logarithm of ``predict_proba`` (``-inf`` for empty classes)."""
         with np.errstate(divide="ignore"):
-            return np.log(self.predict_proba(X))
+            return log_proba(self.predict_proba(X))
 
     def predict(self, X):
-        """Majority class of each sample's leaf (ties: the first class in ``classes_``)."""
-        proba = self.predict_proba(X)
-        return self.classes_.take(np.argmax(proba, axis=1))
+        """Majority class of each sample's leaf (ties: the first class in ``classes_``);
+        shape (n_samples,) or (n_samples, n_outputs)."""
+        return classes_of_proba(self.predict_proba(X), self.classes_)
 
 
 @register_model_class
@@ -415,11 +520,15 @@ class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
 
     Parameters
     ----------
-    criterion : {"squared_error", "poisson"}, default="squared_error"
-        "squared_error" minimises the weighted variance; "poisson" the half Poisson deviance
-        (targets must be non-negative with a positive sum).
+    criterion : {"squared_error", "absolute_error", "poisson"}, default="squared_error"
+        "squared_error" minimises the weighted variance (leaves predict the mean);
+        "absolute_error" the mean absolute deviation from the weighted median (leaves predict
+        the weighted median; exact split finder only); "poisson" the half Poisson deviance
+        (targets must be non-negative with a positive sum). With several outputs the
+        impurity is the mean over outputs.
     splitter, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
-max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, max_bins
+max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, \
+monotonic_cst, max_bins
         As in :class:`DecisionTreeClassifier`.
 
     Attributes
@@ -440,7 +549,8 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
     def __init__(self, *, criterion="squared_error", splitter="best", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
+                 max_bins=None):
         self.criterion = map_friedman_mse(criterion)
         self.splitter = splitter
         self.max_depth = max_depth
@@ -452,6 +562,7 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         self.max_leaf_nodes = max_leaf_nodes
         self.min_impurity_decrease = min_impurity_decrease
         self.ccp_alpha = ccp_alpha
+        self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
 
     def __sklearn_tags__(self):
@@ -467,7 +578,7 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         ----------
         X : array-like of shape (n_samples, n_features)
             Training rows; NaN is allowed.
-        y : array-like of shape (n_samples,)
+        y : array-like of shape (n_samples,) or (n_samples, n_outputs)
             Real targets (finite).
         sample_weight : array-like of shape (n_samples,), default=None
 
@@ -475,15 +586,11 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
         -------
         self : DecisionTreeRegressor
         """
+        if self.criterion == "poisson":
+            # Before the shape checks, as scikit-learn (its tests rely on the order).
+            check_poisson_target(y, sum_wording="positive")
         X, y, sample_weight = self._validate_X_y(X, y, sample_weight)
         y = np.asarray(y, dtype=np.float64)
-        if self.criterion == "poisson":
-            if np.any(y < 0):
-                raise ValueError("Some value(s) of y are negative which is not allowed for "
-                                 "Poisson regression.")
-            if np.sum(y) <= 0:
-                raise ValueError("Sum of y is not positive which is necessary for Poisson "
-                                 "regression.")
         return self._fit_encoded(X, y, sample_weight, 1, CRITERIA_REG[self.criterion])
 
     def predict(self, X):
@@ -495,10 +602,11 @@ max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, ma
 
         Returns
         -------
-        y : ndarray of shape (n_samples,)
+        y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         """
         X = self._validate_X_predict(X)
-        return self.tree_.predict(X)[:, 0, 0]
+        values = self.tree_.predict(X)[:, :, 0]
+        return values[:, 0] if self.n_outputs_ == 1 else values
 
 
 @register_model_class
@@ -513,7 +621,8 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
     def __init__(self, *, criterion="gini", splitter="random", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features="sqrt", random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
+                 monotonic_cst=None, max_bins=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -521,7 +630,8 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
                          max_features=max_features, random_state=random_state,
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease,
-                         class_weight=class_weight, ccp_alpha=ccp_alpha, max_bins=max_bins)
+                         class_weight=class_weight, ccp_alpha=ccp_alpha,
+                         monotonic_cst=monotonic_cst, max_bins=max_bins)
 
 
 @register_model_class
@@ -536,7 +646,8 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
     def __init__(self, *, criterion="squared_error", splitter="random", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, random_state=None, max_leaf_nodes=None,
-                 min_impurity_decrease=0.0, ccp_alpha=0.0, max_bins=None):
+                 min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
+                 max_bins=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -544,4 +655,4 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
                          max_features=max_features, random_state=random_state,
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease, ccp_alpha=ccp_alpha,
-                         max_bins=max_bins)
+                         monotonic_cst=monotonic_cst, max_bins=max_bins)

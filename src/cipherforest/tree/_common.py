@@ -38,9 +38,11 @@ CRITERION_GINI = 0
 CRITERION_ENTROPY = 1
 CRITERION_SQUARED_ERROR = 2
 CRITERION_POISSON = 3
+CRITERION_ABSOLUTE_ERROR = 4
 
 CRITERIA_CLF = {"gini": CRITERION_GINI, "entropy": CRITERION_ENTROPY, "log_loss": CRITERION_ENTROPY}
-CRITERIA_REG = {"squared_error": CRITERION_SQUARED_ERROR, "poisson": CRITERION_POISSON}
+CRITERIA_REG = {"squared_error": CRITERION_SQUARED_ERROR, "poisson": CRITERION_POISSON,
+                "absolute_error": CRITERION_ABSOLUTE_ERROR}
 
 # Splitter codes.
 SPLITTER_BEST = 0
@@ -68,4 +70,6 @@ def n_criterion_stats(criterion: int, n_classes: int) -> int:
         return n_classes
     if criterion == CRITERION_POISSON:
         return 4
+    if criterion == CRITERION_ABSOLUTE_ERROR:
+        return 0  # not additive: see _absolute_error
     return 2

@@ -17,6 +17,7 @@ from numba import njit
 
 from ._binning import apply_bins, fit_bin_thresholds, n_value_bins, threshold_table
 from ._common import (
+    CRITERION_ABSOLUTE_ERROR,
     CRITERION_ENTROPY,
     CRITERION_GINI,
     JIT_OPTIONS,
@@ -26,6 +27,7 @@ from ._common import (
     n_criterion_stats,
 )
 from ._grower import grow_tree
+from ._grower_general import grow_tree_general
 from ._rng import make_state
 from ._tree import Tree
 
@@ -44,6 +46,9 @@ class GrowthParams:
     min_weight_leaf: float
     min_impurity_decrease: float
     max_leaf_nodes: int  # -1: depth-first, unlimited
+    #: Per-feature monotonic constraint (+1 / -1 / 0) on the value the kernel constrains
+    #: (mean target, class-0 proportion); None: unconstrained.
+    monotonic_cst: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,16 +117,19 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                  n_threads: int = 1):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
+    Multi-output ``y`` (2-D), ``criterion="absolute_error"`` and monotonic constraints grow
+    with the exact finder of ``_grower_general`` (``max_bins=None`` only).
+
     Parameters
     ----------
     data : TreeData
         Prepared training matrix; ``params.max_bins`` must match ``data.max_bins``.
-    y : ndarray of shape (n_samples,)
+    y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         Class indices ``0..n_classes-1`` (classification) or targets (regression).
     sample_weight : ndarray of shape (n_samples,)
         Non-negative weights; rows of weight zero are left out, as scikit-learn does.
-    n_classes : int
-        Number of classes, or 1 for regression.
+    n_classes : int or array-like of shape (n_outputs,)
+        Number of classes (per output), or 1 for regression.
     params : GrowthParams
     seed : int
         Seed of the kernel's random generator (feature draws, random thresholds).
@@ -143,6 +151,9 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     if params.max_bins != data.max_bins:
         raise ValueError(f"tree data was prepared for max_bins={data.max_bins}, "
                          f"not {params.max_bins}")
+    if (np.ndim(y) == 2 or params.criterion == CRITERION_ABSOLUTE_ERROR
+            or params.monotonic_cst is not None):
+        return _grow_general(data, y, sample_weight, n_classes, params, seed, return_leaves)
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
     positive = w > 0
@@ -150,15 +161,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
     if data.max_bins is None:
-        if samples.shape[0] == data.n_samples:
-            sorted_index = data.sorted_index.copy()
-            sorted_value = data.sorted_value.copy()
-        else:
-            # Filtering keeps each row sorted; every row keeps exactly the positive samples.
-            keep = positive[data.sorted_index]
-            shape = (data.n_features, samples.shape[0])
-            sorted_index = data.sorted_index[keep].reshape(shape)
-            sorted_value = data.sorted_value[keep].reshape(shape)
+        sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
         X_binned, thresholds, n_hist_bins = _EMPTY_BINNED, _EMPTY_VALUE, 0
     else:
         sorted_index, sorted_value = _EMPTY_INDEX, _EMPTY_VALUE
@@ -184,6 +187,65 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     order = samples if data.max_bins is not None else sorted_index[0]
     return tree, leaves_from_partition(tree.children_left, tree.children_right,
                                        tree.n_node_samples, order, data.n_samples)
+
+
+def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
+    """The presorted rows of ``data`` restricted to the rows of positive weight (a copy:
+    growth reorders them in place)."""
+    if n_positive == data.n_samples:
+        return data.sorted_index.copy(), data.sorted_value.copy()
+    # Filtering keeps each row sorted; every row keeps exactly the positive samples.
+    keep = positive[data.sorted_index]
+    shape = (data.n_features, n_positive)
+    return data.sorted_index[keep].reshape(shape), data.sorted_value[keep].reshape(shape)
+
+
+def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes,
+                  params: GrowthParams, seed: int, return_leaves: bool):
+    """``grow_tree_on`` for multi-output ``y``, the absolute error or monotonic constraints
+    (``_grower_general``)."""
+    if data.max_bins is not None:
+        raise ValueError("max_bins (histogram split finding) supports single-output y with "
+                         "the gini, entropy, squared_error and poisson criteria without "
+                         "monotonic_cst only; use max_bins=None for multi-output y, "
+                         "criterion='absolute_error' or monotonic_cst")
+    Y = np.ascontiguousarray(np.reshape(y, (np.shape(y)[0], -1)), dtype=np.float64)
+    n_outputs = Y.shape[1]
+    n_classes = np.broadcast_to(np.atleast_1d(np.asarray(n_classes, dtype=np.intp)),
+                                (n_outputs,)).copy()
+    is_classifier = params.criterion in (CRITERION_GINI, CRITERION_ENTROPY)
+    block = (int(n_classes.max()) if is_classifier
+             else n_criterion_stats(params.criterion, 1))
+    w = np.ascontiguousarray(sample_weight, dtype=np.float64)
+    positive = w > 0
+    samples = np.flatnonzero(positive).astype(np.int64)
+    sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
+    monotonic = (np.zeros(data.n_features, dtype=np.int64) if params.monotonic_cst is None
+                 else np.asarray(params.monotonic_cst, dtype=np.int64))
+    node_int, node_float, node_stats, node_median, node_bounds = grow_tree_general(
+        params.is_random, params.criterion, block, Y, w, samples, sorted_index, sorted_value,
+        params.max_features, params.max_depth, params.min_samples_split,
+        params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
+        params.max_leaf_nodes, make_state(seed), monotonic)
+    weight = node_stats[:, STAT_WEIGHT]
+    n_nodes = node_stats.shape[0]
+    if is_classifier:
+        value = (node_stats[:, STAT_FIRST:].reshape(n_nodes, n_outputs, block)
+                 / weight[:, np.newaxis, np.newaxis])
+    elif params.criterion == CRITERION_ABSOLUTE_ERROR:
+        value = node_median[:, :, np.newaxis]
+    else:
+        value = (node_stats[:, STAT_FIRST::block] / weight[:, np.newaxis])[:, :, np.newaxis]
+    if params.monotonic_cst is not None:
+        # The constrained value (first entry) within the node's bounds, as scikit-learn.
+        value[:, 0, 0] = np.clip(value[:, 0, 0], node_bounds[:, 0], node_bounds[:, 1])
+        if is_classifier and block == 2:
+            value[:, 0, 1] = 1.0 - value[:, 0, 0]
+    tree = Tree(data.n_features, n_classes, _node_arrays(node_int, node_float, weight, value))
+    if not return_leaves:
+        return tree
+    return tree, leaves_from_partition(tree.children_left, tree.children_right,
+                                       tree.n_node_samples, sorted_index[0], data.n_samples)
 
 
 @njit(**JIT_OPTIONS)
@@ -226,7 +288,14 @@ def _tree_from_growth(node_int, node_float, node_stats, n_features, n_classes,
         value = node_stats[:, STAT_FIRST:] / weight[:, np.newaxis]
     else:
         value = (node_stats[:, STAT_FIRST] / weight)[:, np.newaxis]
-    arrays = {
+    return Tree(n_features, np.array([n_classes]),
+                _node_arrays(node_int, node_float, weight, value[:, np.newaxis, :]))
+
+
+def _node_arrays(node_int, node_float, weight, value) -> dict[str, np.ndarray]:
+    """The ``Tree`` arrays from a grower's node tables; ``value`` already shaped
+    (n_nodes, n_outputs, max_n_classes)."""
+    return {
         "children_left": node_int[:, 0],
         "children_right": node_int[:, 1],
         "feature": node_int[:, 2],
@@ -235,6 +304,5 @@ def _tree_from_growth(node_int, node_float, node_stats, n_features, n_classes,
         "n_node_samples": node_int[:, 3],
         "weighted_n_node_samples": weight,
         "missing_go_to_left": node_int[:, 4],
-        "value": value[:, np.newaxis, :],
+        "value": value,
     }
-    return Tree(n_features, np.array([n_classes]), arrays)
