@@ -276,6 +276,7 @@ class BaseGradientBoosting(BaseEstimator):
         n_threads = min(effective_n_jobs(getattr(self, "n_jobs", None)), loss.n_trees)
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         i = begin - 1
+        next_gradient = None
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = np.random.RandomState(stage_seeds[i])
@@ -292,7 +293,10 @@ class BaseGradientBoosting(BaseEstimator):
                 if self.min_weight_fraction_leaf > 0:
                     params = dataclasses.replace(params, min_weight_leaf=float(
                         self.min_weight_fraction_leaf * stage_weight.sum()))
-                neg_gradient = stage_loss.negative_gradient(y, raw)
+                if next_gradient is None:
+                    neg_gradient = stage_loss.negative_gradient(y, raw)
+                else:  # computed with the previous round's training loss
+                    neg_gradient, next_gradient = next_gradient, None
                 seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
 
                 def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
@@ -321,6 +325,10 @@ class BaseGradientBoosting(BaseEstimator):
                                                      sample_weight[~inbag])
                     previous = initial_oob if i == 0 else self.oob_scores_[i - 1]
                     self.oob_improvement_[i] = previous - self.oob_scores_[i]
+                elif stage_loss is loss and hasattr(loss, "gradient_and_loss"):
+                    # One pass: this round's training loss and the next round's gradient.
+                    next_gradient, self.train_score_[i] = loss.gradient_and_loss(
+                        y, raw, sample_weight)
                 else:
                     self.train_score_[i] = stage_loss(y, raw, sample_weight)
                 if bar is not None:

@@ -1,10 +1,11 @@
-"""The one-kernel prediction of boosted ensembles against adding their trees one by one."""
+"""Compiled kernels of gradient boosting against the plain numpy / tree-by-tree versions."""
 
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from cipherforest.ensemble._gb_losses import BinomialLoss, MultinomialLoss, SquaredError
 from cipherforest.ensemble._gb_predict import PREDICT_BLOCK_ROWS, pack_ensemble, raw_predict
 
 
@@ -76,3 +77,33 @@ def test_packed_table_follows_a_new_ensemble():
     model.set_params(n_estimators=6).fit(X, y)  # warm start: new estimators_
     assert not np.array_equal(model.predict(X), first)
     assert np.array_equal(model.predict(X), tree_by_tree(model, X)[:, 0])
+
+
+# ----------------------------------------------------------------- fused gradient and loss
+@pytest.mark.parametrize("loss", [SquaredError(), BinomialLoss(), MultinomialLoss(4)])
+def test_gradient_and_loss_match_the_separate_methods(loss):
+    rng = np.random.default_rng(3)
+    n = 500
+    raw = rng.normal(scale=5.0, size=(n, loss.n_trees))
+    raw[:5, 0] = [40.0, -40.0, 0.0, 700.0, -700.0]  # saturated sigmoid / softmax
+    if isinstance(loss, SquaredError):
+        y = rng.normal(size=n)
+    else:
+        y = rng.integers(0, max(2, loss.n_trees), size=n).astype(float)
+    w = rng.uniform(0.0, 2.0, size=n)
+    neg_gradient, value = loss.gradient_and_loss(y, raw, w)
+    np.testing.assert_allclose(neg_gradient, loss.negative_gradient(y, raw), rtol=1e-12,
+                               atol=1e-15)
+    assert value == pytest.approx(loss(y, raw, w), rel=1e-12)
+
+
+def test_fused_train_scores_equal_the_plain_ones():
+    X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
+    model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)
+    loss = model._loss()
+    raw = np.tile(model.init_, (X.shape[0], 1))
+    for i, stage in enumerate(model.estimators_):
+        for k, est in enumerate(stage):
+            raw[:, k] += model.learning_rate * est.tree_.predict(X)[:, 0, 0]
+        assert model.train_score_[i] == pytest.approx(loss(y.astype(float), raw, np.ones(300)),
+                                                      rel=1e-12)
