@@ -96,10 +96,6 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
                     bin_thresholds=threshold_table(edges, width))
 
 
-_EMPTY_INDEX = np.zeros((0, 0), dtype=np.int32)
-_EMPTY_VALUE = np.zeros((0, 0))
-_EMPTY_BINNED = np.zeros((0, 0), dtype=np.uint8)
-
 #: Held by the one tree at a time that builds histograms on several numba threads: numba's
 #: ``workqueue`` threading layer aborts on parallel regions launched from two Python threads
 #: at once, so a second such tree grows on its own thread instead (same result, see
@@ -159,9 +155,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
             shape = (data.n_features, samples.shape[0])
             sorted_index = data.sorted_index[keep].reshape(shape)
             sorted_value = data.sorted_value[keep].reshape(shape)
-        X_binned, thresholds, n_hist_bins = _EMPTY_BINNED, _EMPTY_VALUE, 0
+        # None selects the exact specialisation of the grower (see ``grow_tree``).
+        X_binned, thresholds, n_hist_bins = None, None, 0
     else:
-        sorted_index, sorted_value = _EMPTY_INDEX, _EMPTY_VALUE
+        sorted_index, sorted_value = None, None
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         n_hist_bins = data.n_hist_bins
 
@@ -169,11 +166,11 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                 and _PARALLEL_LOCK.acquire(blocking=False))
     try:
         node_int, node_float, node_stats = grow_tree(
-            data.max_bins is not None, params.is_random, params.criterion, n_stats, y_kernel,
+            params.is_random, params.criterion, n_stats, y_kernel,
             w, samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
             params.max_features, params.max_depth, params.min_samples_split,
             params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
-            params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1)
+            params.max_leaf_nodes, make_state(seed), n_threads if parallel else None)
     finally:
         if parallel:
             _PARALLEL_LOCK.release()

@@ -47,6 +47,8 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
 
     With ``n_threads > 1``, nodes of at least ``PARALLEL_MIN_SAMPLES`` samples are built on
     that many numba threads (``accumulate_parallel``); the histogram is the same either way.
+    ``n_threads=None`` is one thread without compiling the parallel build at all (numba
+    prunes the branch when the argument is None).
     """
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
@@ -65,12 +67,13 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                            n_threads)
-    else:
-        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                             np.int64(0), n_features)
+    if n_threads is not None:
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                                n_threads)
+            return
+    _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                         np.int64(0), n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)
@@ -483,7 +486,8 @@ def compact_count_column(n_hist_stats):
 
 @njit(**JIT_OPTIONS)
 def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
-    """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights)."""
+    """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights);
+    ``n_threads`` as there."""
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
     weighted = hist.shape[2] > 2
@@ -506,11 +510,13 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
-                                    n_threads)
-    else:
-        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, 0, n_features)
+    if n_threads is not None:
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                        n_threads)
+            return
+    _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
+                        n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)
