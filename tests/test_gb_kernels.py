@@ -107,3 +107,15 @@ def test_fused_train_scores_equal_the_plain_ones():
             raw[:, k] += model.learning_rate * est.tree_.predict(X)[:, 0, 0]
         assert model.train_score_[i] == pytest.approx(loss(y.astype(float), raw, np.ones(300)),
                                                       rel=1e-12)
+
+
+def test_packed_depths_are_the_deepest_leaf_of_each_tree():
+    from cipherforest.tree._tree import node_depths
+
+    X, y = make_regression(300, 4, random_state=2)
+    model = GradientBoostingRegressor(n_estimators=6, max_leaf_nodes=9, max_depth=None,
+                                      random_state=0).fit(X, y)
+    packed = pack_ensemble(model.estimators_)
+    expected = [node_depths(est.tree_.children_left, est.tree_.children_right).max()
+                for est in model.estimators_[:, 0]]
+    assert packed.depths.tolist() == expected

@@ -22,13 +22,30 @@ import numpy as np
 from numba import njit
 
 from ..tree._common import JIT_OPTIONS, TREE_LEAF
-from ..tree._tree import node_depths, pack_nodes
+from ..tree._tree import pack_nodes
 
 #: Rows walked through every tree before moving on (measured: 256–4096 are within noise;
 #: smaller blocks re-read the trees' nodes more often, larger ones fall out of L2).
 PREDICT_BLOCK_ROWS = 1024
 #: Below this many rows per thread, more threads cost more than they save.
 PARALLEL_MIN_ROWS = 8192
+
+
+def _tree_depths(left, right, internal, roots) -> np.ndarray:
+    """Depth of the deepest leaf of each tree, for global child ids (``pack_ensemble``).
+
+    One vectorised pass per level over all trees at once (no compiled kernel, so a first fit
+    compiles nothing for it).
+    """
+    depth = np.zeros(left.shape[0], dtype=np.int64)
+    level = 0
+    parents = roots[internal[roots]]
+    while parents.shape[0]:  # breadth first, one level of every tree per pass
+        level += 1
+        children = np.concatenate([left[parents], right[parents]])
+        depth[children] = level
+        parents = children[internal[children]]
+    return np.maximum.reduceat(depth, roots)
 
 
 @dataclass(frozen=True)
@@ -67,8 +84,7 @@ def pack_ensemble(stages) -> PackedEnsemble:
         feature[leaf] = 0
         nodes = pack_nodes(left, right, feature,
                            np.concatenate([t.missing_go_to_left for _, t in trees]))
-        depths = np.array([node_depths(t.children_left, t.children_right).max()
-                           for _, t in trees], dtype=np.int64)
+        depths = _tree_depths(left, right, internal, roots)
         threshold = np.concatenate([t.threshold for _, t in trees])
         value = np.concatenate([t.value[:, 0, 0] for _, t in trees])
     else:
