@@ -170,7 +170,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
             w, samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
             params.max_features, params.max_depth, params.min_samples_split,
             params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
-            params.max_leaf_nodes, make_state(seed), n_threads if parallel else None)
+            params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1)
     finally:
         if parallel:
             _PARALLEL_LOCK.release()

@@ -129,7 +129,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
-    nodes on ``n_threads`` numba threads (None: all on the calling thread).
+    nodes on ``n_threads`` numba threads (1: all on the calling thread).
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an

@@ -47,8 +47,6 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
 
     With ``n_threads > 1``, nodes of at least ``PARALLEL_MIN_SAMPLES`` samples are built on
     that many numba threads (``accumulate_parallel``); the histogram is the same either way.
-    ``n_threads=None`` is one thread without compiling the parallel build at all (numba
-    prunes the branch when the argument is None).
     """
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
@@ -67,11 +65,10 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads is not None:
-        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-            accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                                n_threads)
-            return
+    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+        accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                            n_threads)
+        return
     _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                          np.int64(0), n_features)
 
@@ -510,11 +507,10 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads is not None:
-        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-            accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
-                                        n_threads)
-            return
+    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+        accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                    n_threads)
+        return
     _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                         n_features)
 
