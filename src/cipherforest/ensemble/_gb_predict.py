@@ -1,8 +1,8 @@
 """Raw predictions of a boosted ensemble in one compiled walk over all its trees.
 
 ``pack_ensemble`` concatenates the node arrays of every tree into one table (child ids made
-global, leaves keep ``TREE_LEAF``), with each tree's root node and the column of ``raw`` it
-adds to. ``add_trees_raw`` then walks every tree for a block of rows and adds
+global, leaves pointing to themselves), with each tree's root node, depth and the column of
+``raw`` it adds to. ``add_trees_raw`` then walks every tree for a block of rows and adds
 ``learning_rate * value[leaf]`` into ``raw`` in place — per row and column the trees are
 added in round order with the same float operations as adding one tree at a time, so the
 raw predictions are bit-identical to the tree-by-tree loop.
@@ -24,10 +24,11 @@ from numba import njit
 from ..tree._common import JIT_OPTIONS, TREE_LEAF
 from ..tree._tree import pack_nodes
 
-#: Rows walked through every tree before moving on (measured: 256–4096 are within noise;
-#: smaller blocks re-read the trees' nodes more often, larger ones fall out of L2).
+#: Rows walked through every tree before moving on: a block of 1024 rows × 20 float64
+#: features (160 kB) stays in L2 while all trees walk it.
 PREDICT_BLOCK_ROWS = 1024
-#: Below this many rows per thread, more threads cost more than they save.
+#: Fewer rows than this per thread are predicted on fewer threads (a thread pool's start-up
+#: would cost more than the rows).
 PARALLEL_MIN_ROWS = 8192
 
 
