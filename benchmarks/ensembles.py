@@ -95,7 +95,7 @@ def make_model(name: str, regression: bool = False):
         params = dict(n_estimators=N_TREES, max_depth=None, max_leaf_nodes=31,
                       min_samples_leaf=20, max_bins=255, random_state=0, **common)
         if regression:
-            return GradientBoostingRegressor(**params)
+            return GradientBoostingRegressor(**params, n_jobs=threads)
         return GradientBoostingClassifier(**params, n_jobs=threads)
     if name == "sklearn_hgb":
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor

@@ -6,7 +6,13 @@ rows in increasing order (as the stable partition keeps every node's rows) and i
 order, and times one whole 31-leaf tree kernel. CPU time per call, median over interleaved
 repetitions, so other processes on the machine disturb it less than wall-clock time.
 
-    python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30]
+    python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
+
+``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
+threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
+would hide a stalled parallel region); set ``NUMBA_THREADING_LAYER`` to compare numba's
+layers (``workqueue``, ``omp``, ``tbb``). The line printed before the table gives the layer
+used and the load average.
 
 It also runs against older sources (``PYTHONPATH=<old checkout>/src``), timing what exists
 there, which is how the whole-tree kernel is compared across commits.
@@ -35,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=30)
+    parser.add_argument("--threads", type=int, default=1,
+                        help="also time the whole tree on this many numba threads (wall)")
     args = parser.parse_args(argv)
     n = args.rows
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
@@ -80,7 +88,35 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---:|---:|")
     for name, values in times.items():
         print(f"| {name} | {1000 * np.median(values):.2f} | {1000 * min(values):.2f} |")
+    if args.threads > 1:
+        time_threads(data, gradient, w, params, args.threads, args.repeats)
     return 0
+
+
+def time_threads(data, gradient, w, params, n_threads: int, repeats: int) -> None:
+    """Wall-clock time of the whole tree on 1 and ``n_threads`` numba threads, interleaved."""
+    import numba
+
+    def tree(threads):
+        return grow_tree_on(data, gradient, w, 1, params, 0, n_threads=threads)
+
+    serial = tree(1)
+    parallel = tree(n_threads)  # compiles the parallel specialisation
+    assert np.array_equal(serial.threshold, parallel.threshold)
+    walls: dict[int, list[float]] = {1: [], n_threads: []}
+    for _ in range(repeats):
+        for threads in walls:
+            start = time.perf_counter()
+            tree(threads)
+            walls[threads].append(time.perf_counter() - start)
+    print(f"\nwhole tree, wall ms; numba threading layer {numba.threading_layer()}, "
+          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print("| threads | wall ms (median) | min | speed-up (median) |")
+    print("|---:|---:|---:|---:|")
+    base = np.median(walls[1])
+    for threads, values in walls.items():
+        print(f"| {threads} | {1000 * np.median(values):.2f} | {1000 * min(values):.2f} | "
+              f"{base / np.median(values):.2f}× |")
 
 
 if __name__ == "__main__":

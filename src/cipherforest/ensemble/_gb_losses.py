@@ -16,6 +16,11 @@ loss implements
 * ``__call__(y, raw, w)``: the weighted mean loss, on scikit-learn's reporting scale (twice
   the "half" losses for squared error and binary log loss, as ``train_score_`` does there).
 
+Losses whose stage loss is themselves may also implement ``gradient_and_loss(y, raw, w)``:
+the negative gradient and the weighted mean loss of the same ``raw`` in one compiled pass
+(the fit loop then computes round ``i``'s ``train_score_`` and round ``i + 1``'s gradient
+together).
+
 ``tree_values_are_optimal`` marks squared error, whose line search is the leaf mean of the
 residuals, i.e. exactly what the regression tree already stores. Classification losses also
 map raw predictions to probabilities with ``raw_to_proba`` and back with ``raw_from_proba``
@@ -125,6 +130,60 @@ def _mean_half_binomial(y, raw, w):
     return total / weight if weight > 0 else np.nan
 
 
+@njit(**JIT_OPTIONS)
+def _squared_error_gradient_loss(y, raw, w, neg_gradient):
+    """Residuals into ``neg_gradient``; returns the weighted mean of the squared residuals."""
+    total = 0.0
+    weight = 0.0
+    for i in range(y.shape[0]):
+        r = y[i] - raw[i]
+        neg_gradient[i] = r
+        total += w[i] * (r * r)
+        weight += w[i]
+    return total / weight if weight > 0 else np.nan
+
+
+@njit(**JIT_OPTIONS)
+def _binomial_gradient_loss(y, raw, w, neg_gradient):
+    """``y - sigmoid(raw)`` into ``neg_gradient``; returns the weighted mean of the half
+    binomial loss ``log(1 + e^r) - y r``. One exponential per row serves both."""
+    total = 0.0
+    weight = 0.0
+    for i in range(y.shape[0]):
+        r = raw[i]
+        e = np.exp(-abs(r))
+        total += w[i] * (max(r, 0.0) + np.log1p(e) - y[i] * r)
+        weight += w[i]
+        p = 1.0 / (1.0 + e) if r >= 0.0 else e / (1.0 + e)
+        neg_gradient[i] = y[i] - p
+    return total / weight if weight > 0 else np.nan
+
+
+@njit(**JIT_OPTIONS)
+def _multinomial_gradient_loss(y, raw, w, neg_gradient):
+    """``1{y = k} - softmax(raw)_k`` into ``neg_gradient`` (n, K); returns the weighted mean
+    of ``logsumexp(raw) - raw[y]``. One exponential per row and class serves both."""
+    n_classes = raw.shape[1]
+    total = 0.0
+    weight = 0.0
+    for i in range(y.shape[0]):
+        top = raw[i, 0]
+        for k in range(1, n_classes):
+            top = max(top, raw[i, k])
+        norm = 0.0
+        for k in range(n_classes):
+            e = np.exp(raw[i, k] - top)
+            neg_gradient[i, k] = e
+            norm += e
+        label = np.int64(y[i])
+        total += w[i] * (top + np.log(norm) - raw[i, label])
+        weight += w[i]
+        for k in range(n_classes):
+            neg_gradient[i, k] = -(neg_gradient[i, k] / norm)
+        neg_gradient[i, label] += 1.0
+    return total / weight if weight > 0 else np.nan
+
+
 # ------------------------------------------------------------------------- regression losses
 class SquaredError:
     """``l(y, H) = (y - H)^2 / 2``: residuals as negative gradient, leaf mean as step."""
@@ -149,6 +208,11 @@ class SquaredError:
 
     def __call__(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
         return _weighted_mean((y - raw[:, 0]) ** 2, w)
+
+    def gradient_and_loss(self, y, raw, w):
+        neg_gradient = np.empty((y.shape[0], 1))
+        loss = _squared_error_gradient_loss(y, raw[:, 0], w, neg_gradient[:, 0])
+        return neg_gradient, float(loss)
 
 
 class AbsoluteError:
@@ -285,6 +349,11 @@ class BinomialLoss:
     def __call__(self, y, raw, w):
         return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
 
+    def gradient_and_loss(self, y, raw, w):
+        neg_gradient = np.empty((y.shape[0], 1))
+        half = _binomial_gradient_loss(y, raw[:, 0], w, neg_gradient[:, 0])
+        return neg_gradient, 2.0 * float(half)
+
     def raw_to_proba(self, raw):
         p1 = expit(raw[:, 0])
         return np.column_stack([1 - p1, p1])
@@ -330,6 +399,11 @@ class MultinomialLoss:
     def __call__(self, y, raw, w):
         picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
         return _weighted_mean(logsumexp(raw, axis=1) - picked, w)
+
+    def gradient_and_loss(self, y, raw, w):
+        neg_gradient = np.empty(raw.shape)
+        loss = _multinomial_gradient_loss(y, np.ascontiguousarray(raw), w, neg_gradient)
+        return neg_gradient, float(loss)
 
     def raw_to_proba(self, raw):
         return softmax(raw, axis=1)

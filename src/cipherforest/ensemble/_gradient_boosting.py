@@ -58,6 +58,7 @@ from ._gb_losses import (
     make_classification_loss,
     make_regression_loss,
 )
+from ._gb_predict import PackedEnsemble, pack_ensemble, raw_predict
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
@@ -256,6 +257,7 @@ class BaseGradientBoosting(BaseEstimator):
         n_stages = self._fit_stages(X_train, y_train, w_train, raw, X_val, y_val, w_val, loss,
                                     begin, monitor)
         self.estimators_ = _stage_array(self.estimators_[:n_stages])
+        self._packed = pack_ensemble(self.estimators_)
         self.train_score_ = self.train_score_[:n_stages]
         if self.subsample < 1.0:
             self.oob_improvement_ = self.oob_improvement_[:n_stages]
@@ -306,6 +308,7 @@ class BaseGradientBoosting(BaseEstimator):
         n_threads = min(effective_n_jobs(getattr(self, "n_jobs", None)), loss.n_trees)
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         i = begin - 1
+        next_gradient = None
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = np.random.RandomState(stage_seeds[i])
@@ -322,7 +325,10 @@ class BaseGradientBoosting(BaseEstimator):
                 if self.min_weight_fraction_leaf > 0:
                     params = dataclasses.replace(params, min_weight_leaf=float(
                         self.min_weight_fraction_leaf * stage_weight.sum()))
-                neg_gradient = stage_loss.negative_gradient(y, raw)
+                if next_gradient is None:
+                    neg_gradient = stage_loss.negative_gradient(y, raw)
+                else:  # computed with the previous round's training loss
+                    neg_gradient, next_gradient = next_gradient, None
                 seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
 
                 def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
@@ -351,6 +357,10 @@ class BaseGradientBoosting(BaseEstimator):
                                                      sample_weight[~inbag])
                     previous = initial_oob if i == 0 else self.oob_scores_[i - 1]
                     self.oob_improvement_[i] = previous - self.oob_scores_[i]
+                elif stage_loss is loss and hasattr(loss, "gradient_and_loss"):
+                    # One pass: this round's training loss and the next round's gradient.
+                    next_gradient, self.train_score_[i] = loss.gradient_and_loss(
+                        y, raw, sample_weight)
                 else:
                     self.train_score_[i] = stage_loss(y, raw, sample_weight)
                 if bar is not None:
@@ -435,12 +445,20 @@ class BaseGradientBoosting(BaseEstimator):
             return np.ascontiguousarray(self._loss().raw_from_proba(proba))
         return np.asarray(self.init_.predict(X), dtype=np.float64).reshape(X.shape[0], 1)
 
+    def _packed_trees(self) -> PackedEnsemble:
+        """All trees as one node table, built once per ``estimators_`` (at the end of fit, or
+        on the first prediction of a loaded model)."""
+        packed = self.__dict__.get("_packed")
+        if packed is None or packed.source is not self.estimators_:
+            packed = pack_ensemble(self.estimators_)
+            self._packed = packed
+        return packed
+
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
-        raw = self._initial_raw(X)
-        for stage in self.estimators_:
-            for k, est in enumerate(stage):
-                _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
-        return raw
+        n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
+        init = self._initial_raw(X) if _is_estimator(self.init_) else self.init_
+        return raw_predict(self._packed_trees(), np.ascontiguousarray(X, dtype=np.float64),
+                           init, self.learning_rate, n_threads)
 
     def _raw_predict(self, X) -> np.ndarray:
         return self._raw_predict_validated(self._validate_X_predict(X))
@@ -566,8 +584,9 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     n_jobs : int or None, default=None
         Threads growing a round's trees with more than two classes (one tree per class; they
-        are independent). None means 1, -1 all cores. The model does not depend on it.
-        (scikit-learn's GradientBoostingClassifier has no such parameter.)
+        are independent) and predicting blocks of rows. None means 1, -1 all cores. The
+        model and its predictions do not depend on it. (scikit-learn's
+        GradientBoostingClassifier has no such parameter.)
 
     Attributes
     ----------
@@ -708,6 +727,9 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     alpha : float in (0, 1), default=0.9
         Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
+    n_jobs : int or None, default=None
+        Threads predicting blocks of rows. None means 1, -1 all cores. Predictions do not
+        depend on it. (scikit-learn's GradientBoostingRegressor has no such parameter.)
 
     Attributes
     ----------
@@ -718,6 +740,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
         "init": [StrOptions({"zero"}), None, HasMethods(["fit", "predict"])],
         "loss": [StrOptions(set(REGRESSION_LOSSES))],
         "alpha": [Interval(Real, 0.0, 1.0, closed="neither")],
+        "n_jobs": [Integral, None],
     }
 
     def __init__(self, *, loss="squared_error", learning_rate=0.1, n_estimators=100,
@@ -726,7 +749,8 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
                  min_impurity_decrease=0.0, init=None, random_state=None, max_features=None,
                  alpha=0.9, verbose=0, max_leaf_nodes=None, warm_start=False,
                  validation_fraction=0.1, n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0,
-                 max_bins=None):
+                 max_bins=None, n_jobs=None):
+        self.n_jobs = n_jobs
         self.loss = loss
         self.learning_rate = learning_rate
         self.n_estimators = n_estimators

@@ -101,10 +101,6 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
                     bin_thresholds=threshold_table(edges, width))
 
 
-_EMPTY_INDEX = np.zeros((0, 0), dtype=np.int32)
-_EMPTY_VALUE = np.zeros((0, 0))
-_EMPTY_BINNED = np.zeros((0, 0), dtype=np.uint8)
-
 #: Held by the one tree at a time that builds histograms on several numba threads: numba's
 #: ``workqueue`` threading layer aborts on parallel regions launched from two Python threads
 #: at once, so a second such tree grows on its own thread instead (same result, see
@@ -162,9 +158,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
 
     if data.max_bins is None:
         sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
-        X_binned, thresholds, n_hist_bins = _EMPTY_BINNED, _EMPTY_VALUE, 0
+        # None selects the exact specialisation of the grower (see ``grow_tree``).
+        X_binned, thresholds, n_hist_bins = None, None, 0
     else:
-        sorted_index, sorted_value = _EMPTY_INDEX, _EMPTY_VALUE
+        sorted_index, sorted_value = None, None
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         n_hist_bins = data.n_hist_bins
 
@@ -172,7 +169,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                 and _PARALLEL_LOCK.acquire(blocking=False))
     try:
         node_int, node_float, node_stats = grow_tree(
-            data.max_bins is not None, params.is_random, params.criterion, n_stats, y_kernel,
+            params.is_random, params.criterion, n_stats, y_kernel,
             w, samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
             params.max_features, params.max_depth, params.min_samples_split,
             params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,

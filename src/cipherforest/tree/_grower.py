@@ -116,8 +116,7 @@ def _heap_pop(heap, size, keys):
 
 
 @njit(**JIT_OPTIONS)
-def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorted_index,
-              sorted_value,
+def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state, n_threads):
@@ -126,13 +125,24 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
     "unlimited"). ``y`` holds class indices (as float) or targets and ``w`` weights, both indexed
     by sample id; ``samples`` lists the ids the tree is grown on (their weights must be > 0).
-    Exact mode reads ``sorted_index``/``sorted_value``, whose rows hold exactly ``samples``
-    (and reorders them in place); histogram mode reads ``X_binned`` (``n_hist_bins`` bins, the
-    last for NaN) and ``bin_thresholds``, and reorders ``samples`` in place; it builds the
-    histograms of large nodes on ``n_threads`` numba threads (1: all on the calling thread).
+    Exact mode (``X_binned`` is None) reads ``sorted_index``/``sorted_value``, whose rows hold
+    exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
+    ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
+    ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
+    nodes on ``n_threads`` numba threads (1: all on the calling thread).
+
+    Each mode is its own specialisation: numba prunes the branches guarded by
+    ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
+    exact fit never compiles the histogram finder, nor a histogram fit the exact one (half the
+    first-use compile time). Every mode-specific call must stay inside such a guard.
     """
     n_samples = samples.shape[0]
-    n_features = X_binned.shape[1] if use_histogram else sorted_index.shape[0]
+    use_histogram = X_binned is not None
+    n_features = 0
+    if X_binned is not None:
+        n_features = X_binned.shape[1]
+    if sorted_index is not None:
+        n_features = sorted_index.shape[0]
     best_first = max_leaf_nodes > 0
     record_size = SPLIT_LEFT + 2 * n_stats
 
@@ -177,9 +187,10 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
     n_free_hists = np.int64(0)
     n_hists = np.int64(0)
 
-    goes_left = np.zeros(y.shape[0] if not use_histogram else 0, dtype=np.uint8)
-    tmp_index = np.zeros(n_samples if not use_histogram else 0, dtype=sorted_index.dtype)
-    tmp_value = np.zeros(n_samples if not use_histogram else 0, dtype=np.float64)
+    if sorted_index is not None:
+        goes_left = np.zeros(y.shape[0], dtype=np.uint8)
+        tmp_index = np.zeros(n_samples, dtype=sorted_index.dtype)
+        tmp_value = np.zeros(n_samples, dtype=np.float64)
     partition_buffer = np.zeros(n_samples if use_histogram else 0, dtype=np.int64)
 
     features = np.arange(n_features, dtype=np.int64)
@@ -232,16 +243,18 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
 
     root_splittable = _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
-    if use_histogram and root_splittable and not is_small_node(n_samples, n_hist_bins):
-        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = _acquire_hist(
-            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists)
-        if compact:
-            build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
-                                    samples, np.int64(0), n_samples, y, w, n_threads)
-        else:
-            build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned, samples,
-                            np.int64(0), n_samples, y, w, criterion, n_threads)
-        pending_hist[0] = slot
+    if X_binned is not None:
+        if root_splittable and not is_small_node(n_samples, n_hist_bins):
+            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = (
+                _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists))
+            if compact:
+                build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
+                                        X_binned, samples, np.int64(0), n_samples, y, w,
+                                        n_threads)
+            else:
+                build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
+                                samples, np.int64(0), n_samples, y, w, criterion, n_threads)
+            pending_hist[0] = slot
     if not root_splittable:
         n_pending = 0
 
@@ -277,22 +290,24 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
                 features[j] = features[k]
                 features[k] = tmp
                 f = features[j]
-                if use_histogram and slot < 0:
-                    non_constant = best_split_small_node_feature(
-                        f, samples, start, end, X_binned, bin_thresholds, n_hist_bins, y, w,
-                        criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
-                        rng_state, split, cum, missing, left, right, bin_buffer,
-                        sample_buffer)
-                elif compact:
-                    non_constant = best_split_compact_feature(
-                        f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds, stats,
-                        min_samples_leaf, min_weight_leaf, split, cum, left, right)
-                elif use_histogram:
-                    non_constant = best_split_histogram_feature(
-                        f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
-                        criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
-                        rng_state, split, cum, left, right)
-                else:
+                non_constant = False
+                if X_binned is not None:
+                    if slot < 0:
+                        non_constant = best_split_small_node_feature(
+                            f, samples, start, end, X_binned, bin_thresholds, n_hist_bins, y,
+                            w, criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
+                            rng_state, split, cum, missing, left, right, bin_buffer,
+                            sample_buffer)
+                    elif compact:
+                        non_constant = best_split_compact_feature(
+                            f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
+                            stats, min_samples_leaf, min_weight_leaf, split, cum, left, right)
+                    else:
+                        non_constant = best_split_histogram_feature(
+                            f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
+                            criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
+                            rng_state, split, cum, left, right)
+                if sorted_index is not None:
                     non_constant = best_split_exact_feature(
                         f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
                         min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
@@ -308,10 +323,11 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
                 frontier_free[n_free_entries] = entry
                 n_free_entries += 1
-                if slot >= 0:
-                    clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
-                    hist_free[n_free_hists] = slot
-                    n_free_hists += 1
+                if X_binned is not None:
+                    if slot >= 0:
+                        clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
+                        hist_free[n_free_hists] = slot
+                        n_free_hists += 1
                 continue
             frontier_int[entry, _F_NODE] = node_id
             frontier_int[entry, _F_START] = start
@@ -352,14 +368,15 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
             missing_left = (split[SPLIT_LEFT + STAT_COUNT]
                             > split[SPLIT_LEFT + n_stats + STAT_COUNT])
 
-        if use_histogram:
+        mid = start
+        if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
             mid = partition_histogram_stable(feature, np.int64(split[SPLIT_POSITION]),
                                              missing_left, samples, start, end, X_binned,
                                              n_hist_bins - 1, partition_buffer, y, w,
                                              criterion, child_stats[0], child_stats[1])
-        else:
+        if sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
                                   tmp_index, tmp_value)
@@ -387,7 +404,7 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
         # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
         # impure under fractional weights. Costs O(node size), as the partition does (the
         # histogram partition sums them itself).
-        if not use_histogram:
+        if sorted_index is not None:
             _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):
@@ -408,45 +425,46 @@ def grow_tree(use_histogram, is_random, criterion, n_stats, y, w, samples, sorte
         if best_first and n_leaves >= max_leaf_nodes:
             child_split[:] = False  # the tree is full: no child will be split or evaluated
         child_slots[:] = -1
-        if use_histogram and parent_slot >= 0:
-            # Children that will be split and are not small need a histogram; the smaller
-            # child's is built (even if only to subtract), the larger one's subtracted.
-            for c in range(2):
-                child_needs[c] = child_split[c] and not is_small_node(
-                    child_bounds[c, 1] - child_bounds[c, 0], n_hist_bins)
-            if child_needs[0] or child_needs[1]:
-                small = 0 if (mid - start) <= (end - mid) else 1
-                large = 1 - small
-                hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
-                    _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
-                                  n_hists))
-                if compact:
-                    build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
-                                            hist_hi[s_slot], X_binned, samples,
-                                            child_bounds[small, 0], child_bounds[small, 1], y,
-                                            w, n_threads)
-                else:
-                    build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
-                                    X_binned, samples, child_bounds[small, 0],
-                                    child_bounds[small, 1], y, w, criterion, n_threads)
-                child_slots[small] = s_slot
-                if child_needs[large]:
-                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
+        if X_binned is not None:
+            if parent_slot >= 0:
+                # Children that will be split and are not small need a histogram; the smaller
+                # child's is built (even if only to subtract), the larger one's subtracted.
+                for c in range(2):
+                    child_needs[c] = child_split[c] and not is_small_node(
+                        child_bounds[c, 1] - child_bounds[c, 0], n_hist_bins)
+                if child_needs[0] or child_needs[1]:
+                    small = 0 if (mid - start) <= (end - mid) else 1
+                    large = 1 - small
+                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
                         _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
                                       n_hists))
-                    subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
-                                       hist_hi[parent_slot], hist_pool[s_slot],
-                                       hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot],
-                                       count_column)
-                    child_slots[large] = l_slot
-                if not child_needs[small]:
-                    clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
-                    hist_free[n_free_hists] = s_slot
-                    n_free_hists += 1
-                    child_slots[small] = -1
-            clear_histogram(hist_pool[parent_slot], hist_lo[parent_slot], hist_hi[parent_slot])
-            hist_free[n_free_hists] = parent_slot
-            n_free_hists += 1
+                    if compact:
+                        build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
+                                                hist_hi[s_slot], X_binned, samples,
+                                                child_bounds[small, 0], child_bounds[small, 1], y,
+                                                w, n_threads)
+                    else:
+                        build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
+                                        X_binned, samples, child_bounds[small, 0],
+                                        child_bounds[small, 1], y, w, criterion, n_threads)
+                    child_slots[small] = s_slot
+                    if child_needs[large]:
+                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
+                            _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
+                                          n_hists))
+                        subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
+                                           hist_hi[parent_slot], hist_pool[s_slot],
+                                           hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot],
+                                           count_column)
+                        child_slots[large] = l_slot
+                    if not child_needs[small]:
+                        clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
+                        hist_free[n_free_hists] = s_slot
+                        n_free_hists += 1
+                        child_slots[small] = -1
+                clear_histogram(hist_pool[parent_slot], hist_lo[parent_slot], hist_hi[parent_slot])
+                hist_free[n_free_hists] = parent_slot
+                n_free_hists += 1
 
         # Evaluate the children next; depth-first pushes left last so it is split first.
         for c in (1, 0):

@@ -68,9 +68,9 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
     if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
         accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                             n_threads)
-    else:
-        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                             np.int64(0), n_features)
+        return
+    _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                         np.int64(0), n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)
@@ -483,7 +483,8 @@ def compact_count_column(n_hist_stats):
 
 @njit(**JIT_OPTIONS)
 def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
-    """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights)."""
+    """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights);
+    ``n_threads`` as there."""
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
     weighted = hist.shape[2] > 2
@@ -509,8 +510,9 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
     if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
         accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
                                     n_threads)
-    else:
-        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, 0, n_features)
+        return
+    _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
+                        n_features)
 
 
 @njit(parallel=True, **JIT_OPTIONS)

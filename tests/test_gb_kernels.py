@@ -1,0 +1,121 @@
+"""Compiled kernels of gradient boosting against the plain numpy / tree-by-tree versions."""
+
+import numpy as np
+import pytest
+from sklearn.datasets import make_classification, make_regression
+
+from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from cipherforest.ensemble._gb_losses import BinomialLoss, MultinomialLoss, SquaredError
+from cipherforest.ensemble._gb_predict import PREDICT_BLOCK_ROWS, pack_ensemble, raw_predict
+
+
+def tree_by_tree(model, X):
+    """Raw predictions the plain way: every tree's ``apply``, added in round order."""
+    raw = np.tile(model.init_, (X.shape[0], 1))
+    for stage in model.estimators_:
+        for k, est in enumerate(stage):
+            raw[:, k] += model.learning_rate * est.tree_.value[est.tree_.apply(X), 0, 0]
+    return raw
+
+
+def with_nan(X, rng, fraction=0.1):
+    X = X.copy()
+    X[rng.random(X.shape) < fraction] = np.nan
+    return X
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("max_bins", [None, 32])
+def test_classifier_raw_is_bitwise_tree_by_tree(n_classes, max_bins):
+    rng = np.random.default_rng(0)
+    X, y = make_classification(400, 6, n_informative=4, n_classes=n_classes, random_state=0)
+    X = with_nan(X, rng)
+    model = GradientBoostingClassifier(n_estimators=15, max_leaf_nodes=7, max_depth=None,
+                                       max_bins=max_bins, random_state=0).fit(X, y)
+    X_test = with_nan(rng.normal(size=(PREDICT_BLOCK_ROWS + 37, 6)), rng)
+    expected = tree_by_tree(model, X_test)
+    got = model._raw_predict(X_test)
+    assert np.array_equal(got, expected)
+    decision = model.decision_function(X_test)
+    assert np.array_equal(decision, expected.ravel() if n_classes == 2 else expected)
+
+
+def test_regressor_raw_is_bitwise_tree_by_tree_with_deep_unbalanced_trees():
+    X, y = make_regression(300, 4, noise=5.0, random_state=1)
+    y = np.exp(y / 100)  # skewed target: unbalanced trees of different depths
+    model = GradientBoostingRegressor(n_estimators=10, max_depth=6, random_state=0).fit(X, y)
+    X_test = np.random.default_rng(1).normal(size=(50, 4))
+    assert np.array_equal(model.predict(X_test), tree_by_tree(model, X_test)[:, 0])
+
+
+def test_threads_and_blocks_do_not_change_predictions():
+    X, y = make_classification(20_000, 5, n_classes=3, n_informative=3, random_state=0)
+    model = GradientBoostingClassifier(n_estimators=5, max_depth=3, max_bins=64,
+                                       random_state=0).fit(X, y)
+    packed = pack_ensemble(model.estimators_)
+    one = raw_predict(packed, X, model.init_, model.learning_rate, n_threads=1)
+    two = raw_predict(packed, X, model.init_, model.learning_rate, n_threads=2)
+    assert np.array_equal(one, two)
+    assert np.array_equal(one, tree_by_tree(model, X))
+    model.set_params(n_jobs=2)
+    assert np.array_equal(model.predict_proba(X),
+                          model.set_params(n_jobs=1).predict_proba(X))
+
+
+def test_single_leaf_trees_predict_their_value():
+    X = np.zeros((30, 2))
+    y = np.arange(30, dtype=float)
+    model = GradientBoostingRegressor(n_estimators=3, random_state=0).fit(X, y)
+    assert all(est.tree_.node_count == 1 for est in model.estimators_[:, 0])
+    assert np.array_equal(model.predict(X), tree_by_tree(model, X)[:, 0])
+
+
+def test_packed_table_follows_a_new_ensemble():
+    X, y = make_regression(200, 3, random_state=0)
+    model = GradientBoostingRegressor(n_estimators=3, warm_start=True, random_state=0)
+    first = model.fit(X, y).predict(X)
+    model.set_params(n_estimators=6).fit(X, y)  # warm start: new estimators_
+    assert not np.array_equal(model.predict(X), first)
+    assert np.array_equal(model.predict(X), tree_by_tree(model, X)[:, 0])
+
+
+# ----------------------------------------------------------------- fused gradient and loss
+@pytest.mark.parametrize("loss", [SquaredError(), BinomialLoss(), MultinomialLoss(4)])
+def test_gradient_and_loss_match_the_separate_methods(loss):
+    rng = np.random.default_rng(3)
+    n = 500
+    raw = rng.normal(scale=5.0, size=(n, loss.n_trees))
+    raw[:5, 0] = [40.0, -40.0, 0.0, 700.0, -700.0]  # saturated sigmoid / softmax
+    if isinstance(loss, SquaredError):
+        y = rng.normal(size=n)
+    else:
+        y = rng.integers(0, max(2, loss.n_trees), size=n).astype(float)
+    w = rng.uniform(0.0, 2.0, size=n)
+    neg_gradient, value = loss.gradient_and_loss(y, raw, w)
+    np.testing.assert_allclose(neg_gradient, loss.negative_gradient(y, raw), rtol=1e-12,
+                               atol=1e-15)
+    assert value == pytest.approx(loss(y, raw, w), rel=1e-12)
+
+
+def test_fused_train_scores_equal_the_plain_ones():
+    X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
+    model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)
+    loss = model._loss()
+    raw = np.tile(model.init_, (X.shape[0], 1))
+    for i, stage in enumerate(model.estimators_):
+        for k, est in enumerate(stage):
+            raw[:, k] += model.learning_rate * est.tree_.predict(X)[:, 0, 0]
+        assert model.train_score_[i] == pytest.approx(loss(y.astype(float), raw, np.ones(300)),
+                                                      rel=1e-12)
+
+
+def test_packed_depths_are_the_deepest_leaf_of_each_tree():
+    from cipherforest.tree._tree import node_depths
+
+    X, y = make_regression(300, 4, random_state=2)
+    model = GradientBoostingRegressor(n_estimators=6, max_leaf_nodes=9, max_depth=None,
+                                      random_state=0).fit(X, y)
+    packed = pack_ensemble(model.estimators_)
+    expected = [node_depths(est.tree_.children_left, est.tree_.children_right).max()
+                for est in model.estimators_[:, 0]]
+    assert packed.depths.tolist() == expected
