@@ -72,6 +72,9 @@ _OPERATIONS = {
     "load_bytes": "ciphertext loading (validated)",
     "to_string": "ciphertext serialising",
     "openssl_sha256": "message digests",
+    "rotate_vector": "rotations (label lanes on upload, lane changes)",
+    "rotate_rows": "rotations (label lanes on upload, lane changes)",
+    "rotate_rows_inplace": "rotations (label lanes on upload, lane changes)",
 }
 
 
