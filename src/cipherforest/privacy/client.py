@@ -655,7 +655,8 @@ def _integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
     rounded = np.rint(values)
     if np.abs(values - rounded).max(initial=0.0) > _CKKS_INTEGER_TOLERANCE:
         raise ProtocolError(f"decrypted {what} are not integers: {source} not made with "
-                            "this client's key or corrupted")
+                            "this client's key or corrupted, or (large nodes) CKKS ran out of "
+                            "precision: nodes of several thousand rows need scheme='bfv'")
     return rounded
 
 
