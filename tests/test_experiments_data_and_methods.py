@@ -8,8 +8,22 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ttest_rel
 
-from cipherforest.experiments.datasets import load_bundled, load_csv, load_csv_folder, load_openml
-from cipherforest.experiments.methods import ForestSetting, anony_rf, diffpriv, ope_rf
+from cipherforest.experiments.cv import run_cross_validation
+from cipherforest.experiments.datasets import (
+    Dataset,
+    load_bundled,
+    load_csv,
+    load_csv_folder,
+    load_openml,
+)
+from cipherforest.experiments.methods import (
+    ForestSetting,
+    Method,
+    MethodOutput,
+    anony_rf,
+    diffpriv,
+    ope_rf,
+)
 from cipherforest.experiments.methods.gipe_ckks import stratified_subsample
 from cipherforest.experiments.security import (
     dp_leakage,
@@ -189,3 +203,32 @@ def test_scheme_security_shapes_and_order_of_he_and_ope():
     for m in sec.values():
         assert m.shape == (80, 7) and np.isfinite(m).all()
     assert sec["he"].mean() > sec["ope"].mean()  # HE hides the order OPE reveals
+
+
+# --- cross-validation loop -------------------------------------------------------------
+
+
+def _majority_method(calls: list) -> Method:
+    def run(X_train, y_train, X_test, setting):
+        calls.append(setting.random_state)
+        label = np.bincount(y_train).argmax()
+        return MethodOutput(np.full(X_test.shape[0], label), 0.0, 0.0)
+
+    return Method("majority", "majority class", run)
+
+
+def test_cv_runs_trial_by_trial_and_resumes_from_the_cache(tmp_path):
+    rng = np.random.default_rng(0)
+    sets = [Dataset(name, rng.normal(size=(n, 3)), np.arange(n) % 2, "synthetic")
+            for name, n in (("a", 20), ("b", 24))]
+    calls: list[int] = []
+    kwargs = {"trials": 3, "folds": 2, "n_estimators": 1, "cache_dir": tmp_path,
+              "alpha_rows": {"a": 20, "b": 24}, "progress": False}
+    records = run_cross_validation(sets, [_majority_method(calls)], **kwargs)
+    order = [(r["trial"], r["dataset"]) for r in records]
+    assert order == [(t, d) for t in range(3) for d in ("a", "b") for _ in range(2)]
+    # accuracy of the constant guess on each test fold (classes alternate, folds stratified)
+    assert all(r["accuracy"] == pytest.approx(0.5) for r in records)
+    again = run_cross_validation(sets, [_majority_method(calls)], **kwargs)
+    assert len(calls) == 12 and all(r["cached"] for r in again)
+    assert [r["accuracy"] for r in again] == [r["accuracy"] for r in records]

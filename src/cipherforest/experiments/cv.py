@@ -103,13 +103,15 @@ def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, tria
     """Run (or read from the cache) every method on every fold; return one record per run.
 
     ``alpha_rows[name]`` is the dataset's full row count, which decides α (10 or 100).
+    The order is trial by trial (every dataset's first trial, then the second, ...), so a
+    long run stopped early has results for every dataset.
     A record holds dataset, method, trial, fold, accuracy, fit/predict seconds, train/test
     sizes, ``cached`` (read from disk) and the method's extra numbers.
     """
     root = Path(cache_dir)
     plan = []
-    for data in datasets:
-        for trial in range(trials):
+    for trial in range(trials):  # trial-major: a run cut short has every dataset's trials
+        for data in datasets:
             splitter = StratifiedKFold(folds, shuffle=True, random_state=seed + trial)
             for fold, (train, test) in enumerate(splitter.split(data.X, data.y)):
                 for method in methods:
