@@ -27,9 +27,11 @@ from ..tree._tree import pack_nodes
 #: Rows walked through every tree before moving on: a block of 1024 rows × 20 float64
 #: features (160 kB) stays in L2 while all trees walk it.
 PREDICT_BLOCK_ROWS = 1024
-#: Fewer rows than this per thread are predicted on fewer threads (a thread pool's start-up
-#: would cost more than the rows).
-PARALLEL_MIN_ROWS = 8192
+#: Fewer (row, tree) walks than this per thread are predicted on fewer threads (a thread
+#: pool's start-up would cost more than the walks: ~2^17 walks take ~10 ms on one core).
+PARALLEL_MIN_WALKS = 1 << 17
+#: Nor fewer rows than this per thread.
+PARALLEL_MIN_ROWS = 256
 
 
 def _tree_depths(left, right, internal, roots) -> np.ndarray:
@@ -145,7 +147,8 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
     raw = (np.tile(init, (n_rows, 1)) if init.ndim == 1
            else np.array(init, dtype=np.float64, order="C", copy=True))
     lr = float(learning_rate)
-    n_threads = max(1, min(n_threads, n_rows // PARALLEL_MIN_ROWS))
+    walks = n_rows * packed.roots.shape[0]
+    n_threads = max(1, min(n_threads, walks // PARALLEL_MIN_WALKS, n_rows // PARALLEL_MIN_ROWS))
 
     def run(begin, end):
         add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
