@@ -20,6 +20,7 @@ import numpy as np
 from numba import njit
 
 from ._absolute_error import prefix_abs_errors
+from ._candidates import fill_right_child
 from ._common import FEATURE_THRESHOLD, JIT_OPTIONS, STAT_COUNT, STAT_FIRST, STAT_WEIGHT
 from ._criteria import add_sample, node_impurity, weighted_impurity
 from ._rng import rand_uniform
@@ -75,13 +76,7 @@ def node_impurity_outputs(stats, criterion, n_outputs, block, scratch):
 @njit(**JIT_OPTIONS)
 def _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
                                min_samples_leaf, min_weight_leaf, scratch):
-    for k in range(node.shape[0]):
-        right[k] = node[k] - left[k]
-    if left[STAT_COUNT] < min_samples_leaf or right[STAT_COUNT] < min_samples_leaf:
-        return np.inf
-    if left[STAT_WEIGHT] < min_weight_leaf or right[STAT_WEIGHT] < min_weight_leaf:
-        return np.inf
-    if left[STAT_WEIGHT] <= 0.0 or right[STAT_WEIGHT] <= 0.0:
+    if not fill_right_child(left, right, node, min_samples_leaf, min_weight_leaf):
         return np.inf
     total = 0.0
     for o in range(n_outputs):
