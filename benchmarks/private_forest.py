@@ -218,6 +218,15 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         started = time.perf_counter()
         private_pred = client.predict(X_test)
         predict_wall = time.perf_counter() - started
+        proba_sums, reply = client.predict_proba(X_test), client.predict_stats_.reply
+        sums_stats = client.predict_stats_
+        # The exact reply (leaf-store ciphertexts + positions) side by side.
+        client.set_params(prediction_reply="leaves")
+        started = time.perf_counter()
+        leaves_pred = client.predict(X_test)
+        leaves_wall = time.perf_counter() - started
+        proba_leaves = client.predict_proba(X_test)
+        leaves_stats = client.predict_stats_
     cipher_forest = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins,
                                            n_jobs=-1, min_samples_split=min_samples_split)
     cipher_forest.fit(client.encryptor_.transform(X_train).astype(np.float64), y_train)
@@ -244,8 +253,13 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         "mean_round_mb": (float(np.mean(fit.bytes_per_round)) / 1e6 if fit.bytes_per_round
                           else 0.0),
         "candidates": session.candidates, "query_ciphertexts": session.query_ciphertexts,
-        "predict_mb": client.predict_stats_.bytes_received / 1e6,
-        "predict_b_per_pair": client.predict_stats_.bytes_received / (X_test.shape[0] * n_trees),
+        "reply": reply,
+        "predict_mb": sums_stats.bytes_received / 1e6,
+        "predict_b_per_pair": sums_stats.bytes_received / (X_test.shape[0] * n_trees),
+        "leaves_predict_wall": leaves_wall,
+        "leaves_b_per_pair": leaves_stats.bytes_received / (X_test.shape[0] * n_trees),
+        "sums_max_error": float(np.abs(proba_sums - proba_leaves).max()),
+        "sums_equal_leaves": float((private_pred == leaves_pred).mean()),
         "test_rows": X_test.shape[0],
         "upload_b_per_row": fit.bytes_sent / X_train.shape[0],
         "peak_pss_gb": memory.peak / 1e9,
@@ -283,7 +297,11 @@ def render(results: list[dict]) -> str:
             lines.append(f"| {label} | {seconds:.1f} | {100 * seconds / total:.0f} % |")
         lines.append(f"\nPeak RSS of the parent {r['peak_rss_gb']:.1f} GB; {r['candidates']} "
                      f"candidates in {r['query_ciphertexts']} query ciphertexts; predictions "
-                     f"{r['predict_mb']:.2f} MB in {r['predict_wall']:.1f} s.")
+                     f"({r['reply']}) {r['predict_mb']:.2f} MB in {r['predict_wall']:.1f} s; "
+                     f"leaf replies {r['leaves_b_per_pair']:.0f} B per (row, tree) in "
+                     f"{r['leaves_predict_wall']:.1f} s; row sums vs leaf replies: max "
+                     f"|Δ proba| {r['sums_max_error']:.1e}, equal predictions "
+                     f"{100 * r['sums_equal_leaves']:.1f} %.")
     lines += ["", "Issue #11 costs, before (the issue's figures) → now:", "",
               "| run | upload B/row | peak memory GB (now: PSS of all processes) | "
               "predict B per (test row, tree) | fit s | acc GIPE+HE | equal to GIPE RF |",

@@ -329,7 +329,7 @@ def test_block_layout_geometry():
     assert layout.per_ciphertext == layout.rows_per_pack == 1024
     assert layout.offsets() == list(range(1024))  # a full cycle: one rotation per row
     ten = BlockLayout("ckks", 4096, 10, 3000)
-    assert (ten.stride, ten.per_ciphertext, ten.leaves_per_ciphertext) == (16, 256, 512)
+    assert (ten.stride, ten.per_ciphertext, ten.leaves_per_ciphertext) == (16, 256, 256)
     bfv = BlockLayout("bfv", 8192, 4, 10_000)
     assert (bfv.block_size, bfv.rows_per_pack, bfv.per_ciphertext) == (8, 512, 1024)
     small = BlockLayout("ckks", 4096, 2, 5)  # fewer rows than a pack: rows ± lanes only

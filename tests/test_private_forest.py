@@ -117,6 +117,7 @@ def test_bfv_wine_equals_plain_forest(wine):
     client, rf, X_test_cipher = _fit_both(wine, n_estimators=5, random_state=3, scheme="bfv")
     X_test = wine[1]
     np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
+    assert client.predict_stats_.reply == "leaves"  # BFV answers row-sum requests by leaves
     np.testing.assert_allclose(client.predict_proba(X_test), rf.predict_proba(X_test_cipher),
                                rtol=0, atol=1e-12)
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
@@ -138,15 +139,56 @@ def test_server_numbers_nodes_breadth_first(wine):
     assert any(differs)
 
 
+class _Recorder:
+    """A real server that keeps its replies."""
+
+    def __init__(self):
+        self.inner, self.replies = PrivateForestServer(), []
+
+    def handle(self, data: bytes) -> bytes:
+        self.replies.append(decode_message(self.inner.handle(data)))
+        return encode_message(self.replies[-1])
+
+
 def test_ckks_wine_equals_plain_forest(wine):
     client, rf, X_test_cipher = _fit_both(wine, n_estimators=5, random_state=11, scheme="ckks")
     X_test = wine[1]
-    agreement = np.mean(client.predict(X_test) == rf.predict(X_test_cipher))
-    assert agreement >= 0.99
     # CKKS counts are rounded to exact integers: in practice the very same forest.
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
-    np.testing.assert_allclose(client.predict_proba(X_test), rf.predict_proba(X_test_cipher),
-                               rtol=0, atol=1e-12)
+    expected = rf.predict_proba(X_test_cipher)
+    # Row sums (the default): approximate frequencies, ties resolved as argmax does.
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-6)
+    assert client.predict_stats_.reply == "sums"
+    np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
+    # Leaf replies: exact integer counts, the plaintext forest's very probabilities.
+    client.set_params(prediction_reply="leaves")
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-12)
+    assert client.predict_stats_.reply == "leaves"
+    np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
+
+
+def test_ckks_row_sums_are_a_few_ciphertexts(cancer):
+    """Row sums reply with one ciphertext per 2·cycle test rows (two rows per lane), on the
+    last level; with ties (two trees) predictions still equal the plaintext forest's."""
+    X_train, X_test, y_train, _ = cancer
+    recorder = _Recorder()
+    client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=4,
+                                 reveal_leaves=True, server=recorder).fit(X_train, y_train)
+    # More rows than the 4,096 one sum holds (τ' = 2: 2048 lanes of two rows).
+    X_many = np.vstack([X_test] * (4096 // X_test.shape[0] + 1))
+    proba = client.predict_proba(X_many)
+    reply = recorder.replies[-1]
+    layout = client._layout
+    assert reply.meta["reply"] == "sums" and layout.rows_per_sum == 2 * 4096 // 2
+    assert len(reply.blobs["sums"]) == -(-X_many.shape[0] // layout.rows_per_sum) == 2
+    assert "leaf" not in reply.arrays
+    rf = RandomForestClassifier(n_estimators=2, max_depth=3, random_state=4).fit(
+        client.encryptor_.transform(X_train).astype(float), y_train)
+    X_cipher = client.encryptor_.transform(X_many).astype(float)
+    np.testing.assert_allclose(proba, rf.predict_proba(X_cipher), rtol=0, atol=1e-6)
+    tied = np.isclose(rf.predict_proba(X_cipher)[:, 0], 0.5)
+    assert tied.any()  # two trees that disagree: a tie, which argmax gives the first class
+    np.testing.assert_array_equal(client.predict(X_many), rf.predict(X_cipher))
 
 
 @pytest.mark.parametrize("n_jobs", [None, 2], ids=["serial", "2-workers"])
@@ -229,7 +271,8 @@ class SeededGipeClient(PrivateForestClient):
 # The paper's leaf rule keeps the run deterministic: hidden leaf decisions are random draws.
 # 8 rows per label pack, 5 packs per message: label messages start at rows 0, 40, 80, 120.
 TAMPER_PARAMS = dict(n_estimators=2, max_depth=2, max_bins=8, random_state=7, scheme="ckks",
-                     label_chunk=5, label_pack_rows=8, reveal_leaves=True)
+                     label_chunk=5, label_pack_rows=8, reveal_leaves=True,
+                     prediction_reply="leaves")  # exact counts: tampered runs equal bit for bit
 PACK_LAYOUT = BlockLayout("ckks", 4096, 3, 124, 8)
 
 
@@ -700,19 +743,51 @@ def test_client_rejects_scores_with_bad_leaf_positions(wine, change):
         else:
             leaf = leaf[:-1]
         return _with(message, arrays={"leaf": leaf})
-    client = PrivateForestClient(**SMALL, server=ReplyTamper("scores", move)).fit(
-        X_train, y_train)
+    client = PrivateForestClient(**SMALL, prediction_reply="leaves",
+                                 server=ReplyTamper("scores", move)).fit(X_train, y_train)
     with pytest.raises(ProtocolError, match="scores: leaf positions"):
         client.predict(X_test)
     assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
 
 
-@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
-def test_client_rejects_tampered_scores(wine, scheme):
+@pytest.mark.parametrize(("scheme", "reply"), [("ckks", "sums"), ("ckks", "leaves"),
+                                               ("bfv", "leaves")])
+def test_client_rejects_tampered_scores(wine, scheme, reply):
     X_train, X_test, y_train, _ = wine
-    server = ReplyTamper("scores", _corrupt_first_blob("leaves", _patched_blob))
-    client = PrivateForestClient(**SMALL, scheme=scheme, server=server).fit(X_train, y_train)
+    server = ReplyTamper("scores", _corrupt_first_blob(reply, _patched_blob))
+    client = PrivateForestClient(**SMALL, scheme=scheme, prediction_reply=reply,
+                                 server=server).fit(X_train, y_train)
     with pytest.raises(ProtocolError, match="scores: invalid ciphertext"):
+        client.predict(X_test)
+    assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
+
+
+def test_client_rejects_perturbed_row_sums(wine):
+    """An in-range change of one coefficient passes SEAL's check; the decrypted sums are no
+    longer class frequencies summed over the trees."""
+    X_train, X_test, y_train, _ = wine
+    server = ReplyTamper("scores", _corrupt_first_blob("sums", _shift_last_word))
+    client = PrivateForestClient(**SMALL, server=server).fit(X_train, y_train)
+    with pytest.raises(ProtocolError, match="decrypted row sums are not sums of class"):
+        client.predict_proba(X_test)
+    assert server.fired == 1
+
+
+@pytest.mark.parametrize("change", ["count", "layout", "kind"])
+def test_client_rejects_row_sums_reply_of_wrong_shape(wine, change):
+    X_train, X_test, y_train, _ = wine
+
+    def alter(reply):
+        message = decode_message(reply)
+        if change == "count":
+            return _with(message, blobs={"sums": message.blobs["sums"] * 2})
+        if change == "layout":
+            return _with(message, meta={"rows_per_sum": message.meta["rows_per_sum"] // 2})
+        return _with(message, meta={"reply": "totals"})
+    client = PrivateForestClient(**SMALL, server=ReplyTamper("scores", alter)).fit(
+        X_train, y_train)
+    with pytest.raises(ProtocolError, match=r"scores: (2 row-sum ciphertexts|row-sum layout"
+                                            r"|unknown reply 'totals')"):
         client.predict(X_test)
     assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
 

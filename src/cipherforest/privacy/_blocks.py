@@ -17,11 +17,21 @@ The slots are cut into *lanes* of ``stride`` slots, a power of two: ``τ`` for C
   by the server: ``z² = v²(L² - R²) + 2i·v²·L·R``, from which the client recovers ``L²`` and
   ``R²`` per class (both non-negative). BFV: ``2τ`` integer slots ``L | R``, squared.
   The client reads the per-class counts, so the node's total ``T = L + R`` needs no block.
-* **Leaf store.** Two leaves' class counts per lane: CKKS real and imaginary parts, BFV
-  the two halves of the lane.
+* **Leaf store.** CKKS: one leaf's class counts per lane, in the real parts (so that a
+  slot-wise mask can select one leaf: real and imaginary parts of a slot cannot be told
+  apart by a multiplication); BFV: two leaves per lane, in the two halves of the lane.
+* **Row sums** (CKKS predictions). Output lane ``l`` of sum ciphertext ``o`` holds, per
+  class, test row ``o · 2·cycle + 2l``'s sum over trees of its leaves' class frequencies in
+  the real parts and row ``o · 2·cycle + 2l + 1``'s in the imaginary parts. The server moves
+  each leaf from its store lane ``j`` to its row's lane ``l`` by rotations of
+  ``d = j - l`` lanes, split baby-step giant-step as ``d = G·i + b`` (``G``:
+  :attr:`BlockLayout.giant_step`), which needs Galois keys for ``+stride`` (baby steps, the
+  packed labels' key) and ``+G·stride`` (giant steps) slots.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -61,7 +71,12 @@ class BlockLayout:
         # Lanes per slot-matrix row; BFV has two rows.
         self.lanes_per_row = self.rows_per_pack
         self.per_ciphertext = self.lanes_per_row * (1 if scheme == "ckks" else 2)
-        self.leaves_per_ciphertext = 2 * self.per_ciphertext
+        self.leaves_per_ciphertext = self.per_ciphertext * (1 if scheme == "ckks" else 2)
+        # Row sums: two test rows per lane (real, imaginary) over the whole cycle of lanes;
+        # the giant step is the power of two nearest sqrt(cycle), which balances the baby
+        # rotations (per store ciphertext) against the giant ones (per sum ciphertext).
+        self.rows_per_sum = 2 * self.cycle
+        self.giant_step = 1 << round(math.log2(self.cycle) / 2)
 
     # ------------------------------------------------------------------ lanes
     def lane_start(self, lane: int) -> int:
@@ -126,16 +141,49 @@ class BlockLayout:
             mask[start + self.tau: start + 2 * self.tau] = value
         return mask
 
+    def leaf_lane(self, position: int) -> int:
+        """The lane of leaf-store ``position`` (CKKS: one leaf per lane; BFV: two)."""
+        return int(position) if self.scheme == "ckks" else int(position) // 2
+
     def leaf_mask(self, position: int) -> np.ndarray:
         """Mask putting a leaf's counts ``T`` at ``position`` of a leaf-store ciphertext."""
-        lane, part = divmod(int(position), 2)
         mask = self.empty_mask()
-        start = self.lane_start(lane)
+        start = self.lane_start(self.leaf_lane(position))
         if self.scheme == "ckks":
-            mask[start: start + self.tau] = 1j if part else 1.0
+            mask[start: start + self.tau] = 1.0
         else:
-            mask[start + part * self.tau: start + (part + 1) * self.tau] = 1
+            start += (int(position) % 2) * self.tau
+            mask[start: start + self.tau] = 1
         return mask
+
+    def row_sum_masks(self, leaf_lane: np.ndarray, row: np.ndarray, weight: np.ndarray):
+        """Masks of the row sums (CKKS) for the leaves of one store ciphertext.
+
+        Contribution ``n``: the leaf in store lane ``leaf_lane[n]`` goes, times
+        ``weight[n]``, to test row ``row[n]`` (numbered across all sum ciphertexts). Yields
+        ``(b, o, i, mask)`` in increasing ``b``: ``mask`` multiplies the store rotated by
+        ``b`` lanes, and the product is added into giant step ``i`` of sum ciphertext ``o``.
+        """
+        cycle, big = self.cycle, self.giant_step
+        leaf_lane = np.asarray(leaf_lane, dtype=np.int64)
+        out, local = np.divmod(np.asarray(row, dtype=np.int64), self.rows_per_sum)
+        lane, part = np.divmod(local, 2)
+        giant, baby = np.divmod((leaf_lane - lane) % cycle, big)
+        value = np.where(part == 1, 1j, 1.0) * np.asarray(weight, dtype=np.float64)
+        # After the baby rotation by b lanes, the leaf of store lane j sits in lane j - b.
+        target = (leaf_lane - baby) % cycle
+        groups, inverse = np.unique(np.stack([baby, out, giant], axis=1), axis=0,
+                                    return_inverse=True)
+        inverse = inverse.reshape(-1)
+        order = np.argsort(inverse, kind="stable")
+        bounds = np.searchsorted(inverse[order], np.arange(groups.shape[0] + 1))
+        for g, (b, o, i) in enumerate(groups.tolist()):
+            pick = order[bounds[g]: bounds[g + 1]]
+            lane_values = np.zeros(cycle, dtype=np.complex128)
+            np.add.at(lane_values, target[pick], value[pick])
+            mask = np.zeros((cycle, self.stride), dtype=np.complex128)
+            mask[:, : self.tau] = lane_values[:, None]
+            yield b, o, i, mask.reshape(-1)
 
     # ------------------------------------------------------------------ client reading
     def _lane_slots(self, slots: np.ndarray, width: int) -> np.ndarray:
@@ -157,6 +205,10 @@ class BlockLayout:
     def leaf_counts(self, slots: np.ndarray) -> np.ndarray:
         """``(leaves_per_ciphertext, τ)`` class counts of a decrypted leaf-store ciphertext."""
         if self.scheme == "ckks":
-            z = self._lane_slots(slots, self.tau)
-            return np.stack([z.real, z.imag], axis=1).reshape(-1, self.tau)
+            return self._lane_slots(slots, self.tau).real
         return self._lane_slots(slots, 2 * self.tau).reshape(-1, self.tau)
+
+    def row_sums(self, slots: np.ndarray) -> np.ndarray:
+        """``(rows_per_sum, τ)`` per-row class sums of a decrypted row-sum ciphertext."""
+        z = np.asarray(slots).reshape(self.cycle, self.stride)[:, : self.tau]
+        return np.stack([z.real, z.imag], axis=1).reshape(-1, self.tau)

@@ -61,7 +61,7 @@ _HEADER_KEYS = ("format", "format_version", "library_version")
 
 _FORMAT = "cipherforest-private-forest-client"
 _SERVER_FORMAT = "cipherforest-private-forest-server-session"
-_VERSION = 2
+_VERSION = 3  # 3: CKKS leaf store one leaf per lane (server state), giant-step key
 _JSON_PARAMS = (type(None), bool, int, float, str)
 
 

@@ -5,7 +5,9 @@ the ciphertexts and its *public* homomorphic context to a server, then answers o
 tree level for the whole forest: it decrypts the packed squared class counts, computes every
 candidate's Gini impurity and tells the server, per node, which candidate wins or that the
 node is a leaf. Secret keys never leave the client. Predictions come back as encrypted leaf
-counts; the client decrypts and averages them as a random forest does.
+counts (BFV, or on request) or, with CKKS, as each test row's class frequencies already
+summed over the trees by the server; the client decrypts and averages them as a random
+forest does.
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ _EPSILON = np.finfo(np.float64).eps
 # CKKS returns squared counts with an error far below this; more means a wrong key or a
 # corrupted ciphertext, not rounding.
 _CKKS_INTEGER_TOLERANCE = 0.25
+# Row sums (predict_proba) carry CKKS noise of ~1e-9 per tree (measured); this bound per
+# tree flags a wrong key or a corrupted ciphertext, whose slots are far off.
+_CKKS_SUM_TOLERANCE = 1e-4
+# Probabilities from row sums closer than this count as tied in predict (their noise is
+# ~1e-8, measured on wine and breast cancer).
+_CKKS_TIE_TOLERANCE = 1e-6
 
 
 @dataclass
@@ -52,6 +60,7 @@ class ProtocolStats:
     bytes_sent: int = 0
     bytes_received: int = 0
     bytes_per_round: list[int] = field(default_factory=list)
+    reply: str = ""  # predict: "sums" or "leaves", what the server answered with
 
 
 class PrivateForestClient(ClassifierMixin, BaseEstimator):
@@ -129,6 +138,12 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     label_pack_rows : int or None, default=None
         At most this many rows' labels per label ciphertext (None: as many as the slots
         hold). Fewer rows per pack mean fewer candidate lanes per query ciphertext.
+    prediction_reply : {"sums", "leaves"}, default="sums"
+        What :meth:`predict_proba` asks the server for. ``"sums"``: each test row's leaf
+        class frequencies summed over the trees on the server (CKKS only; a few ciphertexts
+        per 2·4096/τ' rows, probabilities within ~1e-9 of the plaintext forest's; BFV
+        sessions answer with leaves). ``"leaves"``: the leaf-store ciphertexts the rows reach
+        and a position per (row, tree); exact integer counts, more bytes.
     verbose : int, default=0
         1: print upload progress and one line per round (round, open nodes, bytes, seconds)
         on stderr, as the plaintext ensembles draw their progress.
@@ -181,6 +196,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         "n_jobs": [Integral, None],
         "label_chunk": [Interval(Integral, 1, 64, closed="both")],
         "label_pack_rows": [Interval(Integral, 1, None, closed="left"), None],
+        "prediction_reply": [StrOptions({"sums", "leaves"})],
         "verbose": ["verbose"],
         "server_key": [str, None],
         "timeout": [Interval(Real, 0.0, None, closed="left")],
@@ -191,8 +207,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
                  split_selection="gini", label_epsilon=None, max_round_bytes=None,
-                 server=None, n_jobs=None, label_chunk=2, label_pack_rows=None, verbose=0,
-                 server_key=None, timeout=120.0):
+                 server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
+                 prediction_reply="sums", verbose=0, server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -214,6 +230,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.n_jobs = n_jobs
         self.label_chunk = label_chunk
         self.label_pack_rows = label_pack_rows
+        self.prediction_reply = prediction_reply
         self.verbose = verbose
         self.server_key = server_key
         self.timeout = timeout
@@ -254,7 +271,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         X_cipher = self.encryptor_.fit_transform(X, y_encoded).astype(np.float64)
         layout = BlockLayout(self.scheme, SecretContext.slot_count(self.scheme), n_classes,
                              X.shape[0], self.label_pack_rows)
-        self._he = SecretContext(self.scheme, rotation_step=layout.stride)
+        # CKKS: the giant-step key of the row sums (predict_proba) as well.
+        giant = ([layout.giant_step * layout.stride]
+                 if self.scheme == "ckks" and layout.giant_step < layout.cycle else [])
+        self._he = SecretContext(self.scheme, rotation_step=layout.stride,
+                                 extra_rotations=giant)
         self._layout = layout
         self._n_classes = n_classes
         meta = {"n_classes": n_classes, **forest_meta(self, n_samples, n_features),
@@ -560,30 +581,64 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X) -> np.ndarray:
         """Class probabilities: mean over trees of the leaf class frequencies (decrypted)."""
         check_is_fitted(self, "session_")
+        self._validate_params()
         stats = ProtocolStats()
         started = time.perf_counter()
         X = validate_data(self, X, dtype=np.float64, reset=False)
         X_cipher = self.encryptor_.transform(X).astype(np.float64)
-        request = Message("predict", self._meta({}), {"X": X_cipher})
+        request = Message("predict", self._meta({"reply": self.prediction_reply}),
+                          {"X": X_cipher})
         reply = self._exchange(self._server(), request, "scores", stats)
-        counts = self._leaf_counts(reply, X.shape[0])
-        totals = counts.sum(axis=2, keepdims=True)
-        if (counts < 0).any() or (totals <= 0).any() or (totals > self._n_draws).any():
-            raise ProtocolError("decrypted leaf counts are not counts of at most "
-                                f"{self._n_draws} bootstrap draws: the scores were not made "
-                                "with this client's key or are corrupted")
-        proba = (counts / totals).mean(axis=1)
+        n_trees = reply.value("n_trees", int)
+        if reply.value("n_rows", int) != X.shape[0] or n_trees != self.n_estimators:
+            raise ProtocolError(f"scores: expected {X.shape[0]} rows × "
+                                f"{self.n_estimators} trees")
+        kind = reply.value("reply", str)
+        if kind == "sums" and self.scheme == "ckks":
+            proba = self._row_sums(reply, X.shape[0]) / n_trees
+        elif kind == "leaves":
+            counts = self._leaf_counts(reply, X.shape[0], n_trees)
+            totals = counts.sum(axis=2, keepdims=True)
+            if (counts < 0).any() or (totals <= 0).any() or (totals > self._n_draws).any():
+                raise ProtocolError("decrypted leaf counts are not counts of at most "
+                                    f"{self._n_draws} bootstrap draws: the scores were not "
+                                    "made with this client's key or are corrupted")
+            proba = (counts / totals).mean(axis=1)
+        else:
+            raise ProtocolError(f"scores: unknown reply {kind!r} for a {self.scheme} client")
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+        stats.reply = kind
         self.predict_stats_ = stats
         return proba
 
-    def _leaf_counts(self, reply: Message, n_rows: int) -> np.ndarray:
+    def _row_sums(self, reply: Message, n_rows: int) -> np.ndarray:
+        """``(rows, τ)`` per-row sums over trees of leaf class frequencies (CKKS), checked:
+        every frequency is in [0, 1] per tree, and each row's sum over classes is the number
+        of trees."""
+        layout = self._layout
+        if reply.value("rows_per_sum", int) != layout.rows_per_sum:
+            raise ProtocolError("scores: row-sum layout differs from this client's "
+                                f"({layout.rows_per_sum} rows per ciphertext)")
+        blobs = reply.blob_list("sums")
+        if len(blobs) != -(-n_rows // layout.rows_per_sum):
+            raise ProtocolError(f"scores: {len(blobs)} row-sum ciphertexts for {n_rows} rows")
+        sums = np.concatenate([layout.row_sums(self._decrypt_blob(blob, "scores",
+                                                                  complex_slots=True))
+                               for blob in blobs])[:n_rows] if blobs else \
+            np.zeros((0, layout.tau))
+        n_trees = self.n_estimators
+        tolerance = _CKKS_SUM_TOLERANCE * n_trees
+        if (sums < -tolerance).any() or (sums > n_trees + tolerance).any() or \
+                (np.abs(sums.sum(axis=1) - n_trees) > tolerance).any():
+            raise ProtocolError("decrypted row sums are not sums of class frequencies over "
+                                f"{n_trees} trees: the scores were not made with this client's "
+                                "key or are corrupted")
+        return np.clip(sums, 0.0, None)
+
+    def _leaf_counts(self, reply: Message, n_rows: int, n_trees: int) -> np.ndarray:
         """``(rows, trees, τ)`` leaf class counts from a scores reply: the leaf-store
         ciphertexts decrypted once, each (row, tree) reading its leaf's position."""
         layout = self._layout
-        n_trees = reply.value("n_trees", int)
-        if reply.value("n_rows", int) != n_rows or n_trees != self.n_estimators:
-            raise ProtocolError(f"scores: expected {n_rows} rows × {self.n_estimators} trees")
         if reply.value("leaves_per_ciphertext", int) != layout.leaves_per_ciphertext:
             raise ProtocolError("scores: leaf layout differs from this client's "
                                 f"({layout.leaves_per_ciphertext} leaves per ciphertext)")
@@ -645,9 +700,19 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         return load_client(cls, path, server=server, server_key=server_key)
 
     def predict(self, X) -> np.ndarray:
-        """Most probable class of each row."""
+        """Most probable class of each row.
+
+        Ties go to the first class, as the plaintext forest's ``argmax`` sends them. Row
+        sums (CKKS) are approximate, so there classes within ``1e-6`` of the best count as
+        tied: an exact tie between two classes (e.g. half the trees each) would otherwise
+        be broken by noise.
+        """
         check_is_fitted(self, "session_")
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        if self.predict_stats_.reply == "sums":
+            best = proba.max(axis=1, keepdims=True)
+            return self.classes_[np.argmax(proba >= best - _CKKS_TIE_TOLERANCE, axis=1)]
+        return self.classes_[np.argmax(proba, axis=1)]
 
 
 def _integers(values: np.ndarray, what: str, source: str) -> np.ndarray:

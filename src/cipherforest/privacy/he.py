@@ -189,9 +189,13 @@ class SecretContext(_Base):
     rotation_step : int or None, default=None
         Put Galois keys for rotations by ``+rotation_step`` and ``-rotation_step`` slots
         (CKKS vector / BFV row rotations) into the public bundle; None: no Galois keys.
+    extra_rotations : sequence of int, default=()
+        Further rotation steps (one direction each) to put keys for, e.g. the giant step of
+        the CKKS row sums; only with ``rotation_step``.
     """
 
-    def __init__(self, scheme: str = "ckks", rotation_step: int | None = None):
+    def __init__(self, scheme: str = "ckks", rotation_step: int | None = None,
+                 extra_rotations=()):
         super().__init__(_parameters(scheme))
         keygen = seal.KeyGenerator(self.context)
         self._secret_key = keygen.secret_key()
@@ -199,10 +203,12 @@ class SecretContext(_Base):
         self._relin_keys = keygen.create_relin_keys()
         self._galois_keys = b""
         if rotation_step is not None:
-            if not 0 < rotation_step < self.n_slots // (2 if self.scheme == "bfv" else 1):
-                raise ValueError(f"rotation_step {rotation_step} out of range")
+            steps = [rotation_step, -rotation_step, *(int(s) for s in extra_rotations)]
+            row_slots = self.n_slots // (2 if self.scheme == "bfv" else 1)
+            if not all(0 < abs(step) < row_slots for step in steps):
+                raise ValueError(f"rotation steps {steps} out of range")
             keys = seal.GaloisKeys()
-            keygen.create_galois_keys([rotation_step, -rotation_step], keys)
+            keygen.create_galois_keys(sorted(set(steps)), keys)
             self._galois_keys = keys.to_string()
         self._use_keys()
 
@@ -355,10 +361,12 @@ class PublicContext(_Base):
         public.fingerprint_public = _fingerprint(bytes(data))
         return public
 
-    def has_rotation(self, step: int) -> bool:
-        """Whether the bundle brought Galois keys for rotations by ``±step``."""
+    def has_rotation(self, step: int, both_ways: bool = True) -> bool:
+        """Whether the bundle brought Galois keys for rotations by ``±step`` (or, with
+        ``both_ways=False``, by ``+step``)."""
+        steps = (step, -step) if both_ways else (step,)
         return self._galois_keys is not None and all(
-            self._galois_keys.has_key(galois_element(s)) for s in (step, -step))
+            self._galois_keys.has_key(galois_element(s)) for s in steps)
 
     # ------------------------------------------------------------------ evaluation
     def rotate(self, ct: seal.Ciphertext, step: int) -> seal.Ciphertext:
@@ -442,6 +450,35 @@ class PublicContext(_Base):
             self._evaluator.rescale_to_next_inplace(out)
         self._to_last_level(out)
         return out
+
+    def finish_leaf_store(self, ct: seal.Ciphertext) -> seal.Ciphertext:
+        """A finished leaf-store sum: rescaled (CKKS, keeping one level for the row-sum
+        masks of prediction) or out of NTT form and switched down (BFV)."""
+        if self.scheme == "ckks":
+            self._evaluator.rescale_to_next_inplace(ct)
+            return ct
+        return self.finish_plain(ct)
+
+    def last_level(self, ct: seal.Ciphertext) -> seal.Ciphertext:
+        """A copy of ``ct`` switched to the last level (the fewest bytes to send)."""
+        out = seal.Ciphertext(ct)
+        self._to_last_level(out)
+        return out
+
+    def rescale_to_last_level(self, ct: seal.Ciphertext) -> seal.Ciphertext:
+        """A CKKS sum of masked products: rescaled, switched to the last level."""
+        self._evaluator.rescale_to_next_inplace(ct)
+        self._to_last_level(ct)
+        return ct
+
+    @staticmethod
+    def scale_of(ct: seal.Ciphertext) -> float:
+        """The CKKS scale ``ct`` carries."""
+        return float(ct.scale())
+
+    def has_level_left(self, ct: seal.Ciphertext) -> bool:
+        """Whether ``ct`` sits above the last level (a mask multiplication can follow)."""
+        return ct.parms_id() != self.context.last_parms_id()
 
     def finish_plain(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """A masked sum that is sent as is (no square): finished and switched down."""

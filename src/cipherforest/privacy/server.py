@@ -43,6 +43,7 @@ import numpy as np
 from ..ensemble._base import effective_n_jobs
 from ._blocks import BlockLayout
 from ._plan import ForestGrowth, ForestSpec, NodePlan, OpenNode
+from ._row_sums import can_sum_rows, row_sum_ciphertexts
 from .he import HEError, PublicContext
 from .protocol import Message, ProtocolError, decode_message, encode_message
 
@@ -52,9 +53,17 @@ __all__ = ["PrivateForestServer"]
 # scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. Masks
 # carry v = 2^-shift so that v * count stays below that even for the heaviest node.
 _CKKS_MAX_SCALED_COUNT = 2.0 ** 7.5
-# Leaf counts (up to the bootstrap draws) end on the 50-bit prime: their mask is encoded at
-# 2^33, so they sit at scale 2^30 (counts below 2^19).
-_CKKS_LEAF_MASK_SCALE = 2.0 ** 33
+# Leaf counts (up to the bootstrap draws T) must fit the 50-bit prime (leaf replies):
+# counts * scale < 2^48. The largest such scale keeps the noise of the store's rescale
+# (~3e3 in scaled units) small against 1/T, which row sums multiply counts by.
+_CKKS_LEAF_HEADROOM_BITS = 48
+
+
+def _ckks_leaf_mask_scale(context: PublicContext, n_draws: int) -> float:
+    """Encoding scale of the leaf masks: the store lands at ``2^48 / 2^ceil(log2(T + 1))``
+    after the rescale by the mask's 40-bit prime."""
+    store_bits = _CKKS_LEAF_HEADROOM_BITS - math.ceil(math.log2(n_draws + 1))
+    return 2.0 ** store_bits * context.scale / context.label_scale
 _MAX_LABEL_CHUNK = 64  # label packs per upload message
 
 
@@ -83,7 +92,8 @@ class _Session:
         # label_copies[p][d]: label pack p rotated by d lanes (BlockLayout.offsets)
         self.label_copies: list[dict[int, object]] = []
         self.n_labels = 0
-        self.leaf_store: list = []  # packed leaf ciphertexts, finished (last level)
+        self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
+        self.leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
         self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
         self.n_leaves = 0  # leaf positions handed out
         self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
@@ -473,27 +483,59 @@ class PrivateForestServer:
 
     # ------------------------------------------------------------------ prediction
     def _predict(self, message: Message):
-        """Route the rows through every tree; reply with the leaf-store ciphertexts they
-        reach and, per (row, tree), the leaf's position among those ciphertexts' leaves."""
+        """Route the rows through every tree and reply with either
+
+        * ``reply="sums"`` (asked for, and possible: CKKS with the giant-step key): per test
+          row, its leaves' class frequencies summed over the trees, a few ciphertexts
+          (:mod:`._row_sums`); or
+        * ``reply="leaves"``: the leaf-store ciphertexts the rows reach and, per (row, tree),
+          the leaf's position among those ciphertexts' leaves (exact counts).
+        """
         session = self._session_of(message)
         if session.state != "trained":
             raise ProtocolError(f"predict: session is {session.state}, not trained")
         X = message.array("X", "float64", 2)
         if X.shape[1] != session.X.shape[1] or not np.all(np.isfinite(X)):
             raise ProtocolError(f"predict: X must be finite with {session.X.shape[1]} columns")
-        per_ct = session.layout.leaves_per_ciphertext
+        asked = message.meta.get("reply", "leaves")
+        if asked not in ("sums", "leaves"):
+            raise ProtocolError(f"predict: reply must be 'sums' or 'leaves', not {asked!r}")
+        layout, context = session.layout, session.context
         reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
+        leaf_ids = [tree.apply(X) for tree in session.trees]
         for t, tree in enumerate(session.trees):
-            leaf_ids = tree.apply(X)
-            lookup = {node: position for node, position in tree.leaves.items()}
-            reached[:, t] = [lookup[int(node)] for node in leaf_ids]
+            position = np.full(len(tree.left), -1, dtype=np.int64)
+            nodes = np.fromiter(tree.leaves, dtype=np.int64, count=len(tree.leaves))
+            position[nodes] = [tree.leaves[int(n)] for n in nodes]
+            reached[:, t] = position[leaf_ids[t]]
+        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
+        if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
+            totals = _leaf_totals(session)
+            weights = np.stack([1.0 / totals[t][leaf_ids[t]]
+                                for t in range(len(session.trees))], axis=1)
+            sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached, weights)
+            return session, Message(
+                "scores", {**meta, "reply": "sums", "rows_per_sum": layout.rows_per_sum}, {},
+                {"sums": [context.dump_ciphertext(ct) for ct in sums]})
+        per_ct = layout.leaves_per_ciphertext
         stores, local = np.unique(reached // per_ct, return_inverse=True)
         positions = local.reshape(reached.shape) * per_ct + reached % per_ct
-        blobs = [session.context.dump_ciphertext(session.leaf_store[int(i)]) for i in stores]
-        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees),
-                "leaves_per_ciphertext": per_ct}
-        return session, Message("scores", meta, {"leaf": positions.astype(np.int32)},
-                                {"leaves": blobs})
+        blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
+                 for i in stores]
+        return session, Message("scores", {**meta, "reply": "leaves",
+                                           "leaves_per_ciphertext": per_ct},
+                                {"leaf": positions.astype(np.int32)}, {"leaves": blobs})
+
+
+def _leaf_totals(session: _Session) -> list[np.ndarray]:
+    """Per tree and node id, the bootstrap draws of the training rows reaching the node
+    (public to the server: the rows and their seeded weights); computed once per session."""
+    if session.leaf_totals is None:
+        session.leaf_totals = [
+            np.bincount(tree.apply(session.X), weights=session.growth.weights(t),
+                        minlength=len(tree.left))
+            for t, tree in enumerate(session.trees)]
+    return session.leaf_totals
 
 
 # ---------------------------------------------------------------------- encrypted sums
@@ -543,10 +585,12 @@ def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool
     context, layout = session.context, session.layout
     per_store = layout.leaves_per_ciphertext
     store: dict[int, object] = {}
-    scale = _CKKS_LEAF_MASK_SCALE if context.scheme == "ckks" else None
+    scale = _ckks_leaf_mask_scale(context, max(t.total_weight for t in session.trees)) \
+        if context.scheme == "ckks" else None
     for t, node, leaf in leaf_jobs:
         index, position = divmod(leaf, per_store)
-        total = _add_rows(session, session.growth.weights(t), node.samples, position // 2)
+        total = _add_rows(session, session.growth.weights(t), node.samples,
+                          layout.leaf_lane(position))
         # Leaf masks are not cached: a level has few leaves, and a cached mask set would
         # cost as much memory as the query masks.
         product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position),
@@ -570,7 +614,8 @@ def _finish_leaf_store(session: _Session, everything: bool) -> None:
         session.n_leaves // per_store
     while len(session.leaf_store) < complete:
         index = len(session.leaf_store)
-        session.leaf_store.append(session.context.finish_plain(session.leaf_open.pop(index)))
+        session.leaf_store.append(
+            session.context.finish_leaf_store(session.leaf_open.pop(index)))
 
 
 def _level_part_in_worker(index: int):

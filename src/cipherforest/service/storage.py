@@ -38,7 +38,7 @@ from ..privacy._state_file import StateFileError, read_state_file, write_state_f
 __all__ = ["SessionRecord", "Storage", "StorageError", "sha256_hex"]
 
 _STATE_FORMAT = "cipherforest-service-session"
-_STATE_VERSION = 2
+_STATE_VERSION = 3  # 3: CKKS leaf store one leaf per lane, one level left
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY,

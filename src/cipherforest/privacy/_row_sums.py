@@ -1,0 +1,113 @@
+"""Prediction by row sums (CKKS): each test row's leaf class frequencies, summed over the
+trees on the server, so the reply is a few ciphertexts instead of every leaf reached.
+
+Leaf ``(t, leaf)`` of store ciphertext ``k`` sits in store lane ``j`` with its class counts
+``c``; the server knows the leaf's bootstrap total ``T`` (the rows that reach it and their
+weights), so it can weigh it by ``1/T``. Test row ``r`` needs ``Σ_t c_t(r) / T_t(r)``: each
+of its leaves moved from lane ``j`` to the row's lane ``l`` (:class:`~._blocks.BlockLayout`
+documents the layout), a rotation by ``d = j - l`` lanes. With ``d = G·i + b``::
+
+    sum_o = Σ_i rot(Q_oi, G·i),   Q_oi = Σ_{k,b} mask_kboi ⊙ rot(store_k, b)
+
+``rot(store_k, b)`` for ``b < G`` are the baby steps (``G - 1`` rotations per store
+ciphertext, each from the previous one), the giant steps run Horner's scheme
+(``sum_o = Q_o0 + rot(Q_o1 + rot(Q_o2 + …, G), G)``: ``cycle/G - 1`` rotations per sum
+ciphertext). Rotations happen above the last level, before the single rescale, so their
+key-switching noise is divided by the rescaling prime; masks cost one level, which the leaf
+store keeps for this purpose (:meth:`~.he.PublicContext.finish_leaf_store`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._blocks import BlockLayout
+from .he import PublicContext
+
+__all__ = ["can_sum_rows", "row_sum_ciphertexts"]
+
+# The sums land on the last (50-bit) prime: values up to n_trees at the output scale must
+# stay below 2^48. A large output scale matters: the final rescale adds noise of ~3e3 in
+# scaled units (~3e-6 at 2^30, ~3e-9 at 2^40).
+_LAST_PRIME_HEADROOM_BITS = 48
+_RESCALE_PRIME_BITS = 40
+_MAX_MASK_SCALE_BITS = 50
+
+
+def _mask_scale(store_scale: float, n_trees: int) -> float:
+    """Encoding scale of the row-sum masks: the largest that keeps the sums in range."""
+    output_bits = _LAST_PRIME_HEADROOM_BITS - math.ceil(math.log2(n_trees + 1))
+    bits = output_bits - math.log2(store_scale) + _RESCALE_PRIME_BITS
+    return 2.0 ** min(_MAX_MASK_SCALE_BITS, int(bits))
+
+
+def can_sum_rows(context: PublicContext, layout: BlockLayout, stores: list) -> bool:
+    """Whether the context's keys and the stores' levels allow row sums."""
+    return (context.scheme == "ckks"
+            and context.has_rotation(layout.stride, both_ways=False)
+            and (layout.giant_step >= layout.cycle
+                 or context.has_rotation(layout.giant_step * layout.stride, both_ways=False))
+            and all(context.has_level_left(ct) for ct in stores))
+
+
+def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: list,
+                        positions: np.ndarray, weights: np.ndarray) -> list:
+    """The row-sum ciphertexts of ``positions.shape[0]`` test rows.
+
+    Parameters
+    ----------
+    context, layout
+        The session's public context and slot layout (CKKS).
+    stores : list of Ciphertext
+        The finished leaf store, one level above the last.
+    positions : ndarray of shape (n_rows, n_trees)
+        Store position of the leaf each row reaches in each tree.
+    weights : ndarray of shape (n_rows, n_trees)
+        What each of those leaves is multiplied by (``1 / T``).
+
+    Returns
+    -------
+    list of Ciphertext
+        ``ceil(n_rows / layout.rows_per_sum)`` ciphertexts on the last level.
+    """
+    n_rows, n_trees = positions.shape
+    scale = _mask_scale(context.scale_of(stores[0]), n_trees) if stores else 1.0
+    n_sums = -(-n_rows // layout.rows_per_sum)
+    n_giant = -(-layout.cycle // layout.giant_step)
+    partial: list[list] = [[None] * n_giant for _ in range(n_sums)]
+    per_store = layout.leaves_per_ciphertext
+    store_of, lane_of = np.divmod(positions.reshape(-1), per_store)
+    row_of = np.repeat(np.arange(n_rows), n_trees)
+    weight_of = weights.reshape(-1)
+    order = np.argsort(store_of, kind="stable")
+    bounds = np.searchsorted(store_of[order], np.arange(len(stores) + 1))
+    for k in range(len(stores)):
+        pick = order[bounds[k]: bounds[k + 1]]
+        if pick.size == 0:
+            continue
+        rotated, at = stores[k], 0
+        for b, o, i, mask in layout.row_sum_masks(lane_of[pick], row_of[pick], weight_of[pick]):
+            while at < b:
+                rotated = context.rotate(rotated, layout.stride)
+                at += 1
+            product = context.multiply_mask(rotated, context.encode_mask(mask, like=rotated,
+                                                                            scale=scale))
+            if partial[o][i] is None:
+                partial[o][i] = product
+            else:
+                context.add_inplace(partial[o][i], product)
+    sums = []
+    giant = layout.giant_step * layout.stride
+    for row_of_giants in partial:
+        acc = None
+        for part in reversed(row_of_giants):
+            if acc is not None:
+                acc = context.rotate(acc, giant)
+                if part is not None:
+                    context.add_inplace(acc, part)
+            elif part is not None:
+                acc = part
+        sums.append(context.rescale_to_last_level(acc))
+    return sums
