@@ -57,6 +57,12 @@ def test_train_predict_status(tmp_path, monkeypatch, capsys):
         X_test, _, _ = read_csv(str(tmp_path / "test.csv"), "kind")
         expected = PrivateForestClient.load(model).predict(X_test)
         assert predicted == expected.tolist()
+        # --exact: the leaves reply (exact counts), same predictions.
+        assert main(["client", "predict", "--model", model, "--data",
+                     str(tmp_path / "test.csv"), "--target", "kind", "--exact", "--out",
+                     str(tmp_path / "exact.csv")]) == 0
+        with open(tmp_path / "exact.csv") as file:
+            assert [row[0] for row in csv.reader(file)][1:] == predicted
         assert main(["client", "status", "--model", model]) == 0
         status = json.loads(capsys.readouterr().out)
         assert status["state"] == "trained" and status["n_trees"] == 2

@@ -153,6 +153,9 @@ def add_client_parser(sub) -> None:
     predict.add_argument("--out", default=None, help="CSV file for the predictions "
                          "(default: standard output)")
     predict.add_argument("--server", default=None, help="the server's URL if it moved")
+    predict.add_argument("--exact", action="store_true", help="ask for the leaves the rows "
+                         "reach (exact counts, more bytes) instead of the server's per-row "
+                         "sums over the trees (CKKS; BFV models always get leaves)")
     status = actions.add_parser("status", help="where the saved model's server session stands")
     status.add_argument("--model", required=True)
 
@@ -195,6 +198,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
                   f"{stats.bytes_sent / 1e6:.1f} MB; model saved to {args.model}", file=out)
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
+            client.set_params(prediction_reply="leaves" if args.exact else "sums")
             X, y, _ = read_csv(args.data, args.target)
             predictions = client.predict(X)
             stream = open(args.out, "w", newline="", encoding="utf-8") if args.out else out
