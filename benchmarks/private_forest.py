@@ -96,6 +96,10 @@ class MemorySampler:
     def __init__(self, interval: float = 0.2):
         self.interval = interval
         self.peak = 0
+        self.peak_at = 0.0  # seconds after the sampler started
+        self.phase = "start"  # set by the caller; the phase of the peak is kept
+        self.peak_phase = "start"
+        self._started = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -128,7 +132,10 @@ class MemorySampler:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            self.peak = max(self.peak, self.sample())
+            value = self.sample()
+            if value > self.peak:
+                self.peak, self.peak_phase = value, self.phase
+                self.peak_at = time.perf_counter() - self._started
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -212,9 +219,12 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
                                  label_epsilon=label_epsilon,
                                  min_samples_split=min_samples_split)
     with MemorySampler() as memory:
+        memory.phase = "fit"
         started = time.perf_counter()
         client.fit(X_train, y_train)
         fit_wall = time.perf_counter() - started
+        fit_peak = memory.peak
+        memory.phase = "predict"
         started = time.perf_counter()
         private_pred = client.predict(X_test)
         predict_wall = time.perf_counter() - started
@@ -263,6 +273,8 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         "test_rows": X_test.shape[0],
         "upload_b_per_row": fit.bytes_sent / X_train.shape[0],
         "peak_pss_gb": memory.peak / 1e9,
+        "fit_peak_pss_gb": fit_peak / 1e9,
+        "peak_phase": f"{memory.peak_phase}, {memory.peak_at:.0f} s in",
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
         "breakdown": time_breakdown(server.profile),
     }
@@ -295,7 +307,9 @@ def render(results: list[dict]) -> str:
                   "|---|---:|---:|"]
         for label, seconds in r["breakdown"].items():
             lines.append(f"| {label} | {seconds:.1f} | {100 * seconds / total:.0f} % |")
-        lines.append(f"\nPeak RSS of the parent {r['peak_rss_gb']:.1f} GB; {r['candidates']} "
+        lines.append(f"\nPeak PSS of all processes {r['peak_pss_gb']:.2f} GB ({r['peak_phase']}; "
+                     f"fit alone {r['fit_peak_pss_gb']:.2f} GB); peak RSS of the parent "
+                     f"{r['peak_rss_gb']:.1f} GB; {r['candidates']} "
                      f"candidates in {r['query_ciphertexts']} query ciphertexts; predictions "
                      f"({r['reply']}) {r['predict_mb']:.2f} MB in {r['predict_wall']:.1f} s; "
                      f"leaf replies {r['leaves_b_per_pair']:.0f} B per (row, tree) in "

@@ -155,6 +155,8 @@ def test_ckks_wine_equals_plain_forest(wine):
     X_test = wine[1]
     # CKKS counts are rounded to exact integers: in practice the very same forest.
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
+    # Training over, the server forgot the label rotations; prediction needs none.
+    assert client.server_._session(client.session_).label_copies == []
     expected = rf.predict_proba(X_test_cipher)
     # Row sums (the default): approximate frequencies, ties resolved as argmax does.
     np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-6)

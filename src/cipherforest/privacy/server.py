@@ -285,8 +285,7 @@ class PrivateForestServer:
         leaves, _, _ = self._compute_level(session, leaf_jobs, [], 0)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
-        _finish_leaf_store(session, everything=True)
-        session.state = "trained"
+        _finish_training(session)
         return Message("trained", {"session": session.id, "rounds": 0,
                                    "n_leaves": len(leaf_jobs)})
 
@@ -340,8 +339,7 @@ class PrivateForestServer:
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         if not plans:  # every tree was visited and none has an open node left
-            _finish_leaf_store(session, everything=True)
-            session.state = "trained"
+            _finish_training(session)
             session.plans = []
             return Message("trained", {"session": session.id, "rounds": session.round,
                                        "n_leaves": sum(len(t.leaves) for t in session.trees)})
@@ -616,6 +614,16 @@ def _finish_leaf_store(session: _Session, everything: bool) -> None:
         index = len(session.leaf_store)
         session.leaf_store.append(
             session.context.finish_leaf_store(session.leaf_open.pop(index)))
+
+
+def _finish_training(session: _Session) -> None:
+    """The last leaves into the store; then forget what only training needs: the label
+    rotations (one ciphertext per training row, most of a session's memory) and the masks.
+    Prediction needs the trees and the leaf store alone."""
+    _finish_leaf_store(session, everything=True)
+    session.state = "trained"
+    session.label_copies = []
+    session.context.clear_masks()
 
 
 def _level_part_in_worker(index: int):
