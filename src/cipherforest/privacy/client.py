@@ -595,7 +595,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                 f"{self.n_estimators} trees")
         kind = reply.value("reply", str)
         if kind == "sums" and self.scheme == "ckks":
-            proba = self._row_sums(reply, X.shape[0]) / n_trees
+            # Each row sums to n_trees up to noise; dividing by the row's own sum keeps
+            # the probabilities summing to one, as a forest's do.
+            sums = self._row_sums(reply, X.shape[0])
+            proba = sums / sums.sum(axis=1, keepdims=True)
         elif kind == "leaves":
             counts = self._leaf_counts(reply, X.shape[0], n_trees)
             totals = counts.sum(axis=2, keepdims=True)
