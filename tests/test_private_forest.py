@@ -764,6 +764,26 @@ def test_client_rejects_tampered_scores(wine, scheme, reply):
     assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
 
 
+@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
+def test_client_rejects_leaf_reply_with_wrong_draws(wine, scheme):
+    """Leaf counts must add up to the draws the server reports for each (row, tree) (BFV),
+    and be counts of at least one draw (CKKS, whose store holds frequencies: the draws turn
+    them back into counts)."""
+    X_train, X_test, y_train, _ = wine
+
+    def zero(reply):
+        message = decode_message(reply)
+        draws = message.arrays["draws"].copy()
+        draws[0, 0] = 0
+        return _with(message, arrays={"draws": draws})
+    client = PrivateForestClient(**SMALL, scheme=scheme, prediction_reply="leaves",
+                                 server=ReplyTamper("scores", zero)).fit(X_train, y_train)
+    with pytest.raises(ProtocolError, match="(do not add up to the leaves' bootstrap draws"
+                                            "|not counts of at most)"):
+        client.predict(X_test)
+    assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
+
+
 def test_client_rejects_perturbed_row_sums(wine):
     """An in-range change of one coefficient passes SEAL's check; the decrypted sums are no
     longer class frequencies summed over the trees."""

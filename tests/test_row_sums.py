@@ -1,5 +1,5 @@
 """Row sums of the CKKS prediction (privacy/_row_sums.py): the baby-step giant-step moves
-and masks, checked in the clear against the formula Σ_t counts / totals per test row.
+and masks, checked in the clear against the formula Σ_t frequencies per test row.
 
 The ciphertexts are replaced by their slot vectors (rotation = cyclic shift of the slots,
 mask multiplication = slot-wise product), so any leaf placement, row count and tree count
@@ -44,7 +44,7 @@ class SlotContext:
 
 
 def _store_vectors(layout, counts):
-    """Leaf-store slot vectors: leaf ``p``'s counts in the real parts of lane ``p % per``."""
+    """Leaf-store slot vectors: leaf ``p``'s values in the real parts of lane ``p % per``."""
     per = layout.leaves_per_ciphertext
     stores = []
     for k in range(-(-counts.shape[0] // per)):
@@ -66,14 +66,14 @@ def test_row_sums_equal_the_formula(n_classes, n_rows, n_trees, pack_rows, n_slo
     n_leaves = int(rng.integers(n_trees, 3 * layout.leaves_per_ciphertext + n_trees + 1))
     counts = rng.integers(0, 7, size=(n_leaves, n_classes)).astype(np.float64)
     counts[counts.sum(axis=1) == 0, 0] = 1
+    frequencies = counts / counts.sum(axis=1, keepdims=True)
     positions = rng.integers(0, n_leaves, size=(n_rows, n_trees))
-    weights = 1.0 / counts.sum(axis=1)[positions]
     context = SlotContext()
-    stores = _store_vectors(layout, counts)
-    sums = row_sum_ciphertexts(context, layout, stores, positions, weights)
+    stores = _store_vectors(layout, frequencies)
+    sums = row_sum_ciphertexts(context, layout, stores, positions)
     assert len(sums) == -(-n_rows // layout.rows_per_sum)
     got = np.concatenate([layout.row_sums(ct) for ct in sums])[:n_rows]
-    expected = (counts[positions] * weights[:, :, None]).sum(axis=1)
+    expected = frequencies[positions].sum(axis=1)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     # The rest of every sum's slots is zero: nothing of other leaves leaks into them.
     rest = np.concatenate([layout.row_sums(ct) for ct in sums])[n_rows:]
@@ -99,3 +99,18 @@ def test_mask_scale_keeps_sums_on_the_last_prime(store_bits, n_trees, mask_bits)
     scale = _mask_scale(2.0 ** store_bits, n_trees)
     assert scale == 2.0 ** mask_bits
     assert n_trees * 2.0 ** (store_bits + mask_bits - 40) < 2.0 ** 48
+
+
+def test_row_sums_with_masks_beyond_the_cache(monkeypatch):
+    """More (lane, part) masks than the cache keeps: the rest are encoded per move."""
+    import cipherforest.privacy._row_sums as row_sums
+
+    monkeypatch.setattr(row_sums, "_MAX_CACHED_MASKS", 3)
+    layout = BlockLayout("ckks", 256, 2, 10_000)
+    rng = np.random.default_rng(5)
+    frequencies = rng.dirichlet(np.ones(2), size=300)
+    positions = rng.integers(0, 300, size=(250, 4))
+    sums = row_sum_ciphertexts(SlotContext(), layout, _store_vectors(layout, frequencies),
+                               positions)
+    got = np.concatenate([layout.row_sums(ct) for ct in sums])[:250]
+    np.testing.assert_allclose(got, frequencies[positions].sum(axis=1), rtol=0, atol=1e-12)

@@ -17,9 +17,10 @@ The slots are cut into *lanes* of ``stride`` slots, a power of two: ``τ`` for C
   by the server: ``z² = v²(L² - R²) + 2i·v²·L·R``, from which the client recovers ``L²`` and
   ``R²`` per class (both non-negative). BFV: ``2τ`` integer slots ``L | R``, squared.
   The client reads the per-class counts, so the node's total ``T = L + R`` needs no block.
-* **Leaf store.** CKKS: one leaf's class counts per lane, in the real parts (so that a
-  slot-wise mask can select one leaf: real and imaginary parts of a slot cannot be told
-  apart by a multiplication); BFV: two leaves per lane, in the two halves of the lane.
+* **Leaf store.** CKKS: one leaf's class *frequencies* (counts over the leaf's bootstrap
+  draws ``T``, which the server knows) per lane, in the real parts (so that a slot-wise mask
+  can select one leaf: real and imaginary parts of a slot cannot be told apart by a
+  multiplication); BFV: two leaves' class counts per lane, in the two halves of the lane.
 * **Row sums** (CKKS predictions). Output lane ``l`` of sum ciphertext ``o`` holds, per
   class, test row ``o · 2·cycle + 2l``'s sum over trees of its leaves' class frequencies in
   the real parts and row ``o · 2·cycle + 2l + 1``'s in the imaginary parts. The server moves
@@ -156,34 +157,25 @@ class BlockLayout:
             mask[start: start + self.tau] = 1
         return mask
 
-    def row_sum_masks(self, leaf_lane: np.ndarray, row: np.ndarray, weight: np.ndarray):
-        """Masks of the row sums (CKKS) for the leaves of one store ciphertext.
-
-        Contribution ``n``: the leaf in store lane ``leaf_lane[n]`` goes, times
-        ``weight[n]``, to test row ``row[n]`` (numbered across all sum ciphertexts). Yields
-        ``(b, o, i, mask)`` in increasing ``b``: ``mask`` multiplies the store rotated by
-        ``b`` lanes, and the product is added into giant step ``i`` of sum ciphertext ``o``.
-        """
-        cycle, big = self.cycle, self.giant_step
+    def row_sum_moves(self, leaf_lane: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, ...]:
+        """How the row sums (CKKS) move leaves: for a leaf in store lane ``leaf_lane[n]``
+        bound for test row ``row[n]`` (numbered across all sum ciphertexts), returns arrays
+        ``(baby, out, giant, lane, part)``: the store is rotated by ``baby`` lanes, its lane
+        ``lane`` is masked (into the real parts for ``part`` 0, the imaginary parts for 1) and
+        added into giant step ``giant`` of sum ciphertext ``out``."""
         leaf_lane = np.asarray(leaf_lane, dtype=np.int64)
         out, local = np.divmod(np.asarray(row, dtype=np.int64), self.rows_per_sum)
         lane, part = np.divmod(local, 2)
-        giant, baby = np.divmod((leaf_lane - lane) % cycle, big)
-        value = np.where(part == 1, 1j, 1.0) * np.asarray(weight, dtype=np.float64)
+        giant, baby = np.divmod((leaf_lane - lane) % self.cycle, self.giant_step)
         # After the baby rotation by b lanes, the leaf of store lane j sits in lane j - b.
-        target = (leaf_lane - baby) % cycle
-        groups, inverse = np.unique(np.stack([baby, out, giant], axis=1), axis=0,
-                                    return_inverse=True)
-        inverse = inverse.reshape(-1)
-        order = np.argsort(inverse, kind="stable")
-        bounds = np.searchsorted(inverse[order], np.arange(groups.shape[0] + 1))
-        for g, (b, o, i) in enumerate(groups.tolist()):
-            pick = order[bounds[g]: bounds[g + 1]]
-            lane_values = np.zeros(cycle, dtype=np.complex128)
-            np.add.at(lane_values, target[pick], value[pick])
-            mask = np.zeros((cycle, self.stride), dtype=np.complex128)
-            mask[:, : self.tau] = lane_values[:, None]
-            yield b, o, i, mask.reshape(-1)
+        return baby, out, giant, (leaf_lane - baby) % self.cycle, part
+
+    def row_sum_mask(self, lane: int, part: int) -> np.ndarray:
+        """Mask keeping ``lane``'s class slots, times 1 (``part`` 0) or i (``part`` 1)."""
+        mask = np.zeros(self.n_slots, dtype=np.complex128)
+        start = int(lane) * self.stride  # sums use every lane of the cycle, not a pack's
+        mask[start: start + self.tau] = 1j if part else 1.0
+        return mask
 
     # ------------------------------------------------------------------ client reading
     def _lane_slots(self, slots: np.ndarray, width: int) -> np.ndarray:

@@ -1,13 +1,18 @@
 """Prediction by row sums (CKKS): each test row's leaf class frequencies, summed over the
 trees on the server, so the reply is a few ciphertexts instead of every leaf reached.
 
-Leaf ``(t, leaf)`` of store ciphertext ``k`` sits in store lane ``j`` with its class counts
-``c``; the server knows the leaf's bootstrap total ``T`` (the rows that reach it and their
-weights), so it can weigh it by ``1/T``. Test row ``r`` needs ``Σ_t c_t(r) / T_t(r)``: each
-of its leaves moved from lane ``j`` to the row's lane ``l`` (:class:`~._blocks.BlockLayout`
-documents the layout), a rotation by ``d = j - l`` lanes. With ``d = G·i + b``::
+Leaf ``(t, leaf)`` of store ciphertext ``k`` sits in store lane ``j`` with its class
+frequencies ``c / T`` (the server knows the leaf's bootstrap total ``T``: the rows that reach
+it and their weights; it weighs the leaf's mask by ``1/T`` when it stores it). Test row ``r``
+needs ``Σ_t c_t(r) / T_t(r)``: each of its leaves moved from lane ``j`` to the row's lane
+``l`` (:class:`~._blocks.BlockLayout` documents the layout), a rotation by ``d = j - l``
+lanes. With ``d = G·i + b``::
 
-    sum_o = Σ_i rot(Q_oi, G·i),   Q_oi = Σ_{k,b} mask_kboi ⊙ rot(store_k, b)
+    sum_o = Σ_i rot(Q_oi, G·i),   Q_oi = Σ_{moves} mask(lane j - b, part) ⊙ rot(store_k, b)
+
+Each move is one multiplication by a mask that depends only on the target lane and the part
+(real or imaginary) — at most ``2·cycle`` masks, encoded once per prediction — and one
+addition.
 
 ``rot(store_k, b)`` for ``b < G`` are the baby steps (``G - 1`` rotations per store
 ciphertext, each from the previous one), the giant steps run Horner's scheme
@@ -34,6 +39,9 @@ __all__ = ["can_sum_rows", "row_sum_ciphertexts"]
 _LAST_PRIME_HEADROOM_BITS = 48
 _RESCALE_PRIME_BITS = 40
 _MAX_MASK_SCALE_BITS = 50
+# Encoded masks kept during one prediction: 2,048 plaintexts of 131 KB (two primes), every
+# (lane, part) mask for three or more classes; two classes' 4,096 masks are half cached.
+_MAX_CACHED_MASKS = 2048
 
 
 def _mask_scale(store_scale: float, n_trees: int) -> float:
@@ -53,7 +61,7 @@ def can_sum_rows(context: PublicContext, layout: BlockLayout, stores: list) -> b
 
 
 def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: list,
-                        positions: np.ndarray, weights: np.ndarray) -> list:
+                        positions: np.ndarray) -> list:
     """The row-sum ciphertexts of ``positions.shape[0]`` test rows.
 
     Parameters
@@ -61,11 +69,9 @@ def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: lis
     context, layout
         The session's public context and slot layout (CKKS).
     stores : list of Ciphertext
-        The finished leaf store, one level above the last.
+        The finished leaf store (class frequencies), one level above the last.
     positions : ndarray of shape (n_rows, n_trees)
         Store position of the leaf each row reaches in each tree.
-    weights : ndarray of shape (n_rows, n_trees)
-        What each of those leaves is multiplied by (``1 / T``).
 
     Returns
     -------
@@ -77,37 +83,42 @@ def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: lis
     n_sums = -(-n_rows // layout.rows_per_sum)
     n_giant = -(-layout.cycle // layout.giant_step)
     partial: list[list] = [[None] * n_giant for _ in range(n_sums)]
-    per_store = layout.leaves_per_ciphertext
-    store_of, lane_of = np.divmod(positions.reshape(-1), per_store)
-    row_of = np.repeat(np.arange(n_rows), n_trees)
-    weight_of = weights.reshape(-1)
-    order = np.argsort(store_of, kind="stable")
+    store_of, lane_of = np.divmod(positions.reshape(-1), layout.leaves_per_ciphertext)
+    baby, out, giant, lane, part = layout.row_sum_moves(
+        lane_of, np.repeat(np.arange(n_rows), n_trees))
+    # One mask per (lane, part), encoded once (up to _MAX_CACHED_MASKS: 2·cycle of them is
+    # 537 MB for two classes): a move is then one multiplication and one addition.
+    masks: dict[tuple[int, int], object] = {}
+    order = np.lexsort((baby, store_of))
     bounds = np.searchsorted(store_of[order], np.arange(len(stores) + 1))
     for k in range(len(stores)):
-        pick = order[bounds[k]: bounds[k + 1]]
-        if pick.size == 0:
-            continue
         rotated, at = stores[k], 0
-        for b, o, i, mask in layout.row_sum_masks(lane_of[pick], row_of[pick], weight_of[pick]):
-            while at < b:
+        for n in order[bounds[k]: bounds[k + 1]].tolist():
+            while at < baby[n]:
                 rotated = context.rotate(rotated, layout.stride)
                 at += 1
-            product = context.multiply_mask(rotated, context.encode_mask(mask, like=rotated,
-                                                                            scale=scale))
+            key = (int(lane[n]), int(part[n]))
+            mask = masks.get(key)
+            if mask is None:
+                mask = context.encode_mask(layout.row_sum_mask(*key), like=rotated, scale=scale)
+                if len(masks) < _MAX_CACHED_MASKS:
+                    masks[key] = mask
+            product = context.multiply_mask(rotated, mask)
+            o, i = int(out[n]), int(giant[n])
             if partial[o][i] is None:
                 partial[o][i] = product
             else:
                 context.add_inplace(partial[o][i], product)
     sums = []
-    giant = layout.giant_step * layout.stride
-    for row_of_giants in partial:
+    step = layout.giant_step * layout.stride
+    for giants in partial:
         acc = None
-        for part in reversed(row_of_giants):
+        for piece in reversed(giants):
             if acc is not None:
-                acc = context.rotate(acc, giant)
-                if part is not None:
-                    context.add_inplace(acc, part)
-            elif part is not None:
-                acc = part
+                acc = context.rotate(acc, step)
+                if piece is not None:
+                    context.add_inplace(acc, piece)
+            elif piece is not None:
+                acc = piece
         sums.append(context.rescale_to_last_level(acc))
     return sums

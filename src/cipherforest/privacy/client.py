@@ -658,10 +658,20 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             rows = slice(i * layout.leaves_per_ciphertext, (i + 1) * layout.leaves_per_ciphertext)
             table[rows] = layout.leaf_counts(
                 self._decrypt_blob(blob, "scores", complex_slots=True))
-        counts = table[positions]
-        if self.scheme == "ckks":
-            counts = _integers(counts, "leaf counts", "the scores were")
-        return self._he.centered(counts).astype(np.float64)
+        draws = reply.array("draws", "int32", 2)
+        if draws.shape != (n_rows, n_trees):
+            raise ProtocolError(f"scores: leaf draws have shape {draws.shape}, expected "
+                                f"{(n_rows, n_trees)}")
+        if self.scheme == "ckks":  # the store holds frequencies: counts / draws
+            counts = _integers(table[positions] * draws[:, :, None], "leaf counts",
+                               "the scores were")
+        else:
+            counts = self._he.centered(table[positions])
+        if (counts.sum(axis=2) != draws).any():
+            raise ProtocolError("scores: decrypted leaf counts do not add up to the leaves' "
+                                "bootstrap draws: the scores were not made with this client's "
+                                "key or are corrupted")
+        return counts.astype(np.float64)
 
     def close(self) -> None:
         """Ask the server to forget this model's session (its ciphertexts and trees).

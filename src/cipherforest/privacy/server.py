@@ -53,17 +53,18 @@ __all__ = ["PrivateForestServer"]
 # scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. Masks
 # carry v = 2^-shift so that v * count stays below that even for the heaviest node.
 _CKKS_MAX_SCALED_COUNT = 2.0 ** 7.5
-# Leaf counts (up to the bootstrap draws T) must fit the 50-bit prime (leaf replies):
-# counts * scale < 2^48. The largest such scale keeps the noise of the store's rescale
-# (~3e3 in scaled units) small against 1/T, which row sums multiply counts by.
-_CKKS_LEAF_HEADROOM_BITS = 48
+# CKKS leaves are stored as class frequencies (counts / T, at most 1): at scale 2^48 they fit
+# the 50-bit prime of a leaf reply, and the store's rescale noise (~3e3 in scaled units) is
+# ~1e-11 of a frequency.
+_CKKS_STORE_SCALE_BITS = 48
 
 
-def _ckks_leaf_mask_scale(context: PublicContext, n_draws: int) -> float:
-    """Encoding scale of the leaf masks: the store lands at ``2^48 / 2^ceil(log2(T + 1))``
-    after the rescale by the mask's 40-bit prime."""
-    store_bits = _CKKS_LEAF_HEADROOM_BITS - math.ceil(math.log2(n_draws + 1))
-    return 2.0 ** store_bits * context.scale / context.label_scale
+def _ckks_leaf_mask_scale(context: PublicContext) -> float:
+    """Encoding scale of the leaf masks: the store lands at 2^48 after the rescale by the
+    mask's 40-bit prime."""
+    return 2.0 ** _CKKS_STORE_SCALE_BITS * context.scale / context.label_scale
+
+
 _MAX_LABEL_CHUNK = 64  # label packs per upload message
 
 
@@ -487,7 +488,8 @@ class PrivateForestServer:
           row, its leaves' class frequencies summed over the trees, a few ciphertexts
           (:mod:`._row_sums`); or
         * ``reply="leaves"``: the leaf-store ciphertexts the rows reach and, per (row, tree),
-          the leaf's position among those ciphertexts' leaves (exact counts).
+          the leaf's position among those ciphertexts' leaves and its bootstrap draws
+          (the client rounds CKKS frequencies times draws to exact counts).
         """
         session = self._session_of(message)
         if session.state != "trained":
@@ -508,10 +510,7 @@ class PrivateForestServer:
             reached[:, t] = position[leaf_ids[t]]
         meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
-            totals = _leaf_totals(session)
-            weights = np.stack([1.0 / totals[t][leaf_ids[t]]
-                                for t in range(len(session.trees))], axis=1)
-            sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached, weights)
+            sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached)
             return session, Message(
                 "scores", {**meta, "reply": "sums", "rows_per_sum": layout.rows_per_sum}, {},
                 {"sums": [context.dump_ciphertext(ct) for ct in sums]})
@@ -520,14 +519,18 @@ class PrivateForestServer:
         positions = local.reshape(reached.shape) * per_ct + reached % per_ct
         blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
                  for i in stores]
+        totals = _leaf_totals(session)
+        draws = np.stack([totals[t][leaf_ids[t]] for t in range(len(session.trees))], axis=1)
         return session, Message("scores", {**meta, "reply": "leaves",
                                            "leaves_per_ciphertext": per_ct},
-                                {"leaf": positions.astype(np.int32)}, {"leaves": blobs})
+                                {"leaf": positions.astype(np.int32),
+                                 "draws": draws.astype(np.int32)}, {"leaves": blobs})
 
 
 def _leaf_totals(session: _Session) -> list[np.ndarray]:
     """Per tree and node id, the bootstrap draws of the training rows reaching the node
-    (public to the server: the rows and their seeded weights); computed once per session."""
+    (public to the server: the rows and their seeded weights); computed once per session.
+    A leaf reply sends them: the client turns CKKS frequencies back into exact counts."""
     if session.leaf_totals is None:
         session.leaf_totals = [
             np.bincount(tree.apply(session.X), weights=session.growth.weights(t),
@@ -583,16 +586,19 @@ def _level_part(session: _Session, leaf_jobs, plans, shift: int, serialize: bool
     context, layout = session.context, session.layout
     per_store = layout.leaves_per_ciphertext
     store: dict[int, object] = {}
-    scale = _ckks_leaf_mask_scale(context, max(t.total_weight for t in session.trees)) \
-        if context.scheme == "ckks" else None
+    ckks = context.scheme == "ckks"
+    scale = _ckks_leaf_mask_scale(context) if ckks else None
     for t, node, leaf in leaf_jobs:
         index, position = divmod(leaf, per_store)
-        total = _add_rows(session, session.growth.weights(t), node.samples,
-                          layout.leaf_lane(position))
+        weights = session.growth.weights(t)
+        total = _add_rows(session, weights, node.samples, layout.leaf_lane(position))
+        # CKKS stores frequencies: the mask carries 1/T, T the leaf's bootstrap draws.
+        mask = layout.leaf_mask(position)
+        if ckks:
+            mask = mask / float(weights[node.samples].sum())
         # Leaf masks are not cached: a level has few leaves, and a cached mask set would
         # cost as much memory as the query masks.
-        product = context.multiply_mask(total, context.encode_mask(layout.leaf_mask(position),
-                                                                   scale=scale))
+        product = context.multiply_mask(total, context.encode_mask(mask, scale=scale))
         if index in store:
             context.add_inplace(store[index], product)
         else:
