@@ -122,7 +122,7 @@ def test_default_transcript_declares_no_leaf_and_predicts_as_the_plain_forest(wi
     rf = RandomForestClassifier(n_estimators=4, random_state=3).fit(
         client.encryptor_.transform(X_train).astype(float), y_train)
     expected = rf.predict_proba(client.encryptor_.transform(X_test).astype(float))
-    np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-6)  # row sums
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)  # row sums
     # Hidden leaf decisions grow the trees below pure nodes: more rounds than the paper's.
     paper = Recording()
     PrivateForestClient(n_estimators=4, random_state=3, reveal_leaves=True,

@@ -88,7 +88,7 @@ def _check_oracle(model, files):
     client = PrivateForestClient.load(model)
     np.testing.assert_allclose(client.predict_proba(X_test),
                                forest_on_ciphers_proba(client, X, y, X_test, PARAMS),
-                               atol=1e-6)  # CKKS row sums: ~1e-7 of noise
+                               atol=1e-5)  # CKKS row sums: up to ~1e-6 of noise
     return client, X_test
 
 

@@ -84,7 +84,7 @@ def test_restarts_after_every_round_give_the_same_forest(wine_small, params):
     # Pure nodes get a random candidate (hidden leaf decisions), so trees may differ below
     # them between runs; the predictions may not.
     np.testing.assert_allclose(restarted.predict_proba(X_test),
-                               forest_on_ciphers_proba(restarted, X, y, X_test, kwargs), atol=1e-6)
+                               forest_on_ciphers_proba(restarted, X, y, X_test, kwargs), atol=1e-5)
     progress = session_progress(relay.server, restarted.session_)
     assert progress["state"] == "trained" and progress["open_nodes"] == 0
 
