@@ -41,6 +41,7 @@ from ._histogram import (
     compact_count_column,
     is_small_node,
     partition_histogram_stable,
+    partition_unit_squared_error,
     subtract_histogram,
 )
 from ._rng import child_seed, rand_int
@@ -372,10 +373,16 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
-            mid = partition_histogram_stable(feature, np.int64(split[SPLIT_POSITION]),
-                                             missing_left, samples, start, end, X_binned,
-                                             n_hist_bins - 1, partition_buffer, y, w,
-                                             criterion, child_stats[0], child_stats[1])
+            if compact and n_hist_stats == 2:  # unit weights
+                mid = partition_unit_squared_error(
+                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
+                    end, X_binned, n_hist_bins - 1, partition_buffer, y, child_stats[0],
+                    child_stats[1])
+            else:
+                mid = partition_histogram_stable(
+                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
+                    end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
+                    child_stats[0], child_stats[1])
         if sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,

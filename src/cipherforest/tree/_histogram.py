@@ -463,6 +463,46 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     return n_left
 
 
+
+@njit(**JIT_OPTIONS)
+def partition_unit_squared_error(split_feature, split_bin, missing_left, samples, start, end,
+                                 X_binned, missing_bin, buffer, y, left_stats, right_stats):
+    """``partition_histogram_stable`` for the squared error when every weight is 1.
+
+    The same partition and the same sums bit for bit (a weight of 1 multiplies exactly, and
+    each side's weight and count are its row count), with half the running sums and no
+    weight reads: boosting's trees without sample weights take this path.
+    """
+    n_left = start
+    n_right = 0
+    missing_goes_left = 1 if missing_left else 0
+    l_s = l_q = r_s = r_q = 0.0
+    for i in range(start, end):
+        sample = samples[i]
+        b = np.int64(X_binned[sample, split_feature])
+        go = np.int64(b <= split_bin)
+        if b == missing_bin:
+            go = missing_goes_left
+        samples[n_left] = sample
+        buffer[n_right] = sample
+        n_left += go
+        n_right += 1 - go
+        yi = y[sample]
+        yy = yi * yi
+        fl = float(go)
+        fr = 1.0 - fl
+        l_s += fl * yi
+        l_q += fl * yy
+        r_s += fr * yi
+        r_q += fr * yy
+    samples[n_left:end] = buffer[:n_right]
+    n_l = float(n_left - start)
+    n_r = float(n_right)
+    _set_stats(left_stats, n_l, n_l, l_s, l_q)
+    _set_stats(right_stats, n_r, n_r, r_s, r_q)
+    return n_left
+
+
 # ---------------------------------------------------------------- compact gradient histograms
 # Boosting grows squared-error trees on gradients without random thresholds. Ranking their
 # splits needs per bin only the weight and the weighted target sum (and the sample count for
@@ -543,15 +583,15 @@ def _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, f_beg
                 h[HIST_SUM] += wy
                 h[HIST_COUNT] += 1.0
     else:
+        # Unit weights: the weight is 1 and w y is y exactly, so w is not read.
         for i in range(start, end):
             sample = samples[i]
-            wi = w[sample]
-            wy = wi * y[sample]
+            yi = y[sample]
             row = X_binned[sample]
             for f in range(f_begin, f_end):
                 h = hist[f, np.int64(row[f])]
-                h[HIST_WEIGHT] += wi
-                h[HIST_SUM] += wy
+                h[HIST_WEIGHT] += 1.0
+                h[HIST_SUM] += yi
     count = compact_count_column(hist.shape[2])
     for f in range(f_begin, f_end):
         first = 0
