@@ -5,8 +5,23 @@ import pytest
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
-from cipherforest.ensemble._gb_losses import BinomialLoss, MultinomialLoss, SquaredError
-from cipherforest.ensemble._gb_predict import PREDICT_BLOCK_ROWS, pack_ensemble, raw_predict
+from cipherforest.ensemble._gb_losses import (
+    HESSIAN_ABS_GRADIENT,
+    HESSIAN_BINOMIAL,
+    HESSIAN_MULTINOMIAL,
+    BinomialLoss,
+    MultinomialLoss,
+    SquaredError,
+    leaf_sums,
+    newton_leaf_values,
+    safe_ratio,
+)
+from cipherforest.ensemble._gb_predict import (
+    PREDICT_BLOCK_ROWS,
+    add_leaf_steps,
+    pack_ensemble,
+    raw_predict,
+)
 
 
 def tree_by_tree(model, X):
@@ -119,3 +134,40 @@ def test_packed_depths_are_the_deepest_leaf_of_each_tree():
     expected = [node_depths(est.tree_.children_left, est.tree_.children_right).max()
                 for est in model.estimators_[:, 0]]
     assert packed.depths.tolist() == expected
+
+
+@pytest.mark.parametrize("hessian", [HESSIAN_BINOMIAL, HESSIAN_MULTINOMIAL,
+                                     HESSIAN_ABS_GRADIENT])
+def test_newton_leaf_values_equal_the_bincount_formulation(hessian):
+    rng = np.random.default_rng(1)
+    n, n_nodes = 3000, 13
+    leaf = rng.integers(0, n_nodes, size=n).astype(np.intp)
+    leaf[leaf == 5] = 6  # node 5 has no rows: its step is 0
+    y = rng.integers(0, 2, size=n).astype(float)
+    matrix = rng.uniform(-1.0, 1.0, size=(n, 3))  # a strided column, as raw[:, k] is
+    neg_grad = matrix[:, 1]
+    w = rng.uniform(0.0, 3.0, size=n)
+    if hessian == HESSIAN_BINOMIAL:
+        prob = y - neg_grad
+        h = w * prob * (1 - prob)
+    elif hessian == HESSIAN_MULTINOMIAL:
+        h = w * np.abs(neg_grad) * (1 - np.abs(neg_grad))
+    else:
+        h = w * np.abs(neg_grad)
+    scale = 0.75
+    expected = scale * safe_ratio(leaf_sums(leaf, w * neg_grad, n_nodes),
+                                  leaf_sums(leaf, h, n_nodes))
+    got = newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale)
+    assert np.array_equal(got, expected)  # bit for bit
+    assert got[5] == 0.0 and np.count_nonzero(got) == n_nodes - 1
+
+
+def test_add_leaf_steps_equals_the_numpy_update():
+    rng = np.random.default_rng(2)
+    raw = rng.normal(size=(500, 3))
+    leaves = rng.integers(0, 9, size=500).astype(np.intp)
+    step = rng.normal(size=9)
+    expected = raw.copy()
+    expected[:, 2] += step[leaves]
+    add_leaf_steps(raw[:, 2], leaves, step)
+    assert np.array_equal(raw, expected)

@@ -27,8 +27,9 @@ map raw predictions to probabilities with ``raw_to_proba`` and back with ``raw_f
 (class probabilities of an ``init`` estimator, shape ``(n_samples, n_classes)``, through the
 loss's link, as scikit-learn).
 
-Per-leaf sums use ``np.bincount`` and per-leaf percentiles one ``np.lexsort``; nothing loops
-over samples in Python.
+Per-leaf sums use ``np.bincount`` (the Newton steps of the log losses and the exponential
+loss one compiled pass, ``newton_leaf_values``) and per-leaf percentiles one ``np.lexsort``;
+nothing loops over samples in Python.
 """
 
 from __future__ import annotations
@@ -116,6 +117,43 @@ def _weighted_mean(values: np.ndarray, w: np.ndarray) -> float:
     """Weighted mean; NaN when the weights sum to 0 (e.g. no out-of-bag row)."""
     total = w.sum()
     return float((values * w).sum() / total) if total > 0 else np.nan
+
+
+#: Hessian forms of ``newton_leaf_values``, per sample, from the negative gradient ``g``.
+HESSIAN_BINOMIAL = 0  # p (1 - p) with p = y - g
+HESSIAN_MULTINOMIAL = 1  # |g| (1 - |g|)
+HESSIAN_ABS_GRADIENT = 2  # |g| (the exponential loss)
+
+
+@njit(**JIT_OPTIONS)
+def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
+    """One Newton step per node id: ``scale * sum w g / sum w h`` over the rows of each node
+    (0 where ``|sum w h| < 1e-150``), in one pass over the rows.
+
+    The sums run in row order with the same float operations as ``leaf_sums`` (``bincount``)
+    of ``w * g`` and ``w * h``, then ``safe_ratio``, so the values are bit-identical to that
+    NumPy formulation; ``hessian`` is one of the ``HESSIAN_*`` codes.
+    """
+    numerator = np.zeros(n_nodes)
+    denominator = np.zeros(n_nodes)
+    for i in range(leaf.shape[0]):
+        node = leaf[i]
+        g = neg_grad[i]
+        wi = w[i]
+        numerator[node] += wi * g
+        if hessian == HESSIAN_BINOMIAL:
+            p = y[i] - g
+            denominator[node] += wi * p * (1.0 - p)
+        elif hessian == HESSIAN_MULTINOMIAL:
+            a = abs(g)
+            denominator[node] += wi * a * (1.0 - a)
+        else:
+            denominator[node] += wi * abs(g)
+    values = np.zeros(n_nodes)
+    for node in range(n_nodes):
+        if not abs(denominator[node]) < _TINY_DENOMINATOR:  # NaN divides, as safe_ratio
+            values[node] = scale * (numerator[node] / denominator[node])
+    return values
 
 
 @njit(**JIT_OPTIONS)
@@ -342,9 +380,8 @@ class BinomialLoss:
         return (y - expit(raw[:, 0]))[:, np.newaxis]
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
-        prob = y - neg_grad_k
-        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                          leaf_sums(leaf, w * prob * (1 - prob), n_nodes))
+        # safe_ratio(sums of w g, sums of w p (1 - p)), p = y - g, in one compiled pass.
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_BINOMIAL, 1.0)
 
     def __call__(self, y, raw, w):
         return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
@@ -391,10 +428,9 @@ class MultinomialLoss:
         return grad
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
-        abs_g = np.abs(neg_grad_k)
-        ratio = safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                           leaf_sums(leaf, w * abs_g * (1 - abs_g), n_nodes))
-        return (self.n_classes - 1) / self.n_classes * ratio
+        # (K - 1) / K * safe_ratio(sums of w g, sums of w |g| (1 - |g|)), in one pass.
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_MULTINOMIAL,
+                                  (self.n_classes - 1) / self.n_classes)
 
     def __call__(self, y, raw, w):
         picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
@@ -435,8 +471,7 @@ class ExponentialLoss:
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
         # The Hessian y e^-H + (1 - y) e^H equals |negative gradient|.
-        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                          leaf_sums(leaf, w * np.abs(neg_grad_k), n_nodes))
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_ABS_GRADIENT, 1.0)
 
     def __call__(self, y, raw, w):
         return _weighted_mean(np.exp(-(2.0 * y - 1.0) * raw[:, 0]), w)
@@ -492,6 +527,7 @@ __all__ = [
     "leaf_sums",
     "make_classification_loss",
     "make_regression_loss",
+    "newton_leaf_values",
     "safe_ratio",
     "weighted_percentile",
 ]

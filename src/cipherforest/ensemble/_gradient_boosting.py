@@ -58,7 +58,7 @@ from ._gb_losses import (
     make_classification_loss,
     make_regression_loss,
 )
-from ._gb_predict import PackedEnsemble, pack_ensemble, raw_predict
+from ._gb_predict import PackedEnsemble, add_leaf_steps, pack_ensemble, raw_predict
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
@@ -408,7 +408,7 @@ class BaseGradientBoosting(BaseEstimator):
             tree.value[is_leaf, 0, 0] = values[is_leaf]
         step = self.learning_rate * tree.value[:, 0, 0]
         if all_rows:
-            raw[:, k] += step[leaves]
+            add_leaf_steps(raw[:, k], leaves, step)
         else:
             rows = leaves >= 0
             raw[rows, k] += step[leaves[rows]]
