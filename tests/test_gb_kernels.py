@@ -1,10 +1,13 @@
 """Compiled kernels of gradient boosting against the plain numpy / tree-by-tree versions."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from cipherforest.ensemble import _gb_losses as gb_losses
 from cipherforest.ensemble._gb_losses import (
     HESSIAN_ABS_GRADIENT,
     HESSIAN_BINOMIAL,
@@ -171,3 +174,33 @@ def test_add_leaf_steps_equals_the_numpy_update():
     expected[:, 2] += step[leaves]
     add_leaf_steps(raw[:, 2], leaves, step)
     assert np.array_equal(raw, expected)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_threads_do_not_change_the_chunked_gradient_pass(monkeypatch, n_classes):
+    monkeypatch.setattr(gb_losses, "GRADIENT_CHUNK_ROWS", 64)  # many chunks on 500 rows
+    X, y = make_classification(500, 6, n_informative=4, n_classes=n_classes, random_state=0)
+    fits = [GradientBoostingClassifier(n_estimators=6, max_leaf_nodes=7, max_depth=None,
+                                       max_bins=32, random_state=0, n_jobs=n_jobs).fit(X, y)
+            for n_jobs in (1, 2)]
+    assert np.array_equal(fits[0].train_score_, fits[1].train_score_)
+    assert np.array_equal(fits[0].decision_function(X), fits[1].decision_function(X))
+    loss = fits[0]._loss()
+    raw = fits[0]._raw_predict(X)
+    assert fits[0].train_score_[-1] == pytest.approx(loss(y.astype(float), raw, np.ones(500)),
+                                                     rel=1e-12)
+
+
+def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
+    monkeypatch.setattr(gb_losses, "GRADIENT_CHUNK_ROWS", 100)
+    rng = np.random.default_rng(4)
+    n = 1050
+    y = rng.integers(0, 2, size=n).astype(float)
+    raw = rng.normal(scale=3.0, size=(n, 1))
+    w = rng.uniform(0.5, 2.0, size=n)
+    serial_gradient, serial_loss = BinomialLoss().gradient_and_loss(y, raw, w)
+    with ThreadPoolExecutor(3) as pool:
+        pooled_gradient, pooled_loss = BinomialLoss().gradient_and_loss(y, raw, w, pool)
+    assert np.array_equal(serial_gradient, pooled_gradient)
+    assert serial_loss == pooled_loss
+    assert serial_loss == pytest.approx(BinomialLoss()(y, raw, w), rel=1e-12)

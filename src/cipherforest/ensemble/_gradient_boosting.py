@@ -305,8 +305,11 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
-        n_threads = min(effective_n_jobs(getattr(self, "n_jobs", None)), loss.n_trees)
+        # Threads grow a round's trees side by side (multiclass) and share the rows of the
+        # gradient-and-loss pass; neither changes the model.
+        n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
+        tree_pool = pool if loss.n_trees > 1 else None
         i = begin - 1
         next_gradient = None
         try:
@@ -338,10 +341,10 @@ class BaseGradientBoosting(BaseEstimator):
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
                                           sample_weight, params, stage_loss, k, seeds[k])
 
-                if pool is None:
+                if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
                 else:
-                    trees = list(pool.map(fit_class_tree, range(loss.n_trees)))
+                    trees = list(tree_pool.map(fit_class_tree, range(loss.n_trees)))
                 stage = []
                 for k, tree in enumerate(trees):
                     if raw_val is not None:
@@ -360,7 +363,7 @@ class BaseGradientBoosting(BaseEstimator):
                 elif stage_loss is loss and hasattr(loss, "gradient_and_loss"):
                     # One pass: this round's training loss and the next round's gradient.
                     next_gradient, self.train_score_[i] = loss.gradient_and_loss(
-                        y, raw, sample_weight)
+                        y, raw, sample_weight, pool)
                 else:
                     self.train_score_[i] = stage_loss(y, raw, sample_weight)
                 if bar is not None:
@@ -584,9 +587,10 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     n_jobs : int or None, default=None
         Threads growing a round's trees with more than two classes (one tree per class; they
-        are independent) and predicting blocks of rows. None means 1, -1 all cores. The
-        model and its predictions do not depend on it. (scikit-learn's
-        GradientBoostingClassifier has no such parameter.)
+        are independent), sharing the rows of each round's gradient pass and predicting
+        blocks of rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingClassifier has no
+        such parameter.)
 
     Attributes
     ----------
@@ -728,8 +732,10 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     alpha : float in (0, 1), default=0.9
         Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
     n_jobs : int or None, default=None
-        Threads predicting blocks of rows. None means 1, -1 all cores. Predictions do not
-        depend on it. (scikit-learn's GradientBoostingRegressor has no such parameter.)
+        Threads sharing the rows of each round's gradient pass and predicting blocks of
+        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingRegressor has no
+        such parameter.)
 
     Attributes
     ----------
