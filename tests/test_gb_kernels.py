@@ -204,3 +204,26 @@ def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
     assert np.array_equal(serial_gradient, pooled_gradient)
     assert serial_loss == pooled_loss
     assert serial_loss == pytest.approx(BinomialLoss()(y, raw, w), rel=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_root_histogram_on_threads_grows_the_same_trees(monkeypatch, weighted):
+    from cipherforest.tree import _fit
+
+    monkeypatch.setattr(_fit, "ROOT_THREADS_MIN_ROWS", 1)  # every root on the threads
+    calls = []
+    build = _fit._root_histogram_in_threads
+    monkeypatch.setattr(_fit, "_root_histogram_in_threads",
+                        lambda *args: calls.append(1) or build(*args))
+    rng = np.random.default_rng(5)
+    X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
+    X = with_nan(X, rng)
+    weight = rng.integers(1, 4, size=700).astype(float) if weighted else None
+    fits = [GradientBoostingRegressor(n_estimators=5, max_leaf_nodes=9, max_depth=None,
+                                      max_bins=40, random_state=0, n_jobs=n_jobs)
+            .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
+    assert len(calls) == 5  # the threaded fit built its five roots on the pool
+    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
+                                strict=True):
+        for name in ("threshold", "feature", "children_left", "value", "impurity"):
+            assert np.array_equal(getattr(serial.tree_, name), getattr(threaded.tree_, name))

@@ -310,6 +310,8 @@ class BaseGradientBoosting(BaseEstimator):
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         tree_pool = pool if loss.n_trees > 1 else None
+        # One tree per round: its root histogram is built on the threads instead.
+        root_pool = pool if tree_pool is None else None
         i = begin - 1
         next_gradient = None
         try:
@@ -339,7 +341,8 @@ class BaseGradientBoosting(BaseEstimator):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          sample_weight, params, stage_loss, k, seeds[k])
+                                          sample_weight, params, stage_loss, k, seeds[k],
+                                          root_pool, n_threads)
 
                 if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
@@ -386,14 +389,15 @@ class BaseGradientBoosting(BaseEstimator):
         return i + 1
 
     def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
-                  loss, k, seed) -> Tree:
+                  loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]``."""
+        add it to ``raw[:, k]`` (``root_pool``: threads building its root histogram)."""
         if not np.any(stage_weight > 0):
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
-                                    return_leaves=True)
+                                    return_leaves=True, pool=root_pool,
+                                    pool_threads=n_threads)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1)

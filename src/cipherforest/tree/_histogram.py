@@ -551,7 +551,7 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
         accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
                                     n_threads)
         return
-    _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
+    accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                         n_features)
 
 
@@ -561,13 +561,13 @@ def accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, 
     n_features = X_binned.shape[1]
     n_blocks = max(1, min(n_features, n_threads))
     for block in prange(n_blocks):
-        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w,
+        accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w,
                             block * n_features // n_blocks,
                             (block + 1) * n_features // n_blocks)
 
 
 @njit(**JIT_OPTIONS)
-def _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
+def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
     """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
     set those features' occupied ranges."""
     n_bins = hist.shape[1]
