@@ -7,6 +7,8 @@ order, and times one whole 31-leaf tree kernel. CPU time per call, median over i
 repetitions, so other processes on the machine disturb it less than wall-clock time.
 
     python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
+    python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
+    python benchmarks/histogram_kernels.py --root-threads synthetic_100k --repeats 5
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -16,6 +18,13 @@ used and the load average.
 
 It also runs against older sources (``PYTHONPATH=<old checkout>/src``), timing what exists
 there, which is how the whole-tree kernel is compared across commits.
+
+``--profile DATASET`` (a dataset of ``ensembles.py``) instead times one single-core fit by
+parts — binning, the grower kernel, the per-tree Python around it (line search, raw update,
+tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
+through the grower's kernels (histogram builds of the root and the smaller children,
+partitions, split scans). ``--root-threads DATASET`` compares two-thread fits with the root
+histogram built on the fit's Python threads and without.
 """
 
 from __future__ import annotations
@@ -47,9 +56,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="DATASET",
                         help="instead: where a one-core fit of benchmarks/ensembles.py's "
                              "DATASET spends its time, and one tree's kernel parts")
+    parser.add_argument("--root-threads", metavar="DATASET",
+                        help="instead: two-thread fits of DATASET with the root histogram "
+                             "built on the fit's Python threads and without, interleaved "
+                             "(--repeats pairs, wall time)")
     args = parser.parse_args(argv)
     if args.profile:
         profile_fit(args.profile)
+        return 0
+    if args.root_threads:
+        compare_root_threads(args.root_threads, args.repeats)
         return 0
     n = args.rows
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
@@ -287,6 +303,35 @@ def kernel_parts(X, y, model) -> None:
     print("|---|---:|---:|")
     for key, value in parts.items():
         print(f"| {key} | {1000 * value:.2f} | {100 * value / whole:.0f} % |")
+
+
+def compare_root_threads(dataset: str, repeats: int) -> None:
+    """Wall time of ``n_jobs=2`` fits with and without the root histogram on the fit's
+    threads (``tree._fit.ROOT_THREADS_MIN_ROWS`` toggled), interleaved in one process."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cipherforest.tree._fit as fit
+    from ensembles import is_regression, load_dataset, make_model
+
+    X, _, y, _ = load_dataset(dataset)
+    regression = is_regression(dataset)
+    make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
+    default = fit.ROOT_THREADS_MIN_ROWS
+    walls: dict[str, list[float]] = {"root on threads": [], "root on one thread": []}
+    for _ in range(repeats):
+        for mode in walls:
+            fit.ROOT_THREADS_MIN_ROWS = default if mode == "root on threads" else 1 << 62
+            model = make_model("ours_gb_hist", regression)
+            start = time.perf_counter()
+            model.fit(X, y)
+            walls[mode].append(time.perf_counter() - start)
+    fit.ROOT_THREADS_MIN_ROWS = default
+    print(f"{dataset}, n_jobs=2 fits, wall s; 1-min load average {os.getloadavg()[0]:.1f}")
+    print("| root histogram | median | min | max |")
+    print("|---|---:|---:|---:|")
+    for mode, values in walls.items():
+        print(f"| {mode} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
 
 
 def _subtree_leaves(left, right, node) -> np.ndarray:
