@@ -11,6 +11,7 @@ every model, our gradient boosting against each peer with ratios, and the target
     python benchmarks/ensembles.py --quick             # 1 run, no 1M-row dataset
     python benchmarks/ensembles.py --datasets synthetic_100k --runs 3 --markdown out.md
     python benchmarks/ensembles.py --models ours_rf_hist,sklearn_rf   # forests
+    python benchmarks/ensembles.py --timeout 120        # give up on runs longer than 2 min
 
 Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 features, 10
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
@@ -311,6 +312,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one run and no 1M-row dataset unless --datasets names it")
     parser.add_argument("--markdown", help="also write the tables to this file")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds after which a run is stopped and reported as failed "
+                             "(OpenMP peers can spin for minutes on a loaded machine)")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -331,8 +335,16 @@ def main(argv: list[str] | None = None) -> int:
     for dataset in datasets:
         for run in range(runs):
             for model in args.models.split(","):
-                proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
-                                      capture_output=True, text=True, env=env)
+                try:
+                    proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
+                                          capture_output=True, text=True, env=env,
+                                          timeout=args.timeout)
+                except subprocess.TimeoutExpired:
+                    measurements.append({"model": model, "dataset": dataset,
+                                         "error": f"stopped after {args.timeout:.0f} s"})
+                    print(json.dumps({"run": run, **measurements[-1]}), file=sys.stderr,
+                          flush=True)
+                    continue
                 if proc.returncode != 0:
                     error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
                     measurements.append({"model": model, "dataset": dataset, "error": error})
