@@ -305,8 +305,9 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
-        # Threads grow a round's trees side by side (multiclass) and share the rows of the
-        # gradient-and-loss pass; neither changes the model.
+        # Threads grow a round's trees side by side (multiclass) or build its one tree's root
+        # histogram (binary, regression), and share the rows of the gradient-and-loss pass;
+        # none of this changes the model.
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         tree_pool = pool if loss.n_trees > 1 else None

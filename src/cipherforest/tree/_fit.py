@@ -205,8 +205,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                                        tree.n_node_samples, order, data.n_samples)
 
 
-#: Roots with fewer rows build their histogram on the growing thread (a thread hand-off costs
-#: tens of microseconds, a few thousand rows' worth of histogram).
+#: Roots with fewer rows build their histogram on the growing thread: handing a small root
+#: to other threads would cost more than it saves.
 ROOT_THREADS_MIN_ROWS = 20_000
 #: ``grow_tree``'s "build the root histogram yourself" (empty arrays of the right types).
 _NO_ROOT_HISTOGRAM = (np.zeros((0, 0, 0)), np.zeros(0, dtype=np.int64),
