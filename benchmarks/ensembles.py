@@ -2,15 +2,19 @@
 LightGBM and XGBoost, side by side.
 
 Every (model, dataset, run) triple runs in a fresh subprocess so that its peak memory (max RSS)
-is its own; runs are interleaved (run 1 of every model, then run 2, ...) so that load from other
-processes spreads over all models alike, and each measurement is the median over the runs.
-The parent prints Markdown tables: fit/predict seconds, score, peak memory and model size of
-every model, our gradient boosting against each peer with ratios, and the targets of issue 15.
+is its own; on Linux the peak is also reset once the data are made, so "fit + predict peak"
+is the fit and prediction's own peak with the data resident (the process's peak is often the
+data generation's). Runs are interleaved (run 1 of every model, then run 2, ...) so that load
+from other processes spreads over all models alike, and each measurement is the median over
+the runs. The parent prints Markdown tables: fit/predict seconds, score, peak memory and
+model size of every model, our gradient boosting against each peer with ratios, and the
+targets of issue 15.
 
     python benchmarks/ensembles.py                     # the four boosting datasets, 5 runs
     python benchmarks/ensembles.py --quick             # 1 run, no 1M-row dataset
     python benchmarks/ensembles.py --datasets synthetic_100k --runs 3 --markdown out.md
     python benchmarks/ensembles.py --models ours_rf_hist,sklearn_rf   # forests
+    python benchmarks/ensembles.py --timeout 120        # give up on runs longer than 2 min
 
 Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 features, 10
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
@@ -132,6 +136,28 @@ def model_size_bytes(name: str, model) -> int:
     return buffer.tell()
 
 
+def reset_peak_rss() -> bool:
+    """Reset this process's peak resident set size (Linux: ``/proc/self/clear_refs``);
+    False where that is not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as refs:
+            refs.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def peak_rss_since_reset_mb() -> float | None:
+    """Peak resident set size since ``reset_peak_rss`` (``VmHWM``), or None."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return None
+
+
 def run_worker(model_name: str, dataset: str) -> dict:
     """Fit and predict one model on one dataset in this process; return the measurements."""
     if model_name.endswith("_1thread") and hasattr(os, "sched_setaffinity"):
@@ -142,6 +168,9 @@ def run_worker(model_name: str, dataset: str) -> dict:
         warm = make_model(model_name, regression).set_params(n_estimators=2)
         warm.fit(X_train[:500], y_train[:500])  # numba compile / cache load, not timed
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    # The process's peak so far is often the data generation's (1M rows); measure the fit and
+    # prediction's own peak, with the data resident, from here.
+    reset = reset_peak_rss()
     model = make_model(model_name, regression)
     start, cpu = time.perf_counter(), time.process_time()
     model.fit(X_train, y_train)
@@ -150,6 +179,7 @@ def run_worker(model_name: str, dataset: str) -> dict:
     pred = model.predict(X_test)
     predict_s = time.perf_counter() - start
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    fit_peak_mb = peak_rss_since_reset_mb() if reset else None
     if regression:
         from sklearn.metrics import r2_score
         score = float(r2_score(y_test, pred))
@@ -157,7 +187,7 @@ def run_worker(model_name: str, dataset: str) -> dict:
         score = float(np.mean(pred == y_test))
     return {"model": model_name, "dataset": dataset, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
             "predict_s": predict_s, "accuracy": score, "peak_mb": peak_kb / 1024,
-            "peak_growth_mb": (peak_kb - before) / 1024,
+            "peak_growth_mb": (peak_kb - before) / 1024, "fit_peak_mb": fit_peak_mb,
             "model_bytes": model_size_bytes(model_name, model),
             "load_1min": os.getloadavg()[0]}
 
@@ -203,10 +233,21 @@ def aggregate(runs: list[dict]) -> list[dict]:
         for key in ("fit_s", "fit_cpu_s", "predict_s", "accuracy", "peak_mb", "model_bytes",
                     "load_1min"):
             row[key] = float(np.median([r[key] for r in ok]))
+        fit_peaks = [r["fit_peak_mb"] for r in ok if r.get("fit_peak_mb") is not None]
+        row["fit_peak_mb"] = float(np.median(fit_peaks)) if fit_peaks else None
         row["fit_min_s"] = min(r["fit_s"] for r in ok)
         row["fit_max_s"] = max(r["fit_s"] for r in ok)
         out.append(row)
     return out
+
+
+def _mb(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0f}"
+
+
+def _memory(row: dict) -> float:
+    """The fit and prediction's own peak RSS when measured, else the process's peak."""
+    return row["fit_peak_mb"] if row.get("fit_peak_mb") is not None else row["peak_mb"]
 
 
 def _ratio(a: float | None, b: float | None) -> str:
@@ -216,17 +257,18 @@ def _ratio(a: float | None, b: float | None) -> str:
 def render(results: list[dict]) -> str:
     """Markdown tables: measurements, boosting side by side with ratios, targets."""
     lines = ["| dataset | model | runs | fit s (median) | fit s range | fit CPU s | predict s "
-             "| score | peak RSS MB | model MB | load (1 min) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| score | peak RSS MB | fit + predict peak RSS MB | model MB | load (1 min) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['dataset']} | {r['model']} | failed: {r['error']} "
-                         "| | | | | | | | |")
+                         "| | | | | | | | | |")
             continue
         lines.append(f"| {r['dataset']} | {r['model']} | {r['runs']} | {r['fit_s']:.2f} | "
                      f"{r['fit_min_s']:.2f}–{r['fit_max_s']:.2f} | {r['fit_cpu_s']:.2f} | "
                      f"{r['predict_s']:.3f} | {r['accuracy']:.4f} | {r['peak_mb']:.0f} | "
-                     f"{r['model_bytes'] / 1e6:.2f} | {r['load_1min']:.1f} |")
+                     f"{_mb(r.get('fit_peak_mb'))} | {r['model_bytes'] / 1e6:.2f} | "
+                     f"{r['load_1min']:.1f} |")
     by_key = {(r["dataset"], r["model"]): r for r in results if "error" not in r}
     datasets = list(dict.fromkeys(r["dataset"] for r in results))
 
@@ -238,7 +280,7 @@ def render(results: list[dict]) -> str:
               "| dataset | ours | LightGBM | ours / LightGBM | ours 1 thread | LightGBM 1 thread "
               "| ours / LightGBM (1 thread) | XGBoost | ours / XGBoost | sklearn HGB "
               "| ours / HGB | predict ours / LightGBM | score ours − LightGBM (points) "
-              "| peak RSS ours / LightGBM |",
+              "| peak RSS ours / LightGBM (fit + predict) |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     targets = []
     for dataset in datasets:
@@ -265,7 +307,7 @@ def render(results: list[dict]) -> str:
             f"{_ratio(ours['fit_s'], get(dataset, 'xgboost', 'fit_s'))} | "
             f"{fmt('sklearn_hgb')} | {_ratio(ours['fit_s'], get(dataset, 'sklearn_hgb', 'fit_s'))} "
             f"| {_ratio(ours['predict_s'], get(dataset, 'lightgbm', 'predict_s'))} | {diff} | "
-            f"{_ratio(ours['peak_mb'], get(dataset, 'lightgbm', 'peak_mb'))} |")
+            f"{_ratio(_memory(ours), None if lgb is None else _memory(lgb))} |")
         if lgb is None:
             continue
         points = 100 * (ours["accuracy"] - lgb["accuracy"])
@@ -281,7 +323,7 @@ def render(results: list[dict]) -> str:
         targets.append(f"- {dataset}: predict {p_ratio:.2f}× LightGBM (target ≤ 1.0×): "
                        f"{'MET' if p_ratio <= 1.0 else 'MISSED'}")
         if dataset == "synthetic_1m":
-            m_ratio = ours["peak_mb"] / lgb["peak_mb"]
+            m_ratio = _memory(ours) / _memory(lgb)
             targets.append(f"- {dataset}: peak RSS {m_ratio:.2f}× LightGBM's (target ≤ 1.2×): "
                            f"{'MET' if m_ratio <= 1.2 else 'MISSED'}")
 
@@ -311,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="one run and no 1M-row dataset unless --datasets names it")
     parser.add_argument("--markdown", help="also write the tables to this file")
+    parser.add_argument("--timeout", type=float, default=None,
+                        help="seconds after which a run is stopped and reported as failed "
+                             "(OpenMP peers can spin for minutes on a loaded machine)")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -331,8 +376,16 @@ def main(argv: list[str] | None = None) -> int:
     for dataset in datasets:
         for run in range(runs):
             for model in args.models.split(","):
-                proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
-                                      capture_output=True, text=True, env=env)
+                try:
+                    proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
+                                          capture_output=True, text=True, env=env,
+                                          timeout=args.timeout)
+                except subprocess.TimeoutExpired:
+                    measurements.append({"model": model, "dataset": dataset,
+                                         "error": f"stopped after {args.timeout:.0f} s"})
+                    print(json.dumps({"run": run, **measurements[-1]}), file=sys.stderr,
+                          flush=True)
+                    continue
                 if proc.returncode != 0:
                     error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
                     measurements.append({"model": model, "dataset": dataset, "error": error})

@@ -7,6 +7,8 @@ order, and times one whole 31-leaf tree kernel. CPU time per call, median over i
 repetitions, so other processes on the machine disturb it less than wall-clock time.
 
     python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
+    python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
+    python benchmarks/histogram_kernels.py --root-threads synthetic_100k --repeats 5
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -16,6 +18,13 @@ used and the load average.
 
 It also runs against older sources (``PYTHONPATH=<old checkout>/src``), timing what exists
 there, which is how the whole-tree kernel is compared across commits.
+
+``--profile DATASET`` (a dataset of ``ensembles.py``) instead times one single-core fit by
+parts — binning, the grower kernel, the per-tree Python around it (line search, raw update,
+tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
+through the grower's kernels (histogram builds of the root and the smaller children,
+partitions, split scans). ``--root-threads DATASET`` compares two-thread fits with the root
+histogram built on the fit's Python threads and without.
 """
 
 from __future__ import annotations
@@ -23,6 +32,7 @@ from __future__ import annotations
 import argparse
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 from sklearn.datasets import make_classification
@@ -43,7 +53,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--threads", type=int, default=1,
                         help="also time the whole tree on this many numba threads (wall)")
+    parser.add_argument("--profile", metavar="DATASET",
+                        help="instead: where a one-core fit of benchmarks/ensembles.py's "
+                             "DATASET spends its time, and one tree's kernel parts")
+    parser.add_argument("--root-threads", metavar="DATASET",
+                        help="instead: two-thread fits of DATASET with the root histogram "
+                             "built on the fit's Python threads and without, interleaved "
+                             "(--repeats pairs, wall time)")
     args = parser.parse_args(argv)
+    if args.profile:
+        profile_fit(args.profile)
+        return 0
+    if args.root_threads:
+        compare_root_threads(args.root_threads, args.repeats)
+        return 0
     n = args.rows
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
     data = prepare_tree_data(X, 255, 0)
@@ -117,6 +140,212 @@ def time_threads(data, gradient, w, params, n_threads: int, repeats: int) -> Non
     for threads, values in walls.items():
         print(f"| {threads} | {1000 * np.median(values):.2f} | {1000 * min(values):.2f} | "
               f"{base / np.median(values):.2f}× |")
+
+
+# ------------------------------------------------------------------------- fit profile
+def profile_fit(dataset: str) -> None:
+    """Where one single-thread fit's time goes (``--profile DATASET``), then the tree kernel
+    split into its parts by replaying one tree's nodes through the kernels it calls."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cipherforest.ensemble._gb_losses as losses
+    import cipherforest.ensemble._gradient_boosting as boosting
+    import cipherforest.tree._fit as fit
+    from ensembles import is_regression, load_dataset, make_model
+
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    X, _, y, _ = load_dataset(dataset)
+    regression = is_regression(dataset)
+    spent = dict.fromkeys(("binning", "grower kernel", "per tree in Python",
+                           "gradient and loss"), 0.0)
+
+    def timed(owner, name, key):
+        original = getattr(owner, name)
+
+        def wrapper(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - start
+        setattr(owner, name, wrapper)
+        return original
+
+    timed(boosting, "prepare_tree_data", "binning")
+    timed(fit, "grow_tree", "grower kernel")
+    timed(boosting.BaseGradientBoosting, "_fit_tree", "per tree in Python")
+    for loss in (losses.BinomialLoss, losses.MultinomialLoss, losses.SquaredError):
+        timed(loss, "gradient_and_loss", "gradient and loss")
+    model = make_model("ours_gb_hist_1thread", regression)
+    model.set_params(n_estimators=3).fit(X[:2000], y[:2000])  # compile / load kernels
+    for key in spent:
+        spent[key] = 0.0
+    model = make_model("ours_gb_hist_1thread", regression)
+    start = time.perf_counter()
+    model.fit(X, y)
+    total = time.perf_counter() - start
+    spent["per tree in Python"] -= spent["grower kernel"]
+    spent["rest (validation, init, packing)"] = total - sum(spent.values())
+    n_trees = model.estimators_.size
+    print(f"{dataset}: one fit on one core, {total:.3f} s, {n_trees} trees; 1-min load "
+          f"average {os.getloadavg()[0]:.1f}")
+    print("| part | s | share |")
+    print("|---|---:|---:|")
+    for key, value in spent.items():
+        print(f"| {key} | {value:.3f} | {100 * value / total:.0f} % |")
+    kernel_parts(X, y, model)
+
+
+def kernel_parts(X, y, model) -> None:
+    """Replay one tree of ``model``'s first round (regrown on that round's gradient) node by
+    node through the kernels the grower calls, timing each kind of work."""
+    from numba import njit
+
+    from cipherforest.tree._common import TREE_LEAF
+    from cipherforest.tree._split_record import reset_split, split_record_size
+
+    try:
+        from cipherforest.tree._histogram import (
+            best_split_compact_feature,
+            partition_unit_squared_error,
+        )
+    except ImportError:  # older sources: the fit profile above is all they get
+        print("\n(the kernel parts need the unit-weight partition of later sources)")
+        return
+
+    @njit(cache=False)
+    def scan_node(hist, lo, hi, thresholds, node, min_samples_leaf, split, scratch):
+        reset_split(split)
+        for f in range(hist.shape[0]):
+            best_split_compact_feature(f, hist, lo, hi, thresholds, node, min_samples_leaf,
+                                       0.0, split, scratch[0], scratch[1], scratch[2])
+
+    est = model.estimators_[0, 0]
+    data = prepare_tree_data(X, model.max_bins, 0)
+    loss = model._loss()
+    raw = model._initial_raw(X)
+    gradient = np.ascontiguousarray(loss.negative_gradient(model._encode_y(y, np.ones(len(y))),
+                                                           raw)[:, 0])
+    w = np.ones(X.shape[0])
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, model.max_bins, X.shape[1], -1, 2,
+                          est.min_samples_leaf, 0.0, 0.0, est.max_leaf_nodes)
+    grow_tree_on(data, gradient, w, 1, params, 0, return_leaves=True)
+    walls = []
+    for _ in range(20):
+        start = time.perf_counter()
+        tree, leaves = grow_tree_on(data, gradient, w, 1, params, 0, return_leaves=True)
+        walls.append(time.perf_counter() - start)
+    # Rows of every node, in increasing order as the grower holds them.
+    left, right = tree.children_left, tree.children_right
+    rows = {0: np.arange(X.shape[0], dtype=np.int64)}
+    order = [0]
+    for node in order:
+        if left[node] != TREE_LEAF:
+            going_left = np.isin(leaves[rows[node]], _subtree_leaves(left, right, left[node]))
+            rows[left[node]] = rows[node][going_left]
+            rows[right[node]] = rows[node][~going_left]
+            order += [left[node], right[node]]
+    internal = [node for node in order if left[node] != TREE_LEAF]
+    built = {0} | {min(left[node], right[node], key=lambda c: len(rows[c]))
+                   for node in internal}
+    evaluated = [node for node in order if node < tree.node_count - 2]  # not the last children
+    n_bins = data.n_hist_bins
+
+    def replay():
+        hists = {}
+        parts = dict.fromkeys(("histograms (root + smaller children)", "partitions",
+                               "split scans (every evaluated node)"), 0.0)
+        for node in evaluated:  # every scanned node needs one; only the built ones are timed
+            hist = np.zeros((X.shape[1], n_bins, 2))
+            lo = np.zeros(X.shape[1], dtype=np.int64)
+            hi = np.zeros(X.shape[1], dtype=np.int64)
+            start = time.perf_counter()
+            build_compact_histogram(hist, lo, hi, data.X_binned, rows[node], 0,
+                                    len(rows[node]), gradient, w, 1)
+            if node in built:
+                parts["histograms (root + smaller children)"] += time.perf_counter() - start
+            hists[node] = (hist, lo, hi)
+        buffer = np.zeros(X.shape[0], dtype=np.int64)
+        stats = np.zeros((2, 4))
+        for node in internal:
+            samples = rows[node].copy()
+            feature = np.int64(tree.feature[node])
+            split_bin = np.int64(np.searchsorted(data.bin_thresholds[feature],
+                                                 tree.threshold[node]))
+            start = time.perf_counter()
+            partition_unit_squared_error(feature, split_bin, False, samples, 0, len(samples),
+                                         data.X_binned, n_bins - 1, buffer, gradient, stats[0],
+                                         stats[1])
+            parts["partitions"] += time.perf_counter() - start
+        split = np.zeros(split_record_size(4))
+        scratch = np.zeros((3, 4))
+        node_stats = np.zeros(4)
+        for node in evaluated:
+            hist, lo, hi = hists[node]
+            g = gradient[rows[node]]
+            node_stats[:] = (len(g), len(g), g.sum(), (g * g).sum())
+            start = time.perf_counter()
+            scan_node(hist, lo, hi, data.bin_thresholds, node_stats, est.min_samples_leaf,
+                      split, scratch)
+            parts["split scans (every evaluated node)"] += time.perf_counter() - start
+        return parts
+
+    replay()  # compiles / loads the kernels' specialisations
+    parts = replay()
+    whole = float(np.median(walls))
+    parts["rest (subtraction, clearing, allocation, bookkeeping)"] = whole - sum(parts.values())
+    print(f"\none tree of the first round, {tree.node_count} nodes, wall ms (median of 20): "
+          f"{1000 * whole:.2f}; its parts replayed node by node (the larger child's histogram "
+          "is subtracted, not built)")
+    print("| part | ms | share |")
+    print("|---|---:|---:|")
+    for key, value in parts.items():
+        print(f"| {key} | {1000 * value:.2f} | {100 * value / whole:.0f} % |")
+
+
+def compare_root_threads(dataset: str, repeats: int) -> None:
+    """Wall time of ``n_jobs=2`` fits with and without the root histogram on the fit's
+    threads (``tree._fit.ROOT_THREADS_MIN_ROWS`` toggled), interleaved in one process."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cipherforest.tree._fit as fit
+    from ensembles import is_regression, load_dataset, make_model
+
+    X, _, y, _ = load_dataset(dataset)
+    regression = is_regression(dataset)
+    make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
+    default = fit.ROOT_THREADS_MIN_ROWS
+    walls: dict[str, list[float]] = {"root on threads": [], "root on one thread": []}
+    for _ in range(repeats):
+        for mode in walls:
+            fit.ROOT_THREADS_MIN_ROWS = default if mode == "root on threads" else 1 << 62
+            model = make_model("ours_gb_hist", regression)
+            start = time.perf_counter()
+            model.fit(X, y)
+            walls[mode].append(time.perf_counter() - start)
+    fit.ROOT_THREADS_MIN_ROWS = default
+    print(f"{dataset}, n_jobs=2 fits, wall s; 1-min load average {os.getloadavg()[0]:.1f}")
+    print("| root histogram | median | min | max |")
+    print("|---|---:|---:|---:|")
+    for mode, values in walls.items():
+        print(f"| {mode} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+
+
+def _subtree_leaves(left, right, node) -> np.ndarray:
+    """Leaf ids under ``node``."""
+    from cipherforest.tree._common import TREE_LEAF
+
+    stack, out = [node], []
+    while stack:
+        current = stack.pop()
+        if left[current] == TREE_LEAF:
+            out.append(current)
+        else:
+            stack += [left[current], right[current]]
+    return np.array(out)
 
 
 if __name__ == "__main__":

@@ -1,12 +1,30 @@
 """Compiled kernels of gradient boosting against the plain numpy / tree-by-tree versions."""
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
-from cipherforest.ensemble._gb_losses import BinomialLoss, MultinomialLoss, SquaredError
-from cipherforest.ensemble._gb_predict import PREDICT_BLOCK_ROWS, pack_ensemble, raw_predict
+from cipherforest.ensemble import _gb_losses as gb_losses
+from cipherforest.ensemble._gb_losses import (
+    HESSIAN_ABS_GRADIENT,
+    HESSIAN_BINOMIAL,
+    HESSIAN_MULTINOMIAL,
+    BinomialLoss,
+    MultinomialLoss,
+    SquaredError,
+    leaf_sums,
+    newton_leaf_values,
+    safe_ratio,
+)
+from cipherforest.ensemble._gb_predict import (
+    PREDICT_BLOCK_ROWS,
+    add_leaf_steps,
+    pack_ensemble,
+    raw_predict,
+)
 
 
 def tree_by_tree(model, X):
@@ -119,3 +137,93 @@ def test_packed_depths_are_the_deepest_leaf_of_each_tree():
     expected = [node_depths(est.tree_.children_left, est.tree_.children_right).max()
                 for est in model.estimators_[:, 0]]
     assert packed.depths.tolist() == expected
+
+
+@pytest.mark.parametrize("hessian", [HESSIAN_BINOMIAL, HESSIAN_MULTINOMIAL,
+                                     HESSIAN_ABS_GRADIENT])
+def test_newton_leaf_values_equal_the_bincount_formulation(hessian):
+    rng = np.random.default_rng(1)
+    n, n_nodes = 3000, 13
+    leaf = rng.integers(0, n_nodes, size=n).astype(np.intp)
+    leaf[leaf == 5] = 6  # node 5 has no rows: its step is 0
+    y = rng.integers(0, 2, size=n).astype(float)
+    matrix = rng.uniform(-1.0, 1.0, size=(n, 3))  # a strided column, as raw[:, k] is
+    neg_grad = matrix[:, 1]
+    w = rng.uniform(0.0, 3.0, size=n)
+    if hessian == HESSIAN_BINOMIAL:
+        prob = y - neg_grad
+        h = w * prob * (1 - prob)
+    elif hessian == HESSIAN_MULTINOMIAL:
+        h = w * np.abs(neg_grad) * (1 - np.abs(neg_grad))
+    else:
+        h = w * np.abs(neg_grad)
+    scale = 0.75
+    expected = scale * safe_ratio(leaf_sums(leaf, w * neg_grad, n_nodes),
+                                  leaf_sums(leaf, h, n_nodes))
+    got = newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale)
+    assert np.array_equal(got, expected)  # bit for bit
+    assert got[5] == 0.0 and np.count_nonzero(got) == n_nodes - 1
+
+
+def test_add_leaf_steps_equals_the_numpy_update():
+    rng = np.random.default_rng(2)
+    raw = rng.normal(size=(500, 3))
+    leaves = rng.integers(0, 9, size=500).astype(np.intp)
+    step = rng.normal(size=9)
+    expected = raw.copy()
+    expected[:, 2] += step[leaves]
+    add_leaf_steps(raw[:, 2], leaves, step)
+    assert np.array_equal(raw, expected)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_threads_do_not_change_the_chunked_gradient_pass(monkeypatch, n_classes):
+    monkeypatch.setattr(gb_losses, "GRADIENT_CHUNK_ROWS", 64)  # many chunks on 500 rows
+    X, y = make_classification(500, 6, n_informative=4, n_classes=n_classes, random_state=0)
+    fits = [GradientBoostingClassifier(n_estimators=6, max_leaf_nodes=7, max_depth=None,
+                                       max_bins=32, random_state=0, n_jobs=n_jobs).fit(X, y)
+            for n_jobs in (1, 2)]
+    assert np.array_equal(fits[0].train_score_, fits[1].train_score_)
+    assert np.array_equal(fits[0].decision_function(X), fits[1].decision_function(X))
+    loss = fits[0]._loss()
+    raw = fits[0]._raw_predict(X)
+    assert fits[0].train_score_[-1] == pytest.approx(loss(y.astype(float), raw, np.ones(500)),
+                                                     rel=1e-12)
+
+
+def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
+    monkeypatch.setattr(gb_losses, "GRADIENT_CHUNK_ROWS", 100)
+    rng = np.random.default_rng(4)
+    n = 1050
+    y = rng.integers(0, 2, size=n).astype(float)
+    raw = rng.normal(scale=3.0, size=(n, 1))
+    w = rng.uniform(0.5, 2.0, size=n)
+    serial_gradient, serial_loss = BinomialLoss().gradient_and_loss(y, raw, w)
+    with ThreadPoolExecutor(3) as pool:
+        pooled_gradient, pooled_loss = BinomialLoss().gradient_and_loss(y, raw, w, pool)
+    assert np.array_equal(serial_gradient, pooled_gradient)
+    assert serial_loss == pooled_loss
+    assert serial_loss == pytest.approx(BinomialLoss()(y, raw, w), rel=1e-12)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_root_histogram_on_threads_grows_the_same_trees(monkeypatch, weighted):
+    from cipherforest.tree import _fit
+
+    monkeypatch.setattr(_fit, "ROOT_THREADS_MIN_ROWS", 1)  # every root on the threads
+    calls = []
+    build = _fit._root_histogram_in_threads
+    monkeypatch.setattr(_fit, "_root_histogram_in_threads",
+                        lambda *args: calls.append(1) or build(*args))
+    rng = np.random.default_rng(5)
+    X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
+    X = with_nan(X, rng)
+    weight = rng.integers(1, 4, size=700).astype(float) if weighted else None
+    fits = [GradientBoostingRegressor(n_estimators=5, max_leaf_nodes=9, max_depth=None,
+                                      max_bins=40, random_state=0, n_jobs=n_jobs)
+            .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
+    assert len(calls) == 5  # the threaded fit built its five roots on the pool
+    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
+                                strict=True):
+        for name in ("threshold", "feature", "children_left", "value", "impurity"):
+            assert np.array_equal(getattr(serial.tree_, name), getattr(threaded.tree_, name))

@@ -21,6 +21,7 @@ from cipherforest.tree._histogram import (
     build_compact_histogram,
     build_histogram,
     partition_histogram_stable,
+    partition_unit_squared_error,
     subtract_histogram,
 )
 from cipherforest.tree._rng import make_state
@@ -159,3 +160,27 @@ def test_stable_partition_keeps_order_and_sums_each_side(criterion):
             for i in rows:
                 add_sample(oracle, y[i], w[i], criterion)
             np.testing.assert_array_equal(stats[side], oracle)
+
+
+def test_unit_weight_partition_matches_the_weighted_one_bit_for_bit():
+    rng = np.random.RandomState(5)
+    n, n_bins = 400, 30
+    X_binned = rng.randint(0, n_bins, size=(n, 3)).astype(np.uint8)
+    X_binned[rng.rand(n, 3) < 0.1] = n_bins - 1  # NaN bin
+    y = rng.normal(size=n) * 3.0
+    w = np.ones(n)
+    for split_bin, missing_left in ((10, True), (10, False), (0, False), (n_bins - 2, True)):
+        samples = np.sort(rng.choice(n, 300, replace=False)).astype(np.int64)
+        start, end = 20, 280
+        unit_samples = samples.copy()
+        stats, unit_stats = np.zeros((2, 4)), np.zeros((2, 4))
+        mid = partition_histogram_stable(2, split_bin, missing_left, samples, start, end,
+                                         X_binned, n_bins - 1, np.zeros(n, dtype=np.int64), y,
+                                         w, CRITERION_SQUARED_ERROR, stats[0], stats[1])
+        unit_mid = partition_unit_squared_error(2, split_bin, missing_left, unit_samples, start,
+                                                end, X_binned, n_bins - 1,
+                                                np.zeros(n, dtype=np.int64), y, unit_stats[0],
+                                                unit_stats[1])
+        assert unit_mid == mid
+        np.testing.assert_array_equal(unit_samples, samples)
+        np.testing.assert_array_equal(unit_stats, stats)  # exact, not approximate

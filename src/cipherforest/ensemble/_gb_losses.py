@@ -16,10 +16,11 @@ loss implements
 * ``__call__(y, raw, w)``: the weighted mean loss, on scikit-learn's reporting scale (twice
   the "half" losses for squared error and binary log loss, as ``train_score_`` does there).
 
-Losses whose stage loss is themselves may also implement ``gradient_and_loss(y, raw, w)``:
-the negative gradient and the weighted mean loss of the same ``raw`` in one compiled pass
-(the fit loop then computes round ``i``'s ``train_score_`` and round ``i + 1``'s gradient
-together).
+Losses whose stage loss is themselves may also implement ``gradient_and_loss(y, raw, w,
+pool=None)``: the negative gradient and the weighted mean loss of the same ``raw`` in one
+compiled pass over chunks of rows (on ``pool``'s threads when given; the loss is the same
+either way), so the fit loop computes round ``i``'s ``train_score_`` and round ``i + 1``'s
+gradient together.
 
 ``tree_values_are_optimal`` marks squared error, whose line search is the leaf mean of the
 residuals, i.e. exactly what the regression tree already stores. Classification losses also
@@ -27,8 +28,9 @@ map raw predictions to probabilities with ``raw_to_proba`` and back with ``raw_f
 (class probabilities of an ``init`` estimator, shape ``(n_samples, n_classes)``, through the
 loss's link, as scikit-learn).
 
-Per-leaf sums use ``np.bincount`` and per-leaf percentiles one ``np.lexsort``; nothing loops
-over samples in Python.
+Per-leaf sums use ``np.bincount`` (the Newton steps of the log losses and the exponential
+loss one compiled pass, ``newton_leaf_values``) and per-leaf percentiles one ``np.lexsort``;
+nothing loops over samples in Python.
 """
 
 from __future__ import annotations
@@ -118,6 +120,43 @@ def _weighted_mean(values: np.ndarray, w: np.ndarray) -> float:
     return float((values * w).sum() / total) if total > 0 else np.nan
 
 
+#: Hessian forms of ``newton_leaf_values``, per sample, from the negative gradient ``g``.
+HESSIAN_BINOMIAL = 0  # p (1 - p) with p = y - g
+HESSIAN_MULTINOMIAL = 1  # |g| (1 - |g|)
+HESSIAN_ABS_GRADIENT = 2  # |g| (the exponential loss)
+
+
+@njit(**JIT_OPTIONS)
+def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
+    """One Newton step per node id: ``scale * sum w g / sum w h`` over the rows of each node
+    (0 where ``|sum w h| < 1e-150``), in one pass over the rows.
+
+    The sums run in row order with the same float operations as ``leaf_sums`` (``bincount``)
+    of ``w * g`` and ``w * h``, then ``safe_ratio``, so the values are bit-identical to that
+    NumPy formulation; ``hessian`` is one of the ``HESSIAN_*`` codes.
+    """
+    numerator = np.zeros(n_nodes)
+    denominator = np.zeros(n_nodes)
+    for i in range(leaf.shape[0]):
+        node = leaf[i]
+        g = neg_grad[i]
+        wi = w[i]
+        numerator[node] += wi * g
+        if hessian == HESSIAN_BINOMIAL:
+            p = y[i] - g
+            denominator[node] += wi * p * (1.0 - p)
+        elif hessian == HESSIAN_MULTINOMIAL:
+            a = abs(g)
+            denominator[node] += wi * a * (1.0 - a)
+        else:
+            denominator[node] += wi * abs(g)
+    values = np.zeros(n_nodes)
+    for node in range(n_nodes):
+        if not abs(denominator[node]) < _TINY_DENOMINATOR:  # NaN divides, as safe_ratio
+            values[node] = scale * (numerator[node] / denominator[node])
+    return values
+
+
 @njit(**JIT_OPTIONS)
 def _mean_half_binomial(y, raw, w):
     """Weighted mean of ``log(1 + e^r) - y r`` (computed stably), in one pass."""
@@ -130,43 +169,72 @@ def _mean_half_binomial(y, raw, w):
     return total / weight if weight > 0 else np.nan
 
 
-@njit(**JIT_OPTIONS)
-def _squared_error_gradient_loss(y, raw, w, neg_gradient):
-    """Residuals into ``neg_gradient``; returns the weighted mean of the squared residuals."""
-    total = 0.0
-    weight = 0.0
-    for i in range(y.shape[0]):
-        r = y[i] - raw[i]
-        neg_gradient[i] = r
-        total += w[i] * (r * r)
-        weight += w[i]
+#: Rows per partial sum of the fused gradient-and-loss passes. Each chunk's loss is summed on
+#: its own and the chunks' sums are added in order, so the loss does not depend on whether
+#: the chunks ran on one thread or several.
+GRADIENT_CHUNK_ROWS = 1 << 15
+
+
+def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> float:
+    """Run a fused ``kernel(y, raw, w, neg_gradient, begin, end) -> (loss sum, weight sum)``
+    over chunks of ``GRADIENT_CHUNK_ROWS`` rows (on ``pool``'s threads when given: the
+    kernels release the GIL); return the weighted mean loss (NaN for zero total weight)."""
+    n = y.shape[0]
+    bounds = list(range(0, n, GRADIENT_CHUNK_ROWS)) + [n]
+
+    def run(chunk):
+        return kernel(y, raw, w, neg_gradient, bounds[chunk], bounds[chunk + 1])
+
+    chunks = range(len(bounds) - 1)
+    parts = list(pool.map(run, chunks)) if pool is not None and len(chunks) > 1 else [
+        run(chunk) for chunk in chunks]
+    total = weight = 0.0
+    for part_total, part_weight in parts:
+        total += part_total
+        weight += part_weight
     return total / weight if weight > 0 else np.nan
 
 
 @njit(**JIT_OPTIONS)
-def _binomial_gradient_loss(y, raw, w, neg_gradient):
-    """``y - sigmoid(raw)`` into ``neg_gradient``; returns the weighted mean of the half
-    binomial loss ``log(1 + e^r) - y r``. One exponential per row serves both."""
+def _squared_error_gradient_loss(y, raw, w, neg_gradient, begin, end):
+    """Residuals of rows ``begin..end-1`` into ``neg_gradient``; returns the weighted sum of
+    their squared residuals and their total weight."""
     total = 0.0
     weight = 0.0
-    for i in range(y.shape[0]):
+    for i in range(begin, end):
+        r = y[i] - raw[i]
+        neg_gradient[i] = r
+        total += w[i] * (r * r)
+        weight += w[i]
+    return total, weight
+
+
+@njit(**JIT_OPTIONS)
+def _binomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
+    """``y - sigmoid(raw)`` of rows ``begin..end-1`` into ``neg_gradient``; returns the
+    weighted sum of their half binomial loss ``log(1 + e^r) - y r`` and their total weight.
+    One exponential per row serves both."""
+    total = 0.0
+    weight = 0.0
+    for i in range(begin, end):
         r = raw[i]
         e = np.exp(-abs(r))
         total += w[i] * (max(r, 0.0) + np.log1p(e) - y[i] * r)
         weight += w[i]
         p = 1.0 / (1.0 + e) if r >= 0.0 else e / (1.0 + e)
         neg_gradient[i] = y[i] - p
-    return total / weight if weight > 0 else np.nan
+    return total, weight
 
 
 @njit(**JIT_OPTIONS)
-def _multinomial_gradient_loss(y, raw, w, neg_gradient):
-    """``1{y = k} - softmax(raw)_k`` into ``neg_gradient`` (n, K); returns the weighted mean
-    of ``logsumexp(raw) - raw[y]``. One exponential per row and class serves both."""
+def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
+    """``1{y = k} - softmax(raw)_k`` of rows ``begin..end-1`` into ``neg_gradient`` (n, K);
+    returns the weighted sum of their ``logsumexp(raw) - raw[y]`` and their total weight.
+    One exponential per row and class serves both."""
     n_classes = raw.shape[1]
     total = 0.0
     weight = 0.0
-    for i in range(y.shape[0]):
+    for i in range(begin, end):
         top = raw[i, 0]
         for k in range(1, n_classes):
             top = max(top, raw[i, k])
@@ -181,7 +249,7 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient):
         for k in range(n_classes):
             neg_gradient[i, k] = -(neg_gradient[i, k] / norm)
         neg_gradient[i, label] += 1.0
-    return total / weight if weight > 0 else np.nan
+    return total, weight
 
 
 # ------------------------------------------------------------------------- regression losses
@@ -209,9 +277,10 @@ class SquaredError:
     def __call__(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
         return _weighted_mean((y - raw[:, 0]) ** 2, w)
 
-    def gradient_and_loss(self, y, raw, w):
+    def gradient_and_loss(self, y, raw, w, pool=None):
         neg_gradient = np.empty((y.shape[0], 1))
-        loss = _squared_error_gradient_loss(y, raw[:, 0], w, neg_gradient[:, 0])
+        loss = chunked_gradient_and_loss(_squared_error_gradient_loss, y, raw[:, 0], w,
+                                         neg_gradient[:, 0], pool)
         return neg_gradient, float(loss)
 
 
@@ -342,16 +411,16 @@ class BinomialLoss:
         return (y - expit(raw[:, 0]))[:, np.newaxis]
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
-        prob = y - neg_grad_k
-        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                          leaf_sums(leaf, w * prob * (1 - prob), n_nodes))
+        # safe_ratio(sums of w g, sums of w p (1 - p)), p = y - g, in one compiled pass.
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_BINOMIAL, 1.0)
 
     def __call__(self, y, raw, w):
         return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
 
-    def gradient_and_loss(self, y, raw, w):
+    def gradient_and_loss(self, y, raw, w, pool=None):
         neg_gradient = np.empty((y.shape[0], 1))
-        half = _binomial_gradient_loss(y, raw[:, 0], w, neg_gradient[:, 0])
+        half = chunked_gradient_and_loss(_binomial_gradient_loss, y, raw[:, 0], w,
+                                         neg_gradient[:, 0], pool)
         return neg_gradient, 2.0 * float(half)
 
     def raw_to_proba(self, raw):
@@ -391,18 +460,18 @@ class MultinomialLoss:
         return grad
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
-        abs_g = np.abs(neg_grad_k)
-        ratio = safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                           leaf_sums(leaf, w * abs_g * (1 - abs_g), n_nodes))
-        return (self.n_classes - 1) / self.n_classes * ratio
+        # (K - 1) / K * safe_ratio(sums of w g, sums of w |g| (1 - |g|)), in one pass.
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_MULTINOMIAL,
+                                  (self.n_classes - 1) / self.n_classes)
 
     def __call__(self, y, raw, w):
         picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
         return _weighted_mean(logsumexp(raw, axis=1) - picked, w)
 
-    def gradient_and_loss(self, y, raw, w):
+    def gradient_and_loss(self, y, raw, w, pool=None):
         neg_gradient = np.empty(raw.shape)
-        loss = _multinomial_gradient_loss(y, np.ascontiguousarray(raw), w, neg_gradient)
+        loss = chunked_gradient_and_loss(_multinomial_gradient_loss, y,
+                                         np.ascontiguousarray(raw), w, neg_gradient, pool)
         return neg_gradient, float(loss)
 
     def raw_to_proba(self, raw):
@@ -435,8 +504,7 @@ class ExponentialLoss:
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
         # The Hessian y e^-H + (1 - y) e^H equals |negative gradient|.
-        return safe_ratio(leaf_sums(leaf, w * neg_grad_k, n_nodes),
-                          leaf_sums(leaf, w * np.abs(neg_grad_k), n_nodes))
+        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_ABS_GRADIENT, 1.0)
 
     def __call__(self, y, raw, w):
         return _weighted_mean(np.exp(-(2.0 * y - 1.0) * raw[:, 0]), w)
@@ -492,6 +560,7 @@ __all__ = [
     "leaf_sums",
     "make_classification_loss",
     "make_regression_loss",
+    "newton_leaf_values",
     "safe_ratio",
     "weighted_percentile",
 ]

@@ -106,6 +106,14 @@ GROUP_ROWS = 8
 
 
 @njit(**JIT_OPTIONS)
+def add_leaf_steps(raw_k, leaves, step):
+    """``raw_k += step[leaves]`` in place (one new tree's contribution to the training rows
+    during a fit, from each row's leaf), without the gathered temporary."""
+    for i in range(leaves.shape[0]):
+        raw_k[i] += step[leaves[i]]
+
+
+@njit(**JIT_OPTIONS)
 def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_rate, raw,
                   row_begin, row_end, block_rows):
     """``raw[i, columns[t]] += learning_rate * value[leaf of row i in tree t]`` for the rows

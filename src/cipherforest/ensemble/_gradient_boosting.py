@@ -58,7 +58,7 @@ from ._gb_losses import (
     make_classification_loss,
     make_regression_loss,
 )
-from ._gb_predict import PackedEnsemble, pack_ensemble, raw_predict
+from ._gb_predict import PackedEnsemble, add_leaf_steps, pack_ensemble, raw_predict
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
@@ -305,8 +305,14 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
-        n_threads = min(effective_n_jobs(getattr(self, "n_jobs", None)), loss.n_trees)
+        # Threads grow a round's trees side by side (multiclass) or build its one tree's root
+        # histogram (binary, regression), and share the rows of the gradient-and-loss pass;
+        # none of this changes the model.
+        n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
+        tree_pool = pool if loss.n_trees > 1 else None
+        # One tree per round: its root histogram is built on the threads instead.
+        root_pool = pool if tree_pool is None else None
         i = begin - 1
         next_gradient = None
         try:
@@ -336,12 +342,13 @@ class BaseGradientBoosting(BaseEstimator):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          sample_weight, params, stage_loss, k, seeds[k])
+                                          sample_weight, params, stage_loss, k, seeds[k],
+                                          root_pool, n_threads)
 
-                if pool is None:
+                if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
                 else:
-                    trees = list(pool.map(fit_class_tree, range(loss.n_trees)))
+                    trees = list(tree_pool.map(fit_class_tree, range(loss.n_trees)))
                 stage = []
                 for k, tree in enumerate(trees):
                     if raw_val is not None:
@@ -360,7 +367,7 @@ class BaseGradientBoosting(BaseEstimator):
                 elif stage_loss is loss and hasattr(loss, "gradient_and_loss"):
                     # One pass: this round's training loss and the next round's gradient.
                     next_gradient, self.train_score_[i] = loss.gradient_and_loss(
-                        y, raw, sample_weight)
+                        y, raw, sample_weight, pool)
                 else:
                     self.train_score_[i] = stage_loss(y, raw, sample_weight)
                 if bar is not None:
@@ -383,14 +390,15 @@ class BaseGradientBoosting(BaseEstimator):
         return i + 1
 
     def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
-                  loss, k, seed) -> Tree:
+                  loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]``."""
+        add it to ``raw[:, k]`` (``root_pool``: threads building its root histogram)."""
         if not np.any(stage_weight > 0):
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
-                                    return_leaves=True)
+                                    return_leaves=True, pool=root_pool,
+                                    pool_threads=n_threads)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1)
@@ -408,7 +416,7 @@ class BaseGradientBoosting(BaseEstimator):
             tree.value[is_leaf, 0, 0] = values[is_leaf]
         step = self.learning_rate * tree.value[:, 0, 0]
         if all_rows:
-            raw[:, k] += step[leaves]
+            add_leaf_steps(raw[:, k], leaves, step)
         else:
             rows = leaves >= 0
             raw[rows, k] += step[leaves[rows]]
@@ -584,9 +592,10 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     n_jobs : int or None, default=None
         Threads growing a round's trees with more than two classes (one tree per class; they
-        are independent) and predicting blocks of rows. None means 1, -1 all cores. The
-        model and its predictions do not depend on it. (scikit-learn's
-        GradientBoostingClassifier has no such parameter.)
+        are independent), sharing the rows of each round's gradient pass and predicting
+        blocks of rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingClassifier has no
+        such parameter.)
 
     Attributes
     ----------
@@ -728,8 +737,10 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     alpha : float in (0, 1), default=0.9
         Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
     n_jobs : int or None, default=None
-        Threads predicting blocks of rows. None means 1, -1 all cores. Predictions do not
-        depend on it. (scikit-learn's GradientBoostingRegressor has no such parameter.)
+        Threads sharing the rows of each round's gradient pass and predicting blocks of
+        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingRegressor has no
+        such parameter.)
 
     Attributes
     ----------

@@ -41,6 +41,7 @@ from ._histogram import (
     compact_count_column,
     is_small_node,
     partition_histogram_stable,
+    partition_unit_squared_error,
     subtract_histogram,
 )
 from ._rng import child_seed, rand_int
@@ -119,7 +120,7 @@ def _heap_pop(heap, size, keys):
 def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
-              max_leaf_nodes, rng_state, n_threads):
+              max_leaf_nodes, rng_state, n_threads, root_hist, root_lo, root_hi):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
@@ -129,7 +130,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
-    nodes on ``n_threads`` numba threads (1: all on the calling thread).
+    nodes on ``n_threads`` numba threads (1: all on the calling thread). A compact tree (see
+    below) takes its root's histogram ready-built from ``root_hist`` / ``root_lo`` /
+    ``root_hi`` when ``root_hist`` is not empty (``build_compact_histogram`` of all
+    ``samples``, e.g. built by feature blocks on Python threads); an empty array builds it.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -247,7 +251,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if root_splittable and not is_small_node(n_samples, n_hist_bins):
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = (
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists))
-            if compact:
+            if compact and root_hist.shape[0] > 0:
+                _copy_histogram(root_hist, root_lo, root_hi, hist_pool[slot], hist_lo[slot],
+                                hist_hi[slot])
+            elif compact:
                 build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
                                         X_binned, samples, np.int64(0), n_samples, y, w,
                                         n_threads)
@@ -372,10 +379,16 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
-            mid = partition_histogram_stable(feature, np.int64(split[SPLIT_POSITION]),
-                                             missing_left, samples, start, end, X_binned,
-                                             n_hist_bins - 1, partition_buffer, y, w,
-                                             criterion, child_stats[0], child_stats[1])
+            if compact and n_hist_stats == 2:  # unit weights
+                mid = partition_unit_squared_error(
+                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
+                    end, X_binned, n_hist_bins - 1, partition_buffer, y, child_stats[0],
+                    child_stats[1])
+            else:
+                mid = partition_histogram_stable(
+                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
+                    end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
+                    child_stats[0], child_stats[1])
         if sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
@@ -479,6 +492,17 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     return node_int[:node_count].copy(), node_float[:node_count].copy(), \
         node_stats[:node_count].copy()
+
+
+@njit(**JIT_OPTIONS)
+def _copy_histogram(source, source_lo, source_hi, hist, lo, hi):
+    """Copy a histogram's occupied bins and ranges into the zeroed slot ``hist``."""
+    for f in range(source.shape[0]):
+        for b in range(source_lo[f], source_hi[f] + 1):
+            for k in range(source.shape[2]):
+                hist[f, b, k] = source[f, b, k]
+        lo[f] = source_lo[f]
+        hi[f] = source_hi[f]
 
 
 @njit(**JIT_OPTIONS)

@@ -463,6 +463,46 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     return n_left
 
 
+
+@njit(**JIT_OPTIONS)
+def partition_unit_squared_error(split_feature, split_bin, missing_left, samples, start, end,
+                                 X_binned, missing_bin, buffer, y, left_stats, right_stats):
+    """``partition_histogram_stable`` for the squared error when every weight is 1.
+
+    The same partition and the same sums bit for bit (a weight of 1 multiplies exactly, and
+    each side's weight and count are its row count), with half the running sums and no
+    weight reads: boosting's trees without sample weights take this path.
+    """
+    n_left = start
+    n_right = 0
+    missing_goes_left = 1 if missing_left else 0
+    l_s = l_q = r_s = r_q = 0.0
+    for i in range(start, end):
+        sample = samples[i]
+        b = np.int64(X_binned[sample, split_feature])
+        go = np.int64(b <= split_bin)
+        if b == missing_bin:
+            go = missing_goes_left
+        samples[n_left] = sample
+        buffer[n_right] = sample
+        n_left += go
+        n_right += 1 - go
+        yi = y[sample]
+        yy = yi * yi
+        fl = float(go)
+        fr = 1.0 - fl
+        l_s += fl * yi
+        l_q += fl * yy
+        r_s += fr * yi
+        r_q += fr * yy
+    samples[n_left:end] = buffer[:n_right]
+    n_l = float(n_left - start)
+    n_r = float(n_right)
+    _set_stats(left_stats, n_l, n_l, l_s, l_q)
+    _set_stats(right_stats, n_r, n_r, r_s, r_q)
+    return n_left
+
+
 # ---------------------------------------------------------------- compact gradient histograms
 # Boosting grows squared-error trees on gradients without random thresholds. Ranking their
 # splits needs per bin only the weight and the weighted target sum (and the sample count for
@@ -511,7 +551,7 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
         accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
                                     n_threads)
         return
-    _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
+    accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                         n_features)
 
 
@@ -521,13 +561,13 @@ def accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, 
     n_features = X_binned.shape[1]
     n_blocks = max(1, min(n_features, n_threads))
     for block in prange(n_blocks):
-        _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w,
+        accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w,
                             block * n_features // n_blocks,
                             (block + 1) * n_features // n_blocks)
 
 
 @njit(**JIT_OPTIONS)
-def _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
+def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
     """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
     set those features' occupied ranges."""
     n_bins = hist.shape[1]
@@ -543,15 +583,15 @@ def _accumulate_compact(hist, lo, hi, X_binned, samples, start, end, y, w, f_beg
                 h[HIST_SUM] += wy
                 h[HIST_COUNT] += 1.0
     else:
+        # Unit weights: the weight is 1 and w y is y exactly, so w is not read.
         for i in range(start, end):
             sample = samples[i]
-            wi = w[sample]
-            wy = wi * y[sample]
+            yi = y[sample]
             row = X_binned[sample]
             for f in range(f_begin, f_end):
                 h = hist[f, np.int64(row[f])]
-                h[HIST_WEIGHT] += wi
-                h[HIST_SUM] += wy
+                h[HIST_WEIGHT] += 1.0
+                h[HIST_SUM] += yi
     count = compact_count_column(hist.shape[2])
     for f in range(f_begin, f_end):
         first = 0
@@ -574,72 +614,93 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     the generic ``(l_q - l_s^2 / l_w) + (r_q - r_s^2 / r_w)`` up to rounding. Recorded child
     stats carry weight, count and sum; their sum of w y^2 is left 0 (the grower reads only
     the counts, and sums each child's stats from its rows).
+
+    The scan loop only tracks the best bin (its sums are summed again once, in the same
+    order, to record it) and does not skip empty bins: an empty bin repeats the previous
+    bin's candidates, which are never strictly better than the best so far, so the record
+    is the one a scan skipping them would make, with no unpredictable branch per bin.
     """
     count = compact_count_column(hist.shape[2])
     missing_bin = hist.shape[1] - 1
     first = lo[feature]
     last = hi[feature]
-    missing = hist[feature, missing_bin]
-    has_missing = missing[count] > 0.5
+    column = hist[feature]
+    has_missing = column[missing_bin, count] > 0.5
     if has_missing:
         last = missing_bin - 1
-        while last >= first and hist[feature, last, count] < 0.5:
+        while last >= first and column[last, count] < 0.5:
             last -= 1
     if last < first:
         return False  # only NaN
     if last == first and not has_missing:
         return False
 
-    m_w, m_c, m_s = missing[HIST_WEIGHT], missing[count], missing[HIST_SUM]
+    n_w, n_c, n_s, n_q = (node[STAT_WEIGHT], node[STAT_COUNT], node[STAT_FIRST],
+                          node[STAT_FIRST + 1])
+    m_w, m_c, m_s = (column[missing_bin, HIST_WEIGHT], column[missing_bin, count],
+                     column[missing_bin, HIST_SUM])
     best = split[SPLIT_CHILDREN]
+    best_bin = -1
+    best_missing_left = False
     c_w = c_c = c_s = 0.0
     for b in range(first, last):
-        bin_stats = hist[feature, b]
-        if not bin_stats[count] > 0.5:
-            continue  # an empty bin repeats the previous candidate
-        c_w += bin_stats[HIST_WEIGHT]
-        c_c += bin_stats[count]
-        c_s += bin_stats[HIST_SUM]
-        c = _compact_children(c_w, c_c, c_s, node, min_samples_leaf, min_weight_leaf)
+        c_w += column[b, HIST_WEIGHT]
+        c_c += column[b, count]
+        c_s += column[b, HIST_SUM]
+        c = _compact_children(c_w, c_c, c_s, n_w, n_c, n_s, n_q, min_samples_leaf,
+                              min_weight_leaf)
         if c < best:
             best = c
-            _record_compact(split, feature, b, False, c, c_w, c_c, c_s, node, cum, right)
-            split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
-            if not has_missing:
-                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+            best_bin = b
+            best_missing_left = False
         if has_missing:
-            l_w, l_c, l_s = c_w + m_w, c_c + m_c, c_s + m_s
-            c = _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf)
+            c = _compact_children(c_w + m_w, c_c + m_c, c_s + m_s, n_w, n_c, n_s, n_q,
+                                  min_samples_leaf, min_weight_leaf)
             if c < best:
                 best = c
-                _record_compact(split, feature, b, True, c, l_w, l_c, l_s, node, left, right)
-                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+                best_bin = b
+                best_missing_left = True
     if has_missing:
         # All values left, NaN right.
-        l_w = node[STAT_WEIGHT] - m_w
-        l_c = node[STAT_COUNT] - m_c
-        l_s = node[STAT_FIRST] - m_s
-        c = _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf)
+        l_w, l_c, l_s = n_w - m_w, n_c - m_c, n_s - m_s
+        c = _compact_children(l_w, l_c, l_s, n_w, n_c, n_s, n_q, min_samples_leaf,
+                              min_weight_leaf)
         if c < best:
             _record_compact(split, feature, missing_bin - 1, False, c, l_w, l_c, l_s, node,
                             left, right)
             split[SPLIT_THRESHOLD] = np.inf
+            return True
+    if best_bin < 0:
+        return True
+    c_w = c_c = c_s = 0.0
+    for b in range(first, best_bin + 1):
+        c_w += column[b, HIST_WEIGHT]
+        c_c += column[b, count]
+        c_s += column[b, HIST_SUM]
+    if best_missing_left:
+        c_w, c_c, c_s = c_w + m_w, c_c + m_c, c_s + m_s
+    _record_compact(split, feature, best_bin, best_missing_left, best, c_w, c_c, c_s, node,
+                    cum, right)
+    split[SPLIT_THRESHOLD] = bin_thresholds[feature, best_bin]
+    if not has_missing:
+        split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
     return True
 
 
 @njit(inline="always", **JIT_OPTIONS)
-def _compact_children(l_w, l_c, l_s, node, min_samples_leaf, min_weight_leaf):
-    """Children's summed weighted squared error of a left child given by (w, count, sum)."""
-    r_w = node[STAT_WEIGHT] - l_w
-    r_c = node[STAT_COUNT] - l_c
-    r_s = node[STAT_FIRST] - l_s
+def _compact_children(l_w, l_c, l_s, n_w, n_c, n_s, n_q, min_samples_leaf, min_weight_leaf):
+    """Children's summed weighted squared error of a left child given by (w, count, sum), in
+    a node given by (w, count, sum, sum of w y^2)."""
+    r_w = n_w - l_w
+    r_c = n_c - l_c
+    r_s = n_s - l_s
     if l_c < min_samples_leaf or r_c < min_samples_leaf:
         return np.inf
     if l_w < min_weight_leaf or r_w < min_weight_leaf:
         return np.inf
     if l_w <= 0.0 or r_w <= 0.0:
         return np.inf
-    return node[STAT_FIRST + 1] - (l_s * l_s / l_w + r_s * r_s / r_w)
+    return n_q - (l_s * l_s / l_w + r_s * r_s / r_w)
 
 
 @njit(inline="always", **JIT_OPTIONS)

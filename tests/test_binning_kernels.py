@@ -1,0 +1,42 @@
+"""The compiled binning of ``apply_bins`` and the unweighted edge placement against NumPy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from cipherforest.tree._binning import apply_bins, bin_thresholds_for_column
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_apply_bins_equals_searchsorted(seed):
+    rng = np.random.default_rng(seed)
+    for _ in range(25):
+        n_features = int(rng.integers(1, 5))
+        edges = [np.unique(rng.normal(size=int(rng.integers(0, 300)))
+                           .round(int(rng.integers(0, 3)))) for _ in range(n_features)]
+        width = max(e.shape[0] + 1 for e in edges)
+        X = rng.normal(size=(int(rng.integers(1, 40_000)), n_features))
+        for j in range(n_features):  # values on the edges themselves
+            on_edge = rng.random(X.shape[0]) < 0.3
+            if edges[j].size:
+                X[on_edge, j] = rng.choice(edges[j], size=on_edge.sum())
+        X[rng.random(X.shape) < 0.05] = np.nan
+        X[rng.random(X.shape) < 0.02] = np.inf
+        X[rng.random(X.shape) < 0.02] = -np.inf
+        binned = apply_bins(X, edges, width)
+        assert binned.flags.c_contiguous
+        for j in range(n_features):
+            expected = np.searchsorted(edges[j], X[:, j], side="left")
+            expected[np.isnan(X[:, j])] = width
+            np.testing.assert_array_equal(binned[:, j], expected)
+
+
+def test_unweighted_edges_equal_unit_weighted_ones():
+    rng = np.random.default_rng(7)
+    column = rng.normal(size=5000).round(2)  # many ties
+    column[rng.random(5000) < 0.05] = np.nan
+    for max_bins in (4, 64, 255, 1000):
+        np.testing.assert_array_equal(bin_thresholds_for_column(column, max_bins),
+                                      bin_thresholds_for_column(column, max_bins,
+                                                                np.ones(5000)))
