@@ -256,6 +256,21 @@ def test_rows_without_oob_tree_warn_and_are_nan(forest_cls):
 
 @pytest.mark.parametrize("forest_cls", [RandomForestClassifier, RandomForestRegressor],
                          ids=["clf", "reg"])
+def test_no_row_out_of_bag_gives_nan_score(forest_cls):
+    """Four rows, three trees, seed 19: every tree draws every row (found by hypothesis);
+    the fit warns and the OOB score is NaN, as BaggingClassifier's, instead of failing."""
+    rng = np.random.RandomState(19)
+    X = rng.normal(size=(4, 3))
+    y = X[:, 0] if forest_cls is RandomForestRegressor else np.arange(4) % 2
+    with pytest.warns(UserWarning, match="4 of 4 samples were used by every estimator"):
+        forest = forest_cls(n_estimators=3, oob_score=True, random_state=19).fit(X, y)
+    assert np.isnan(forest.oob_score_)
+    got = forest.oob_decision_function_ if is_classifier(forest) else forest.oob_prediction_
+    assert np.isnan(got).all()
+
+
+@pytest.mark.parametrize("forest_cls", [RandomForestClassifier, RandomForestRegressor],
+                         ids=["clf", "reg"])
 def test_oob_score_close_to_held_out_score(forest_cls):
     if is_classifier(forest_cls):
         X, y = datasets.make_classification(6000, n_features=20, n_informative=8,

@@ -225,13 +225,16 @@ class BaseForest(BaseEstimator):
             self.oob_decision_function_ = decision
             # Plain accuracy, as the seed's OOB estimate (class weights only shape the trees).
             metric = self.oob_score if callable(self.oob_score) else accuracy_score
+            # No row with an out-of-bag tree (tiny data, few trees): no estimate, as bagging.
             self.oob_score_ = float(metric(y_encoded[covered],
-                                           np.argmax(decision[covered], axis=1)))
+                                           np.argmax(decision[covered], axis=1))) \
+                if covered.any() else float("nan")
         else:
             prediction = mean[:, 0, 0] if self.n_outputs_ == 1 else mean[:, :, 0]
             self.oob_prediction_ = prediction
             metric = self.oob_score if callable(self.oob_score) else r2_score
-            self.oob_score_ = float(metric(y_encoded[covered], prediction[covered]))
+            self.oob_score_ = float(metric(y_encoded[covered], prediction[covered])) \
+                if covered.any() else float("nan")
 
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
