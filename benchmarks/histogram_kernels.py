@@ -9,6 +9,7 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
     python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
     python benchmarks/histogram_kernels.py --root-threads synthetic_100k --repeats 5
+    python benchmarks/histogram_kernels.py --node-handoff --repeats 20
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -24,7 +25,12 @@ parts — binning, the grower kernel, the per-tree Python around it (line search
 tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
 through the grower's kernels (histogram builds of the root and the smaller children,
 partitions, split scans). ``--root-threads DATASET`` compares two-thread fits with the root
-histogram built on the fit's Python threads and without.
+histogram built on the fit's Python threads and without. ``--node-handoff`` times one
+node's compact histogram of m rows (a sorted random subset, as a node's rows sit after the
+stable partitions) on one thread against two blocks of features on a two-thread Python pool
+(the root's hand-off, ``tree._fit._root_histogram_in_threads``), in wall time, for m from 1k to
+100k, and lists the sizes of the histograms a 31-leaf tree at 100k rows builds (its root and
+smaller children): what handing every large node's histogram to the threads could save.
 """
 
 from __future__ import annotations
@@ -60,7 +66,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: two-thread fits of DATASET with the root histogram "
                              "built on the fit's Python threads and without, interleaved "
                              "(--repeats pairs, wall time)")
+    parser.add_argument("--node-handoff", action="store_true",
+                        help="instead: one node's histogram on one thread vs handed to two "
+                             "Python threads, by node size (wall time)")
     args = parser.parse_args(argv)
+    if args.node_handoff:
+        time_node_handoff(args.rows, args.repeats)
+        return 0
     if args.profile:
         profile_fit(args.profile)
         return 0
@@ -332,6 +344,63 @@ def compare_root_threads(dataset: str, repeats: int) -> None:
     print("|---|---:|---:|---:|")
     for mode, values in walls.items():
         print(f"| {mode} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+
+
+def time_node_handoff(n: int, repeats: int) -> None:
+    """Wall time of a node's compact histogram on one thread and on two Python threads (by
+    feature blocks), by node size; then the histogram sizes of one 31-leaf tree."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cipherforest.tree._fit import _root_histogram_in_threads
+
+    X, y = make_classification(n, 20, n_informative=10, random_state=0)
+    data = prepare_tree_data(X, 255, 0)
+    gradient = (y - 0.5) + np.random.RandomState(0).normal(size=n) * 0.1
+    w = np.ones(n)
+    rng = np.random.RandomState(1)
+    sizes = [m for m in (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000) if m <= n]
+    rows = {m: np.sort(rng.choice(n, m, replace=False)).astype(np.int64) for m in sizes}
+    hist = np.zeros((20, data.n_hist_bins, 2))
+    lo, hi = np.zeros(20, dtype=np.int64), np.zeros(20, dtype=np.int64)
+
+    def one_thread(samples):
+        hist[:] = 0.0  # the grower's slots are zero too; the two-thread path allocates its own
+        build_compact_histogram(hist, lo, hi, data.X_binned, samples, 0, samples.shape[0],
+                                gradient, w, 1)
+
+    walls: dict[tuple[int, int], list[float]] = {(m, t): [] for m in sizes for t in (1, 2)}
+    with ThreadPoolExecutor(2) as pool:
+        one_thread(rows[sizes[0]])
+        _root_histogram_in_threads(data, gradient, w, rows[sizes[0]], pool, 2)
+        for _ in range(repeats):
+            for m in sizes:
+                start = time.perf_counter()
+                one_thread(rows[m])
+                walls[m, 1].append(time.perf_counter() - start)
+                start = time.perf_counter()
+                _root_histogram_in_threads(data, gradient, w, rows[m], pool, 2)
+                walls[m, 2].append(time.perf_counter() - start)
+    print(f"one node's compact histogram, {n:,} × 20 data, wall ms (median of {repeats}); "
+          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print("| node rows | one thread | two Python threads | saved | speed-up |")
+    print("|---:|---:|---:|---:|---:|")
+    for m in sizes:
+        one, two = (1000 * np.median(walls[m, t]) for t in (1, 2))
+        print(f"| {m:,} | {one:.3f} | {two:.3f} | {one - two:+.3f} | {one / two:.2f}× |")
+
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, 20, -1, 2, 20, 0.0, 0.0, 31)
+    tree = grow_tree_on(data, gradient, w, 1, params, 0)
+    left, right, counts = tree.children_left, tree.children_right, tree.n_node_samples
+    built = [int(counts[0])] + [int(min(counts[left[i]], counts[right[i]]))
+                                for i in range(tree.node_count) if left[i] >= 0]
+    built = np.array(built)
+    print(f"\nhistograms one 31-leaf tree builds (root and smaller children; upper bound, "
+          f"as children too small to split need none): {built.shape[0]}, "
+          f"{built.sum():,} rows in all")
+    for threshold in (5_000, 10_000, 20_000):
+        big = built[built >= threshold]
+        print(f"  >= {threshold:,} rows: {big.shape[0]} histograms, {big.sum():,} rows "
+              f"({100 * big.sum() / built.sum():.0f} % of the rows)")
 
 
 def _subtree_leaves(left, right, node) -> np.ndarray:

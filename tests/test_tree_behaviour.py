@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
 from sklearn.datasets import make_classification
 from sklearn.exceptions import NotFittedError
 
@@ -551,3 +554,46 @@ def test_random_feature_draws_do_not_depend_on_growth_order(max_bins):
         if a.children_left[i] >= 0:
             stack += [(a.children_left[i], b.children_left[j]),
                       (a.children_right[i], b.children_right[j])]
+
+
+def _numpy_link_problem(left, right, feature, n_features) -> int:
+    """The NumPy formulation ``Tree`` used before its compiled check (same order)."""
+    n = left.shape[0]
+    internal = left != -1
+    for code, child in ((1, left[internal]), (2, right[internal])):
+        if np.any(child <= np.flatnonzero(internal)) or np.any(child >= n):
+            return code
+    if np.any((right == -1) != ~internal):
+        return 3
+    feat = feature[internal]
+    if np.any(feat < 0) or np.any(feat >= n_features):
+        return 4
+    return 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 9).flatmap(lambda n: st.tuples(
+    *[arrays(np.int32, n, elements=st.integers(-2, n + 1)) for _ in range(3)])),
+    st.integers(1, 4))
+def test_compiled_link_check_finds_the_numpy_formulation_problem(links, n_features):
+    from cipherforest.tree._tree import invalid_node_links
+
+    left, right, feature = links
+    expected = _numpy_link_problem(left, right, feature, n_features)
+    assert invalid_node_links(left, right, feature, n_features) == expected
+
+
+def test_tree_with_a_bad_link_raises_its_message():
+    from cipherforest.tree._tree import Tree
+
+    arrays_ = {"children_left": [1, -1, -1], "children_right": [2, -1, -1],
+               "feature": [5, -2, -2], "threshold": [0.5, -2.0, -2.0],
+               "impurity": [0.0] * 3, "n_node_samples": [2, 1, 1],
+               "weighted_n_node_samples": [2.0, 1.0, 1.0], "missing_go_to_left": [0] * 3,
+               "value": np.zeros((3, 1, 1))}
+    with pytest.raises(ValueError, match=r"'feature' holds an index outside \[0, n_features\)"):
+        Tree(3, np.array([1]), {k: np.asarray(v) for k, v in arrays_.items()})
+    arrays_["feature"] = [0, -2, -2]
+    arrays_["children_right"] = [2, -1, 0]
+    with pytest.raises(ValueError, match="disagree on which nodes are leaves"):
+        Tree(3, np.array([1]), {k: np.asarray(v) for k, v in arrays_.items()})

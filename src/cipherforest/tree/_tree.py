@@ -71,16 +71,10 @@ class Tree:
                              f"{(n, self.n_outputs, self.max_n_classes)}")
         if n == 0:
             raise ValueError("a tree needs at least one node")
-        internal = self.children_left != TREE_LEAF
-        for name in ("children_left", "children_right"):
-            child = getattr(self, name)[internal]
-            if np.any(child <= np.flatnonzero(internal)) or np.any(child >= n):
-                raise ValueError(f"tree array {name!r} holds an invalid child index")
-        if np.any((self.children_right == TREE_LEAF) != ~internal):
-            raise ValueError("children_left and children_right disagree on which nodes are leaves")
-        feat = self.feature[internal]
-        if np.any(feat < 0) or np.any(feat >= self.n_features):
-            raise ValueError("tree array 'feature' holds an index outside [0, n_features)")
+        problem = invalid_node_links(self.children_left, self.children_right, self.feature,
+                                     self.n_features)
+        if problem:
+            raise ValueError(_NODE_LINK_PROBLEMS[problem])
 
     # ------------------------------------------------------------------ properties
     @property
@@ -135,6 +129,38 @@ class Tree:
         return feature_importances(self.children_left, self.children_right, self.feature,
                                    self.impurity, self.weighted_n_node_samples,
                                    self.n_features, normalize)
+
+
+#: Messages of ``invalid_node_links``'s codes.
+_NODE_LINK_PROBLEMS = {
+    1: "tree array 'children_left' holds an invalid child index",
+    2: "tree array 'children_right' holds an invalid child index",
+    3: "children_left and children_right disagree on which nodes are leaves",
+    4: "tree array 'feature' holds an index outside [0, n_features)",
+}
+
+
+@njit(**JIT_OPTIONS)
+def invalid_node_links(children_left, children_right, feature, n_features):
+    """First problem of a tree's links, as a code of ``_NODE_LINK_PROBLEMS`` (0: none).
+
+    An internal node (``children_left != TREE_LEAF``) needs both children after itself and
+    inside the tree and a feature in ``[0, n_features)``; a leaf has no right child either.
+    The checks run in that order over all nodes (a compiled loop: building a tree's object
+    costs no NumPy temporaries, and boosting's threads do not queue for the GIL here).
+    """
+    n = children_left.shape[0]
+    for code, children in ((1, children_left), (2, children_right)):
+        for i in range(n):
+            if children_left[i] != TREE_LEAF and (children[i] <= i or children[i] >= n):
+                return code
+    for i in range(n):
+        if (children_right[i] == TREE_LEAF) != (children_left[i] == TREE_LEAF):
+            return 3
+    for i in range(n):
+        if children_left[i] != TREE_LEAF and (feature[i] < 0 or feature[i] >= n_features):
+            return 4
+    return 0
 
 
 # Prediction walks read one packed int32 row per node, (left, right, feature, missing_left),
