@@ -208,20 +208,24 @@ def test_ckks_masks_with_scaled_values(contexts):
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_leaf_counts_for_prediction(contexts, scheme):
-    """store_leaf + a cached block mask + finish_plain: the leaf counts land in one block."""
+    """A leaf mask + finish_leaf_store: the leaf counts land in one block. CKKS keeps one
+    level for the prediction masks (a cached block mask + finish_plain); BFV is finished on
+    the last level."""
     secret, public = contexts[scheme]
     y = np.array([1, 2, 2, 0, 2])
     total = _sum(public, _load_labels(secret, public, y, 3), 0, len(y))
-    leaf = public.store_leaf(total)
     mask = np.zeros(public.n_slots)
     mask[6:9] = 1
-    plain = public.mask(("test-row", 3, 2), mask, like=leaf)
-    assert public.mask(("test-row", 3, 2), mask, like=leaf) is plain  # cached per level
-    out = public.finish_plain(public.multiply_mask(leaf, plain))
-    assert out.parms_id() == public.context.last_parms_id()
+    leaf = public.finish_leaf_store(public.multiply_mask(total, public.encode_mask(mask)))
+    assert public.has_level_left(leaf) == (scheme == "ckks")
+    if scheme == "ckks":
+        plain = public.mask(("test-row", 3, 2), mask, like=leaf)
+        assert public.mask(("test-row", 3, 2), mask, like=leaf) is plain  # cached per level
+        leaf = public.finish_plain(public.multiply_mask(leaf, plain))
+    assert leaf.parms_id() == public.context.last_parms_id()
     expected = np.zeros(public.n_slots, dtype=np.float64 if scheme == "ckks" else np.int64)
     expected[6:9] = [1, 1, 3]
-    _assert_slots(scheme, _to_client(secret, public, out), expected)
+    _assert_slots(scheme, _to_client(secret, public, leaf), expected)
 
 
 _ROTATING = {}

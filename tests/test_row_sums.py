@@ -36,7 +36,7 @@ class SlotContext:
     def add_inplace(self, acc, ct):
         acc += ct
 
-    def rescale_to_last_level(self, ct):
+    def finish_plain(self, ct):
         return ct
 
     def scale_of(self, ct):

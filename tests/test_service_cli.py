@@ -23,7 +23,7 @@ from cipherforest.service.client_cli import read_csv  # noqa: E402
 from test_service import KEY, start_server  # noqa: E402
 
 
-def _write_csv(path, X, y=None):
+def write_csv(path, X, y=None):
     with open(path, "w", newline="") as file:
         writer = csv.writer(file)
         writer.writerow([f"f{j}" for j in range(X.shape[1])] + (["kind"] if y is not None
@@ -36,8 +36,8 @@ def test_train_predict_status(tmp_path, monkeypatch, capsys):
     X, y = load_wine(return_X_y=True)
     idx = np.random.RandomState(4).permutation(X.shape[0])
     names = np.array(["a", "b", "c"])
-    _write_csv(tmp_path / "train.csv", X[idx[:40]], names[y[idx[:40]]])
-    _write_csv(tmp_path / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
+    write_csv(tmp_path / "train.csv", X[idx[:40]], names[y[idx[:40]]])
+    write_csv(tmp_path / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
     url, stop = start_server(tmp_path / "server")
     try:
         monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)

@@ -30,20 +30,12 @@ from cipherforest.privacy.protocol import decode_message  # noqa: E402
 from cipherforest.service.client_cli import read_csv  # noqa: E402
 from cipherforest.service.transport import HTTPTransport, ServiceUnavailableError  # noqa: E402
 from test_service import KEY, bearer, forest_on_ciphers_proba, request, start_server  # noqa: E402
+from test_service_cli import write_csv  # noqa: E402
 
 PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0}
 FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0"]
 # 8 rows per label ciphertext, one ciphertext per message: 5 labels messages for 40 rows.
 PACKING = ["--label-pack-rows", "8", "--label-chunk", "1"]
-
-
-def _write_csv(path, X, y=None):
-    with open(path, "w", newline="") as file:
-        writer = csv.writer(file)
-        writer.writerow([f"f{j}" for j in range(X.shape[1])] + (["kind"] if y is not None
-                                                                  else []))
-        for i in range(X.shape[0]):
-            writer.writerow(list(X[i]) + ([y[i]] if y is not None else []))
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +44,8 @@ def files(tmp_path_factory):
     X, y = load_wine(return_X_y=True)
     idx = np.random.RandomState(4).permutation(X.shape[0])
     names = np.array(["a", "b", "c"])
-    _write_csv(folder / "train.csv", X[idx[:40]], names[y[idx[:40]]])
-    _write_csv(folder / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
+    write_csv(folder / "train.csv", X[idx[:40]], names[y[idx[:40]]])
+    write_csv(folder / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
     return folder
 
 

@@ -120,5 +120,5 @@ def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: lis
                     context.add_inplace(acc, piece)
             elif piece is not None:
                 acc = piece
-        sums.append(context.rescale_to_last_level(acc))
+        sums.append(context.finish_plain(acc))
     return sums

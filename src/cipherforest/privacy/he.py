@@ -420,16 +420,6 @@ class PublicContext(_Base):
             self._evaluator.mod_switch_to_inplace(plain, parms_id)
         return plain
 
-    def store_leaf(self, ct: seal.Ciphertext) -> seal.Ciphertext:
-        """Shrink a leaf's class counts for storage, keeping one multiplication level.
-
-        CKKS drops one 40-bit prime (its prediction mask still has a prime to rescale by);
-        BFV stays in NTT form, where masks multiply fastest.
-        """
-        if self.scheme == "ckks":
-            self._evaluator.mod_switch_to_next_inplace(ct)
-        return ct
-
     def multiply_mask(self, ct: seal.Ciphertext, plain: seal.Plaintext) -> seal.Ciphertext:
         """``ct ⊙ plain``; CKKS results are rescaled later, once per sum (:meth:`finish_sum`)."""
         return self._evaluator.multiply_plain(ct, plain)
@@ -464,12 +454,6 @@ class PublicContext(_Base):
         out = seal.Ciphertext(ct)
         self._to_last_level(out)
         return out
-
-    def rescale_to_last_level(self, ct: seal.Ciphertext) -> seal.Ciphertext:
-        """A CKKS sum of masked products: rescaled, switched to the last level."""
-        self._evaluator.rescale_to_next_inplace(ct)
-        self._to_last_level(ct)
-        return ct
 
     @staticmethod
     def scale_of(ct: seal.Ciphertext) -> float:
