@@ -46,9 +46,10 @@ _CKKS_INTEGER_TOLERANCE = 0.25
 # tree flags a wrong key or a corrupted ciphertext, whose slots are far off.
 _CKKS_SUM_TOLERANCE = 1e-4
 # Probabilities from row sums closer than this count as tied in predict. Their noise comes
-# from the labels' rotations (leaf frequencies in the store: median 2e-7, max 5e-7 on
-# pendigits) and reached 8.8e-7 in probability with 5 trees; two classes' probabilities
-# that truly differ differ by far more (1 / (n_trees · T · T') for leaf draws T, T').
+# from the labels' rotations (leaf frequencies in the store: median 1.9e-7, max 5.7e-7 on
+# pendigits) and reached 7.6e-7 in probability with 5 trees (benchmarks/row_sums.py
+# noise); two classes' probabilities that truly differ differ by far more
+# (1 / (n_trees · T · T') for leaf draws T, T').
 _CKKS_TIE_TOLERANCE = 1e-5
 
 
