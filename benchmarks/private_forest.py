@@ -99,6 +99,7 @@ class MemorySampler:
         self.peak_at = 0.0  # seconds after the sampler started
         self.phase = "start"  # set by the caller; the phase of the peak is kept
         self.peak_phase = "start"
+        self.peak_parts: list[int] = []  # PSS per process at the peak, this process first
         self._started = time.perf_counter()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -127,15 +128,21 @@ class MemorySampler:
                 pass
         return out
 
+    def sample_parts(self) -> list[int]:
+        """PSS of this process, then of each descendant."""
+        return [self._pss(pid) for pid in self._descendants(os.getpid())]
+
     def sample(self) -> int:
-        return sum(self._pss(pid) for pid in self._descendants(os.getpid()))
+        return sum(self.sample_parts())
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            value = self.sample()
+            parts = self.sample_parts()
+            value = sum(parts)
             if value > self.peak:
                 self.peak, self.peak_phase = value, self.phase
                 self.peak_at = time.perf_counter() - self._started
+                self.peak_parts = parts
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -274,7 +281,10 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         "upload_b_per_row": fit.bytes_sent / X_train.shape[0],
         "peak_pss_gb": memory.peak / 1e9,
         "fit_peak_pss_gb": fit_peak / 1e9,
-        "peak_phase": f"{memory.peak_phase}, {memory.peak_at:.0f} s in",
+        "peak_phase": (f"{memory.peak_phase}, {memory.peak_at:.0f} s in; parent "
+                       f"{memory.peak_parts[0] / 1e9:.2f} GB + "
+                       f"{len(memory.peak_parts) - 1} other process(es) "
+                       f"{sum(memory.peak_parts[1:]) / 1e9:.2f} GB"),
         "peak_rss_gb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6,
         "breakdown": time_breakdown(server.profile),
     }

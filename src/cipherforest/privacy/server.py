@@ -388,10 +388,10 @@ class PrivateForestServer:
         squared query blocks. Returns each leaf's store position, the query ciphertexts and
         each block's position (``ciphertext * per_ciphertext + lane``) in query order.
 
-        Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to forked
-        worker processes (they inherit the session and its label rotations, shared
-        copy-on-write; SEAL holds the GIL). Each returns its ciphertexts serialised; blocks
-        stay in tree order, so the query order is unchanged.
+        Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to the
+        parent and ``n_jobs - 1`` forked worker processes (they inherit the session and its
+        label rotations, shared copy-on-write; SEAL holds the GIL). Workers return their
+        ciphertexts serialised; blocks stay in tree order, so the query order is unchanged.
         """
         # Leaves take the next positions of the leaf store, in job order.
         leaves = list(range(session.n_leaves, session.n_leaves + len(leaf_jobs)))
@@ -401,19 +401,25 @@ class PrivateForestServer:
         n_jobs = min(self.n_jobs, len(session.trees))
         work = (sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
                 + sum(node.samples.shape[0] for _, node, _ in leaf_jobs))
-        if n_jobs <= 1 or work < _MIN_PARALLEL_WORK:
+        bounds = [(0, len(session.trees))]
+        if n_jobs > 1 and work >= _MIN_PARALLEL_WORK:
+            bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
+        if len(bounds) == 1:
             parts = [_level_part(session, leaf_jobs, plans, shift, serialize=False)]
         else:
             # Encode the lane masks once here: masks a worker encodes die with the worker.
             _LanePacker(session, shift).encode_all_masks()
-            bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
             tasks = [([j for j in leaf_jobs if lo <= j[0] < hi],
                       [p for p in plans if lo <= p.tree < hi]) for lo, hi in bounds]
             global _FORK_STATE
             _FORK_STATE = (session, tasks, shift)
             try:
-                with multiprocessing.get_context("fork").Pool(len(tasks)) as pool:
-                    parts = pool.map(_level_part_in_worker, range(len(tasks)))
+                # The parent takes the first range itself: one process fewer holding private
+                # pages (the summed memory peak is during these levels), nothing serialised.
+                with multiprocessing.get_context("fork").Pool(len(tasks) - 1) as pool:
+                    forked = pool.map_async(_level_part_in_worker, range(1, len(tasks)))
+                    own = _level_part(session, *tasks[0], shift, serialize=False)
+                    parts = [own, *forked.get()]
             finally:
                 _FORK_STATE = None
         blobs, positions = [], []
@@ -652,13 +658,6 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-# Relative costs of the packing choice, in ms measured side by side on the 2-core development
-# machine under load: a query ciphertext (mask, rescale, square, relinearise, serialise,
-# decrypt: 41 ms, plus 131 KB on the wire) against a lane change (two rotations: 62 ms).
-_CIPHERTEXT_COST = 41.0
-_LANE_CHANGE_COST = 62.0
-
-
 class _LanePacker:
     """Packs candidate ``(L, R)`` blocks into lanes of query ciphertexts, then squares them.
 
@@ -667,10 +666,10 @@ class _LanePacker:
     rows sorted by the feature, emits each candidate's ``L`` through its lane's candidate
     mask; when the candidates move on to the next lane, the sum is rotated one lane along
     (instead of summed again). At the end the sum is the node total ``T``, which the total
-    mask adds into the right part of every block (rotated back lane by lane). ``H`` trades
-    query ciphertexts (few when ``H = ceil(blocks / lanes)``) against lane changes (few when
-    ``H`` is long): the cheaper of a few powers of two, by the costs above (the fewest
-    ciphertexts when rounds are capped in bytes).
+    mask adds into the right part of every block (rotated back lane by lane). ``H`` is the
+    fewest ciphertexts, ``ceil(blocks / lanes)``: a longer ``H`` saves lane changes (two
+    rotations each) but costs as much in squares, bytes and decryptions, and holds more
+    accumulators in memory (benchmarks.md, "Query packing").
     """
 
     def __init__(self, session: _Session, shift: int):
@@ -692,32 +691,13 @@ class _LanePacker:
             self._mask("candidate", lane)
             self._mask("total", lane)
 
-    def height(self, sequence_of_block: np.ndarray) -> int:
-        """Query ciphertexts ``H`` for blocks whose sequence (node, feature) ids are given."""
-        n_blocks = sequence_of_block.shape[0]
-        lowest = -(-n_blocks // self.layout.per_ciphertext)
-        if self.session.spec.max_round_bytes is not None:
-            return lowest  # the fewest ciphertexts: what the round's byte estimate assumes
-        continues = np.flatnonzero(sequence_of_block[1:] == sequence_of_block[:-1]) + 1
-        best, best_cost = lowest, math.inf
-        height = lowest
-        while True:
-            changes = np.count_nonzero(continues % height == 0)
-            cost = _CIPHERTEXT_COST * height + _LANE_CHANGE_COST * changes
-            if cost < best_cost:
-                best, best_cost = height, cost
-            if height >= n_blocks:
-                return best
-            height = min(2 * height, n_blocks)
-
     def run(self, plans: list[NodePlan]) -> tuple[list[bytes], list[int]]:
         blocks = [(i, f, c) for i, p in enumerate(plans) for f, cands in enumerate(p.candidates)
                   for c in range(len(cands))]
         if not blocks:
             return [], []
         lanes = self.layout.per_ciphertext
-        sequence = np.array([i * (1 << 20) + f for i, f, _ in blocks], dtype=np.int64)
-        height = self.height(sequence)
+        height = -(-len(blocks) // lanes)
         query: list = [None] * height
         positions = [(j % height) * lanes + j // height for j in range(len(blocks))]
         j = 0
