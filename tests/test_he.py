@@ -240,13 +240,13 @@ def _rotating_contexts(scheme, stride):
 
 
 def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weights=None):
-    """One node packed as the server packs it (``_blocks``): labels uploaded in packs, the
-    server's lane rotations of each pack, a running sum per candidate bound to the
-    candidate's lane (the odd candidates' sums moved there from the previous lane by a
-    rotation, as when a feature's candidates change lanes), ``L`` through the candidate
-    mask and the node total ``T`` through the total mask, one square.
+    """Query blocks made as the server makes them (``_blocks``): labels uploaded in packs,
+    the server's lane rotations of each pack, block ``b`` filled through its lane's part
+    mask (lane ``b // 2``, part ``b % 2``) by a running sum of the first ``splits[b]`` rows
+    bound to that lane (sums of lanes 1, 3, ... moved there from the previous lane by a
+    rotation, as when a feature's blocks change lanes), one square.
 
-    Returns the client's per-class ``(L², R²)`` of each candidate (scaled back by
+    Returns the client's per-class squared counts of each block (scaled back by
     ``4^shift``) and the exact values. ``weights``: how often each row is added (as the
     server adds a bootstrap-drawn row), splits count rows.
     """
@@ -255,7 +255,7 @@ def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weigh
     y = np.asarray(y)
     weights = np.ones(len(y), dtype=int) if weights is None else np.asarray(weights)
     layout = BlockLayout(scheme, SecretContext.slot_count(scheme), n_classes, len(y), pack_rows)
-    assert len(splits) <= layout.per_ciphertext
+    assert len(splits) <= layout.blocks_per_ciphertext
     secret, public = _rotating_contexts(scheme, layout.stride)
     packs = [_lane_rotations(public, layout, public.load_fresh_ciphertext(blob))
              for blob in secret.encrypt_packed_labels(y, layout)]
@@ -271,32 +271,30 @@ def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weigh
 
     value = 2.0 ** -shift if scheme == "ckks" else 1
     acc = None
-    for lane, split in enumerate(splits):
+    for block, split in enumerate(splits):
+        lane, part = divmod(block, 2)
         same_row = lane % layout.lanes_per_row > 0
         if lane % 2 and same_row and split > 0:
-            left = public.rotate(lane_sum(split, lane - 1), -layout.stride)
+            running = public.rotate(lane_sum(split, lane - 1), -layout.stride)
         else:
-            left = lane_sum(split, lane)
-        total = lane_sum(len(y), lane)
-        product = public.multiply_mask(total, public.encode_mask(layout.total_mask(lane, value)))
-        if left is not None:
-            public.add_inplace(product, public.multiply_mask(
-                left, public.encode_mask(layout.candidate_mask(lane, value))))
+            running = lane_sum(split, lane)
+        if running is None:  # an empty block
+            continue
+        product = public.multiply_mask(
+            running, public.encode_mask(layout.block_mask(lane, part, value)))
         acc = product if acc is None else (public.add_inplace(acc, product) or acc)
+    expected = [np.bincount(y[:split], weights[:split], minlength=n_classes) ** 2
+                for split in splits]
+    if acc is None:  # every block empty
+        return np.zeros((len(splits), n_classes)), np.array(expected, dtype=np.float64)
     squared = public.square(public.finish_sum(acc))
     blob = public.dump_ciphertext(squared)
     slots = secret.decrypt(secret.load_ciphertext(blob), complex_slots=True)
     if scheme == "ckks":
         assert slots.dtype == np.complex128
-    got = layout.class_squares(slots)[: len(splits)] * 4.0 ** shift
+    got = layout.block_squares(slots)[: len(splits)] * 4.0 ** shift
     if scheme == "bfv":
         got = secret.centered(got.astype(np.int64))
-
-    t_counts = np.bincount(y, weights, minlength=n_classes)
-    expected = []
-    for split in splits:
-        left = np.bincount(y[:split], weights[:split], minlength=n_classes)
-        expected.append([left ** 2, (t_counts - left) ** 2])
     return got, np.array(expected, dtype=np.float64)
 
 
@@ -311,18 +309,19 @@ def _assert_class_squares(scheme, got, expected):
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_server_block_layout_gives_sums_of_squares(scheme):
     y = [0, 2, 1, 1, 0, 2, 2, 2, 1, 0]
-    got, expected = _layout_squares(scheme, y, 3, splits=[0, 1, 4, 9, 10])
-    # T = (3, 3, 4); split 4: L = (1, 2, 1), R = (2, 1, 3).
-    assert expected[2].tolist() == [[1, 4, 1], [4, 1, 9]]
+    got, expected = _layout_squares(scheme, y, 3, splits=[1, 4, 9, 10, 0, 6])
+    # Block 1 (lane 0, second part): L = (1, 2, 1); block 3: the total T = (3, 3, 4).
+    assert expected[1].tolist() == [1, 4, 1] and expected[3].tolist() == [9, 9, 16]
+    assert expected[4].tolist() == [0, 0, 0]
     _assert_class_squares(scheme, got, expected)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_lanes_across_packs_and_slot_matrix_rows(scheme):
     """Rows spread over several packs (3 rows each) reach every lane; BFV lanes of both
-    slot-matrix rows (lanes 3..5 are in the second) give the same sums."""
+    slot-matrix rows (lanes 3..5, blocks 6..11, are in the second) give the same sums."""
     y = [0, 1, 1, 0, 1, 1, 1, 0]
-    splits = [2, 3, 5, 7, 8, 1][: 3 if scheme == "ckks" else 6]
+    splits = [2, 3, 5, 7, 8, 1, 4, 6, 8, 3, 5, 7][: 6 if scheme == "ckks" else 12]
     got, expected = _layout_squares(scheme, y, 2, splits=splits, pack_rows=3)
     _assert_class_squares(scheme, got, expected)
 
@@ -331,6 +330,7 @@ def test_block_layout_geometry():
     layout = BlockLayout("ckks", 4096, 4, 10_000)
     assert layout.block_size == 4  # τ complex slots, half the real layout's 2τ
     assert layout.per_ciphertext == layout.rows_per_pack == 1024
+    assert layout.blocks_per_ciphertext == 2048  # two blocks per lane
     assert layout.offsets() == list(range(1024))  # a full cycle: one rotation per row
     ten = BlockLayout("ckks", 4096, 10, 3000)
     assert (ten.stride, ten.per_ciphertext, ten.leaves_per_ciphertext) == (16, 256, 256)
@@ -342,11 +342,12 @@ def test_block_layout_geometry():
 
 
 def test_ckks_block_layout_with_shift(contexts):
-    """Heavy nodes: masks carry 2^-shift, the client scales the squares back by 4^shift."""
+    """Heavy nodes: masks carry 2^-shift, the client scales the squares back by 4^shift.
+    Both parts of a lane at the largest counts the shift allows (v·W = 2^7, W = 1,024)."""
     secret, public = contexts["ckks"]
-    got, expected = _layout_squares("ckks", [0, 1, 0], 2, splits=[1, 2], shift=3,
-                                    weights=[300, 200, 100])
-    assert expected[1].tolist() == [[300 ** 2, 200 ** 2], [100 ** 2, 0]]
+    got, expected = _layout_squares("ckks", [0, 1, 0, 1], 2, splits=[1, 2, 4, 3], shift=3,
+                                    weights=[300, 200, 100, 424])
+    assert expected[2].tolist() == [400 ** 2, 624 ** 2]
     _assert_class_squares("ckks", got, expected)
 
 

@@ -699,7 +699,7 @@ def test_client_rejects_query_with_too_few_blocks(wine):
         message = decode_message(reply)
         return _with(message, arrays={"block_position": message.arrays["block_position"]},
                      blobs={"squares": message.blobs["squares"][:-1]})
-    with pytest.raises(ProtocolError, match=r"block positions must be distinct lanes of the"):
+    with pytest.raises(ProtocolError, match=r"block positions must be distinct blocks of the"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
 
 
@@ -716,18 +716,31 @@ def test_client_rejects_query_with_bad_block_positions(wine, change):
         else:
             positions[1] = positions[0]
         return _with(message, arrays={"block_position": positions})
-    with pytest.raises(ProtocolError, match="block positions must be distinct lanes"):
+    with pytest.raises(ProtocolError, match="block positions must be distinct blocks"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", move)).fit(wine[0], wine[2])
 
 
 def test_client_rejects_query_with_swapped_block_positions(wine):
-    """Positions naming other candidates' lanes: the node totals disagree (or the squares
-    fall out of range for the node's weights)."""
+    """Positions naming other blocks: some candidate's left counts exceed its node's
+    totals (or the squares fall out of range for the node's weights)."""
     def swap(reply):
         message = decode_message(reply)
         positions = message.arrays["block_position"][::-1].copy()
         return _with(message, arrays={"block_position": positions})
-    with pytest.raises(ProtocolError, match="disagree on its class totals|out of range"):
+    with pytest.raises(ProtocolError, match="exceed its node's class totals|out of range"):
+        PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
+
+
+def test_client_rejects_query_with_total_and_candidate_swapped(wine):
+    """The first node's total block named as its first candidate's and vice versa: the
+    'right' counts T - L turn negative for a class."""
+    def swap(reply):
+        message = decode_message(reply)
+        positions = message.arrays["block_position"].copy()
+        k = int(message.arrays["n_candidates"][0])
+        positions[[0, k]] = positions[[k, 0]]
+        return _with(message, arrays={"block_position": positions})
+    with pytest.raises(ProtocolError, match="exceed its node's class totals"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
 
 

@@ -11,12 +11,13 @@ The slots are cut into *lanes* of ``stride`` slots, a power of two: ``τ`` for C
   to lane ``K`` are added from the rotations that bring each row there. Other lanes hold
   other rows' labels: garbage that the lane's mask removes. Rotations are cyclic because
   ``cycle · stride`` is the slot count (of one row, BFV).
-* **Query blocks.** Candidate ``k`` of a running sum bound to lane ``K`` puts its left
-  counts ``L`` and right counts ``R = T - L`` into lane ``K`` of a query ciphertext. CKKS:
-  ``τ`` complex slots ``z = v·L + i·v·R`` (``v = 2^-shift`` keeps squares in range), squared
-  by the server: ``z² = v²(L² - R²) + 2i·v²·L·R``, from which the client recovers ``L²`` and
-  ``R²`` per class (both non-negative). BFV: ``2τ`` integer slots ``L | R``, squared.
-  The client reads the per-class counts, so the node's total ``T = L + R`` needs no block.
+* **Query blocks.** A query ciphertext holds two blocks per lane, each one set of ``τ``
+  class counts: a candidate's left counts ``L`` or a node's total ``T`` (the client takes
+  ``R = T - L``). Block ``2K + part`` of a ciphertext is lane ``K``'s first (``part`` 0) or
+  second (``part`` 1) block. CKKS: ``τ`` complex slots ``z = v·a + i·v·b`` (``a``, ``b`` the
+  two blocks' counts, ``v = 2^-shift`` keeps squares in range), squared by the server:
+  ``z² = v²(a² - b²) + 2i·v²·a·b``, from which the client recovers ``a²`` and ``b²`` per
+  class (both non-negative). BFV: ``2τ`` integer slots ``a | b``, squared.
 * **Leaf store.** CKKS: one leaf's class *frequencies* (counts over the leaf's bootstrap
   draws ``T``, which the server knows) per lane, in the real parts (so that a slot-wise mask
   can select one leaf: real and imaginary parts of a slot cannot be told apart by a
@@ -72,6 +73,7 @@ class BlockLayout:
         # Lanes per slot-matrix row; BFV has two rows.
         self.lanes_per_row = self.rows_per_pack
         self.per_ciphertext = self.lanes_per_row * (1 if scheme == "ckks" else 2)
+        self.blocks_per_ciphertext = 2 * self.per_ciphertext  # two query blocks per lane
         self.leaves_per_ciphertext = self.per_ciphertext * (1 if scheme == "ckks" else 2)
         # Row sums: two test rows per lane (real, imaginary) over the whole cycle of lanes;
         # the giant step is the power of two nearest sqrt(cycle), which balances the baby
@@ -121,25 +123,16 @@ class BlockLayout:
     def empty_mask(self) -> np.ndarray:
         return np.zeros(self.n_slots, dtype=np.complex128 if self.scheme == "ckks" else np.int64)
 
-    def candidate_mask(self, lane: int, value: float) -> np.ndarray:
-        """Mask putting ``+L`` in ``lane``'s left part and ``-L`` in its right part."""
+    def block_mask(self, lane: int, part: int, value: float) -> np.ndarray:
+        """Mask putting ``value`` times a running sum bound to ``lane`` into the lane's
+        first (``part`` 0) or second (``part`` 1) query block."""
         mask = self.empty_mask()
         start = self.lane_start(lane)
         if self.scheme == "ckks":
-            mask[start: start + self.tau] = complex(value, -value)
+            mask[start: start + self.tau] = complex(0.0, value) if part else value
         else:
+            start += self.tau if part else 0
             mask[start: start + self.tau] = value
-            mask[start + self.tau: start + 2 * self.tau] = -value
-        return mask
-
-    def total_mask(self, lane: int, value: float) -> np.ndarray:
-        """Mask routing the node total ``T`` into ``lane``'s right part (``R = T - L``)."""
-        mask = self.empty_mask()
-        start = self.lane_start(lane)
-        if self.scheme == "ckks":
-            mask[start: start + self.tau] = complex(0.0, value)
-        else:
-            mask[start + self.tau: start + 2 * self.tau] = value
         return mask
 
     def leaf_lane(self, position: int) -> int:
@@ -183,16 +176,18 @@ class BlockLayout:
         starts = np.array([self.lane_start(j) for j in range(self.per_ciphertext)])
         return slots[starts[:, None] + np.arange(width)[None, :]]
 
-    def class_squares(self, slots: np.ndarray) -> np.ndarray:
-        """``(per_ciphertext, 2, τ)``: per lane and class ``L²`` and ``R²`` of a decrypted
-        squared query ciphertext (unscaled: CKKS values still carry ``v²``)."""
+    def block_squares(self, slots: np.ndarray) -> np.ndarray:
+        """``(blocks_per_ciphertext, τ)``: per query block (``2 · lane + part``) and class
+        the squared count of a decrypted squared query ciphertext (unscaled: CKKS values
+        still carry ``v²``)."""
         if self.scheme == "ckks":
             z2 = self._lane_slots(slots, self.tau)
-            difference, cross = z2.real, z2.imag  # v²(L² - R²), 2 v² L R
-            left = 0.5 * (difference + np.hypot(difference, cross))
-            return np.stack([left, left - difference], axis=1)
-        halves = self._lane_slots(slots, 2 * self.tau).astype(np.float64)
-        return halves.reshape(self.per_ciphertext, 2, self.tau)
+            difference, cross = z2.real, z2.imag  # v²(a² - b²), 2 v² a b
+            first = 0.5 * (difference + np.hypot(difference, cross))
+            pairs = np.stack([first, first - difference], axis=1)
+        else:
+            pairs = self._lane_slots(slots, 2 * self.tau).astype(np.float64)
+        return pairs.reshape(self.blocks_per_ciphertext, self.tau)
 
     def leaf_counts(self, slots: np.ndarray) -> np.ndarray:
         """``(leaves_per_ciphertext, τ)`` class counts of a decrypted leaf-store ciphertext."""

@@ -524,34 +524,37 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                                     "still has nodes to split")
 
     def _decrypt_blocks(self, query: Message) -> np.ndarray:
-        """Per block in query order: ``(ΣL², ΣR²)`` as exact integers, each node's
-        candidates followed by its total block ``(ΣT², 0)`` (``T = L + R`` per class, the
-        same for every candidate of the node: checked)."""
+        """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's
+        candidates followed by its total block ``(ΣT², 0)``. The query carries each node's
+        candidates' ``L`` and then its ``T`` (per class); ``R = T - L``, checked to be a count."""
         layout = self._layout
         shift = query.value("shift", int)
         if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
-                layout.block_size, layout.per_ciphertext):
+                layout.block_size, layout.blocks_per_ciphertext):
             raise ProtocolError("query: block layout differs from this client's "
-                                f"({layout.block_size} slots × {layout.per_ciphertext})")
+                                f"({layout.block_size} slots × {layout.blocks_per_ciphertext})")
         if not 0 <= shift <= 60:
             raise ProtocolError(f"query: shift {shift} out of range")
         ciphertexts = query.blob_list("squares")
         positions = query.array("block_position", "int64", 1)
         n_candidates = query.array("n_candidates", "int64", 1)
-        if (n_candidates < 1).any() or positions.shape[0] != int(n_candidates.sum()):
+        n_blocks = int((n_candidates + 1).sum())
+        if (n_candidates < 1).any() or positions.shape[0] != n_blocks:
             raise ProtocolError(f"query: {positions.shape[0]} block positions for "
-                                f"{int(n_candidates.sum())} candidates (each node needs >= 1)")
-        n_lanes = len(ciphertexts) * layout.per_ciphertext
-        if positions.size and (positions.min() < 0 or positions.max() >= n_lanes
+                                f"{int(n_candidates.sum())} candidates and "
+                                f"{n_candidates.shape[0]} node totals (each node needs >= 1 "
+                                "candidate)")
+        per_ct = layout.blocks_per_ciphertext
+        n_places = len(ciphertexts) * per_ct
+        if positions.size and (positions.min() < 0 or positions.max() >= n_places
                                or np.unique(positions).shape[0] != positions.shape[0]):
-            raise ProtocolError(f"query: block positions must be distinct lanes of the "
+            raise ProtocolError(f"query: block positions must be distinct blocks of the "
                                 f"{len(ciphertexts)} ciphertexts")
-        squares = np.zeros((max(n_lanes, 1), 2, layout.tau))
+        squares = np.zeros((max(n_places, 1), layout.tau))
         for i, blob in enumerate(ciphertexts):
             slots = self._decrypt_blob(blob, "query", complex_slots=True)
-            squares[i * layout.per_ciphertext: (i + 1) * layout.per_ciphertext] = \
-                layout.class_squares(slots)
-        squares = squares[positions]  # (candidates, 2, τ) in query order
+            squares[i * per_ct: (i + 1) * per_ct] = layout.block_squares(slots)
+        squares = squares[positions]  # (blocks, τ) in query order
         if self.scheme == "ckks":
             squares = _integers(squares * 4.0 ** shift, "squared counts", "the query was")
         else:
@@ -561,16 +564,17 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
             raise ProtocolError("decrypted squared counts are not squares of counts: the "
                                 "query was not made with this client's key or is corrupted")
         counts = np.rint(counts)
-        totals = counts.sum(axis=1)  # (candidates, τ): T of each candidate's node
         blocks, start = [], 0
         for k in n_candidates.tolist():
-            node_totals = totals[start: start + k]
-            if (node_totals != node_totals[0]).any():
-                raise ProtocolError("query: a node's candidates disagree on its class totals: "
-                                    "not made with this client's key or corrupted")
-            blocks.append(squares[start: start + k].sum(axis=2))
-            blocks.append([[float((node_totals[0] ** 2).sum()), 0.0]])
-            start += k
+            left, total = counts[start: start + k], counts[start + k]
+            right = total - left
+            if (right < 0).any():
+                raise ProtocolError("query: a candidate's left counts exceed its node's class "
+                                    "totals: not made with this client's key or corrupted")
+            blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)],
+                                   axis=1))
+            blocks.append([[float((total ** 2).sum()), 0.0]])
+            start += k + 1
         return np.concatenate(blocks) if blocks else np.zeros((0, 2))
 
     def _decrypt_blob(self, blob: bytes, where: str, complex_slots: bool = False) -> np.ndarray:

@@ -10,16 +10,17 @@ It grows every tree of the forest level by level (docs/private_forest.md, the pa
    does on the same ciphers (same bootstrap counts, same per-node feature draws, same
    midpoints or histogram bins, same ``min_samples_leaf`` filter): everything but the
    impurities is plaintext to the server.
-2. Each candidate gets a lane of slots in a query ciphertext (``_blocks``). A running sum
-   of label rotations along the sorted rows, bound to that lane, gives its left class
-   counts ``L``; the mask of the lane keeps them (``+L`` and ``-L``), and the node total
-   ``T`` (the sum's end) completes ``R = T - L``. A feature's candidates fill one lane of
-   consecutive query ciphertexts (lanes are filled column by column, a lane change restarts
-   the sum), so one sum serves many candidates. Squaring each query ciphertext (one
-   multiplication for all its lanes) gives the client ``L²`` and ``R²`` per class.
+2. Each candidate's left class counts ``L`` and each node's total ``T`` get a block of a
+   query ciphertext (``_blocks``: two blocks per lane of slots). A running sum of label
+   rotations along the node's rows sorted by a feature, bound to a lane, gives the
+   feature's candidates' ``L`` one after the other (the lane's mask keeps them), and its
+   end is ``T``. A feature's blocks fill one lane of consecutive query ciphertexts (lanes
+   are filled column by column, a lane change rotates the sum along), so one sum serves
+   many candidates. Squaring each query ciphertext (one multiplication for all its lanes)
+   gives the client ``L²`` and ``T²`` per class; it takes ``R = T - L``.
 3. All trees' blocks of one level travel in one message; the client answers each node with
-   a candidate index or "leaf". A leaf's encrypted class counts ``T`` go to one slot block
-   of the packed leaf store (two leaves per lane).
+   a candidate index or "leaf". A leaf's encrypted class counts ``T`` (CKKS: frequencies)
+   go to one slot block of the packed leaf store (``_blocks``).
 
 Prediction routes GIPE-encrypted test rows through every tree and returns the leaf-store
 ciphertexts the rows reach plus each (row, tree)'s leaf position; the client decrypts the
@@ -50,9 +51,10 @@ from .protocol import Message, ProtocolError, decode_message, encode_message
 __all__ = ["PrivateForestServer"]
 
 # CKKS: labels sit at scale 2^37 and masks at 2^40, so a query block z reaches the square at
-# scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. Masks
-# carry v = 2^-shift so that v * count stays below that even for the heaviest node.
-_CKKS_MAX_SCALED_COUNT = 2.0 ** 7.5
+# scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. A slot
+# holds two blocks' counts, z = v·a + i·v·b, |z| <= sqrt(2)·v·W for a node of weight W:
+# masks carry v = 2^-shift so that v·W <= 2^7 even for the heaviest node.
+_CKKS_MAX_SCALED_COUNT = 2.0 ** 7
 # CKKS leaves are stored as class frequencies (counts / T, at most 1): at scale 2^48 they fit
 # the 50-bit prime of a leaf reply, and the store's rescale noise (~3e3 in scaled units) is
 # ~1e-11 of a frequency.
@@ -109,7 +111,7 @@ class _Session:
         self.growth = ForestGrowth(X, spec)
         self.trees = self.growth.trees
         self.block_size = self.layout.block_size
-        self.blocks_per_ciphertext = self.layout.per_ciphertext
+        self.blocks_per_ciphertext = self.layout.blocks_per_ciphertext
 
     def label_copy(self, row: int, lane_position: int):
         """The label rotation holding ``row``'s one-hot label in lane ``lane_position``."""
@@ -386,7 +388,8 @@ class PrivateForestServer:
     def _compute_level(self, session: _Session, leaf_jobs, plans, shift):
         """Encrypted work of one level: leaf counts into the leaf store and the packed,
         squared query blocks. Returns each leaf's store position, the query ciphertexts and
-        each block's position (``ciphertext * per_ciphertext + lane``) in query order.
+        each block's position (``ciphertext * blocks_per_ciphertext + 2 * lane + part``) in
+        query order.
 
         Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to the
         parent and ``n_jobs - 1`` forked worker processes (they inherit the session and its
@@ -431,7 +434,7 @@ class PrivateForestServer:
                     session.context.add_inplace(session.leaf_open[index], partial)
                 else:
                     session.leaf_open[index] = partial
-            positions.extend(len(blobs) * session.layout.per_ciphertext + p
+            positions.extend(len(blobs) * session.layout.blocks_per_ciphertext + p
                              for p in part_positions)
             blobs.extend(part_blobs)
         _finish_leaf_store(session, everything=False)
@@ -659,17 +662,20 @@ def _tree_ranges(session: _Session, leaf_jobs, plans, n_parts: int) -> list[tupl
 
 
 class _LanePacker:
-    """Packs candidate ``(L, R)`` blocks into lanes of query ciphertexts, then squares them.
+    """Packs query blocks (candidates' ``L``, nodes' ``T``) into lanes of query ciphertexts,
+    then squares them.
 
-    Blocks in query order fill the lanes column by column: block ``j`` goes to lane
-    ``j // H``, ciphertext ``j % H``. One running sum per feature of a node, over the node's
-    rows sorted by the feature, emits each candidate's ``L`` through its lane's candidate
-    mask; when the candidates move on to the next lane, the sum is rotated one lane along
-    (instead of summed again). At the end the sum is the node total ``T``, which the total
-    mask adds into the right part of every block (rotated back lane by lane). ``H`` is the
-    fewest ciphertexts, ``ceil(blocks / lanes)``: a longer ``H`` saves lane changes (two
-    rotations each) but costs as much in squares, bytes and decryptions, and holds more
-    accumulators in memory (benchmarks.md, "Query packing").
+    A node's blocks in query order: the candidates of each of its features, then its total
+    ``T``. Blocks fill the lanes column by column, two blocks per lane of each of the ``H``
+    ciphertexts: block ``j`` goes to lane ``j // 2H``; within the lane's column, ``v = j mod
+    2H`` is ciphertext ``v mod H``, part ``v // H`` (``_blocks``). One running sum per
+    feature of a node, over the node's rows sorted by the feature, emits each candidate's
+    ``L`` through its lane's part mask; when the blocks move on to the next lane, the sum is
+    rotated one lane along (instead of summed again). The last feature's sum runs on to the
+    node's last row and emits ``T``; the others stop at their last candidate. ``H`` is the
+    fewest ciphertexts, ``ceil(blocks / blocks per ciphertext)``: a longer ``H`` saves lane
+    changes (one rotation each) but costs about as much in squares, bytes and decryptions,
+    and holds more accumulators in memory (benchmarks.md, "Query packing").
     """
 
     def __init__(self, session: _Session, shift: int):
@@ -679,36 +685,47 @@ class _LanePacker:
         self.value = 2.0 ** -shift if self.context.scheme == "ckks" else 1
         self.shift = shift
 
-    def _mask(self, kind: str, lane: int):
-        if kind == "candidate":
-            values = self.layout.candidate_mask(lane, self.value)
-        else:
-            values = self.layout.total_mask(lane, self.value)
-        return self.context.mask((kind, lane, self.shift), values)
+    def _mask(self, lane: int, part: int):
+        return self.context.mask(("block", lane, part, self.shift),
+                                 self.layout.block_mask(lane, part, self.value))
 
     def encode_all_masks(self) -> None:
         for lane in range(self.layout.per_ciphertext):
-            self._mask("candidate", lane)
-            self._mask("total", lane)
+            for part in (0, 1):
+                self._mask(lane, part)
 
     def run(self, plans: list[NodePlan]) -> tuple[list[bytes], list[int]]:
-        blocks = [(i, f, c) for i, p in enumerate(plans) for f, cands in enumerate(p.candidates)
-                  for c in range(len(cands))]
+        # (plan, feature, k): candidate k of the feature, or k = its candidate count for the
+        # node total T, which ends the node's last feature.
+        blocks = []
+        for i, plan in enumerate(plans):
+            last = len(plan.candidates) - 1
+            for f, cands in enumerate(plan.candidates):
+                blocks.extend((i, f, k) for k in range(len(cands) + (f == last)))
         if not blocks:
             return [], []
-        lanes = self.layout.per_ciphertext
-        height = -(-len(blocks) // lanes)
+        layout = self.layout
+        height = -(-len(blocks) // layout.blocks_per_ciphertext)
+        column = 2 * height  # blocks per lane
+
+        def place(j: int) -> tuple[int, int, int]:  # (lane, ciphertext, part) of block j
+            lane, v = divmod(j, column)
+            return lane, v % height, v // height
+
+        positions = []
+        for j in range(len(blocks)):
+            lane, ct, part = place(j)
+            positions.append(ct * layout.blocks_per_ciphertext + 2 * lane + part)
         query: list = [None] * height
-        positions = [(j % height) * lanes + j // height for j in range(len(blocks))]
         j = 0
         while j < len(blocks):
             i, f, first = blocks[j]
-            stop = j + len(plans[i].candidates[f]) - first
+            last = len(plans[i].candidates) - 1
+            stop = j + len(plans[i].candidates[f]) + (f == last) - first
             # A piece: consecutive lanes of one slot-matrix row (BFV has two).
-            row = (j // height) // self.layout.lanes_per_row
-            stop = min(stop, (row + 1) * self.layout.lanes_per_row * height)
-            self._piece(plans[i], f, first, [(k // height, k % height) for k in range(j, stop)],
-                        query)
+            row = (j // column) // layout.lanes_per_row
+            stop = min(stop, (row + 1) * layout.lanes_per_row * column)
+            self._piece(plans[i], f, first, [place(k) for k in range(j, stop)], query)
             j = stop
         blobs = []
         for acc in query:
@@ -716,31 +733,26 @@ class _LanePacker:
             blobs.append(self.context.dump_ciphertext(squared))
         return blobs, positions
 
-    def _piece(self, plan: NodePlan, f: int, first: int, places: list[tuple[int, int]],
-               query: list) -> None:
-        """Candidates ``first ..`` of feature ``f`` of a node, at ``places`` (lane, slot)."""
+    def _piece(self, plan: NodePlan, f: int, first: int,
+               places: list[tuple[int, int, int]], query: list) -> None:
+        """Blocks ``first ..`` of feature ``f`` of a node (its candidates, then for the last
+        feature the node total), at ``places`` (lane, ciphertext, part)."""
         context, layout = self.context, self.session.layout
-        cands = plan.candidates[f][first: first + len(places)]
+        cands = plan.candidates[f]
         weights = self.session.growth.weights(plan.tree)
         rows = plan.orders[f]
         acc, lane, stop = None, places[0][0], 0
-        for cand, (cand_lane, slot) in zip(cands, places, strict=True):
-            if cand_lane != lane:  # next lane: move the sum along
+        for k, (block_lane, ct, part) in enumerate(places, start=first):
+            if block_lane != lane:  # next lane: move the sum along
                 acc = context.rotate(acc, -layout.stride)
-                lane = cand_lane
-            acc = _add_rows(self.session, weights, rows[stop: cand.end], lane, acc)
-            stop = cand.end
-            self._add(query, slot, context.multiply_mask(acc, self._mask("candidate", lane)))
-        total = _add_rows(self.session, weights, rows[stop:], lane, acc)
-        for place_lane in range(lane, places[0][0] - 1, -1):
-            if place_lane != lane:
-                total = context.rotate(total, layout.stride)
-            right = context.multiply_mask(total, self._mask("total", place_lane))
-            for slot in (s for ln, s in places if ln == place_lane):
-                self._add(query, slot, right, shared=True)
+                lane = block_lane
+            end = cands[k].end if k < len(cands) else rows.shape[0]
+            acc = _add_rows(self.session, weights, rows[stop: end], lane, acc)
+            stop = end
+            self._add(query, ct, context.multiply_mask(acc, self._mask(lane, part)))
 
-    def _add(self, query: list, slot: int, product, shared: bool = False) -> None:
-        if query[slot] is None:
-            query[slot] = self.context.copy(product) if shared else product
+    def _add(self, query: list, ct: int, product) -> None:
+        if query[ct] is None:
+            query[ct] = product
         else:
-            self.context.add_inplace(query[slot], product)
+            self.context.add_inplace(query[ct], product)
