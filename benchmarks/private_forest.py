@@ -93,8 +93,10 @@ BEFORE = {
 class MemorySampler:
     """Peak of the summed PSS of this process and its descendants, sampled in a thread."""
 
-    def __init__(self, interval: float = 0.2):
+    def __init__(self, interval: float = 0.2, report_every: float | None = None):
         self.interval = interval
+        self.report_every = report_every  # seconds between progress lines (None: silent)
+        self._last_report = 0.0
         self.peak = 0
         self.peak_at = 0.0  # seconds after the sampler started
         self.phase = "start"  # set by the caller; the phase of the peak is kept
@@ -143,6 +145,12 @@ class MemorySampler:
                 self.peak, self.peak_phase = value, self.phase
                 self.peak_at = time.perf_counter() - self._started
                 self.peak_parts = parts
+            now = time.perf_counter() - self._started
+            if self.report_every is not None and now - self._last_report >= self.report_every:
+                self._last_report = now
+                print(f"[memory] {now:.0f} s: {value / 1e9:.2f} GB now, peak "
+                      f"{self.peak / 1e9:.2f} GB ({self.peak_phase}, {self.peak_at:.0f} s in)",
+                      file=sys.stderr, flush=True)
             self._stop.wait(self.interval)
 
     def __enter__(self):
@@ -214,7 +222,8 @@ def time_breakdown(profile: cProfile.Profile) -> dict[str, float]:
 def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         max_round_bytes: int | None, train_rows: int | None = None,
         test_rows: int | None = None, verbose: int = 0, split_selection: str = "gini",
-        label_epsilon: float | None = None, min_samples_split: int = 2) -> dict:
+        label_epsilon: float | None = None, min_samples_split: int = 2,
+        memory_report: float | None = None) -> dict:
     X_train, X_test, y_train, y_test = load(name, train_rows, test_rows)
     plain = RandomForestClassifier(n_trees, random_state=0, max_bins=max_bins, n_jobs=-1,
                                    min_samples_split=min_samples_split)
@@ -225,7 +234,7 @@ def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
                                  verbose=verbose, split_selection=split_selection,
                                  label_epsilon=label_epsilon,
                                  min_samples_split=min_samples_split)
-    with MemorySampler() as memory:
+    with MemorySampler(report_every=memory_report) as memory:
         memory.phase = "fit"
         started = time.perf_counter()
         client.fit(X_train, y_train)
@@ -367,6 +376,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label-epsilon", type=float, default=None)
     parser.add_argument("--min-samples-split", type=int, default=2,
                         help="the paper's α (10 below 20,000 rows, else 100)")
+    parser.add_argument("--memory-report", type=float, default=None, metavar="SECONDS",
+                        help="print the summed PSS and its peak so far every SECONDS to "
+                             "stderr (for long runs that may be stopped early)")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
     # Compile the numba kernels (GIPE, trees) outside the timings.
@@ -378,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
         results.append(run(name, args.trees, args.scheme, args.jobs, args.max_bins, cap,
                            args.train_rows, args.test_rows, args.verbose,
                            args.split_selection, args.label_epsilon,
-                           args.min_samples_split))
+                           args.min_samples_split, args.memory_report))
         print(render(results[-1:]), flush=True)
     text = render(results)
     if args.markdown:
