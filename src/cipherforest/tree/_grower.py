@@ -44,6 +44,7 @@ from ._histogram import (
     partition_unit_squared_error,
     subtract_histogram,
 )
+from ._node_threads import build_compact_histogram_on_threads
 from ._rng import child_seed, rand_int
 from ._split_record import (
     MISSING_UNSEEN,
@@ -120,7 +121,7 @@ def _heap_pop(heap, size, keys):
 def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
-              max_leaf_nodes, rng_state, n_threads, root_hist, root_lo, root_hi):
+              max_leaf_nodes, rng_state, n_threads, node_threads):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
@@ -131,9 +132,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
     nodes on ``n_threads`` numba threads (1: all on the calling thread). A compact tree (see
-    below) takes its root's histogram ready-built from ``root_hist`` / ``root_lo`` /
-    ``root_hi`` when ``root_hist`` is not empty (``build_compact_histogram`` of all
-    ``samples``, e.g. built by feature blocks on Python threads); an empty array builds it.
+    below) hands the histograms of nodes of at least ``node_threads[2]`` rows (root and
+    smaller children) to the fit's Python threads by blocks of features when
+    ``node_threads[0]`` is not 0 (``_node_threads``: same histograms, so the same tree).
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -253,9 +254,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if root_splittable and not is_small_node(n_samples, n_hist_bins):
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = (
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists))
-            if compact and root_hist.shape[0] > 0:
-                _copy_histogram(root_hist, root_lo, root_hi, hist_pool[slot], hist_lo[slot],
-                                hist_hi[slot])
+            if compact and node_threads[0] != 0 and n_samples >= node_threads[2]:
+                build_compact_histogram_on_threads(hist_pool[slot], hist_lo[slot],
+                                                   hist_hi[slot], X_binned, samples,
+                                                   np.int64(0), n_samples, y, w, node_threads)
             elif compact:
                 build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
                                         X_binned, samples, np.int64(0), n_samples, y, w,
@@ -453,7 +455,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
                         _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
                                       n_hists))
-                    if compact:
+                    small_rows = child_bounds[small, 1] - child_bounds[small, 0]
+                    if compact and node_threads[0] != 0 and small_rows >= node_threads[2]:
+                        build_compact_histogram_on_threads(
+                            hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
+                            samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
+                            node_threads)
+                    elif compact:
                         build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
                                                 hist_hi[s_slot], X_binned, samples,
                                                 child_bounds[small, 0], child_bounds[small, 1], y,
@@ -494,17 +502,6 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     return node_int[:node_count].copy(), node_float[:node_count].copy(), \
         node_stats[:node_count].copy()
-
-
-@njit(**JIT_OPTIONS)
-def _copy_histogram(source, source_lo, source_hi, hist, lo, hi):
-    """Copy a histogram's occupied bins and ranges into the zeroed slot ``hist``."""
-    for f in range(source.shape[0]):
-        for b in range(source_lo[f], source_hi[f] + 1):
-            for k in range(source.shape[2]):
-                hist[f, b, k] = source[f, b, k]
-        lo[f] = source_lo[f]
-        hi[f] = source_hi[f]
 
 
 @njit(**JIT_OPTIONS)
