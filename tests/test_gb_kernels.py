@@ -296,3 +296,35 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
     assert not node_threads.NodeThreads._registry  # unregistered after the tree
     if failing:
         assert len(rebuilt) > 10 and all(rebuilt)
+
+
+def test_a_thread_reuses_its_histogram_pool_without_changing_trees():
+    from cipherforest.tree import _fit
+    from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
+    from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
+
+    rng = np.random.default_rng(7)
+    X, y = make_regression(900, 6, noise=1.0, random_state=2)
+    X = with_nan(X, rng)
+    data = prepare_tree_data(X, 48, 0)
+    labels = (y > np.median(y)).astype(float)
+    cases = [  # (target, weights, n_classes, params): pools of different shapes and sizes
+        (y, np.ones(900), 1, GrowthParams(CRITERION_SQUARED_ERROR, False, 48, 6, -1, 2, 3,
+                                          0.0, 0.0, 20)),
+        (y, rng.integers(0, 3, 900).astype(float), 1,
+         GrowthParams(CRITERION_SQUARED_ERROR, False, 48, 6, -1, 2, 3, 0.0, 0.0, 40)),
+        (y, np.ones(900), 1, GrowthParams(CRITERION_SQUARED_ERROR, False, 48, 6, -1, 2, 1,
+                                          0.0, 0.0, -1)),  # depth-first: the pool grows
+        (labels, np.ones(900), 2, GrowthParams(CRITERION_GINI, False, 48, 3, 6, 2, 1, 0.0,
+                                               0.0, -1)),
+        (y, np.ones(900), 1, GrowthParams(CRITERION_SQUARED_ERROR, False, 48, 6, -1, 2, 3,
+                                          0.0, 0.0, 20)),
+    ]
+    for target, weight, n_classes, params in cases * 2:
+        kept = grow_tree_on(data, target, weight, n_classes, params, 3)
+        pool, lo, hi = _fit._THREAD_STATE.hist_pool
+        assert pool.shape[0] >= 4 and not pool.any()  # kept for the next tree, all zero
+        del _fit._THREAD_STATE.hist_pool
+        fresh = grow_tree_on(data, target, weight, n_classes, params, 3)
+        for name in ("threshold", "feature", "children_left", "value", "impurity"):
+            assert np.array_equal(getattr(kept, name), getattr(fresh, name))
