@@ -10,6 +10,7 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
     python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
     python benchmarks/histogram_kernels.py --node-handoff --repeats 20
+    python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -31,7 +32,9 @@ subset, as a node's rows sit after the stable partitions) on one thread against 
 histogram handed from the kernel to a two-thread Python pool by blocks of features
 (``tree._node_threads``), in wall time, for m from 1k to 100k, and lists the sizes of the
 histograms a 31-leaf tree at 100k rows builds (its root and smaller children): what handing
-every large node's histogram to the threads could save.
+every large node's histogram to the threads could save. ``--first-fit`` times the first
+histogram boosting fit in a fresh process with an empty numba cache (the histogram grower's
+compile time), for this tree and ``--before-src``.
 """
 
 from __future__ import annotations
@@ -69,10 +72,19 @@ def main(argv: list[str] | None = None) -> int:
                              "interleaved (--repeats rounds, wall time)")
     parser.add_argument("--min-rows", default="0,20000,10000,5000",
                         help="thresholds of --node-threads (comma-separated; 0: no hand-off)")
+    parser.add_argument("--first-fit", action="store_true",
+                        help="instead: CPU time of the first histogram boosting fit in a "
+                             "fresh process with an empty numba cache (compile time), for "
+                             "this source tree and --before-src")
+    parser.add_argument("--before-src", type=Path, default=None,
+                        help="with --first-fit: a second source tree to measure alike")
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one node's histogram on one thread vs handed to two "
                              "Python threads, by node size (wall time)")
     args = parser.parse_args(argv)
+    if args.first_fit:
+        time_first_fit(args.before_src)
+        return 0
     if args.node_handoff:
         time_node_handoff(args.rows, args.repeats)
         return 0
@@ -428,6 +440,50 @@ def time_node_handoff(n: int, repeats: int) -> None:
         big = built[built >= threshold]
         print(f"  >= {threshold:,} rows: {big.shape[0]} histograms, {big.sum():,} rows "
               f"({100 * big.sum() / built.sum():.0f} % of the rows)")
+
+
+FIRST_FIT = r"""
+import json, time
+from sklearn.datasets import make_classification
+from cipherforest.ensemble import GradientBoostingClassifier
+X, y = make_classification(3000, 8, random_state=0)
+times = {}
+for name, n_jobs in (("first fit, 1 thread", 1), ("first fit, 2 threads", 2)):
+    start = time.process_time()
+    GradientBoostingClassifier(n_estimators=5, max_bins=64, max_leaf_nodes=15,
+                               max_depth=None, n_jobs=n_jobs, random_state=0).fit(X, y)
+    times[name] = time.process_time() - start
+print(json.dumps(times))
+"""
+
+
+def time_first_fit(before_src: Path | None) -> None:
+    """CPU seconds of the first histogram boosting fits (binary, 3,000 rows; one thread, then
+    two with the node hand-off at its default threshold — 3,000 rows only reach it when the
+    threshold is lowered, so the second fit mostly measures loading) in a fresh process whose
+    ``NUMBA_CACHE_DIR`` is a new empty directory: what compiling the histogram grower costs a
+    new user."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    sources = {"this tree": Path(__file__).resolve().parents[1] / "src"}
+    if before_src is not None:
+        sources["before"] = before_src
+    rows = {}
+    for label, src in sources.items():
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_CACHE_DIR": cache}
+            out = subprocess.run([sys.executable, "-c", FIRST_FIT], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+        rows[label] = json.loads(out.strip().splitlines()[-1])
+    print(f"first histogram boosting fits, CPU s, empty numba cache; 1-min load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| step | " + " | ".join(rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for step in next(iter(rows.values())):
+        print(f"| {step} | " + " | ".join(f"{rows[label][step]:.2f}" for label in rows) + " |")
 
 
 def _subtree_leaves(left, right, node) -> np.ndarray:
