@@ -328,3 +328,17 @@ def test_a_thread_reuses_its_histogram_pool_without_changing_trees():
         fresh = grow_tree_on(data, target, weight, n_classes, params, 3)
         for name in ("threshold", "feature", "children_left", "value", "impurity"):
             assert np.array_equal(getattr(kept, name), getattr(fresh, name))
+
+
+def test_node_hand_off_with_more_threads_than_features(monkeypatch):
+    from cipherforest.tree import _fit
+
+    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    X, y = make_classification(400, 2, n_informative=2, n_redundant=0, random_state=3)
+    fits = [GradientBoostingClassifier(n_estimators=4, max_leaf_nodes=6, max_depth=None,
+                                       max_bins=16, random_state=0, n_jobs=n_jobs).fit(X, y)
+            for n_jobs in (1, 5)]
+    assert np.array_equal(fits[0].decision_function(X), fits[1].decision_function(X))
+    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
+                                strict=True):
+        assert np.array_equal(serial.tree_.threshold, threaded.tree_.threshold)
