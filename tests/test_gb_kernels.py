@@ -212,14 +212,10 @@ def test_node_histograms_on_threads_grow_the_same_trees(monkeypatch, weighted):
     from cipherforest.tree._node_threads import NodeThreads
 
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)  # every histogram to the threads
-    monkeypatch.setattr(_fit, "PARTITION_THREADS_MIN_ROWS", 1)  # and every partition
     sizes = []
-    partitions = []
-    submit, submit_partition = NodeThreads.submit, NodeThreads.submit_partition
+    submit = NodeThreads.submit
     monkeypatch.setattr(NodeThreads, "submit", lambda self, addresses, start, end: (
         sizes.append(end - start) or submit(self, addresses, start, end)))
-    monkeypatch.setattr(NodeThreads, "submit_partition", lambda self, *args: (
-        partitions.append(1) or submit_partition(self, *args)))
     rng = np.random.default_rng(5)
     X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
     X = with_nan(X, rng)
@@ -230,8 +226,6 @@ def test_node_histograms_on_threads_grow_the_same_trees(monkeypatch, weighted):
     # The threaded fit handed off every root and smaller children, down to small nodes.
     assert sizes.count(700) == 5
     assert len(sizes) > 5 * 5 and min(sizes) < 100
-    # Partitions are shared under unit weights only (8 splits of each of the 5 trees).
-    assert len(partitions) == (0 if weighted else 5 * 8)
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
                                 strict=True):
         for name in ("threshold", "feature", "children_left", "value", "impurity"):
@@ -257,7 +251,6 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
     from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
-    monkeypatch.setattr(_fit, "PARTITION_THREADS_MIN_ROWS", 1)
     X, y = make_regression(600, 5, noise=1.0, random_state=1)
     data = prepare_tree_data(X, 64, 0)
     w = np.ones(600)
@@ -268,16 +261,8 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
         import time
 
         build, wait = node_threads.NodeThreads._build, node_threads.NodeThreads.wait
-        partition = node_threads.NodeThreads._partition
         main = threading.current_thread()
         rebuilt = []
-        repartitioned = []
-
-        def flaky_partition(self, job, buffer, buffer_size):
-            if threading.current_thread() is not main:
-                raise RuntimeError("lost before it started")
-            repartitioned.append(1)
-            partition(self, job, buffer, buffer_size)
 
         def flaky_build(self, addresses, start, end, f_begin, f_end, clear=False):
             if threading.current_thread() is not main:
@@ -293,7 +278,6 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
             wait(self, key, addresses, start, end)
 
         monkeypatch.setattr(node_threads.NodeThreads, "_build", flaky_build)
-        monkeypatch.setattr(node_threads.NodeThreads, "_partition", flaky_partition)
         monkeypatch.setattr(node_threads.NodeThreads, "wait", wait_for_threads)
         with ThreadPoolExecutor(2) as pool:
             tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
@@ -312,7 +296,6 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
     assert not node_threads.NodeThreads._registry  # unregistered after the tree
     if failing:
         assert len(rebuilt) > 10 and all(rebuilt)
-        assert len(repartitioned) == 11  # every split of the 12-leaf tree
 
 
 def test_a_thread_reuses_its_histogram_pool_without_changing_trees():

@@ -148,11 +148,9 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         nodes of at least ``NODE_THREADS_MIN_ROWS`` rows (the root and the smaller children)
         of squared-error trees without random thresholds (boosting's compact histograms):
         the grower hands each such node over from inside its kernel and continues when all
-        blocks are built (``_node_threads``); without sample weights, nodes of at least
-        ``PARTITION_THREADS_MIN_ROWS`` rows also share their partition with one thread.
-        Nothing spins, and the histograms and partitions (so the tree) are the same as one
-        thread makes. The pool must not be the one running this call (its blocks would
-        wait behind it).
+        blocks are built (``_node_threads``). Nothing spins, and the histograms (so the
+        tree) are the same as one thread builds. The pool must not be the one running this
+        call (its blocks would wait behind it).
     pool_threads : int, default=1
         Number of threads of ``pool`` (blocks of features of a node's histogram).
 
@@ -188,8 +186,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
             and samples.shape[0] >= NODE_THREADS_MIN_ROWS):
         n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
         node_threads = NodeThreads(pool, pool_threads, NODE_THREADS_MIN_ROWS, X_binned,
-                                   samples, y_kernel, w, n_hist_bins, n_hist_stats,
-                                   PARTITION_THREADS_MIN_ROWS)
+                                   samples, y_kernel, w, n_hist_bins, n_hist_stats)
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))
@@ -230,9 +227,6 @@ _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
 #: to other threads costs more than it saves (``benchmarks/histogram_kernels.py
 #: --node-handoff``).
 NODE_THREADS_MIN_ROWS = 10_000
-#: Nodes with fewer rows are partitioned on the growing thread alone (unit weights; with
-#: sample weights every partition is).
-PARTITION_THREADS_MIN_ROWS = 20_000
 
 
 def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):

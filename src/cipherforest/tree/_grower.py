@@ -44,7 +44,7 @@ from ._histogram import (
     partition_unit_squared_error,
     subtract_histogram,
 )
-from ._node_threads import build_compact_histogram_on_threads, partition_unit_on_threads
+from ._node_threads import build_compact_histogram_on_threads
 from ._rng import child_seed, rand_int
 from ._split_record import (
     MISSING_UNSEEN,
@@ -135,9 +135,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     nodes on ``n_threads`` numba threads (1: all on the calling thread). A compact tree (see
     below) hands the histograms of nodes of at least ``node_threads[2]`` rows (root and
     smaller children) to the fit's Python threads by blocks of features when
-    ``node_threads[0]`` is not 0, and shares the partitions of nodes of at least
-    ``node_threads[4]`` rows under unit weights with them (``_node_threads``: same
-    histograms and partitions, so the same tree).
+    ``node_threads[0]`` is not 0 (``_node_threads``: same histograms, so the same tree).
     ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
     (slots × features) is the previous tree's pool as returned: reused when its shape fits
     (saves zeroing megabytes per tree), else a new one is made; pass empty arrays at first.
@@ -402,13 +400,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
-            if compact and n_hist_stats == 2 and node_threads[0] != 0 and (
-                    end - start >= node_threads[4]):  # unit weights, shared with a thread
-                mid = partition_unit_on_threads(
-                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
-                    end, X_binned, n_hist_bins - 1, partition_buffer, y, child_stats[0],
-                    child_stats[1], node_threads)
-            elif compact and n_hist_stats == 2:  # unit weights
+            if compact and n_hist_stats == 2:  # unit weights
                 mid = partition_unit_squared_error(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
                     end, X_binned, n_hist_bins - 1, partition_buffer, y, child_stats[0],

@@ -277,7 +277,7 @@ def _scan_squared_error(feature, hist, first, last, has_missing, bin_thresholds,
                                     min_weight_leaf)
         if c < best:
             best = c
-            set_stats(cum, c_w, c_c, c_s, c_q)
+            _set_stats(cum, c_w, c_c, c_s, c_q)
             children_impurity(cum, right, node, CRITERION_SQUARED_ERROR, 0, 0.0)  # fills right
             record_candidate(split, feature, b, False, c, cum, right)
             split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
@@ -289,7 +289,7 @@ def _scan_squared_error(feature, hist, first, last, has_missing, bin_thresholds,
                                         min_weight_leaf)
             if c < best:
                 best = c
-                set_stats(left, l_w, l_c, l_s, l_q)
+                _set_stats(left, l_w, l_c, l_s, l_q)
                 children_impurity(left, right, node, CRITERION_SQUARED_ERROR, 0, 0.0)
                 record_candidate(split, feature, b, True, c, left, right)
                 split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
@@ -312,7 +312,7 @@ def _squared_error_children(l_w, l_c, l_s, l_q, node, min_samples_leaf, min_weig
 
 
 @njit(inline="always", **JIT_OPTIONS)
-def set_stats(stats, weight, count, first, second):
+def _set_stats(stats, weight, count, first, second):
     """Write a squared-error stats vector."""
     stats[STAT_WEIGHT] = weight
     stats[STAT_COUNT] = count
@@ -448,8 +448,8 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
             r_c += fr
             r_s += fr * wy
             r_q += fr * wyy
-        set_stats(left_stats, l_w, l_c, l_s, l_q)
-        set_stats(right_stats, r_w, r_c, r_s, r_q)
+        _set_stats(left_stats, l_w, l_c, l_s, l_q)
+        _set_stats(right_stats, r_w, r_c, r_s, r_q)
     else:
         for i in range(start, end):
             sample = samples[i]
@@ -480,42 +480,18 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     each side's weight and count are its row count), with half the running sums and no
     weight reads: boosting's trees without sample weights take this path.
     """
-    n_left, n_right, l_s, l_q, r_s, r_q = partition_unit_block(
-        split_feature, split_bin, missing_left, samples, start, end, X_binned, missing_bin,
-        buffer, np.int64(0), y)
-    for i in range(n_right):
-        samples[n_left + i] = buffer[i]
-    n_l = float(n_left - start)
-    n_r = float(n_right)
-    set_stats(left_stats, n_l, n_l, l_s, l_q)
-    set_stats(right_stats, n_r, n_r, r_s, r_q)
-    return n_left
-
-
-@njit(inline="always", **JIT_OPTIONS)
-def partition_unit_block(split_feature, split_bin, missing_left, samples, begin, end, X_binned,
-                         missing_bin, buffer, offset, y):
-    """Stable partition of ``samples[begin:end]`` by the split: left rows moved to the front
-    of the range in place, right rows written to ``buffer[offset:]``, in their order.
-
-    Returns ``(end of the left rows, number of right rows, sum y and sum y^2 of the left
-    rows, the same of the right rows)``, summed in row order. A right row adds ``0 * y`` to
-    the left sums (and a left row to the right ones), which leaves a sum unchanged: the sums
-    equal sums over each side's rows alone, in order (how a partition on threads continues
-    them, ``_node_threads.partition_unit_on_threads``).
-    """
-    n_left = begin
+    n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
     l_s = l_q = r_s = r_q = 0.0
-    for i in range(begin, end):
+    for i in range(start, end):
         sample = samples[i]
         b = np.int64(X_binned[sample, split_feature])
         go = np.int64(b <= split_bin)
         if b == missing_bin:
             go = missing_goes_left
         samples[n_left] = sample
-        buffer[offset + n_right] = sample
+        buffer[n_right] = sample
         n_left += go
         n_right += 1 - go
         yi = y[sample]
@@ -526,7 +502,12 @@ def partition_unit_block(split_feature, split_bin, missing_left, samples, begin,
         l_q += fl * yy
         r_s += fr * yi
         r_q += fr * yy
-    return n_left, n_right, l_s, l_q, r_s, r_q
+    samples[n_left:end] = buffer[:n_right]
+    n_l = float(n_left - start)
+    n_r = float(n_right)
+    _set_stats(left_stats, n_l, n_l, l_s, l_q)
+    _set_stats(right_stats, n_r, n_r, r_s, r_q)
+    return n_left
 
 
 # ---------------------------------------------------------------- compact gradient histograms
@@ -733,7 +714,7 @@ def _compact_children(l_w, l_c, l_s, n_w, n_c, n_s, n_q, min_samples_leaf, min_w
 def _record_compact(split, feature, position, missing_left, c, l_w, l_c, l_s, node, left,
                     right):
     """``record_candidate`` from a left child's (weight, count, sum)."""
-    set_stats(left, l_w, l_c, l_s, 0.0)
-    set_stats(right, node[STAT_WEIGHT] - l_w, node[STAT_COUNT] - l_c, node[STAT_FIRST] - l_s,
+    _set_stats(left, l_w, l_c, l_s, 0.0)
+    _set_stats(right, node[STAT_WEIGHT] - l_w, node[STAT_COUNT] - l_c, node[STAT_FIRST] - l_s,
                0.0)
     record_candidate(split, feature, position, missing_left, c, left, right)

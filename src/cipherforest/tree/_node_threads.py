@@ -13,18 +13,10 @@ duration of the call), passed to the kernel as a plain integer:
   waits for a thread that cannot run.
 
 Each feature's bins are summed by one thread over the node's rows in their order, so the
-histogram is bit-identical to the one-thread build.
-
-A large node's partition (unit weights, ``partition_unit_on_threads``) is shared the same
-way (``PARTITION`` / ``PARTITION_WAIT``): the grower partitions the first 2/5 of the rows
-and sums their targets, a pool thread moves the other rows (no sums), and the grower then
-continues each side's sums over the other rows' part of that side, in order, while merging
-the blocks: the same sums, bit for bit, as one pass over all rows.
-
-The other threads block on the pool's queue between nodes: nothing spins. A call costs
-~10-20 us (``benchmarks/histogram_kernels.py --node-handoff``), which is why only nodes of
-at least ``node_threads[2]`` (histograms) or ``node_threads[4]`` (partitions) rows are
-handed off.
+histogram is bit-identical to the one-thread build. The other threads block on the pool's
+queue between nodes: nothing spins. A call costs ~10-20 us (measured with
+``benchmarks/histogram_kernels.py --node-handoff``), which is why only nodes of at least
+``NodeThreads.min_rows`` rows are handed off.
 
 The callback address is an argument, not a global of the kernel: numba cannot cache
 functions holding Python object pointers, and the grower must stay cached.
@@ -33,7 +25,6 @@ functions holding Python object pointers, and the grower must stay cached.
     node_threads[1]  token of the registered ``NodeThreads`` (the node's arrays and the pool)
     node_threads[2]  minimum node rows to hand off
     node_threads[3]  number of feature blocks (threads)
-    node_threads[4]  minimum node rows to share a partition (unit weights)
 """
 
 from __future__ import annotations
@@ -49,19 +40,13 @@ from numba import carray, njit, types
 from numba.extending import intrinsic
 
 from ._common import JIT_OPTIONS
-from ._histogram import accumulate_compact_features, partition_unit_block, set_stats
+from ._histogram import accumulate_compact_features
 
 #: Callback operations.
 SUBMIT = 0
 WAIT = 1
-PARTITION = 2
-PARTITION_WAIT = 3
 #: ``node_threads`` of a grower that hands nothing off.
-NO_NODE_THREADS = np.zeros(5, dtype=np.int64)
-#: A shared partition's job (int64 fields): the split, the pool thread's rows and its result.
-_JOB_FEATURE, _JOB_BIN, _JOB_MISSING_LEFT, _JOB_MISSING_BIN = 0, 1, 2, 3
-_JOB_BEGIN, _JOB_END, _JOB_OFFSET, _JOB_N_LEFT = 4, 5, 6, 7
-_JOB_SIZE = 8
+NO_NODE_THREADS = np.zeros(4, dtype=np.int64)
 
 
 @intrinsic
@@ -134,88 +119,6 @@ def _accumulate_block_at(hist_address, lo_address, hi_address, n_bins, n_hist_st
                                 f_end)
 
 
-@njit(**JIT_OPTIONS)
-def partition_unit_on_threads(split_feature, split_bin, missing_left, samples, start, end,
-                              X_binned, missing_bin, buffer, y, left_stats, right_stats,
-                              node_threads):
-    """``partition_unit_squared_error`` with the rows after the first 2/5 moved by a pool
-    thread (same partition, same sums; see the module docstring). Returns the left child's
-    end."""
-    q = start + (end - start) * 2 // 5
-    job = np.empty(_JOB_SIZE, dtype=np.int64)
-    job[_JOB_FEATURE] = split_feature
-    job[_JOB_BIN] = split_bin
-    job[_JOB_MISSING_LEFT] = 1 if missing_left else 0
-    job[_JOB_MISSING_BIN] = missing_bin
-    job[_JOB_BEGIN] = q
-    job[_JOB_END] = end
-    job[_JOB_OFFSET] = q - start
-    job[_JOB_N_LEFT] = -1
-    key = _call_address(node_threads[0], node_threads[1], PARTITION, job.ctypes.data,
-                        buffer.ctypes.data, buffer.shape[0], start, end, 0)
-    first_end = q if key >= 0 else end  # nothing handed off: all rows here
-    n_left, n_right, l_s, l_q, r_s, r_q = partition_unit_block(
-        split_feature, split_bin, missing_left, samples, start, first_end, X_binned,
-        missing_bin, buffer, np.int64(0), y)
-    if key >= 0:
-        _call_address(node_threads[0], node_threads[1], PARTITION_WAIT, job.ctypes.data,
-                      buffer.ctypes.data, buffer.shape[0], start, end, key)
-        # The other rows' left side sits at samples[q : q + n_left_2], their right side at
-        # buffer[q - start :]: move the left ones down behind the first block's, continuing
-        # the left sums over them in order (a left row adds 1 * y and 1 * y^2, i.e. y, y^2).
-        n_left_2 = job[_JOB_N_LEFT]
-        for i in range(q, q + n_left_2):
-            sample = samples[i]
-            yi = y[sample]
-            l_s += yi
-            l_q += yi * yi
-            samples[n_left] = sample
-            n_left += 1
-        n_right_2 = end - q - n_left_2
-        for i in range(q - start, q - start + n_right_2):
-            sample = buffer[i]
-            yi = y[sample]
-            r_s += yi
-            r_q += yi * yi
-            buffer[n_right] = sample
-            n_right += 1
-    for i in range(n_right):
-        samples[n_left + i] = buffer[i]
-    n_l = float(n_left - start)
-    n_r = float(n_right)
-    set_stats(left_stats, n_l, n_l, l_s, l_q)
-    set_stats(right_stats, n_r, n_r, r_s, r_q)
-    return n_left
-
-
-@njit(**JIT_OPTIONS)
-def _partition_rows_at(job_address, buffer_address, buffer_size, samples, X_binned):
-    """A pool thread's part of ``partition_unit_on_threads``: stable partition of the job's
-    rows (moves only), left rows in place, right rows to the buffer; records the left count.
-    No exception can occur part-way (the rows are moved in place)."""
-    job = carray(_int_pointer(job_address), (_JOB_SIZE,))
-    buffer = carray(_int_pointer(buffer_address), (buffer_size,))
-    feature = job[_JOB_FEATURE]
-    split_bin = job[_JOB_BIN]
-    missing_goes_left = job[_JOB_MISSING_LEFT]
-    missing_bin = job[_JOB_MISSING_BIN]
-    begin = job[_JOB_BEGIN]
-    offset = job[_JOB_OFFSET]
-    n_left = begin
-    n_right = 0
-    for i in range(begin, job[_JOB_END]):
-        sample = samples[i]
-        b = np.int64(X_binned[sample, feature])
-        go = np.int64(b <= split_bin)
-        if b == missing_bin:
-            go = missing_goes_left
-        samples[n_left] = sample
-        buffer[offset + n_right] = sample
-        n_left += go
-        n_right += 1 - go
-    job[_JOB_N_LEFT] = n_left - begin
-
-
 class NodeThreads:
     """The arrays of one tree's growth and the pool its large nodes' histograms go to.
 
@@ -230,7 +133,7 @@ class NodeThreads:
 
     def __init__(self, pool: ThreadPoolExecutor, n_threads: int, min_rows: int,
                  X_binned: np.ndarray, samples: np.ndarray, y: np.ndarray, w: np.ndarray,
-                 n_bins: int, n_hist_stats: int, partition_min_rows: int | None = None):
+                 n_bins: int, n_hist_stats: int):
         self.pool = pool
         self.X_binned = X_binned
         self.samples = samples
@@ -245,10 +148,8 @@ class NodeThreads:
         self._keys = itertools.count(0)
         with NodeThreads._lock:
             self.token = next(NodeThreads._tokens)
-        no_partition = np.iinfo(np.int64).max
-        self.array = np.array([_CALLBACK_ADDRESS, self.token, min_rows, self.n_blocks,
-                               no_partition if partition_min_rows is None
-                               else partition_min_rows], dtype=np.int64)
+        self.array = np.array([_CALLBACK_ADDRESS, self.token, min_rows, self.n_blocks],
+                              dtype=np.int64)
 
     def __enter__(self) -> np.ndarray:
         with NodeThreads._lock:
@@ -274,21 +175,6 @@ class NodeThreads:
             for block in range(1, self.n_blocks)]
         return key
 
-    def _partition(self, job, buffer, buffer_size) -> None:
-        _partition_rows_at(job, buffer, buffer_size, self.samples, self.X_binned)
-
-    def submit_partition(self, job, buffer, buffer_size) -> int:
-        key = next(self._keys)
-        self._pending[key] = [(self.pool.submit(self._partition, job, buffer, buffer_size),
-                               0, 0)]
-        return key
-
-    def wait_partition(self, key, job, buffer, buffer_size) -> None:
-        (future, _, _), = self._pending.pop(key)
-        if future.cancel() or future.exception() is not None:
-            # Not started, or failed before the kernel ran (it cannot fail part-way): here.
-            self._partition(job, buffer, buffer_size)
-
     def wait(self, key, addresses, start, end) -> None:
         for future, f_begin, f_end in self._pending.pop(key):
             if future.cancel():  # no thread took it yet: build it here
@@ -297,21 +183,14 @@ class NodeThreads:
                 self._build(addresses, start, end, f_begin, f_end, clear=True)
 
 
-def _callback(token, op, a, b, c, start, end, key):
-    """The kernel's way into Python (see the module docstring). ``a, b, c``: the slot's
-    histogram, ``lo`` and ``hi`` addresses (SUBMIT, WAIT), or the job's address, the
-    buffer's address and size (PARTITION, PARTITION_WAIT). Returns -1 on failure, which
-    makes the kernel do all the work itself (SUBMIT, PARTITION)."""
+def _callback(token, op, hist, lo, hi, start, end, key):
+    """The kernel's way into Python (see the module docstring); returns -1 on failure, which
+    makes the kernel build the whole histogram itself (SUBMIT)."""
     try:
         node_threads = NodeThreads._registry[token]
         if op == SUBMIT:
-            return node_threads.submit((a, b, c), start, end)
-        if op == WAIT:
-            node_threads.wait(key, (a, b, c), start, end)
-        elif op == PARTITION:
-            return node_threads.submit_partition(a, b, c)
-        else:
-            node_threads.wait_partition(key, a, b, c)
+            return node_threads.submit((hist, lo, hi), start, end)
+        node_threads.wait(key, (hist, lo, hi), start, end)
         return 0
     except BaseException:  # noqa: BLE001 - an exception cannot cross the C boundary
         return -1
