@@ -360,7 +360,7 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     fit.NODE_THREADS_MIN_ROWS = default
     print(f"{dataset}, n_jobs=2 fits, wall s ({repeats} interleaved repetitions); 1-min load "
           f"average {min(loads):.1f}-{max(loads):.1f}")
-    print("| nodes handed to the threads | median | min | max | vs none (median) |")
+    print("| nodes handed to the threads | median | min | max | speed-up vs none (median) |")
     print("|---|---:|---:|---:|---:|")
     base = np.median(walls[0]) if 0 in walls else None
     for threshold, values in walls.items():
