@@ -209,9 +209,11 @@ def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
 @pytest.mark.parametrize("weighted", [False, True])
 def test_node_histograms_on_threads_grow_the_same_trees(monkeypatch, weighted):
     from cipherforest.tree import _fit
+    from cipherforest.tree import _node_threads as node_threads
     from cipherforest.tree._node_threads import NodeThreads
 
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)  # every histogram to the threads
+    monkeypatch.setattr(node_threads, "MAX_SKIPPED_TREES", 0)  # in every tree
     sizes = []
     submit = NodeThreads.submit
     monkeypatch.setattr(NodeThreads, "submit", lambda self, addresses, start, end: (
@@ -331,9 +333,10 @@ def test_a_thread_reuses_its_histogram_pool_without_changing_trees():
 
 
 def test_node_hand_off_with_more_threads_than_features(monkeypatch):
-    from cipherforest.tree import _fit
+    from cipherforest.tree import _fit, _node_threads
 
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
     X, y = make_classification(400, 2, n_informative=2, n_redundant=0, random_state=3)
     fits = [GradientBoostingClassifier(n_estimators=4, max_leaf_nodes=6, max_depth=None,
                                        max_bins=16, random_state=0, n_jobs=n_jobs).fit(X, y)
@@ -342,3 +345,44 @@ def test_node_hand_off_with_more_threads_than_features(monkeypatch):
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
                                 strict=True):
         assert np.array_equal(serial.tree_.threshold, threaded.tree_.threshold)
+
+
+def test_hand_offs_that_lose_time_are_skipped_for_doubling_runs_of_trees():
+    from cipherforest.tree._node_threads import MAX_SKIPPED_TREES, HandOffGovernor
+
+    governor = HandOffGovernor()
+
+    def skipped_run():
+        n = 0
+        while not governor.hand_off_next_tree():
+            n += 1
+        return n
+
+    assert skipped_run() == 0
+    runs = []
+    for _ in range(7):  # every probing tree loses time again
+        governor.report(-1e-4)
+        runs.append(skipped_run())
+    assert runs == [1, 2, 4, 8, 16, 16, 16] and MAX_SKIPPED_TREES == 16
+    governor.report(2e-4)  # the probe paid: hand off in every tree again
+    assert skipped_run() == 0
+    governor.report(-1e-4)
+    assert skipped_run() == 1
+
+
+def test_a_busy_pool_switches_hand_offs_off_for_the_next_trees(monkeypatch):
+    from cipherforest.tree import _fit
+    from cipherforest.tree._node_threads import governor_for
+
+    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    X, y = make_regression(600, 5, noise=1.0, random_state=1)
+    data = _fit.prepare_tree_data(X, 64, 0)
+    params = _fit.GrowthParams(_fit.CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0,
+                               0.0, 12)
+    pool, release = busy_pool()  # every block is built by the grower: pure loss
+    try:
+        _fit.grow_tree_on(data, y, np.ones(600), 1, params, 0, pool=pool, pool_threads=2)
+        assert governor_for(pool).skipped == 1
+    finally:
+        release.set()
+        pool.shutdown()

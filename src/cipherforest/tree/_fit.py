@@ -31,7 +31,7 @@ from ._common import (
 )
 from ._grower import grow_tree
 from ._grower_general import grow_tree_general
-from ._node_threads import NO_NODE_THREADS, NodeThreads
+from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._tree import Tree
 
@@ -149,7 +149,9 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         of squared-error trees without random thresholds (boosting's compact histograms):
         the grower hands each such node over from inside its kernel and continues when all
         blocks are built (``_node_threads``). Nothing spins, and the histograms (so the
-        tree) are the same as one thread builds. The pool must not be the one running this
+        tree) are the same as one thread builds. After a tree whose hand-offs lost time
+        (the other core busy), the next trees grow without them for a while (the pool's
+        ``_node_threads.HandOffGovernor``). The pool must not be the one running this
         call (its blocks would wait behind it).
     pool_threads : int, default=1
         Number of threads of ``pool`` (blocks of features of a node's histogram).
@@ -183,10 +185,12 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     if (pool is not None and pool_threads > 1 and data.max_bins is not None
             and not params.is_random
             and params.criterion == CRITERION_SQUARED_ERROR
-            and samples.shape[0] >= NODE_THREADS_MIN_ROWS):
+            and samples.shape[0] >= NODE_THREADS_MIN_ROWS
+            and governor_for(pool).hand_off_next_tree()):
         n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
         node_threads = NodeThreads(pool, pool_threads, NODE_THREADS_MIN_ROWS, X_binned,
-                                   samples, y_kernel, w, n_hist_bins, n_hist_stats)
+                                   samples, y_kernel, w, n_hist_bins, n_hist_stats,
+                                   governor_for(pool))
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))

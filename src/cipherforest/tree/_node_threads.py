@@ -18,6 +18,14 @@ queue between nodes: nothing spins. A call costs ~10-20 us (measured with
 ``benchmarks/histogram_kernels.py --node-handoff``), which is why only nodes of at least
 ``NodeThreads.min_rows`` rows are handed off.
 
+Whether a hand-off pays depends on the other core being free: a pool thread that shares
+its core with another process finishes its block late, and the grower waits. Each
+``NodeThreads`` therefore estimates what its tree's hand-offs saved (the grower's own block
+times the number of blocks, minus the node's time) and reports it to the fit's
+``HandOffGovernor``, which skips hand-offs for the next 1, 2, 4, ... (at most
+``MAX_SKIPPED_TREES``) trees after a tree whose hand-offs lost time, and hands off again
+after that to check.
+
 The callback address is an argument, not a global of the kernel: numba cannot cache
 functions holding Python object pointers, and the grower must stay cached.
 
@@ -32,6 +40,8 @@ from __future__ import annotations
 import ctypes
 import itertools
 import threading
+import time
+import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
@@ -119,12 +129,56 @@ def _accumulate_block_at(hist_address, lo_address, hi_address, n_bins, n_hist_st
                                 f_end)
 
 
+#: Longest run of trees grown without hand-offs after hand-offs lost time (then tried again).
+MAX_SKIPPED_TREES = 16
+
+
+class HandOffGovernor:
+    """Skips hand-offs for a while after a tree whose hand-offs lost time (see the module
+    docstring); one per pool, shared by the trees of a fit (``governor_for``)."""
+
+    def __init__(self):
+        self.skipped = 0  # trees still to grow without hand-offs
+        self.backoff = 0  # length of the last skipped run
+        self._lock = threading.Lock()
+
+    def hand_off_next_tree(self) -> bool:
+        """Whether the next tree may hand nodes off (counts a skipped tree when not)."""
+        with self._lock:
+            if self.skipped > 0:
+                self.skipped -= 1
+                return False
+            return True
+
+    def report(self, saved_seconds: float) -> None:
+        """What a tree's hand-offs saved (negative: lost)."""
+        with self._lock:
+            if saved_seconds < 0.0:
+                self.backoff = min(max(1, 2 * self.backoff), MAX_SKIPPED_TREES)
+                self.skipped = self.backoff
+            else:
+                self.backoff = 0
+
+
+_GOVERNORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_GOVERNORS_LOCK = threading.Lock()
+
+
+def governor_for(pool: ThreadPoolExecutor) -> HandOffGovernor:
+    """The ``HandOffGovernor`` of ``pool`` (created on first use, dropped with the pool)."""
+    with _GOVERNORS_LOCK:
+        governor = _GOVERNORS.get(pool)
+        if governor is None:
+            governor = _GOVERNORS[pool] = HandOffGovernor()
+        return governor
+
+
 class NodeThreads:
     """The arrays of one tree's growth and the pool its large nodes' histograms go to.
 
     Use as a context manager around the grower call: it registers itself for the callback on
     entry (returning ``array``, the grower's ``node_threads`` argument) and unregisters on
-    exit.
+    exit, reporting what the tree's hand-offs saved to ``governor`` (if given).
     """
 
     _registry: dict[int, NodeThreads] = {}
@@ -133,8 +187,11 @@ class NodeThreads:
 
     def __init__(self, pool: ThreadPoolExecutor, n_threads: int, min_rows: int,
                  X_binned: np.ndarray, samples: np.ndarray, y: np.ndarray, w: np.ndarray,
-                 n_bins: int, n_hist_stats: int):
+                 n_bins: int, n_hist_stats: int, governor: HandOffGovernor | None = None):
         self.pool = pool
+        self.governor = governor
+        self.saved_seconds = 0.0
+        self.n_hand_offs = 0
         self.X_binned = X_binned
         self.samples = samples
         self.y = y
@@ -145,6 +202,7 @@ class NodeThreads:
         self.n_blocks = max(1, min(n_features, n_threads))
         self.bounds = [block * n_features // self.n_blocks for block in range(self.n_blocks + 1)]
         self._pending: dict[int, list[tuple[Future, int, int]]] = {}
+        self._times: dict[int, tuple[float, float]] = {}
         self._keys = itertools.count(0)
         with NodeThreads._lock:
             self.token = next(NodeThreads._tokens)
@@ -162,25 +220,36 @@ class NodeThreads:
         for blocks in self._pending.values():  # only after an error inside the kernel
             for future, _, _ in blocks:
                 future.cancel()
+        if self.governor is not None and self.n_hand_offs > 0:
+            self.governor.report(self.saved_seconds)
 
     def _build(self, addresses, start, end, f_begin, f_end, clear=False):
         _accumulate_block_at(*addresses, self.n_bins, self.n_hist_stats, self.X_binned,
                              self.samples, start, end, self.y, self.w, f_begin, f_end, clear)
 
     def submit(self, addresses, start, end) -> int:
+        began = time.perf_counter()
         key = next(self._keys)
         self._pending[key] = [
             (self.pool.submit(self._build, addresses, start, end, self.bounds[block],
                               self.bounds[block + 1]), self.bounds[block], self.bounds[block + 1])
             for block in range(1, self.n_blocks)]
+        self._times[key] = (began, time.perf_counter())
         return key
 
     def wait(self, key, addresses, start, end) -> None:
+        own_begin = self._times[key][1]
+        own_seconds = time.perf_counter() - own_begin  # the grower's block 0
         for future, f_begin, f_end in self._pending.pop(key):
             if future.cancel():  # no thread took it yet: build it here
                 self._build(addresses, start, end, f_begin, f_end)
             elif future.exception() is not None:  # it failed part-way: build it again here
                 self._build(addresses, start, end, f_begin, f_end, clear=True)
+        began, _ = self._times.pop(key)
+        # One thread would have built all blocks at the grower's pace.
+        one_thread = own_seconds * self.X_binned.shape[1] / self.bounds[1]
+        self.saved_seconds += one_thread - (time.perf_counter() - began)
+        self.n_hand_offs += 1
 
 
 def _callback(token, op, hist, lo, hi, start, end, key):
