@@ -245,7 +245,7 @@ def busy_pool():
     return pool, release
 
 
-@pytest.mark.parametrize("failing", [False, True])
+@pytest.mark.parametrize("failing", [False, True, "python"])
 def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, failing):
     from cipherforest.tree import _fit
     from cipherforest.tree import _node_threads as node_threads
@@ -258,7 +258,19 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
     w = np.ones(600)
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
     serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True)
-    if failing:  # a block whose thread fails part-way is rebuilt on the grower's thread
+    if failing == "python":  # no block can be built on the Python side: the kernel does it
+        def broken_build(self, *args, **kwargs):
+            raise MemoryError
+
+        monkeypatch.setattr(node_threads.NodeThreads, "_build", broken_build)
+        pool, release = busy_pool()  # every block cancelled, then its build fails
+        try:
+            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
+                                        pool=pool, pool_threads=3)
+        finally:
+            release.set()
+            pool.shutdown()
+    elif failing:  # a block whose thread fails part-way is rebuilt on the grower's thread
         import threading
         import time
 
@@ -296,7 +308,7 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
         assert np.array_equal(getattr(serial, name), getattr(tree, name))
     assert np.array_equal(serial_leaves, leaves)
     assert not node_threads.NodeThreads._registry  # unregistered after the tree
-    if failing:
+    if failing is True:
         assert len(rebuilt) > 10 and all(rebuilt)
 
 

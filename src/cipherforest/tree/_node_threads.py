@@ -43,6 +43,7 @@ import threading
 import time
 import weakref
 from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import wait as futures_wait
 
 import numpy as np
 from llvmlite import ir
@@ -106,8 +107,15 @@ def build_compact_histogram_on_threads(hist, lo, hi, X_binned, samples, start, e
     accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                                 n_features // n_blocks)
     if key >= 0:
-        _call_address(node_threads[0], node_threads[1], WAIT, hist.ctypes.data,
-                      lo.ctypes.data, hi.ctypes.data, start, end, key)
+        status = _call_address(node_threads[0], node_threads[1], WAIT, hist.ctypes.data,
+                               lo.ctypes.data, hi.ctypes.data, start, end, key)
+        if status < 0:  # a block could not be built on the Python side: build them all here
+            flat = hist.reshape(hist.size)
+            begin = n_features // n_blocks
+            for i in range(begin * hist.shape[1] * hist.shape[2], flat.shape[0]):
+                flat[i] = 0.0
+            accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                        begin, n_features)
 
 
 @njit(**JIT_OPTIONS)
@@ -238,14 +246,23 @@ class NodeThreads:
         return key
 
     def wait(self, key, addresses, start, end) -> None:
-        own_begin = self._times[key][1]
-        own_seconds = time.perf_counter() - own_begin  # the grower's block 0
-        for future, f_begin, f_end in self._pending.pop(key):
-            if future.cancel():  # no thread took it yet: build it here
+        entered = time.perf_counter()
+        blocks = self._pending.pop(key)
+        # Cancel the blocks no thread has started, and let every started one finish, before
+        # anything can go wrong here: no thread writes to the slot once this returns.
+        cancelled = [future.cancel() for future, _, _ in blocks]
+        # (A cancelled future only counts as done for ``wait`` once a pool thread has seen
+        # it: wait for the others alone.)
+        futures_wait([future for (future, _, _), was_cancelled in zip(blocks, cancelled,
+                                                                       strict=True)
+                      if not was_cancelled])
+        began, own_begin = self._times.pop(key)
+        own_seconds = entered - own_begin  # the grower's block 0
+        for (future, f_begin, f_end), was_cancelled in zip(blocks, cancelled, strict=True):
+            if was_cancelled:  # no thread took it: build it here
                 self._build(addresses, start, end, f_begin, f_end)
             elif future.exception() is not None:  # it failed part-way: build it again here
                 self._build(addresses, start, end, f_begin, f_end, clear=True)
-        began, _ = self._times.pop(key)
         # One thread would have built all blocks at the grower's pace.
         one_thread = own_seconds * self.X_binned.shape[1] / self.bounds[1]
         self.saved_seconds += one_thread - (time.perf_counter() - began)
@@ -254,7 +271,8 @@ class NodeThreads:
 
 def _callback(token, op, hist, lo, hi, start, end, key):
     """The kernel's way into Python (see the module docstring); returns -1 on failure, which
-    makes the kernel build the whole histogram itself (SUBMIT)."""
+    makes the kernel build the whole histogram (SUBMIT) or the handed-off blocks (WAIT, once
+    no thread works on them any more) itself."""
     try:
         node_threads = NodeThreads._registry[token]
         if op == SUBMIT:
