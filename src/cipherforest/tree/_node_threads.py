@@ -14,9 +14,9 @@ duration of the call), passed to the kernel as a plain integer:
 
 Each feature's bins are summed by one thread over the node's rows in their order, so the
 histogram is bit-identical to the one-thread build. The other threads block on the pool's
-queue between nodes: nothing spins. A call costs ~10-20 us (measured with
-``benchmarks/histogram_kernels.py --node-handoff``), which is why only nodes of at least
-``NodeThreads.min_rows`` rows are handed off.
+queue between nodes: nothing spins. A hand-off costs a few tens of microseconds
+(``benchmarks/histogram_kernels.py --node-handoff``), which is why only nodes of at least
+``node_threads[2]`` rows are handed off.
 
 Whether a hand-off pays depends on the other core being free: a pool thread that shares
 its core with another process finishes its block late, and the grower waits. Each
