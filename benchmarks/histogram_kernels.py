@@ -8,8 +8,9 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
 
     python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
     python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
-    python benchmarks/histogram_kernels.py --root-threads synthetic_100k --repeats 5
+    python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
     python benchmarks/histogram_kernels.py --node-handoff --repeats 20
+    python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -24,13 +25,16 @@ there, which is how the whole-tree kernel is compared across commits.
 parts — binning, the grower kernel, the per-tree Python around it (line search, raw update,
 tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
 through the grower's kernels (histogram builds of the root and the smaller children,
-partitions, split scans). ``--root-threads DATASET`` compares two-thread fits with the root
-histogram built on the fit's Python threads and without. ``--node-handoff`` times one
-node's compact histogram of m rows (a sorted random subset, as a node's rows sit after the
-stable partitions) on one thread against two blocks of features on a two-thread Python pool
-(the root's hand-off, ``tree._fit._root_histogram_in_threads``), in wall time, for m from 1k to
-100k, and lists the sizes of the histograms a 31-leaf tree at 100k rows builds (its root and
-smaller children): what handing every large node's histogram to the threads could save.
+partitions, split scans). ``--node-threads DATASET`` compares two-thread fits whose large
+nodes' histograms are handed to the fit's Python threads from ``--min-rows`` rows on (0: not
+at all). ``--node-handoff`` times one node's compact histogram of m rows (a sorted random
+subset, as a node's rows sit after the stable partitions) on one thread against the same
+histogram handed from the kernel to a two-thread Python pool by blocks of features
+(``tree._node_threads``), in wall time, for m from 1k to 100k, and lists the sizes of the
+histograms a 31-leaf tree at 100k rows builds (its root and smaller children): what handing
+every large node's histogram to the threads could save. ``--first-fit`` times the first
+histogram boosting fit in a fresh process with an empty numba cache (the histogram grower's
+compile time), for this tree and ``--before-src``.
 """
 
 from __future__ import annotations
@@ -62,22 +66,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", metavar="DATASET",
                         help="instead: where a one-core fit of benchmarks/ensembles.py's "
                              "DATASET spends its time, and one tree's kernel parts")
-    parser.add_argument("--root-threads", metavar="DATASET",
-                        help="instead: two-thread fits of DATASET with the root histogram "
-                             "built on the fit's Python threads and without, interleaved "
-                             "(--repeats pairs, wall time)")
+    parser.add_argument("--node-threads", metavar="DATASET",
+                        help="instead: two-thread fits of DATASET with large nodes' "
+                             "histograms handed to the fit's threads from --min-rows rows on, "
+                             "interleaved (--repeats rounds, wall time)")
+    parser.add_argument("--min-rows", default="0,20000,10000,5000",
+                        help="thresholds of --node-threads (comma-separated; 0: no hand-off)")
+    parser.add_argument("--first-fit", action="store_true",
+                        help="instead: CPU time of the first histogram boosting fit in a "
+                             "fresh process with an empty numba cache (compile time), for "
+                             "this source tree and --before-src")
+    parser.add_argument("--before-src", type=Path, default=None,
+                        help="with --first-fit: a second source tree to measure alike")
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one node's histogram on one thread vs handed to two "
                              "Python threads, by node size (wall time)")
     args = parser.parse_args(argv)
+    if args.first_fit:
+        time_first_fit(args.before_src)
+        return 0
     if args.node_handoff:
         time_node_handoff(args.rows, args.repeats)
         return 0
     if args.profile:
         profile_fit(args.profile)
         return 0
-    if args.root_threads:
-        compare_root_threads(args.root_threads, args.repeats)
+    if args.node_threads:
+        compare_node_threads(args.node_threads, args.repeats,
+                             [int(value) for value in args.min_rows.split(",")])
         return 0
     n = args.rows
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
@@ -317,9 +333,10 @@ def kernel_parts(X, y, model) -> None:
         print(f"| {key} | {1000 * value:.2f} | {100 * value / whole:.0f} % |")
 
 
-def compare_root_threads(dataset: str, repeats: int) -> None:
-    """Wall time of ``n_jobs=2`` fits with and without the root histogram on the fit's
-    threads (``tree._fit.ROOT_THREADS_MIN_ROWS`` toggled), interleaved in one process."""
+def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> None:
+    """Wall time of ``n_jobs=2`` fits with large nodes' histograms handed to the fit's
+    threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``, 0: no
+    hand-off), interleaved in one process."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -329,29 +346,37 @@ def compare_root_threads(dataset: str, repeats: int) -> None:
     X, _, y, _ = load_dataset(dataset)
     regression = is_regression(dataset)
     make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
-    default = fit.ROOT_THREADS_MIN_ROWS
-    walls: dict[str, list[float]] = {"root on threads": [], "root on one thread": []}
+    default = fit.NODE_THREADS_MIN_ROWS
+    walls: dict[int, list[float]] = {threshold: [] for threshold in thresholds}
+    loads = []
     for _ in range(repeats):
-        for mode in walls:
-            fit.ROOT_THREADS_MIN_ROWS = default if mode == "root on threads" else 1 << 62
+        for threshold in walls:
+            fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
             model = make_model("ours_gb_hist", regression)
             start = time.perf_counter()
             model.fit(X, y)
-            walls[mode].append(time.perf_counter() - start)
-    fit.ROOT_THREADS_MIN_ROWS = default
-    print(f"{dataset}, n_jobs=2 fits, wall s; 1-min load average {os.getloadavg()[0]:.1f}")
-    print("| root histogram | median | min | max |")
-    print("|---|---:|---:|---:|")
-    for mode, values in walls.items():
-        print(f"| {mode} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} |")
+            walls[threshold].append(time.perf_counter() - start)
+        loads.append(os.getloadavg()[0])
+    fit.NODE_THREADS_MIN_ROWS = default
+    print(f"{dataset}, n_jobs=2 fits, wall s ({repeats} interleaved repetitions); 1-min load "
+          f"average {min(loads):.1f}-{max(loads):.1f}")
+    print("| nodes handed to the threads | median | min | max | speed-up vs none (median) |")
+    print("|---|---:|---:|---:|---:|")
+    base = np.median(walls[0]) if 0 in walls else None
+    for threshold, values in walls.items():
+        label = f">= {threshold:,} rows" if threshold > 0 else "none"
+        ratio = f"{base / np.median(values):.2f}×" if base else "–"
+        print(f"| {label} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
+              f"{ratio} |")
 
 
 def time_node_handoff(n: int, repeats: int) -> None:
-    """Wall time of a node's compact histogram on one thread and on two Python threads (by
-    feature blocks), by node size; then the histogram sizes of one 31-leaf tree."""
+    """Wall time of a node's compact histogram on one thread and handed from the kernel to a
+    two-thread Python pool (by feature blocks, ``tree._node_threads``), by node size; then
+    the histogram sizes of one 31-leaf tree."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cipherforest.tree._fit import _root_histogram_in_threads
+    from cipherforest.tree._node_threads import NodeThreads, build_compact_histogram_on_threads
 
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
     data = prepare_tree_data(X, 255, 0)
@@ -364,25 +389,39 @@ def time_node_handoff(n: int, repeats: int) -> None:
     lo, hi = np.zeros(20, dtype=np.int64), np.zeros(20, dtype=np.int64)
 
     def one_thread(samples):
-        hist[:] = 0.0  # the grower's slots are zero too; the two-thread path allocates its own
+        hist[:] = 0.0  # the grower's slots are zero
         build_compact_histogram(hist, lo, hi, data.X_binned, samples, 0, samples.shape[0],
                                 gradient, w, 1)
 
+    def two_threads(samples, node_threads):
+        hist[:] = 0.0
+        build_compact_histogram_on_threads(hist, lo, hi, data.X_binned, samples, 0,
+                                           samples.shape[0], gradient, w, node_threads)
+
     walls: dict[tuple[int, int], list[float]] = {(m, t): [] for m in sizes for t in (1, 2)}
     with ThreadPoolExecutor(2) as pool:
-        one_thread(rows[sizes[0]])
-        _root_histogram_in_threads(data, gradient, w, rows[sizes[0]], pool, 2)
-        for _ in range(repeats):
-            for m in sizes:
-                start = time.perf_counter()
-                one_thread(rows[m])
-                walls[m, 1].append(time.perf_counter() - start)
-                start = time.perf_counter()
-                _root_histogram_in_threads(data, gradient, w, rows[m], pool, 2)
-                walls[m, 2].append(time.perf_counter() - start)
+        contexts = {m: NodeThreads(pool, 2, 1, data.X_binned, rows[m], gradient, w,
+                                   data.n_hist_bins, 2) for m in sizes}
+        arrays = {m: context.__enter__() for m, context in contexts.items()}
+        try:
+            two_threads(rows[sizes[-1]], arrays[sizes[-1]])
+            expected = hist.copy()
+            one_thread(rows[sizes[-1]])
+            assert np.array_equal(hist, expected)
+            for _ in range(repeats):
+                for m in sizes:
+                    start = time.perf_counter()
+                    one_thread(rows[m])
+                    walls[m, 1].append(time.perf_counter() - start)
+                    start = time.perf_counter()
+                    two_threads(rows[m], arrays[m])
+                    walls[m, 2].append(time.perf_counter() - start)
+        finally:
+            for context in contexts.values():
+                context.__exit__(None, None, None)
     print(f"one node's compact histogram, {n:,} × 20 data, wall ms (median of {repeats}); "
           f"1-min load average {os.getloadavg()[0]:.1f}")
-    print("| node rows | one thread | two Python threads | saved | speed-up |")
+    print("| node rows | one thread | handed to two threads | saved | speed-up |")
     print("|---:|---:|---:|---:|---:|")
     for m in sizes:
         one, two = (1000 * np.median(walls[m, t]) for t in (1, 2))
@@ -401,6 +440,50 @@ def time_node_handoff(n: int, repeats: int) -> None:
         big = built[built >= threshold]
         print(f"  >= {threshold:,} rows: {big.shape[0]} histograms, {big.sum():,} rows "
               f"({100 * big.sum() / built.sum():.0f} % of the rows)")
+
+
+FIRST_FIT = r"""
+import json, time
+from sklearn.datasets import make_classification
+from cipherforest.ensemble import GradientBoostingClassifier
+X, y = make_classification(3000, 8, random_state=0)
+times = {}
+for name, n_jobs in (("first fit, 1 thread", 1), ("first fit, 2 threads", 2)):
+    start = time.process_time()
+    GradientBoostingClassifier(n_estimators=5, max_bins=64, max_leaf_nodes=15,
+                               max_depth=None, n_jobs=n_jobs, random_state=0).fit(X, y)
+    times[name] = time.process_time() - start
+print(json.dumps(times))
+"""
+
+
+def time_first_fit(before_src: Path | None) -> None:
+    """CPU seconds of the first histogram boosting fits (binary, 3,000 rows; one thread, then
+    two with the node hand-off at its default threshold — 3,000 rows only reach it when the
+    threshold is lowered, so the second fit mostly measures loading) in a fresh process whose
+    ``NUMBA_CACHE_DIR`` is a new empty directory: what compiling the histogram grower costs a
+    new user."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    sources = {"this tree": Path(__file__).resolve().parents[1] / "src"}
+    if before_src is not None:
+        sources["before"] = before_src
+    rows = {}
+    for label, src in sources.items():
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "PYTHONPATH": str(src), "NUMBA_CACHE_DIR": cache}
+            out = subprocess.run([sys.executable, "-c", FIRST_FIT], env=env, check=True,
+                                 capture_output=True, text=True).stdout
+        rows[label] = json.loads(out.strip().splitlines()[-1])
+    print(f"first histogram boosting fits, CPU s, empty numba cache; 1-min load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| step | " + " | ".join(rows) + " |")
+    print("|---|" + "---:|" * len(rows))
+    for step in next(iter(rows.values())):
+        print(f"| {step} | " + " | ".join(f"{rows[label][step]:.2f}" for label in rows) + " |")
 
 
 def _subtree_leaves(left, right, node) -> np.ndarray:

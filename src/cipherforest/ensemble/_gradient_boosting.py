@@ -305,13 +305,13 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
-        # Threads grow a round's trees side by side (multiclass) or build its one tree's root
-        # histogram (binary, regression), and share the rows of the gradient-and-loss pass;
-        # none of this changes the model.
+        # Threads grow a round's trees side by side (multiclass) or build the histograms of
+        # its one tree's large nodes with it (binary, regression), and share the rows of the
+        # gradient-and-loss pass; none of this changes the model.
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
         tree_pool = pool if loss.n_trees > 1 else None
-        # One tree per round: its root histogram is built on the threads instead.
+        # One tree per round: its large nodes' histograms are shared with the threads instead.
         root_pool = pool if tree_pool is None else None
         i = begin - 1
         next_gradient = None
@@ -392,7 +392,7 @@ class BaseGradientBoosting(BaseEstimator):
     def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
                   loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]`` (``root_pool``: threads building its root histogram)."""
+        add it to ``raw[:, k]`` (``root_pool``: threads sharing its large nodes' histograms)."""
         if not np.any(stage_weight > 0):
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
@@ -592,10 +592,11 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     n_jobs : int or None, default=None
         Threads growing a round's trees with more than two classes (one tree per class; they
-        are independent), sharing the rows of each round's gradient pass and predicting
-        blocks of rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
-        predictions do not depend on it. (scikit-learn's GradientBoostingClassifier has no
-        such parameter.)
+        are independent), building the histograms of large nodes of a binary tree with
+        ``max_bins`` by blocks of features, sharing the rows of each round's gradient pass
+        and predicting blocks of rows. None means 1, -1 all cores. The model, its
+        ``train_score_`` and its predictions do not depend on it. (scikit-learn's
+        GradientBoostingClassifier has no such parameter.)
 
     Attributes
     ----------
@@ -737,10 +738,11 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     alpha : float in (0, 1), default=0.9
         Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
     n_jobs : int or None, default=None
-        Threads sharing the rows of each round's gradient pass and predicting blocks of
-        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
-        predictions do not depend on it. (scikit-learn's GradientBoostingRegressor has no
-        such parameter.)
+        Threads building the histograms of a tree's large nodes with ``max_bins`` by blocks
+        of features, sharing the rows of each round's gradient pass and predicting blocks of
+        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its predictions
+        do not depend on it. (scikit-learn's GradientBoostingRegressor has no such
+        parameter.)
 
     Attributes
     ----------

@@ -9,6 +9,7 @@ shortcut the decision tree estimators use.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from ._common import (
 )
 from ._grower import grow_tree
 from ._grower_general import grow_tree_general
-from ._histogram import accumulate_compact_features
+from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._tree import Tree
 
@@ -143,14 +144,17 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         more yet: on a shared 2-core machine the parallel builds saved ~10 % of a tree's
         time at best and stalled fits several-fold whenever another process held a core.
     pool : ThreadPoolExecutor, optional
-        Python threads that build the root's histogram by ``pool_threads`` blocks of
-        features, for the compact histograms of squared-error trees without random
-        thresholds (boosting's; ``_histogram.build_compact_histogram``) on at least
-        ``ROOT_THREADS_MIN_ROWS`` rows: one hand-off per tree, no spinning, and the same
-        histogram (so the same tree) as one thread builds. The pool must not be the one
-        running this call (its blocks would wait behind it).
+        Python threads that build, by ``pool_threads`` blocks of features, the histograms of
+        nodes of at least ``NODE_THREADS_MIN_ROWS`` rows (the root and the smaller children)
+        of squared-error trees without random thresholds (boosting's compact histograms):
+        the grower hands each such node over from inside its kernel and continues when all
+        blocks are built (``_node_threads``). Nothing spins, and the histograms (so the
+        tree) are the same as one thread builds. After a tree whose hand-offs lost time
+        (the other core busy), the next trees grow without them for a while (the pool's
+        ``_node_threads.HandOffGovernor``). The pool must not be the one running this
+        call (its blocks would wait behind it).
     pool_threads : int, default=1
-        Number of threads of ``pool`` (blocks of features of the root histogram).
+        Number of threads of ``pool`` (blocks of features of a node's histogram).
 
     Returns
     -------
@@ -166,7 +170,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
     positive = w > 0
-    samples = np.flatnonzero(positive).astype(np.int64)
+    samples = np.flatnonzero(positive).astype(np.int64, copy=False)
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
     if data.max_bins is None:
@@ -177,22 +181,33 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         sorted_index, sorted_value = None, None
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         n_hist_bins = data.n_hist_bins
-    root = _NO_ROOT_HISTOGRAM
+    node_threads = contextlib.nullcontext(NO_NODE_THREADS)
     if (pool is not None and pool_threads > 1 and data.max_bins is not None
             and not params.is_random
             and params.criterion == CRITERION_SQUARED_ERROR
-            and samples.shape[0] >= ROOT_THREADS_MIN_ROWS):
-        root = _root_histogram_in_threads(data, y_kernel, w, samples, pool, pool_threads)
+            and samples.shape[0] >= NODE_THREADS_MIN_ROWS
+            and governor_for(pool).hand_off_next_tree()):
+        n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
+        node_threads = NodeThreads(pool, pool_threads, NODE_THREADS_MIN_ROWS, X_binned,
+                                   samples, y_kernel, w, n_hist_bins, n_hist_stats,
+                                   governor_for(pool))
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))
     try:
-        node_int, node_float, node_stats = grow_tree(
-            params.is_random, params.criterion, n_stats, y_kernel,
-            w, samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
-            params.max_features, params.max_depth, params.min_samples_split,
-            params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
-            params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1, *root)
+        # Taken out while the kernel uses it, put back when it returned (zeroed): a kernel
+        # that never returns leaves no half-used pool behind.
+        pool_arrays = _THREAD_STATE.__dict__.pop("hist_pool", _EMPTY_HIST_POOL)
+        with node_threads as node_threads_array:
+            node_int, node_float, node_stats, *pool_arrays = grow_tree(
+                params.is_random, params.criterion, n_stats, y_kernel,
+                w, samples, sorted_index, sorted_value, X_binned, thresholds, n_hist_bins,
+                params.max_features, params.max_depth, params.min_samples_split,
+                params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
+                params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1,
+                node_threads_array, *pool_arrays)
+        if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
+            _THREAD_STATE.hist_pool = pool_arrays
     finally:
         if parallel:
             _PARALLEL_LOCK.release()
@@ -205,32 +220,18 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                                        tree.n_node_samples, order, data.n_samples)
 
 
-#: Roots with fewer rows build their histogram on the growing thread: handing a small root
-#: to other threads would cost more than it saves.
-ROOT_THREADS_MIN_ROWS = 20_000
-#: ``grow_tree``'s "build the root histogram yourself" (empty arrays of the right types).
-_NO_ROOT_HISTOGRAM = (np.zeros((0, 0, 0)), np.zeros(0, dtype=np.int64),
-                      np.zeros(0, dtype=np.int64))
+#: Each thread keeps the histogram pool of its last tree (all zero) for its next tree, up to
+#: this size: allocating and zeroing ~2 MB per tree cost 4-9 % of a pendigits fit's kernel
+#: time (docs/benchmarks.md, seventh session).
+KEPT_HIST_POOL_BYTES = 64 << 20
+_THREAD_STATE = threading.local()
+_EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
+                    np.zeros((0, 0), dtype=np.int64))
 
-
-def _root_histogram_in_threads(data: TreeData, y: np.ndarray, w: np.ndarray,
-                               samples: np.ndarray, pool: ThreadPoolExecutor,
-                               n_threads: int) -> tuple:
-    """The compact root histogram of ``samples`` (``grow_tree``'s ``root_hist``, ``root_lo``,
-    ``root_hi``), features split into one block per thread of ``pool``."""
-    n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
-    hist = np.zeros((data.n_features, data.n_hist_bins, n_hist_stats))
-    lo = np.zeros(data.n_features, dtype=np.int64)
-    hi = np.zeros(data.n_features, dtype=np.int64)
-    n_blocks = max(1, min(data.n_features, n_threads))
-    bounds = [block * data.n_features // n_blocks for block in range(n_blocks + 1)]
-
-    def build(block):
-        accumulate_compact_features(hist, lo, hi, data.X_binned, samples, 0, samples.shape[0],
-                                    y, w, bounds[block], bounds[block + 1])
-
-    list(pool.map(build, range(n_blocks)))
-    return hist, lo, hi
+#: Nodes with fewer rows build their histogram on the growing thread: handing a small node
+#: to other threads costs more than it saves (``benchmarks/histogram_kernels.py
+#: --node-handoff``).
+NODE_THREADS_MIN_ROWS = 10_000
 
 
 def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
@@ -262,7 +263,7 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
              else n_criterion_stats(params.criterion, 1))
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     positive = w > 0
-    samples = np.flatnonzero(positive).astype(np.int64)
+    samples = np.flatnonzero(positive).astype(np.int64, copy=False)
     sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
     monotonic = (np.zeros(data.n_features, dtype=np.int64) if params.monotonic_cst is None
                  else np.asarray(params.monotonic_cst, dtype=np.int64))

@@ -44,6 +44,7 @@ from ._histogram import (
     partition_unit_squared_error,
     subtract_histogram,
 )
+from ._node_threads import build_compact_histogram_on_threads
 from ._rng import child_seed, rand_int
 from ._split_record import (
     MISSING_UNSEEN,
@@ -120,8 +121,9 @@ def _heap_pop(heap, size, keys):
 def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
-              max_leaf_nodes, rng_state, n_threads, root_hist, root_lo, root_hi):
-    """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes.
+              max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi):
+    """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
+    its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
     "unlimited"). ``y`` holds class indices (as float) or targets and ``w`` weights, both indexed
@@ -131,9 +133,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
     nodes on ``n_threads`` numba threads (1: all on the calling thread). A compact tree (see
-    below) takes its root's histogram ready-built from ``root_hist`` / ``root_lo`` /
-    ``root_hi`` when ``root_hist`` is not empty (``build_compact_histogram`` of all
-    ``samples``, e.g. built by feature blocks on Python threads); an empty array builds it.
+    below) hands the histograms of nodes of at least ``node_threads[2]`` rows (root and
+    smaller children) to the fit's Python threads by blocks of features when
+    ``node_threads[0]`` is not 0 (``_node_threads``: same histograms, so the same tree).
+    ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
+    (slots × features) is the previous tree's pool as returned: reused when its shape fits
+    (saves zeroing megabytes per tree), else a new one is made; pass empty arrays at first.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -185,10 +190,20 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 n_hist_stats = 3
                 break
     count_column = compact_count_column(n_hist_stats) if compact else STAT_COUNT
-    hist_pool = np.empty((n_slots if use_histogram else 0, hist_features, hist_bins,
-                          n_hist_stats))
-    hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
-    hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
+    # A pool handed in by the caller (the previous tree's, all slots zero) is reused when it
+    # has the right shape: no slot needs zeroing then. Otherwise slots below n_clean are the
+    # ones known to be zero.
+    n_clean = np.int64(0)
+    if (use_histogram and hist_pool.shape[0] >= n_slots and hist_pool.shape[1] == hist_features
+            and hist_pool.shape[2] == hist_bins and hist_pool.shape[3] == n_hist_stats
+            and hist_lo.shape[0] == hist_pool.shape[0]
+            and hist_hi.shape[0] == hist_pool.shape[0]):
+        n_clean = hist_pool.shape[0]
+    else:
+        hist_pool = np.empty((n_slots if use_histogram else 0, hist_features, hist_bins,
+                              n_hist_stats))
+        hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
+        hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)
     n_free_hists = np.int64(0)
     n_hists = np.int64(0)
@@ -197,7 +212,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         goes_left = np.zeros(y.shape[0], dtype=np.uint8)
         tmp_index = np.zeros(n_samples, dtype=sorted_index.dtype)
         tmp_value = np.zeros(n_samples, dtype=np.float64)
-    partition_buffer = np.zeros(n_samples if use_histogram else 0, dtype=np.int64)
+    # Scratch, written before it is read: np.empty (np.zeros would write 8 MB per tree at 1M
+    # rows).
+    partition_buffer = np.empty(n_samples if use_histogram else 0, dtype=np.int64)
 
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
@@ -251,11 +268,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
     if X_binned is not None:
         if root_splittable and not is_small_node(n_samples, n_hist_bins):
-            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, slot = (
-                _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists))
-            if compact and root_hist.shape[0] > 0:
-                _copy_histogram(root_hist, root_lo, root_hi, hist_pool[slot], hist_lo[slot],
-                                hist_hi[slot])
+            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, slot = (
+                _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists,
+                              n_clean))
+            if compact and node_threads[0] != 0 and n_samples >= node_threads[2]:
+                build_compact_histogram_on_threads(hist_pool[slot], hist_lo[slot],
+                                                   hist_hi[slot], X_binned, samples,
+                                                   np.int64(0), n_samples, y, w, node_threads)
             elif compact:
                 build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
                                         X_binned, samples, np.int64(0), n_samples, y, w,
@@ -450,10 +469,16 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 if child_needs[0] or child_needs[1]:
                     small = 0 if (mid - start) <= (end - mid) else 1
                     large = 1 - small
-                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, s_slot = (
-                        _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
-                                      n_hists))
-                    if compact:
+                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, \
+                        s_slot = _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free,
+                                               n_free_hists, n_hists, n_clean)
+                    small_rows = child_bounds[small, 1] - child_bounds[small, 0]
+                    if compact and node_threads[0] != 0 and small_rows >= node_threads[2]:
+                        build_compact_histogram_on_threads(
+                            hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
+                            samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
+                            node_threads)
+                    elif compact:
                         build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
                                                 hist_hi[s_slot], X_binned, samples,
                                                 child_bounds[small, 0], child_bounds[small, 1], y,
@@ -464,9 +489,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                         child_bounds[small, 1], y, w, criterion, n_threads)
                     child_slots[small] = s_slot
                     if child_needs[large]:
-                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, l_slot = (
-                            _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists,
-                                          n_hists))
+                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, \
+                            n_clean, l_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
+                                                            hist_free, n_free_hists, n_hists,
+                                                            n_clean)
                         subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
                                            hist_hi[parent_slot], hist_pool[s_slot],
                                            hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot],
@@ -492,19 +518,18 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
                 n_pending += 1
 
-    return node_int[:node_count].copy(), node_float[:node_count].copy(), \
-        node_stats[:node_count].copy()
-
-
-@njit(**JIT_OPTIONS)
-def _copy_histogram(source, source_lo, source_hi, hist, lo, hi):
-    """Copy a histogram's occupied bins and ranges into the zeroed slot ``hist``."""
-    for f in range(source.shape[0]):
-        for b in range(source_lo[f], source_hi[f] + 1):
-            for k in range(source.shape[2]):
-                hist[f, b, k] = source[f, b, k]
-        lo[f] = source_lo[f]
-        hi[f] = source_hi[f]
+    # Hand the pool back zeroed, for the caller's next tree: clear the slots this tree took,
+    # and zero those of a new pool it never took (once per pool).
+    for slot in range(n_hists):
+        clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
+    for slot in range(max(n_hists, n_clean), hist_pool.shape[0]):
+        flat = hist_pool[slot].reshape(hist_pool[slot].size)
+        for i in range(flat.shape[0]):
+            flat[i] = 0.0
+        hist_lo[slot] = hist_pool.shape[2]
+        hist_hi[slot] = -1
+    return (node_int[:node_count].copy(), node_float[:node_count].copy(),
+            node_stats[:node_count].copy(), hist_pool, hist_lo, hist_hi)
 
 
 @njit(**JIT_OPTIONS)
@@ -531,26 +556,29 @@ def _is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
 
 
 @njit(**JIT_OPTIONS)
-def _acquire_hist(pool, lo, hi, free, n_free, n_used):
+def _acquire_hist(pool, lo, hi, free, n_free, n_used, n_clean):
     """Take a zeroed histogram slot, growing the pool when none is free.
 
-    Released slots come back zeroed (``clear_histogram``); a slot never taken before is
-    zeroed here (the pool is allocated uninitialised).
+    Released slots come back zeroed (``clear_histogram``), and so do slots below ``n_clean``
+    (a reused pool) and those a growth adds; another slot never taken before is zeroed here
+    (a fresh pool is allocated uninitialised). Returns the updated pool state and the slot.
     """
     if n_free > 0:
         n_free -= 1
-        return pool, lo, hi, free, n_free, n_used, free[n_free]
+        return pool, lo, hi, free, n_free, n_used, n_clean, free[n_free]
     slot = n_used
     n_used += 1
     if n_used > pool.shape[0]:
         capacity = max(4, 2 * pool.shape[0])
-        pool = _grow_rows(pool, capacity)
+        pool = _grow_rows(pool, capacity)  # zero-filled beyond the old slots
         lo = _grow_rows(lo, capacity)
         hi = _grow_rows(hi, capacity)
         free = _grow_rows(free, capacity)
-    flat = pool[slot].reshape(pool[slot].size)
-    for i in range(flat.shape[0]):
-        flat[i] = 0.0
+        n_clean = capacity  # every older slot was taken (so zeroed) before
+    if slot >= n_clean:
+        flat = pool[slot].reshape(pool[slot].size)
+        for i in range(flat.shape[0]):
+            flat[i] = 0.0
     lo[slot] = pool.shape[2]
     hi[slot] = -1
-    return pool, lo, hi, free, n_free, n_used, slot
+    return pool, lo, hi, free, n_free, n_used, n_clean, slot
