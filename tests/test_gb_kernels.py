@@ -258,18 +258,22 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
     w = np.ones(600)
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
     serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True)
+
+    def grow_beside_busy_pool():
+        pool, release = busy_pool()
+        try:
+            return grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
+                                pool_threads=3)
+        finally:
+            release.set()
+            pool.shutdown()
+
     if failing == "python":  # no block can be built on the Python side: the kernel does it
         def broken_build(self, *args, **kwargs):
             raise MemoryError
 
         monkeypatch.setattr(node_threads.NodeThreads, "_build", broken_build)
-        pool, release = busy_pool()  # every block cancelled, then its build fails
-        try:
-            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
-                                        pool=pool, pool_threads=3)
-        finally:
-            release.set()
-            pool.shutdown()
+        tree, leaves = grow_beside_busy_pool()  # every block cancelled, then its build fails
     elif failing:  # a block whose thread fails part-way is rebuilt on the grower's thread
         import threading
         import time
@@ -297,13 +301,7 @@ def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, fai
             tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
                                         pool=pool, pool_threads=3)
     else:  # the pool's only thread is busy: every handed-off block is built here
-        pool, release = busy_pool()
-        try:
-            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
-                                        pool=pool, pool_threads=3)
-        finally:
-            release.set()
-            pool.shutdown()
+        tree, leaves = grow_beside_busy_pool()
     for name in ("threshold", "feature", "children_left", "value", "impurity"):
         assert np.array_equal(getattr(serial, name), getattr(tree, name))
     assert np.array_equal(serial_leaves, leaves)
