@@ -336,7 +336,7 @@ def kernel_parts(X, y, model) -> None:
 def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> None:
     """Wall time of ``n_jobs=2`` fits with large nodes' histograms handed to the fit's
     threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``, 0: no
-    hand-off), interleaved in one process."""
+    hand-off), and of ``n_jobs=1`` fits (same process, no pinning), interleaved."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -347,24 +347,27 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     regression = is_regression(dataset)
     make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
     default = fit.NODE_THREADS_MIN_ROWS
-    walls: dict[int, list[float]] = {threshold: [] for threshold in thresholds}
+    # (label, n_jobs, threshold): n_jobs=1 never hands off, whatever the threshold.
+    variants = [(f">= {t:,} rows" if t > 0 else "none", 2, t) for t in thresholds]
+    variants.append(("n_jobs=1 (no pool)", 1, default))
+    walls: dict[str, list[float]] = {label: [] for label, _, _ in variants}
     loads = []
     for _ in range(repeats):
-        for threshold in walls:
+        for label, n_jobs, threshold in variants:
             fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
-            model = make_model("ours_gb_hist", regression)
+            model = make_model("ours_gb_hist", regression).set_params(n_jobs=n_jobs)
             start = time.perf_counter()
             model.fit(X, y)
-            walls[threshold].append(time.perf_counter() - start)
+            walls[label].append(time.perf_counter() - start)
         loads.append(os.getloadavg()[0])
     fit.NODE_THREADS_MIN_ROWS = default
-    print(f"{dataset}, n_jobs=2 fits, wall s ({repeats} interleaved repetitions); 1-min load "
+    print(f"{dataset}, fits, wall s ({repeats} interleaved repetitions); 1-min load "
           f"average {min(loads):.1f}-{max(loads):.1f}")
-    print("| nodes handed to the threads | median | min | max | speed-up vs none (median) |")
+    print("| n_jobs=2, nodes handed to the threads | median | min | max | "
+          "speed-up vs none (median) |")
     print("|---|---:|---:|---:|---:|")
-    base = np.median(walls[0]) if 0 in walls else None
-    for threshold, values in walls.items():
-        label = f">= {threshold:,} rows" if threshold > 0 else "none"
+    base = np.median(walls["none"]) if "none" in walls else None
+    for label, values in walls.items():
         ratio = f"{base / np.median(values):.2f}×" if base else "–"
         print(f"| {label} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
               f"{ratio} |")
