@@ -118,7 +118,7 @@ def _packed_squares(secret, public, y, n_classes, split):
     acc = public.multiply_mask(total, public.encode_mask(total_mask))
     if left is not None:  # split == 0: L = 0, the block is (0 | T)
         public.add_inplace(acc, public.multiply_mask(left, public.mask(("test-lr", tau),
-                                                                       lr_mask)))
+                                                                       lambda: lr_mask)))
     squared = public.square(public.finish_sum(acc))
     assert squared.size() == 2  # relinearised
     assert squared.parms_id() == public.context.last_parms_id()
@@ -219,8 +219,8 @@ def test_leaf_counts_for_prediction(contexts, scheme):
     leaf = public.finish_leaf_store(public.multiply_mask(total, public.encode_mask(mask)))
     assert public.has_level_left(leaf) == (scheme == "ckks")
     if scheme == "ckks":
-        plain = public.mask(("test-row", 3, 2), mask, like=leaf)
-        assert public.mask(("test-row", 3, 2), mask, like=leaf) is plain  # cached per level
+        plain = public.mask(("test-row", 3, 2), lambda: mask, like=leaf)
+        assert public.mask(("test-row", 3, 2), lambda: mask, like=leaf) is plain  # per level
         leaf = public.finish_plain(public.multiply_mask(leaf, plain))
     assert leaf.parms_id() == public.context.last_parms_id()
     expected = np.zeros(public.n_slots, dtype=np.float64 if scheme == "ckks" else np.int64)

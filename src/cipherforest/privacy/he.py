@@ -37,6 +37,7 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
+from collections.abc import Callable
 
 import numpy as np
 import seal
@@ -396,15 +397,17 @@ class PublicContext(_Base):
     def copy(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         return seal.Ciphertext(ct)
 
-    def mask(self, key: tuple, values: np.ndarray, like: seal.Ciphertext | None = None):
-        """Pre-encoded plaintext of ``values`` (cached under ``key``), ready to multiply.
+    def mask(self, key: tuple, make_values: Callable[[], np.ndarray],
+             like: seal.Ciphertext | None = None):
+        """Pre-encoded plaintext of the mask ``make_values()`` (cached under ``key``; the
+        values are only built on a miss), ready to multiply.
 
         ``like``: the ciphertext it will multiply, when it is below the first level.
         """
         level = None if like is None else tuple(like.parms_id())
         plain = self._masks.get((key, level))
         if plain is None:
-            plain = self.encode_mask(values, like)
+            plain = self.encode_mask(make_values(), like)
             self._masks[(key, level)] = plain
         return plain
 

@@ -684,15 +684,10 @@ class _LanePacker:
         self.layout = session.layout
         self.value = 2.0 ** -shift if self.context.scheme == "ckks" else 1
         self.shift = shift
-        self._plains: dict[tuple[int, int], object] = {}  # skips building the mask values
 
     def _mask(self, lane: int, part: int):
-        plain = self._plains.get((lane, part))
-        if plain is None:
-            plain = self.context.mask(("block", lane, part, self.shift),
-                                      self.layout.block_mask(lane, part, self.value))
-            self._plains[(lane, part)] = plain
-        return plain
+        return self.context.mask(("block", lane, part, self.shift),
+                                 lambda: self.layout.block_mask(lane, part, self.value))
 
     def encode_all_masks(self) -> None:
         for lane in range(self.layout.per_ciphertext):
