@@ -43,6 +43,7 @@ from ._histogram import (
     partition_histogram_stable,
     partition_unit_squared_error,
     subtract_histogram,
+    zero_histogram,
 )
 from ._node_threads import build_compact_histogram_on_threads
 from ._rng import child_seed, rand_int
@@ -523,11 +524,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     for slot in range(n_hists):
         clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
     for slot in range(max(n_hists, n_clean), hist_pool.shape[0]):
-        flat = hist_pool[slot].reshape(hist_pool[slot].size)
-        for i in range(flat.shape[0]):
-            flat[i] = 0.0
-        hist_lo[slot] = hist_pool.shape[2]
-        hist_hi[slot] = -1
+        zero_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
     return (node_int[:node_count].copy(), node_float[:node_count].copy(),
             node_stats[:node_count].copy(), hist_pool, hist_lo, hist_hi)
 
@@ -576,9 +573,8 @@ def _acquire_hist(pool, lo, hi, free, n_free, n_used, n_clean):
         free = _grow_rows(free, capacity)
         n_clean = capacity  # every older slot was taken (so zeroed) before
     if slot >= n_clean:
-        flat = pool[slot].reshape(pool[slot].size)
-        for i in range(flat.shape[0]):
-            flat[i] = 0.0
-    lo[slot] = pool.shape[2]
-    hi[slot] = -1
+        zero_histogram(pool[slot], lo[slot], hi[slot])
+    else:
+        lo[slot] = pool.shape[2]
+        hi[slot] = -1
     return pool, lo, hi, free, n_free, n_used, n_clean, slot

@@ -156,6 +156,18 @@ def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi,
 
 
 @njit(**JIT_OPTIONS)
+def zero_histogram(hist, lo, hi):
+    """Zero every bin of the (C-contiguous) slot and mark it empty: for a slot whose
+    content is unknown (allocated uninitialised), where ``clear_histogram`` needs ``lo`` and
+    ``hi`` to be right."""
+    flat = hist.reshape(hist.size)
+    for i in range(flat.shape[0]):
+        flat[i] = 0.0
+    lo[:] = hist.shape[1]
+    hi[:] = -1
+
+
+@njit(**JIT_OPTIONS)
 def clear_histogram(hist, lo, hi):
     """Zero the occupied bins so the (C-contiguous) slot can be reused.
 
