@@ -182,15 +182,16 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         n_hist_bins = data.n_hist_bins
     node_threads = contextlib.nullcontext(NO_NODE_THREADS)
+    governor = None
     if (pool is not None and pool_threads > 1 and data.max_bins is not None
             and not params.is_random
             and params.criterion == CRITERION_SQUARED_ERROR
-            and samples.shape[0] >= NODE_THREADS_MIN_ROWS
-            and governor_for(pool).hand_off_next_tree()):
+            and samples.shape[0] >= NODE_THREADS_MIN_ROWS):
+        governor = governor_for(pool)
+    if governor is not None and governor.hand_off_next_tree():
         n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
         node_threads = NodeThreads(pool, pool_threads, NODE_THREADS_MIN_ROWS, X_binned,
-                                   samples, y_kernel, w, n_hist_bins, n_hist_stats,
-                                   governor_for(pool))
+                                   samples, y_kernel, w, n_hist_bins, n_hist_stats, governor)
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))
