@@ -514,8 +514,7 @@ class PrivateForestServer:
         leaf_ids = [tree.apply(X) for tree in session.trees]
         for t, tree in enumerate(session.trees):
             position = np.full(len(tree.left), -1, dtype=np.int64)
-            nodes = np.fromiter(tree.leaves, dtype=np.int64, count=len(tree.leaves))
-            position[nodes] = [tree.leaves[int(n)] for n in nodes]
+            position[list(tree.leaves)] = list(tree.leaves.values())
             reached[:, t] = position[leaf_ids[t]]
         meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
