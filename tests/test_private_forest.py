@@ -204,6 +204,62 @@ def test_ckks_breast_cancer_equals_plain_forest(cancer, n_jobs):
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
 
 
+def _failing_level_part(index):
+    raise RuntimeError("level worker failed (test)")
+
+
+def test_level_workers_die_on_sigterm_under_a_server_handler():
+    """Level workers forked from a process whose SIGTERM handler only takes note (an HTTP
+    server's) have the default handlers back: the pool's terminate can end them."""
+    import signal
+
+    from cipherforest.privacy.server import level_worker_pool
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        with level_worker_pool(1) as pool:
+            handlers = pool.apply(_stop_signal_handlers)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert handlers == (signal.SIG_DFL, signal.SIG_DFL)
+
+
+def _stop_signal_handlers():
+    import signal
+
+    return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+
+
+def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monkeypatch):
+    """A forked level worker that fails ends the level with its error, also when the
+    parent's SIGTERM handler only takes note (as an HTTP server's does)."""
+    import signal
+    import threading
+
+    import cipherforest.privacy.server as server_module
+
+    monkeypatch.setattr(server_module, "_level_part_in_worker", _failing_level_part)
+    noted = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
+    outcome = []
+
+    def fit():
+        client = PrivateForestClient(n_estimators=4, max_depth=2, random_state=5, n_jobs=3)
+        try:
+            client.fit(cancer[0], cancer[2])
+        except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
+            outcome.append(exc)
+
+    try:
+        thread = threading.Thread(target=fit, daemon=True)
+        thread.start()
+        thread.join(60)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert not thread.is_alive(), "the server waits for its level workers forever"
+    assert len(outcome) == 1 and "level worker failed" in str(outcome[0])
+
+
 def test_bfv_breast_cancer_max_bins_equals_plain_forest(cancer):
     client, rf, X_test_cipher = _fit_both(cancer, n_estimators=3, random_state=8, scheme="bfv",
                                           max_bins=32, max_depth=5)

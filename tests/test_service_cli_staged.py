@@ -203,6 +203,30 @@ def test_encrypt_refuses_an_existing_model(files, tmp_path, capsys):
     assert "not a trained model" in capsys.readouterr().err
 
 
+def test_encrypt_keeps_the_split_options(files, tmp_path, capsys):
+    """alpha and the split selection given to encrypt are the package's (the setup message
+    carries them to the server); train cannot change them; a dp selection without its
+    epsilon is refused before anything is written."""
+    from cipherforest.privacy._client_state import load_package, setup_message_path
+
+    model = tmp_path / "model"
+    assert _encrypt(files, model, "--min-samples-split", "7", "--split-selection", "dp",
+                    "--label-epsilon", "2.5") == 0
+    client, meta = load_package(PrivateForestClient, str(model))
+    assert (client.min_samples_split, client.split_selection, client.label_epsilon) == (
+        7, "dp", 2.5)
+    with open(setup_message_path(model), "rb") as file:
+        setup = decode_message(file.read(), "setup")
+    assert setup.value("min_samples_split", int) == 7
+    for option, value in (("--min-samples-split", "8"), ("--split-selection", "blind")):
+        with pytest.raises(SystemExit):
+            main(["client", "train", "--model", str(model), option, value])
+        assert "fixed by 'cipherforest client encrypt'" in capsys.readouterr().err
+    assert _encrypt(files, tmp_path / "dp", "--split-selection", "dp") == 1
+    assert "needs label_epsilon" in capsys.readouterr().err
+    assert not (tmp_path / "dp").exists() or not os.listdir(tmp_path / "dp")
+
+
 def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, monkeypatch,
                                                      capsys):
     model = tmp_path / "model"

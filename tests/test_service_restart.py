@@ -43,8 +43,9 @@ def free_port() -> int:
 class ServerProcess:
     """``cipherforest serve`` on a loopback port and a data dir, restartable."""
 
-    def __init__(self, data_dir: Path, port: int, env_key: bool = True):
-        self.data_dir, self.port = data_dir, port
+    def __init__(self, data_dir: Path, port: int, env_key: bool = True,
+                 extra_args: tuple[str, ...] = ()):
+        self.data_dir, self.port, self.extra_args = data_dir, port, list(extra_args)
         self.url = f"http://127.0.0.1:{port}"
         src = str(Path(cipherforest.__file__).resolve().parents[1])
         self.env = {**os.environ, "PYTHONPATH": os.pathsep.join(
@@ -58,7 +59,8 @@ class ServerProcess:
     def start(self, wait: bool = True) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "cipherforest.cli", "serve", "--port", str(self.port),
-             "--data-dir", str(self.data_dir)], env=self.env, stdout=subprocess.PIPE,
+             "--data-dir", str(self.data_dir), *self.extra_args], env=self.env,
+            stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT, text=True)
         if wait:
             self.wait_ready()
@@ -158,3 +160,57 @@ def test_generated_access_key_is_private_and_kept(tmp_path):
     finally:
         server.stop()
     assert key not in server.process.stdout.read()
+
+
+def _children(pid: int) -> list[int]:
+    """Children of every thread of ``pid`` (the server forks from its request threads)."""
+    children = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            children.extend(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            pass
+    return children
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
+def test_serve_jobs_forks_level_workers_and_trains_the_same_forest(tmp_path):
+    """``serve --jobs 2``: the levels' trees are split with a forked worker inside the HTTP
+    server process, and the forest is still the oracle's."""
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    idx = np.random.RandomState(0).permutation(X.shape[0])
+    X_train, y_train, X_test = X[idx[:300]], y[idx[:300]], X[idx[300:400]]
+    params = {"n_estimators": 4, "max_depth": 3, "random_state": 3}
+    server = ServerProcess(tmp_path / "data", free_port(), extra_args=("--jobs", "2"))
+    server.start()
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:  # the server's children while it trains
+        while not done.is_set():
+            seen.update(_children(server.process.pid))
+            time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        client = PrivateForestClient(server=server.url, server_key=KEY, **params)
+        client.fit(X_train, y_train)
+        proba = client.predict_proba(X_test)
+    finally:
+        done.set()
+        watcher.join()
+        server.stop()
+    assert seen, "the server forked no level worker"
+    np.testing.assert_allclose(
+        proba, forest_on_ciphers_proba(client, X_train, y_train, X_test, params), atol=1e-5)
+
+
+def test_serve_refuses_zero_jobs(capsys):
+    from cipherforest.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", "--jobs", "0"])
+    assert "--jobs must not be 0" in capsys.readouterr().err

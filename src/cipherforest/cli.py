@@ -256,6 +256,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     serve.add_argument("--data-dir", default="cipherforest-data",
                        help="sessions, uploads and the access key (default ./cipherforest-data)")
+    serve.add_argument("--jobs", type=int, default=1,
+                       help="worker processes per tree level of a training (trees are split "
+                       "among them; default 1, -1 one per core)")
     from .service.client_cli import add_client_parser, run_client
 
     add_client_parser(sub)
@@ -268,13 +271,15 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not 0 <= args.port <= 65535:
             parser.error("--port must be in [0, 65535]")
+        if args.jobs == 0:
+            parser.error("--jobs must not be 0 (1 or more processes, or -1 for one per core)")
         missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
         if missing:
             parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
                          "pip install 'cipherforest[service]'")
         from .service.serve import serve as run_server
 
-        run_server(args.host, args.port, args.data_dir)
+        run_server(args.host, args.port, args.data_dir, n_jobs=args.jobs)
         return 0
     if args.command == "client":
         return run_client(args, parser)

@@ -36,6 +36,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import secrets
+import signal
 import time
 from dataclasses import dataclass, field
 
@@ -419,10 +420,12 @@ class PrivateForestServer:
             try:
                 # The parent takes the first range itself: one process fewer holding private
                 # pages (the summed memory peak is during these levels), nothing serialised.
-                with multiprocessing.get_context("fork").Pool(len(tasks) - 1) as pool:
+                with level_worker_pool(len(tasks) - 1) as pool:
                     forked = pool.map_async(_level_part_in_worker, range(1, len(tasks)))
                     own = _level_part(session, *tasks[0], shift, serialize=False)
                     parts = [own, *forked.get()]
+                    pool.close()  # the workers exit on their own; terminate is for errors
+                    pool.join()
             finally:
                 _FORK_STATE = None
         blobs, positions = [], []
@@ -638,6 +641,22 @@ def _finish_training(session: _Session) -> None:
     session.state = "trained"
     session.label_copies = []
     session.context.clear_masks()
+
+
+def level_worker_pool(n_workers: int):
+    """``n_workers`` processes forked from this one (they share its session pages), which
+    die on SIGTERM and SIGINT whatever Python handlers this process has installed."""
+    return multiprocessing.get_context("fork").Pool(n_workers,
+                                                    initializer=_default_stop_signals)
+
+
+def _default_stop_signals() -> None:
+    # A forked worker inherits its parent's Python signal handlers. An HTTP server's
+    # (uvicorn's) SIGTERM handler only takes note, and a pool that ends with an error holds
+    # its task queue's lock and SIGTERMs its workers: they would block on that lock, and the
+    # parent wait for them, forever (seen with ``cipherforest serve --jobs 2``).
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _level_part_in_worker(index: int):

@@ -92,8 +92,10 @@ def _server_key(args) -> str | None:
 
 
 #: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
-_FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None, "scheme": "ckks",
-                    "random_state": None, "label_pack_rows": None, "label_chunk": 2}
+_FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
+                    "min_samples_split": 2, "scheme": "ckks", "random_state": None,
+                    "split_selection": "gini", "label_epsilon": None,
+                    "label_pack_rows": None, "label_chunk": 2}
 
 
 def _add_forest_options(parser) -> None:
@@ -101,8 +103,19 @@ def _add_forest_options(parser) -> None:
     parser.add_argument("--trees", type=int, default=defaults["trees"])
     parser.add_argument("--max-depth", type=int, default=defaults["max_depth"])
     parser.add_argument("--max-bins", type=int, default=defaults["max_bins"])
+    parser.add_argument("--min-samples-split", type=int, default=defaults["min_samples_split"],
+                        help="fewest training rows a node needs to be split (the paper's "
+                        "alpha: 10 below 20,000 rows, 100 above; default 2)")
     parser.add_argument("--scheme", choices=("ckks", "bfv"), default=defaults["scheme"])
     parser.add_argument("--random-state", type=int, default=defaults["random_state"])
+    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"),
+                        default=defaults["split_selection"],
+                        help="how the splits are chosen: gini (default: the client picks each "
+                        "node's best split), blind (no labels used: no rounds), dp (label-DP "
+                        "choices, with --label-epsilon); see docs/threat_model.md")
+    parser.add_argument("--label-epsilon", type=float, default=defaults["label_epsilon"],
+                        help="epsilon of each split choice (the exponential mechanism "
+                        "of --split-selection dp; required there)")
     parser.add_argument("--label-pack-rows", type=int, default=defaults["label_pack_rows"],
                         help="at most this many rows' labels per label ciphertext")
     parser.add_argument("--label-chunk", type=int, default=defaults["label_chunk"],
@@ -143,6 +156,8 @@ def add_client_parser(sub) -> None:
     train.add_argument("--model", required=True, help="the model directory")
     train.add_argument("--data", default=None, help="CSV file with a header row (one-shot)")
     train.add_argument("--target", default=None, help="name of the label column (one-shot)")
+    train.add_argument("--verbose", action="store_true", help="one line per round on standard "
+                       "error: open nodes, query megabytes, seconds")
     _add_server_options(train)
     _add_forest_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
@@ -187,7 +202,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             X, y, _ = read_csv(args.data, args.target)
             progress = ProgressBar()
             client = _forest_client(
-                args, parser, timeout=args.timeout,
+                args, parser, timeout=args.timeout, verbose=int(args.verbose),
                 server=HTTPTransport(args.server, _server_key(args), timeout=args.timeout,
                                      progress=progress))
             client.fit(X, y)
@@ -240,8 +255,10 @@ def _forest_client(args, parser, **params):
     if args.trees < 1:
         parser.error("--trees must be at least 1")
     return PrivateForestClient(
-        args.trees, max_depth=args.max_depth, max_bins=args.max_bins, scheme=args.scheme,
-        random_state=args.random_state, label_pack_rows=args.label_pack_rows,
+        args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
+        min_samples_split=args.min_samples_split, scheme=args.scheme,
+        random_state=args.random_state, split_selection=args.split_selection,
+        label_epsilon=args.label_epsilon, label_pack_rows=args.label_pack_rows,
         label_chunk=args.label_chunk, **params)
 
 
@@ -382,7 +399,7 @@ def _train_package(args, parser, out) -> None:
     progress = ProgressBar()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
-    client.set_params(server=url, timeout=args.timeout)
+    client.set_params(server=url, timeout=args.timeout, verbose=int(args.verbose))
     client.server_ = transport
     setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
     # A client that stopped during the rounds left its answers: replay them and continue.

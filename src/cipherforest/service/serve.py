@@ -44,20 +44,23 @@ def load_access_key(data_dir: str, out=sys.stdout) -> str:
     return key
 
 
-def build_app(data_dir: str, access_key: str, limits: Limits | None = None):
-    """The FastAPI app over a session manager on ``data_dir``."""
+def build_app(data_dir: str, access_key: str, limits: Limits | None = None,
+              n_jobs: int | None = None):
+    """The FastAPI app over a session manager on ``data_dir`` (``n_jobs``: worker processes
+    per tree level, see :class:`~cipherforest.service.sessions.SessionManager`)."""
     from .app import create_app
 
-    return create_app(SessionManager(Storage(data_dir), access_key, limits))
+    return create_app(SessionManager(Storage(data_dir), access_key, limits, n_jobs=n_jobs))
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
-          limits: Limits | None = None, out=sys.stdout) -> None:
-    """Run the service until interrupted (loopback by default)."""
+          limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None) -> None:
+    """Run the service until interrupted (loopback by default); ``n_jobs`` worker processes
+    per tree level."""
     import uvicorn
 
     key = load_access_key(data_dir, out)
-    app = build_app(data_dir, key, limits)
+    app = build_app(data_dir, key, limits, n_jobs)
     print(f"cipherforest server on http://{host}:{port} (data in {os.path.abspath(data_dir)})",
           file=out, flush=True)
     uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -85,9 +85,13 @@ class SessionManager:
     access_key : str
         Opening a session requires it.
     limits : Limits
+    n_jobs : int or None, default=None
+        Worker processes the private-forest server forks per tree level (trees are split
+        among them; ``PrivateForestServer``'s ``n_jobs``): None means 1, -1 all cores.
     """
 
-    def __init__(self, storage: Storage, access_key: str, limits: Limits | None = None):
+    def __init__(self, storage: Storage, access_key: str, limits: Limits | None = None,
+                 n_jobs: int | None = None):
         if not access_key:
             raise ValueError("the access key must not be empty")
         self.storage = storage
@@ -96,7 +100,8 @@ class SessionManager:
         self._key_id = hashlib.sha256(self._access_key).hexdigest()[:16]
         # The service's quota binds; sessions idle in memory are dropped by the server and
         # restored from disk when used again.
-        self.server = PrivateForestServer(max_sessions=self.limits.max_sessions_per_key)
+        self.server = PrivateForestServer(n_jobs=n_jobs,
+                                          max_sessions=self.limits.max_sessions_per_key)
         # One protocol call at a time: the state machine is not thread-safe (and its
         # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
         self._server_lock = threading.Lock()
