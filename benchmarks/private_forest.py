@@ -119,15 +119,17 @@ class MemorySampler:
 
     @staticmethod
     def _descendants(pid: int) -> list[int]:
+        """``pid`` and its descendants, children of any thread (an HTTP server forks its
+        level workers from a request thread)."""
         out, todo = [], [pid]
         while todo:
             current = todo.pop()
             out.append(current)
-            try:
-                with open(f"/proc/{current}/task/{current}/children") as f:
-                    todo.extend(int(c) for c in f.read().split())
-            except OSError:
-                pass
+            for task in Path(f"/proc/{current}/task").glob("*"):
+                try:
+                    todo.extend(int(c) for c in (task / "children").read_text().split())
+                except OSError:
+                    pass
         return out
 
     def sample_parts(self) -> list[int]:
