@@ -334,12 +334,15 @@ def kernel_parts(X, y, model) -> None:
 
 
 def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> None:
-    """Wall time of ``n_jobs=2`` fits with large nodes' histograms handed to the fit's
-    threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``, 0: no
-    hand-off), and of ``n_jobs=1`` fits (same process, no pinning), interleaved."""
+    """Wall and CPU time of ``n_jobs=2`` fits with large nodes' histograms handed to the
+    fit's threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``,
+    0: no hand-off); of an ``n_jobs=2`` fit without the hand-off whose gradient-and-loss pass
+    also runs on one thread (then the pool does nothing: what remains is the cost of having
+    one); and of ``n_jobs=1`` fits (same process, no pinning), interleaved."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cipherforest.ensemble._gb_losses as losses
     import cipherforest.tree._fit as fit
     from ensembles import is_regression, load_dataset, make_model
 
@@ -347,30 +350,43 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     regression = is_regression(dataset)
     make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
     default = fit.NODE_THREADS_MIN_ROWS
-    # (label, n_jobs, threshold): n_jobs=1 never hands off, whatever the threshold.
-    variants = [(f">= {t:,} rows" if t > 0 else "none", 2, t) for t in thresholds]
-    variants.append(("n_jobs=1 (no pool)", 1, default))
-    walls: dict[str, list[float]] = {label: [] for label, _, _ in variants}
+    threaded_pass = losses.chunked_gradient_and_loss
+
+    def one_thread_pass(kernel, y, raw, w, neg_gradient, pool=None):
+        return threaded_pass(kernel, y, raw, w, neg_gradient, None)
+
+    # (label, n_jobs, threshold, gradient pass on the pool): n_jobs=1 never hands off.
+    variants = [(f">= {t:,} rows" if t > 0 else "none", 2, t, True) for t in thresholds]
+    variants.append(("none, gradient pass on one thread", 2, 0, False))
+    variants.append(("n_jobs=1 (no pool)", 1, default, False))
+    walls: dict[str, list[float]] = {label: [] for label, *_ in variants}
+    cpus: dict[str, list[float]] = {label: [] for label, *_ in variants}
     loads = []
-    for _ in range(repeats):
-        for label, n_jobs, threshold in variants:
-            fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
-            model = make_model("ours_gb_hist", regression).set_params(n_jobs=n_jobs)
-            start = time.perf_counter()
-            model.fit(X, y)
-            walls[label].append(time.perf_counter() - start)
-        loads.append(os.getloadavg()[0])
-    fit.NODE_THREADS_MIN_ROWS = default
-    print(f"{dataset}, fits, wall s ({repeats} interleaved repetitions); 1-min load "
-          f"average {min(loads):.1f}-{max(loads):.1f}")
-    print("| n_jobs=2, nodes handed to the threads | median | min | max | "
-          "speed-up vs none (median) |")
-    print("|---|---:|---:|---:|---:|")
+    try:
+        for _ in range(repeats):
+            for label, n_jobs, threshold, pool_pass in variants:
+                fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
+                losses.chunked_gradient_and_loss = (threaded_pass if pool_pass
+                                                    else one_thread_pass)
+                model = make_model("ours_gb_hist", regression).set_params(n_jobs=n_jobs)
+                start, cpu = time.perf_counter(), time.process_time()
+                model.fit(X, y)
+                walls[label].append(time.perf_counter() - start)
+                cpus[label].append(time.process_time() - cpu)
+            loads.append(os.getloadavg()[0])
+    finally:
+        fit.NODE_THREADS_MIN_ROWS = default
+        losses.chunked_gradient_and_loss = threaded_pass
+    print(f"{dataset}, fits, wall and CPU s (all threads) ({repeats} interleaved "
+          f"repetitions); 1-min load average {min(loads):.1f}-{max(loads):.1f}")
+    print("| n_jobs=2, nodes handed to the threads | wall median | min | max | CPU median | "
+          "wall speed-up vs none (median) |")
+    print("|---|---:|---:|---:|---:|---:|")
     base = np.median(walls["none"]) if "none" in walls else None
     for label, values in walls.items():
         ratio = f"{base / np.median(values):.2f}×" if base else "–"
         print(f"| {label} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
-              f"{ratio} |")
+              f"{np.median(cpus[label]):.3f} | {ratio} |")
 
 
 def time_node_handoff(n: int, repeats: int) -> None:
