@@ -338,7 +338,8 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     fit's threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``,
     0: no hand-off); of an ``n_jobs=2`` fit without the hand-off whose gradient-and-loss pass
     also runs on one thread (then the pool does nothing: what remains is the cost of having
-    one); and of ``n_jobs=1`` fits (same process, no pinning), interleaved."""
+    one); and of ``n_jobs=1`` fits (same process, no pinning), interleaved in a shuffled
+    order."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -363,8 +364,11 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     cpus: dict[str, list[float]] = {label: [] for label, *_ in variants}
     loads = []
     try:
+        order = np.random.default_rng(0)
         for _ in range(repeats):
-            for label, n_jobs, threshold, pool_pass in variants:
+            # A new order each repetition: a variant's cost must not depend on the one before.
+            for index in order.permutation(len(variants)):
+                label, n_jobs, threshold, pool_pass = variants[index]
                 fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
                 losses.chunked_gradient_and_loss = (threaded_pass if pool_pass
                                                     else one_thread_pass)
