@@ -216,7 +216,8 @@ def forest_options(params: dict) -> list[str]:
     return options
 
 
-def run_segment(run: Run, stop_after: float | None, memory_report: float | None) -> bool:
+def run_segment(run: Run, stop_after: float | None, memory_report: float | None,
+                memory_interval: float) -> bool:
     """One segment: as far as the run goes before the deadline; True when it is complete."""
     params = run.params
     if not run.test_csv.exists():
@@ -226,7 +227,7 @@ def run_segment(run: Run, stop_after: float | None, memory_report: float | None)
     segment = Segment(run, stop_after)
     run.log["segments"].append(segment.record)
     done = False
-    with MemorySampler(interval=0.5, report_every=memory_report) as memory:
+    with MemorySampler(interval=memory_interval, report_every=memory_report) as memory:
         try:
             if run.stage() == "new":
                 memory.phase = "encrypt"
@@ -362,10 +363,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="stop this segment (client and server) after SECONDS")
     parser.add_argument("--memory-report", type=float, default=None, metavar="SECONDS",
                         help="print the summed PSS and its peak every SECONDS")
+    parser.add_argument("--memory-interval", type=float, default=2.0, metavar="SECONDS",
+                        help="seconds between PSS samples (default 2: the kernel walks "
+                        "every page of a process to give its PSS, which for processes of "
+                        "many GB costs a good part of a core if done often)")
     args = parser.parse_args(argv)
     params = {name: getattr(args, name) for name in PARAMS}
     run = Run(args.work, params)
-    done = run_segment(run, args.stop_after, args.memory_report)
+    done = run_segment(run, args.stop_after, args.memory_report, args.memory_interval)
     result = accuracies(run) if done else None
     if result is not None:
         run.log["result"] = result
