@@ -172,17 +172,21 @@ class Segment:
         reader = threading.Thread(target=self._read, args=(process, lines), daemon=True)
         reader.start()
         stopped = False
-        while process.poll() is None:
-            if self.deadline is not None and time.monotonic() > self.deadline:
-                process.send_signal(signal.SIGINT)
-                try:
-                    process.wait(30)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
-                stopped = True
-                break
-            time.sleep(0.5)
+        try:
+            while process.poll() is None:
+                if self.deadline is not None and time.monotonic() > self.deadline:
+                    stopped = True
+                    break
+                time.sleep(0.5)
+        except KeyboardInterrupt:  # Ctrl-C: stop this segment as the deadline would
+            stopped = True
+        if stopped:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
         reader.join()
         seconds = time.perf_counter() - started
         self.record["steps"].append({"step": name, "seconds": seconds,
