@@ -39,12 +39,10 @@ import os
 import re
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -52,16 +50,11 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gipe import machine_line  # noqa: E402
 from private_forest import MemorySampler, load  # noqa: E402
+from service_load import checkout_env, start_server  # noqa: E402
 
 ROUND_LINE = re.compile(r"round (\d+): (\d+) open nodes, ([\d.]+) MB query, ([\d.]+) s")
 PARAMS = ("dataset", "trees", "max_bins", "min_samples_split", "scheme", "split_selection",
           "label_epsilon", "jobs")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def write_csv(path: Path, X: np.ndarray, y: np.ndarray) -> None:
@@ -96,11 +89,8 @@ class Run:
             fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
             with os.fdopen(fd, "w") as file:
                 file.write(secrets.token_urlsafe(32))
-        self.env = {**os.environ, "CIPHERFOREST_SERVER_KEY": key_path.read_text().strip()}
-        src = Path(__file__).resolve().parents[1] / "src"
-        if src.exists():  # a checkout: run its code
-            self.env["PYTHONPATH"] = os.pathsep.join(
-                [str(src), os.environ.get("PYTHONPATH", "")])
+        self.key = key_path.read_text().strip()
+        self.env = checkout_env(self.key)
         self.model = work / "model"
         self.train_csv, self.test_csv = work / "train.csv", work / "test.csv"
 
@@ -130,23 +120,13 @@ class Segment:
         self.url = None
 
     def start_server(self) -> None:
-        port = free_port()
-        self.url = f"http://127.0.0.1:{port}"
-        log = open(self.run.work / "server.log", "a")
-        self.server = subprocess.Popen(
-            [sys.executable, "-m", "cipherforest.cli", "serve", "--port", str(port),
-             "--data-dir", str(self.run.work / "server"), "--jobs",
-             str(self.run.params["jobs"])], env=self.run.env, stdout=log,
-            stderr=subprocess.STDOUT)
-        for _ in range(600):
-            if self.server.poll() is not None:
-                raise SystemExit(f"the server exited (see {self.run.work / 'server.log'})")
+        with open(self.run.work / "server.log", "a") as log:
             try:
-                with urllib.request.urlopen(self.url + "/healthz", timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.1)
-        raise SystemExit("the server did not start within 60 s")
+                self.server, self.url = start_server(
+                    self.run.work / "server", self.run.key, "--jobs",
+                    str(self.run.params["jobs"]), stdout=log, stderr=subprocess.STDOUT)
+            except RuntimeError as exc:
+                raise SystemExit(f"{exc} (see {self.run.work / 'server.log'})") from None
 
     def stop_server(self) -> None:
         if self.server is not None and self.server.poll() is None:

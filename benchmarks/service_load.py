@@ -40,6 +40,40 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def checkout_env(key: str) -> dict[str, str]:
+    """The environment of a ``cipherforest`` subprocess: the server's access key, and this
+    checkout's sources first on the path (when run from a checkout)."""
+    env = {**os.environ, "CIPHERFOREST_SERVER_KEY": key}
+    src = Path(__file__).resolve().parents[1] / "src"
+    if src.exists():
+        env["PYTHONPATH"] = os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])
+    return env
+
+
+def start_server(data_dir, key: str, *options: str, stdout=subprocess.DEVNULL, stderr=None,
+                 wait: float = 120.0) -> tuple[subprocess.Popen, str]:
+    """``cipherforest serve --data-dir DATA_DIR OPTIONS`` on a free loopback port with access
+    key ``key``; returns the process and its URL once ``/healthz`` answers."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = subprocess.Popen([sys.executable, "-m", "cipherforest.cli", "serve", "--port",
+                               str(port), "--data-dir", str(data_dir), *options],
+                              env=checkout_env(key), stdout=stdout, stderr=stderr)
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            urllib.request.urlopen(url + "/healthz", timeout=1).close()
+            return server, url
+        except OSError:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited with code {server.returncode}") from None
+            if time.monotonic() > deadline:
+                server.kill()
+                server.wait()
+                raise RuntimeError(f"the server did not start within {wait:.0f} s") from None
+            time.sleep(0.2)
+
+
 def peak_memory_mb(pid: int) -> float:
     with open(f"/proc/{pid}/status") as file:
         for line in file:
@@ -96,25 +130,9 @@ def main() -> None:
     parser.add_argument("--depth", type=int, default=4)
     args = parser.parse_args()
 
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    env = {**os.environ, "CIPHERFOREST_SERVER_KEY": KEY,
-           "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
     with tempfile.TemporaryDirectory() as data_dir:
-        server = subprocess.Popen([sys.executable, "-m", "cipherforest.cli", "serve", "--port",
-                                   str(port), "--data-dir", data_dir], env=env,
-                                  stdout=subprocess.DEVNULL)
+        server, url = start_server(data_dir, KEY)
         try:
-            deadline = time.monotonic() + 120
-            while True:
-                try:
-                    urllib.request.urlopen(url + "/healthz", timeout=1).close()
-                    break
-                except OSError:
-                    if time.monotonic() > deadline or server.poll() is not None:
-                        raise RuntimeError("server did not start") from None
-                    time.sleep(0.2)
             idle_mb = peak_memory_mb(server.pid)
             started = time.perf_counter()
             context = multiprocessing.get_context("spawn")
