@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cipherforest.tree._binning import apply_bins, bin_thresholds_for_column
+from cipherforest.tree import _binning
+from cipherforest.tree._binning import apply_bins, bin_thresholds_for_column, fit_bin_thresholds
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -40,3 +41,25 @@ def test_unweighted_edges_equal_unit_weighted_ones():
         np.testing.assert_array_equal(bin_thresholds_for_column(column, max_bins),
                                       bin_thresholds_for_column(column, max_bins,
                                                                 np.ones(5000)))
+
+
+def test_subsampled_edges_are_the_sampled_rows_edges(monkeypatch):
+    """Above ``SUBSAMPLE_FOR_BINNING`` rows, edges come from the sampled rows, column by
+    column (no copy of all sampled columns at once) — the same edges as binning the
+    sample itself."""
+    monkeypatch.setattr(_binning, "SUBSAMPLE_FOR_BINNING", 700)
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(3000, 4)).round(1)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    w = rng.uniform(0.0, 3.0, size=3000)
+    for weight in (None, w):
+        edges = fit_bin_thresholds(X, 16, np.random.default_rng(5), weight)
+        rows = np.sort(np.random.default_rng(5).choice(3000, 700, replace=False))
+        for j in range(4):
+            expected = bin_thresholds_for_column(
+                X[rows][:, j], 16, None if weight is None else weight[rows])
+            np.testing.assert_array_equal(edges[j], expected)
+    # Below the bound every row counts.
+    small = X[:600]
+    for j, e in enumerate(fit_bin_thresholds(small, 16, np.random.default_rng(5))):
+        np.testing.assert_array_equal(e, bin_thresholds_for_column(small[:, j], 16))

@@ -115,6 +115,28 @@ def test_gradient_and_loss_match_the_separate_methods(loss):
     assert value == pytest.approx(loss(y, raw, w), rel=1e-12)
 
 
+@pytest.mark.parametrize("loss", [SquaredError(), BinomialLoss(), MultinomialLoss(3)])
+def test_gradient_and_loss_into_the_last_rounds_array(loss):
+    """``out``: the fit loop's last gradient array is overwritten with the same values a new
+    array gets; an array of another shape is not used."""
+    rng = np.random.default_rng(4)
+    n = 300
+    raw = rng.normal(size=(n, loss.n_trees))
+    y = (rng.normal(size=n) if isinstance(loss, SquaredError)
+         else rng.integers(0, max(2, loss.n_trees), size=n).astype(np.int8))
+    w = rng.uniform(0.5, 2.0, size=n)
+    fresh, fresh_loss = loss.gradient_and_loss(y, raw, w)
+    last_round = np.full((n, loss.n_trees), 7.0)
+    reused, reused_loss = loss.gradient_and_loss(y, raw, w, out=last_round)
+    assert reused is last_round
+    np.testing.assert_array_equal(reused, fresh)
+    assert reused_loss == fresh_loss
+    wrong_shape = np.zeros((n + 1, loss.n_trees))
+    other, _ = loss.gradient_and_loss(y, raw, w, out=wrong_shape)
+    assert other is not wrong_shape and not wrong_shape.any()
+    np.testing.assert_array_equal(other, fresh)
+
+
 def test_fused_train_scores_equal_the_plain_ones():
     X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
     model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)

@@ -36,7 +36,13 @@ from cipherforest.ensemble._gradient_boosting import (
 )
 from cipherforest.io import load_model, save_model
 from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
-from cipherforest.tree._fit import _PARALLEL_LOCK, GrowthParams, grow_tree_on, prepare_tree_data
+from cipherforest.tree._fit import (
+    _PARALLEL_LOCK,
+    GrowthParams,
+    grow_tree_on,
+    positive_rows,
+    prepare_tree_data,
+)
 from cipherforest.tree._histogram import PARALLEL_MIN_SAMPLES, _scan_bins, _scan_squared_error
 from cipherforest.tree._rng import make_state
 from cipherforest.tree._split_record import reset_split, split_record_size
@@ -248,6 +254,25 @@ def test_same_model_as_scikit_learn_on_full_data(dataset, ours, theirs, rtol):
         np.testing.assert_allclose(a.predict(X), b.predict(X), rtol=rtol)
 
 
+def test_more_classes_than_int8_holds_same_model_as_scikit_learn():
+    """Class indices are stored in int8 up to 127 classes and int32 above: 130 classes take
+    the wider type and still give scikit-learn's model."""
+    rng = np.random.RandomState(0)
+    n_classes = 130
+    y = np.repeat(np.arange(n_classes) * 3 - 50, 4)  # labels not 0..K-1
+    X = rng.normal(size=(y.shape[0], 3)) + (y[:, None] % 7)
+    ours = GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0)
+    encoded = ours._encode_y(y, np.ones(y.shape[0]))
+    assert encoded.dtype == np.int32
+    np.testing.assert_array_equal(ours.classes_[encoded], y)
+    assert GradientBoostingClassifier()._encode_y(y[:8], np.ones(8)).dtype == np.int8
+    ours.fit(X, y)
+    theirs = SkGradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(X, y)
+    np.testing.assert_allclose(ours.train_score_, theirs.train_score_, rtol=1e-9)
+    np.testing.assert_allclose(ours.predict_proba(X), theirs.predict_proba(X), atol=1e-6)
+    np.testing.assert_array_equal(ours.predict(X), theirs.predict(X))
+
+
 @pytest.mark.parametrize("dataset, ours, theirs, loss", [
     (load_diabetes, GradientBoostingRegressor, SkGradientBoostingRegressor, "squared_error"),
     (load_breast_cancer, GradientBoostingClassifier, SkGradientBoostingClassifier, "log_loss"),
@@ -380,6 +405,16 @@ def test_grower_partition_gives_each_rows_leaf():
                               min_impurity_decrease=0.0, max_leaf_nodes=max_leaf_nodes)
         tree, leaves = grow_tree_on(data, g, w, 1, params, seed=1, return_leaves=True)
         np.testing.assert_array_equal(leaves, np.where(w > 0, tree.apply(X), -1))
+        assert leaves.dtype == np.int32  # 4 bytes per row: the fit's peak memory at 1M rows
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.booleans(), max_size=300))
+def test_positive_rows_is_flatnonzero_in_32_bits(flags):
+    positive = np.array(flags, dtype=bool)
+    rows = positive_rows(positive)
+    assert rows.dtype == np.int32
+    np.testing.assert_array_equal(rows, np.flatnonzero(positive))
 
 
 @pytest.mark.parametrize("criterion, n_classes", [(CRITERION_SQUARED_ERROR, 1),

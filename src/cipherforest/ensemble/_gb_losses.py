@@ -17,10 +17,11 @@ loss implements
   the "half" losses for squared error and binary log loss, as ``train_score_`` does there).
 
 Losses whose stage loss is themselves may also implement ``gradient_and_loss(y, raw, w,
-pool=None)``: the negative gradient and the weighted mean loss of the same ``raw`` in one
-compiled pass over chunks of rows (on ``pool``'s threads when given; the loss is the same
-either way), so the fit loop computes round ``i``'s ``train_score_`` and round ``i + 1``'s
-gradient together.
+pool=None, out=None)``: the negative gradient and the weighted mean loss of the same ``raw``
+in one compiled pass over chunks of rows (on ``pool``'s threads when given; the loss is the
+same either way), so the fit loop computes round ``i``'s ``train_score_`` and round
+``i + 1``'s gradient together, into round ``i``'s gradient array (``out``) when its trees are
+done with it.
 
 ``tree_values_are_optimal`` marks squared error, whose line search is the leaf mean of the
 residuals, i.e. exactly what the regression tree already stores. Classification losses also
@@ -175,6 +176,16 @@ def _mean_half_binomial(y, raw, w):
 GRADIENT_CHUNK_ROWS = 1 << 15
 
 
+def _gradient_array(out: np.ndarray | None, shape: tuple) -> np.ndarray:
+    """``out`` when it can take a gradient of ``shape`` (C-ordered float64, writeable), else a
+    new array: reusing the last round's gradient saves one array of n x K floats at the fit's
+    peak memory."""
+    if (out is not None and out.shape == shape and out.dtype == np.float64
+            and out.flags.c_contiguous and out.flags.writeable):
+        return out
+    return np.empty(shape)
+
+
 def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> float:
     """Run a fused ``kernel(y, raw, w, neg_gradient, begin, end) -> (loss sum, weight sum)``
     over chunks of ``GRADIENT_CHUNK_ROWS`` rows (on ``pool``'s threads when given: the
@@ -277,8 +288,8 @@ class SquaredError:
     def __call__(self, y: np.ndarray, raw: np.ndarray, w: np.ndarray) -> float:
         return _weighted_mean((y - raw[:, 0]) ** 2, w)
 
-    def gradient_and_loss(self, y, raw, w, pool=None):
-        neg_gradient = np.empty((y.shape[0], 1))
+    def gradient_and_loss(self, y, raw, w, pool=None, out=None):
+        neg_gradient = _gradient_array(out, (y.shape[0], 1))
         loss = chunked_gradient_and_loss(_squared_error_gradient_loss, y, raw[:, 0], w,
                                          neg_gradient[:, 0], pool)
         return neg_gradient, float(loss)
@@ -417,8 +428,8 @@ class BinomialLoss:
     def __call__(self, y, raw, w):
         return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
 
-    def gradient_and_loss(self, y, raw, w, pool=None):
-        neg_gradient = np.empty((y.shape[0], 1))
+    def gradient_and_loss(self, y, raw, w, pool=None, out=None):
+        neg_gradient = _gradient_array(out, (y.shape[0], 1))
         half = chunked_gradient_and_loss(_binomial_gradient_loss, y, raw[:, 0], w,
                                          neg_gradient[:, 0], pool)
         return neg_gradient, 2.0 * float(half)
@@ -468,8 +479,8 @@ class MultinomialLoss:
         picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
         return _weighted_mean(logsumexp(raw, axis=1) - picked, w)
 
-    def gradient_and_loss(self, y, raw, w, pool=None):
-        neg_gradient = np.empty(raw.shape)
+    def gradient_and_loss(self, y, raw, w, pool=None, out=None):
+        neg_gradient = _gradient_array(out, raw.shape)
         loss = chunked_gradient_and_loss(_multinomial_gradient_loss, y,
                                          np.ascontiguousarray(raw), w, neg_gradient, pool)
         return neg_gradient, float(loss)

@@ -82,8 +82,7 @@ def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-feature sample order (NaN last) and sorted values, as ``(n_features, n)`` rows."""
     order = np.argsort(X, axis=0, kind="stable")
     values = np.take_along_axis(X, order, axis=0)
-    index_dtype = np.int32 if X.shape[0] < np.iinfo(np.int32).max else np.int64
-    return (np.ascontiguousarray(order.T, dtype=index_dtype),
+    return (np.ascontiguousarray(order.T, dtype=row_index_dtype(X.shape[0])),
             np.ascontiguousarray(values.T))
 
 
@@ -170,7 +169,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
     positive = w > 0
-    samples = np.flatnonzero(positive).astype(np.int64, copy=False)
+    samples = positive_rows(positive)
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
     if data.max_bins is None:
@@ -235,6 +234,29 @@ _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
 NODE_THREADS_MIN_ROWS = 10_000
 
 
+def row_index_dtype(n_rows: int) -> type:
+    """Row ids of a training set: 32 bits when they fit (half the memory of the row order,
+    the partition buffer and each row's leaf at 1M rows), else 64."""
+    return np.int32 if n_rows < np.iinfo(np.int32).max else np.int64
+
+
+def positive_rows(positive: np.ndarray) -> np.ndarray:
+    """Ids of the rows where ``positive`` is true, in ``row_index_dtype`` (``np.flatnonzero``
+    without its 64-bit array and the copy of converting it)."""
+    out = np.empty(int(np.count_nonzero(positive)), dtype=row_index_dtype(positive.shape[0]))
+    _fill_positive_rows(positive, out)
+    return out
+
+
+@njit(**JIT_OPTIONS)
+def _fill_positive_rows(positive, out):
+    k = 0
+    for i in range(positive.shape[0]):
+        if positive[i]:
+            out[k] = i
+            k += 1
+
+
 def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
     """The presorted rows of ``data`` restricted to the rows of positive weight (a copy:
     growth reorders them in place)."""
@@ -264,7 +286,7 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
              else n_criterion_stats(params.criterion, 1))
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     positive = w > 0
-    samples = np.flatnonzero(positive).astype(np.int64, copy=False)
+    samples = positive_rows(positive)
     sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
     monotonic = (np.zeros(data.n_features, dtype=np.int64) if params.monotonic_cst is None
                  else np.asarray(params.monotonic_cst, dtype=np.int64))
@@ -304,7 +326,7 @@ def leaves_from_partition(children_left, children_right, n_node_samples, order, 
     ``order`` (zero weight) get -1.
     """
     start = np.zeros(children_left.shape[0], dtype=np.int64)
-    leaves = np.full(n_rows, -1, dtype=np.intp)
+    leaves = np.full(n_rows, -1, dtype=np.int32)  # node ids: far below 2^31
     for node in range(children_left.shape[0]):
         left = children_left[node]
         if left == TREE_LEAF:

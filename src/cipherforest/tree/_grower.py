@@ -215,7 +215,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         tmp_value = np.zeros(n_samples, dtype=np.float64)
     # Scratch, written before it is read: np.empty (np.zeros would write 8 MB per tree at 1M
     # rows).
-    partition_buffer = np.empty(n_samples if use_histogram else 0, dtype=np.int64)
+    partition_buffer = np.empty(n_samples if use_histogram else 0, dtype=samples.dtype)
 
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
