@@ -51,6 +51,12 @@ from cipherforest.tree._common import CRITERION_SQUARED_ERROR
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 from cipherforest.tree._histogram import build_histogram
 
+try:  #: Row ids as the grower holds them (32-bit below 2^31 rows).
+    from cipherforest.tree._fit import row_index_dtype
+    ROW_IDS = row_index_dtype(1)
+except ImportError:  # sources from before 32-bit row ids
+    ROW_IDS = np.int64
+
 try:
     from cipherforest.tree._histogram import build_compact_histogram
 except ImportError:  # sources from before compact histograms: time the rest
@@ -103,8 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     generic = np.zeros((20, data.n_hist_bins, 4))
     compact = np.zeros((20, data.n_hist_bins, 2))
     lo, hi = np.zeros(20, dtype=np.int64), np.zeros(20, dtype=np.int64)
-    in_order = np.arange(n, dtype=np.int64)
-    shuffled = np.random.RandomState(0).permutation(n).astype(np.int64)
+    in_order = np.arange(n, dtype=ROW_IDS)  # the grower's row ids
+    shuffled = np.random.RandomState(0).permutation(n).astype(ROW_IDS)
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, 20, -1, 2, 20, 0.0, 0.0, 31)
 
     def build_generic(rows):
@@ -267,7 +273,7 @@ def kernel_parts(X, y, model) -> None:
         walls.append(time.perf_counter() - start)
     # Rows of every node, in increasing order as the grower holds them.
     left, right = tree.children_left, tree.children_right
-    rows = {0: np.arange(X.shape[0], dtype=np.int64)}
+    rows = {0: np.arange(X.shape[0], dtype=ROW_IDS)}
     order = [0]
     for node in order:
         if left[node] != TREE_LEAF:
@@ -295,7 +301,7 @@ def kernel_parts(X, y, model) -> None:
             if node in built:
                 parts["histograms (root + smaller children)"] += time.perf_counter() - start
             hists[node] = (hist, lo, hi)
-        buffer = np.zeros(X.shape[0], dtype=np.int64)
+        buffer = np.zeros(X.shape[0], dtype=ROW_IDS)
         stats = np.zeros((2, 4))
         for node in internal:
             samples = rows[node].copy()
@@ -407,7 +413,7 @@ def time_node_handoff(n: int, repeats: int) -> None:
     w = np.ones(n)
     rng = np.random.RandomState(1)
     sizes = [m for m in (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000) if m <= n]
-    rows = {m: np.sort(rng.choice(n, m, replace=False)).astype(np.int64) for m in sizes}
+    rows = {m: np.sort(rng.choice(n, m, replace=False)).astype(ROW_IDS) for m in sizes}
     hist = np.zeros((20, data.n_hist_bins, 2))
     lo, hi = np.zeros(20, dtype=np.int64), np.zeros(20, dtype=np.int64)
 

@@ -1,0 +1,156 @@
+"""Where a gradient-boosting fit's peak memory comes from, stage by stage, and how it compares
+between two source trees (issue 15's peak-RSS target at 1M rows).
+
+Each (sources, run) is a fresh subprocess set up as ``ensembles.py``'s worker (same data,
+same model, a 500-row warm-up fit that loads the numba cache, peak reset once the data are
+resident). Resident memory (``/proc/self/statm``) is read at the fit's stages by wrapping the
+estimator's steps that every version of the sources has:
+
+* ``start``: before ``fit`` (data, libraries, loaded kernels);
+* ``labels encoded``: after the classifier's ``_encode_y``;
+* ``binned``: after ``prepare_tree_data`` (bin edges and the binned matrix);
+* ``first tree``: before the first tree's kernel runs (targets, weights, raw predictions and
+  the first gradient exist);
+* ``peak``: the process's high-water mark (``VmHWM``) over fit and prediction.
+
+::
+
+    PYTHONPATH=src python benchmarks/fit_memory.py                          # this checkout
+    python benchmarks/fit_memory.py --src /tmp/main/src --src src --runs 2  # before / after
+    python benchmarks/fit_memory.py --model ours_gb_hist --n-estimators 20
+
+Linux only (``/proc``). Memory in MB (2^20 bytes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+STAGES = ["start", "labels encoded", "binned", "first tree", "peak"]
+
+
+def rss_mb() -> float:
+    """Resident set size of this process now."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
+    """One fit and prediction in this process; RSS at each stage."""
+    sys.path.insert(0, str(HERE))
+    from ensembles import (
+        is_regression,
+        load_dataset,
+        make_model,
+        peak_rss_since_reset_mb,
+        reset_peak_rss,
+    )
+
+    if model_name.endswith("_1thread") and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    regression = is_regression(dataset)
+    X_train, X_test, y_train, _ = load_dataset(dataset)
+    make_model(model_name, regression).set_params(n_estimators=2).fit(X_train[:500],
+                                                                      y_train[:500])
+    stages: dict[str, float] = {}
+    _watch_stages(stages)
+    reset_peak_rss()
+    stages["start"] = rss_mb()
+    model = make_model(model_name, regression).set_params(n_estimators=n_estimators)
+    model.fit(X_train, y_train)
+    model.predict(X_test)
+    stages["peak"] = peak_rss_since_reset_mb()
+    return {"model": model_name, "dataset": dataset, "stages": stages,
+            "src": [p for p in sys.path if p.endswith("src")][:1]}
+
+
+def _watch_stages(stages: dict) -> None:
+    """Record RSS after label encoding and binning, and before the first tree's kernel."""
+    from cipherforest.ensemble import _gradient_boosting as gb
+
+    def after(owner, name, stage):
+        original = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            result = original(*args, **kwargs)
+            stages.setdefault(stage, rss_mb())
+            return result
+        setattr(owner, name, wrapped)
+
+    def before(owner, name, stage):
+        original = getattr(owner, name)
+
+        def wrapped(*args, **kwargs):
+            stages.setdefault(stage, rss_mb())
+            return original(*args, **kwargs)
+        setattr(owner, name, wrapped)
+
+    after(gb.GradientBoostingClassifier, "_encode_y", "labels encoded")
+    after(gb, "prepare_tree_data", "binned")
+    before(gb, "grow_tree_on", "first tree")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--src", action="append", type=Path, default=None,
+                        help="a cipherforest source tree to measure (repeatable; default: "
+                             "the one on PYTHONPATH)")
+    parser.add_argument("--model", default="ours_gb_hist_1thread",
+                        help="an ensembles.py model of ours (default ours_gb_hist_1thread)")
+    parser.add_argument("--dataset", default="synthetic_1m")
+    parser.add_argument("--n-estimators", type=int, default=20,
+                        help="rounds (memory does not grow after the first; default 20)")
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if not args.model.startswith("ours_gb"):
+        parser.error("--model must be one of ours (ours_gb_hist, ours_gb_hist_1thread)")
+    if args.worker:
+        print(json.dumps(run_worker(args.model, args.dataset, args.n_estimators)))
+        return 0
+
+    sources = args.src or [None]
+    results: dict[str, list[dict]] = {}
+    for run in range(args.runs):
+        for src in sources:  # interleaved, as ensembles.py
+            env = dict(os.environ)
+            if src is not None:
+                if not (src / "cipherforest").is_dir():
+                    parser.error(f"--src {src}: no cipherforest package in it")
+                env["PYTHONPATH"] = str(src.resolve())
+            proc = subprocess.run([sys.executable, __file__, "--worker", "--model", args.model,
+                                   "--dataset", args.dataset,
+                                   "--n-estimators", str(args.n_estimators)],
+                                  env=env, capture_output=True, text=True)
+            if proc.returncode != 0:
+                print(proc.stderr, file=sys.stderr)
+                return proc.returncode
+            label = str(src) if src is not None else "PYTHONPATH"
+            results.setdefault(label, []).append(json.loads(proc.stdout.splitlines()[-1]))
+            print(f"run {run + 1}: {label}: {results[label][-1]['stages']}", file=sys.stderr)
+
+    print(f"{args.model} on {args.dataset}, {args.n_estimators} rounds, "
+          f"{args.runs} run(s) per source tree; RSS in MB, median over runs "
+          "(growth over start in brackets)\n")
+    print("| sources | " + " | ".join(STAGES) + " |")
+    print("|---|" + "---:|" * len(STAGES))
+    for label, runs in results.items():
+        cells = []
+        for stage in STAGES:
+            values = sorted(r["stages"].get(stage, float("nan")) for r in runs)
+            value = values[len(values) // 2]
+            start = sorted(r["stages"]["start"] for r in runs)[len(runs) // 2]
+            cells.append(f"{value:.0f}" if stage == "start"
+                         else f"{value:.0f} (+{value - start:.0f})")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
