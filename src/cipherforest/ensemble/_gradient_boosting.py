@@ -226,7 +226,10 @@ class BaseGradientBoosting(BaseEstimator):
             X_train, X_val, y_train, y_val, w_train, w_val = train_test_split(
                 X, y, sample_weight, random_state=self.random_state,
                 test_size=self.validation_fraction,
-                stratify=y if isinstance(self, ClassifierMixin) else None)
+                # Stratified on float class indices, as scikit-learn (its error message for
+                # a class of one member names them: "[1.0]").
+                stratify=(y.astype(np.float64) if isinstance(self, ClassifierMixin)
+                          else None))
             if (isinstance(self, ClassifierMixin)
                     and np.unique(y_train).shape[0] != self.n_classes_):
                 raise ValueError("The training data after the early stopping split is missing "
