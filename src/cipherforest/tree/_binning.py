@@ -11,7 +11,7 @@ Values are binned by blocks of rows on a few Python threads (the compiled count 
 GIL, and allocates nothing). Bin edges are placed column by column on the calling thread:
 on worker threads, each column's sort temporaries stayed in the threads' malloc arenas for
 the rest of the process (21 MB more peak memory in a 1M-row boosting fit,
-``benchmarks/fit_memory.py``; placing edges takes ~0.1 s of a fit of several seconds).
+``benchmarks/fit_memory.py``).
 """
 
 from __future__ import annotations
