@@ -74,8 +74,10 @@ def test_compact_histogram_holds_the_generic_sums(unit_weights, n):
     np.testing.assert_array_equal(bounds[3], bounds[1])
 
 
+@pytest.mark.parametrize("min_samples_leaf", [1, 3, 40])
 @pytest.mark.parametrize("unit_weights", [True, False])
-def test_compact_scan_finds_the_generic_split(unit_weights):
+def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):
+    """Including the compact scan's early stop once the right child is too small."""
     rng = np.random.RandomState(1 if unit_weights else 2)
     n_bins = 30
     for trial in range(60):
@@ -95,10 +97,12 @@ def test_compact_scan_finds_the_generic_split(unit_weights):
             for f in range(4):
                 if use_compact:
                     best_split_compact_feature(f, compact, bounds[2], bounds[3], thresholds,
-                                               node, 3, 0.0, split, *scratch)
+                                               node, min_samples_leaf, 0.0, split,
+                                               *scratch)
                 else:
                     best_split_histogram_feature(f, generic, bounds[0], bounds[1], thresholds,
-                                                 CRITERION_SQUARED_ERROR, node, 3, 0.0, False,
+                                                 CRITERION_SQUARED_ERROR, node,
+                                                 min_samples_leaf, 0.0, False,
                                                  make_state(0), split, *scratch)
             records.append(split)
         generic_split, compact_split = records

@@ -666,6 +666,10 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
         c_w += column[b, HIST_WEIGHT]
         c_c += column[b, count]
         c_s += column[b, HIST_SUM]
+        if n_c - c_c < min_samples_leaf:
+            # The right child is too small here (NaN rows left or right) and at every later
+            # bin: counts only grow on the left.
+            break
         c = _compact_children(c_w, c_c, c_s, n_w, n_c, n_s, n_q, min_samples_leaf,
                               min_weight_leaf)
         if c < best:
