@@ -37,9 +37,10 @@ from cipherforest.tree._split_record import (
 )
 
 
-def _random_node(rng, n, n_features, n_bins, unit_weights):
-    X_binned = rng.randint(0, n_bins, size=(n, n_features)).astype(np.uint8)
-    X_binned[rng.rand(n, n_features) < 0.1] = n_bins - 1  # NaN bin
+def _random_node(rng, n, n_features, n_bins, unit_weights, missing=0.1):
+    X_binned = rng.randint(0, n_bins - 1 if missing == 0 else n_bins,
+                           size=(n, n_features)).astype(np.uint8)
+    X_binned[rng.rand(n, n_features) < missing] = n_bins - 1  # NaN bin
     y = rng.normal(size=n)
     w = np.ones(n) if unit_weights else rng.randint(1, 4, size=n).astype(float)
     return X_binned, y, w
@@ -82,7 +83,8 @@ def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):
     n_bins = 30
     for trial in range(60):
         n = rng.randint(10, 300)
-        X_binned, y, w = _random_node(rng, n, 4, n_bins, unit_weights)
+        X_binned, y, w = _random_node(rng, n, 4, n_bins, unit_weights,
+                                      missing=0.1 if trial % 2 else 0.0)
         samples = np.arange(n, dtype=np.int64)
         generic, compact, bounds = _build_both(X_binned, y, w, samples, n_bins, unit_weights)
         node = np.zeros(4)
