@@ -158,8 +158,10 @@ def peak_rss_since_reset_mb() -> float | None:
     return None
 
 
-def run_worker(model_name: str, dataset: str) -> dict:
-    """Fit and predict one model on one dataset in this process; return the measurements."""
+def prepare_worker(model_name: str, dataset: str):
+    """A worker process's setup before the measured fit: one core for ``_1thread`` models,
+    the data, and for our models a 500-row fit that compiles or loads the numba kernels.
+    Returns ``(regression, X_train, X_test, y_train, y_test)``."""
     if model_name.endswith("_1thread") and hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     regression = is_regression(dataset)
@@ -167,6 +169,12 @@ def run_worker(model_name: str, dataset: str) -> dict:
     if model_name.startswith("ours_"):
         warm = make_model(model_name, regression).set_params(n_estimators=2)
         warm.fit(X_train[:500], y_train[:500])  # numba compile / cache load, not timed
+    return regression, X_train, X_test, y_train, y_test
+
+
+def run_worker(model_name: str, dataset: str) -> dict:
+    """Fit and predict one model on one dataset in this process; return the measurements."""
+    regression, X_train, X_test, y_train, y_test = prepare_worker(model_name, dataset)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     # The process's peak so far is often the data generation's (1M rows); measure the fit and
     # prediction's own peak, with the data resident, from here.

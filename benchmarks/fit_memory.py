@@ -44,20 +44,9 @@ def rss_mb() -> float:
 def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     """One fit and prediction in this process; RSS at each stage."""
     sys.path.insert(0, str(HERE))
-    from ensembles import (
-        is_regression,
-        load_dataset,
-        make_model,
-        peak_rss_since_reset_mb,
-        reset_peak_rss,
-    )
+    from ensembles import make_model, peak_rss_since_reset_mb, prepare_worker, reset_peak_rss
 
-    if model_name.endswith("_1thread") and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
-    regression = is_regression(dataset)
-    X_train, X_test, y_train, _ = load_dataset(dataset)
-    make_model(model_name, regression).set_params(n_estimators=2).fit(X_train[:500],
-                                                                      y_train[:500])
+    regression, X_train, X_test, y_train, _ = prepare_worker(model_name, dataset)
     stages: dict[str, float] = {}
     _watch_stages(stages)
     reset_peak_rss()
@@ -66,8 +55,7 @@ def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     model.fit(X_train, y_train)
     model.predict(X_test)
     stages["peak"] = peak_rss_since_reset_mb()
-    return {"model": model_name, "dataset": dataset, "stages": stages,
-            "src": [p for p in sys.path if p.endswith("src")][:1]}
+    return {"model": model_name, "dataset": dataset, "stages": stages}
 
 
 def _watch_stages(stages: dict) -> None:
@@ -142,10 +130,10 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|" + "---:|" * len(STAGES))
     for label, runs in results.items():
         cells = []
+        start = sorted(r["stages"]["start"] for r in runs)[len(runs) // 2]
         for stage in STAGES:
             values = sorted(r["stages"].get(stage, float("nan")) for r in runs)
             value = values[len(values) // 2]
-            start = sorted(r["stages"]["start"] for r in runs)[len(runs) // 2]
             cells.append(f"{value:.0f}" if stage == "start"
                          else f"{value:.0f} (+{value - start:.0f})")
         print(f"| {label} | " + " | ".join(cells) + " |")
