@@ -15,6 +15,8 @@ targets of issue 15.
     python benchmarks/ensembles.py --datasets synthetic_100k --runs 3 --markdown out.md
     python benchmarks/ensembles.py --models ours_rf_hist,sklearn_rf   # forests
     python benchmarks/ensembles.py --timeout 120        # give up on runs longer than 2 min
+    python benchmarks/ensembles.py --models ours_gb_hist,lightgbm --src main=/tmp/main/src
+                                                        # also ours on another source tree
 
 Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 features, 10
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
@@ -364,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=None,
                         help="seconds after which a run is stopped and reported as failed "
                              "(OpenMP peers can spin for minutes on a loaded machine)")
+    parser.add_argument("--src", action="append", metavar="NAME=PATH", default=None,
+                        help="run our models on this cipherforest source tree too, labelled "
+                             "MODEL@NAME (repeatable; runs interleaved with the others; "
+                             "peers run once, on this checkout)")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -379,26 +385,37 @@ def main(argv: list[str] | None = None) -> int:
         if args.datasets == parser.get_default("datasets"):
             datasets = [d for d in datasets if d != "synthetic_1m"]
 
+    sources = [("", REPO / "src")]
+    for item in args.src or []:
+        name, sep, path = item.partition("=")
+        if not sep or not name or not (Path(path) / "cipherforest").is_dir():
+            parser.error(f"--src {item}: expected NAME=PATH with a cipherforest package in "
+                         "PATH")
+        sources.append((name, Path(path).resolve()))
     measurements = []
-    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
     for dataset in datasets:
         for run in range(runs):
-            for model in args.models.split(","):
+            for model, (name, src) in [(model, source) for model in args.models.split(",")
+                                       for source in sources
+                                       if not source[0] or model.startswith("ours_")]:
+                env = {**os.environ, "PYTHONPATH": str(src)}
+                label = f"{model}@{name}" if name else model
                 try:
                     proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
                                           capture_output=True, text=True, env=env,
                                           timeout=args.timeout)
                 except subprocess.TimeoutExpired:
-                    measurements.append({"model": model, "dataset": dataset,
+                    measurements.append({"model": label, "dataset": dataset,
                                          "error": f"stopped after {args.timeout:.0f} s"})
                     print(json.dumps({"run": run, **measurements[-1]}), file=sys.stderr,
                           flush=True)
                     continue
                 if proc.returncode != 0:
                     error = (proc.stderr.strip().splitlines() or ["no output"])[-1][:120]
-                    measurements.append({"model": model, "dataset": dataset, "error": error})
+                    measurements.append({"model": label, "dataset": dataset, "error": error})
                 else:
-                    measurements.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+                    measurements.append({**json.loads(proc.stdout.strip().splitlines()[-1]),
+                                         "model": label})
                 print(json.dumps({"run": run, **measurements[-1]}), file=sys.stderr,
                       flush=True)
     table = f"Machine: {machine_line()}\n\n{render(aggregate(measurements))}\n"

@@ -228,110 +228,6 @@ def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
     assert serial_loss == pytest.approx(BinomialLoss()(y, raw, w), rel=1e-12)
 
 
-@pytest.mark.parametrize("weighted", [False, True])
-def test_node_histograms_on_threads_grow_the_same_trees(monkeypatch, weighted):
-    from cipherforest.tree import _fit
-    from cipherforest.tree import _node_threads as node_threads
-    from cipherforest.tree._node_threads import NodeThreads
-
-    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)  # every histogram to the threads
-    monkeypatch.setattr(node_threads, "MAX_SKIPPED_TREES", 0)  # in every tree
-    sizes = []
-    submit = NodeThreads.submit
-    monkeypatch.setattr(NodeThreads, "submit", lambda self, addresses, start, end: (
-        sizes.append(end - start) or submit(self, addresses, start, end)))
-    rng = np.random.default_rng(5)
-    X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
-    X = with_nan(X, rng)
-    weight = rng.integers(1, 4, size=700).astype(float) if weighted else None
-    fits = [GradientBoostingRegressor(n_estimators=5, max_leaf_nodes=9, max_depth=None,
-                                      max_bins=40, random_state=0, n_jobs=n_jobs)
-            .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
-    # The threaded fit handed off every root and smaller children, down to small nodes.
-    assert sizes.count(700) == 5
-    assert len(sizes) > 5 * 5 and min(sizes) < 100
-    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
-                                strict=True):
-        for name in ("threshold", "feature", "children_left", "value", "impurity"):
-            assert np.array_equal(getattr(serial.tree_, name), getattr(threaded.tree_, name))
-    assert np.array_equal(fits[0].train_score_, fits[1].train_score_)
-
-
-def busy_pool():
-    """A one-thread pool whose thread is held until the returned event is set."""
-    import threading
-
-    release = threading.Event()
-    pool = ThreadPoolExecutor(1)
-    pool.submit(release.wait)
-    return pool, release
-
-
-@pytest.mark.parametrize("failing", [False, True, "python"])
-def test_node_blocks_no_thread_can_take_are_built_by_the_grower(monkeypatch, failing):
-    from cipherforest.tree import _fit
-    from cipherforest.tree import _node_threads as node_threads
-    from cipherforest.tree._common import CRITERION_SQUARED_ERROR
-    from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
-
-    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
-    X, y = make_regression(600, 5, noise=1.0, random_state=1)
-    data = prepare_tree_data(X, 64, 0)
-    w = np.ones(600)
-    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
-    serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True)
-
-    def grow_beside_busy_pool():
-        pool, release = busy_pool()
-        try:
-            return grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
-                                pool_threads=3)
-        finally:
-            release.set()
-            pool.shutdown()
-
-    if failing == "python":  # no block can be built on the Python side: the kernel does it
-        def broken_build(self, *args, **kwargs):
-            raise MemoryError
-
-        monkeypatch.setattr(node_threads.NodeThreads, "_build", broken_build)
-        tree, leaves = grow_beside_busy_pool()  # every block cancelled, then its build fails
-    elif failing:  # a block whose thread fails part-way is rebuilt on the grower's thread
-        import threading
-        import time
-
-        build, wait = node_threads.NodeThreads._build, node_threads.NodeThreads.wait
-        main = threading.current_thread()
-        rebuilt = []
-
-        def flaky_build(self, addresses, start, end, f_begin, f_end, clear=False):
-            if threading.current_thread() is not main:
-                build(self, addresses, start, end, f_begin, f_end)  # a complete block...
-                raise RuntimeError("lost")  # ...reported as failed: must not count twice
-            rebuilt.append(clear)
-            build(self, addresses, start, end, f_begin, f_end, clear)
-
-        def wait_for_threads(self, key, addresses, start, end):
-            for future, _, _ in self._pending[key]:  # every block taken by a thread
-                while not (future.running() or future.done()):
-                    time.sleep(1e-4)
-            wait(self, key, addresses, start, end)
-
-        monkeypatch.setattr(node_threads.NodeThreads, "_build", flaky_build)
-        monkeypatch.setattr(node_threads.NodeThreads, "wait", wait_for_threads)
-        with ThreadPoolExecutor(2) as pool:
-            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
-                                        pool=pool, pool_threads=3)
-    else:  # the pool's only thread is busy: every handed-off block is built here
-        tree, leaves = grow_beside_busy_pool()
-    for name in ("threshold", "feature", "children_left", "value", "impurity"):
-        assert np.array_equal(getattr(serial, name), getattr(tree, name))
-    assert np.array_equal(serial_leaves, leaves)
-    assert not node_threads.NodeThreads._registry  # unregistered after the tree
-    if failing is True:
-        assert len(rebuilt) > 10 and all(rebuilt)
-
-
 def test_a_thread_reuses_its_histogram_pool_without_changing_trees():
     from cipherforest.tree import _fit
     from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
@@ -364,21 +260,6 @@ def test_a_thread_reuses_its_histogram_pool_without_changing_trees():
             assert np.array_equal(getattr(kept, name), getattr(fresh, name))
 
 
-def test_node_hand_off_with_more_threads_than_features(monkeypatch):
-    from cipherforest.tree import _fit, _node_threads
-
-    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
-    monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
-    X, y = make_classification(400, 2, n_informative=2, n_redundant=0, random_state=3)
-    fits = [GradientBoostingClassifier(n_estimators=4, max_leaf_nodes=6, max_depth=None,
-                                       max_bins=16, random_state=0, n_jobs=n_jobs).fit(X, y)
-            for n_jobs in (1, 5)]
-    assert np.array_equal(fits[0].decision_function(X), fits[1].decision_function(X))
-    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
-                                strict=True):
-        assert np.array_equal(serial.tree_.threshold, threaded.tree_.threshold)
-
-
 def test_hand_offs_that_lose_time_are_skipped_for_doubling_runs_of_trees():
     from cipherforest.tree._node_threads import MAX_SKIPPED_TREES, HandOffGovernor
 
@@ -400,21 +281,3 @@ def test_hand_offs_that_lose_time_are_skipped_for_doubling_runs_of_trees():
     assert skipped_run() == 0
     governor.report(-1e-4)
     assert skipped_run() == 1
-
-
-def test_a_busy_pool_switches_hand_offs_off_for_the_next_trees(monkeypatch):
-    from cipherforest.tree import _fit
-    from cipherforest.tree._node_threads import governor_for
-
-    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
-    X, y = make_regression(600, 5, noise=1.0, random_state=1)
-    data = _fit.prepare_tree_data(X, 64, 0)
-    params = _fit.GrowthParams(_fit.CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0,
-                               0.0, 12)
-    pool, release = busy_pool()  # every block is built by the grower: pure loss
-    try:
-        _fit.grow_tree_on(data, y, np.ones(600), 1, params, 0, pool=pool, pool_threads=2)
-        assert governor_for(pool).skipped == 1
-    finally:
-        release.set()
-        pool.shutdown()

@@ -29,10 +29,11 @@ from ._common import (
     TREE_LEAF,
     n_criterion_stats,
 )
-from ._grower import grow_tree
+from ._grower import SHARD0_SAMPLES, grow_tree
 from ._grower_general import grow_tree_general
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
+from ._shards import TASK_SIZE, shard_rows
 from ._tree import Tree
 
 
@@ -143,17 +144,17 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         more yet: on a shared 2-core machine the parallel builds saved ~10 % of a tree's
         time at best and stalled fits several-fold whenever another process held a core.
     pool : ThreadPoolExecutor, optional
-        Python threads that build, by ``pool_threads`` blocks of features, the histograms of
-        nodes of at least ``NODE_THREADS_MIN_ROWS`` rows (the root and the smaller children)
-        of squared-error trees without random thresholds (boosting's compact histograms):
-        the grower hands each such node over from inside its kernel and continues when all
-        blocks are built (``_node_threads``). Nothing spins, and the histograms (so the
-        tree) are the same as one thread builds. After a tree whose hand-offs lost time
+        Python threads for squared-error trees without random thresholds (boosting's) of at
+        least ``_shards.SHARD_MIN_ROWS`` rows, which grow in two row shards: for each node
+        of at least ``NODE_THREADS_MIN_ROWS`` rows the grower hands the second shard's
+        partition and histogram part to the pool from inside its kernel, runs the first
+        shard's itself and adds the parts (``_shards``, ``_node_threads``). Nothing spins,
+        and the tree is the same as one thread grows. After a tree whose hand-offs lost time
         (the other core busy), the next trees grow without them for a while (the pool's
-        ``_node_threads.HandOffGovernor``). The pool must not be the one running this
-        call (its blocks would wait behind it).
+        ``_node_threads.HandOffGovernor``). The pool must not be the one running this call
+        (its steps would wait behind it).
     pool_threads : int, default=1
-        Number of threads of ``pool`` (blocks of features of a node's histogram).
+        Number of threads of ``pool`` (hand-offs need at least 2).
 
     Returns
     -------
@@ -180,17 +181,29 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         sorted_index, sorted_value = None, None
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         n_hist_bins = data.n_hist_bins
+    n_samples = samples.shape[0]
+    # Scratch of the histogram partitions, written before it is read (np.zeros would write
+    # 4-8 MB per tree at 1M rows).
+    partition_buffer = np.empty(n_samples if data.max_bins is not None else 0,
+                                dtype=samples.dtype)
+    compact = (data.max_bins is not None and not params.is_random
+               and params.criterion == CRITERION_SQUARED_ERROR)
+    n_shard0 = shard_rows(n_samples, compact)
+    shard = _NO_SHARD
+    if n_shard0 < n_samples:
+        n_hist_stats = 2 if unit_weights(w, samples) else 3  # as grow_tree decides
+        shard = (np.zeros(TASK_SIZE, dtype=np.int64), np.zeros((2, n_stats)),
+                 np.zeros((data.n_features, n_hist_bins, n_hist_stats)),
+                 np.full(data.n_features, n_hist_bins, dtype=np.int64),
+                 np.full(data.n_features, -1, dtype=np.int64))
     node_threads = contextlib.nullcontext(NO_NODE_THREADS)
     governor = None
-    if (pool is not None and pool_threads > 1 and data.max_bins is not None
-            and not params.is_random
-            and params.criterion == CRITERION_SQUARED_ERROR
-            and samples.shape[0] >= NODE_THREADS_MIN_ROWS):
+    if (pool is not None and pool_threads > 1 and n_shard0 < n_samples
+            and n_samples >= NODE_THREADS_MIN_ROWS):
         governor = governor_for(pool)
     if governor is not None and governor.hand_off_next_tree():
-        n_hist_stats = 2 if np.all(w[samples] == 1.0) else 3  # as grow_tree decides
-        node_threads = NodeThreads(pool, pool_threads, NODE_THREADS_MIN_ROWS, X_binned,
-                                   samples, y_kernel, w, n_hist_bins, n_hist_stats, governor)
+        node_threads = NodeThreads(pool, NODE_THREADS_MIN_ROWS, X_binned, samples,
+                                   partition_buffer, y_kernel, w, *shard, governor)
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))
@@ -205,7 +218,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                 params.max_features, params.max_depth, params.min_samples_split,
                 params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
                 params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1,
-                node_threads_array, *pool_arrays)
+                node_threads_array, *pool_arrays, n_shard0, partition_buffer, *shard)
         if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
             _THREAD_STATE.hist_pool = pool_arrays
     finally:
@@ -215,9 +228,19 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                              params.criterion in (CRITERION_GINI, CRITERION_ENTROPY))
     if not return_leaves:
         return tree
-    order = samples if data.max_bins is not None else sorted_index[0]
-    return tree, leaves_from_partition(tree.children_left, tree.children_right,
-                                       tree.n_node_samples, order, data.n_samples)
+    leaves = np.full(data.n_samples, -1, dtype=np.int32)  # node ids: far below 2^31
+    if data.max_bins is None:
+        leaves_from_partition(tree.children_left, tree.children_right, tree.n_node_samples,
+                              sorted_index[0], leaves)
+    else:  # each shard's rows on their own (one shard: all rows)
+        shard0_samples = np.ascontiguousarray(node_int[:, SHARD0_SAMPLES])
+        leaves_from_partition(tree.children_left, tree.children_right, shard0_samples,
+                              samples[:n_shard0], leaves)
+        if n_shard0 < n_samples:
+            leaves_from_partition(tree.children_left, tree.children_right,
+                                  tree.n_node_samples - shard0_samples, samples[n_shard0:],
+                                  leaves)
+    return tree, leaves
 
 
 #: Each thread keeps the histogram pool of its last tree (all zero) for its next tree, up to
@@ -228,10 +251,21 @@ _THREAD_STATE = threading.local()
 _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
                     np.zeros((0, 0), dtype=np.int64))
 
-#: Nodes with fewer rows build their histogram on the growing thread: handing a small node
-#: to other threads costs more than it saves (``benchmarks/histogram_kernels.py
-#: --node-handoff``).
+#: Nodes with fewer rows run both shards' steps on the growing thread: handing a small node
+#: to another thread costs more than it saves (``benchmarks/histogram_kernels.py
+#: --node-threads``).
 NODE_THREADS_MIN_ROWS = 10_000
+_NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
+             np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+@njit(**JIT_OPTIONS)
+def unit_weights(w, samples):
+    """Whether every listed row has weight 1 (compact histograms then drop the count)."""
+    for i in range(samples.shape[0]):
+        if w[samples[i]] != 1.0:
+            return False
+    return True
 
 
 def row_index_dtype(n_rows: int) -> type:
@@ -312,21 +346,22 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
     tree = Tree(data.n_features, n_classes, _node_arrays(node_int, node_float, weight, value))
     if not return_leaves:
         return tree
+    leaves = np.full(data.n_samples, -1, dtype=np.int32)
     return tree, leaves_from_partition(tree.children_left, tree.children_right,
-                                       tree.n_node_samples, sorted_index[0], data.n_samples)
+                                       tree.n_node_samples, sorted_index[0], leaves)
 
 
 @njit(**JIT_OPTIONS)
-def leaves_from_partition(children_left, children_right, n_node_samples, order, n_rows):
-    """Leaf of every row, from the grower's final sample order.
+def leaves_from_partition(children_left, children_right, n_node_samples, order, leaves):
+    """Write the leaf of every row of ``order`` into ``leaves``, from the grower's final
+    sample order (of one row shard); returns ``leaves``.
 
-    The grower leaves every node's rows as one contiguous segment of ``order``: node ``t``
-    owns ``order[start[t] : start[t] + n_node_samples[t]]`` and its left child the first
-    ``n_node_samples[left]`` of them. Children have larger ids than parents. Rows not in
-    ``order`` (zero weight) get -1.
+    The grower leaves every node's rows (in a shard) as one contiguous segment of ``order``:
+    node ``t`` owns ``order[start[t] : start[t] + n_node_samples[t]]`` and its left child the
+    first ``n_node_samples[left]`` of them. Children have larger ids than parents. Rows not
+    in ``order`` are not written.
     """
     start = np.zeros(children_left.shape[0], dtype=np.int64)
-    leaves = np.full(n_rows, -1, dtype=np.int32)  # node ids: far below 2^31
     for node in range(children_left.shape[0]):
         left = children_left[node]
         if left == TREE_LEAF:

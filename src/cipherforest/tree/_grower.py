@@ -35,18 +35,25 @@ from ._histogram import (
     best_split_compact_feature,
     best_split_histogram_feature,
     best_split_small_node_feature,
-    build_compact_histogram,
     build_histogram,
     clear_histogram,
     compact_count_column,
     is_small_node,
     partition_histogram_stable,
-    partition_unit_squared_error,
     subtract_histogram,
     zero_histogram,
 )
-from ._node_threads import build_compact_histogram_on_threads
+from ._node_threads import run_shard_steps
 from ._rng import child_seed, rand_int
+from ._shards import (
+    BUILD_ALL,
+    BUILD_NONE,
+    TASK_MID,
+    TASK_SIZE,
+    add_partial_histogram,
+    gather_segments,
+    set_task,
+)
 from ._split_record import (
     MISSING_UNSEEN,
     SPLIT_CHILDREN,
@@ -59,10 +66,11 @@ from ._split_record import (
 )
 from ._splitter_exact import best_split_exact_feature, mark_left_exact, partition_exact
 
-# Columns of node_int.
+# Columns of node_int (SHARD0_SAMPLES: the node's rows in the first row shard).
 _LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
-# Columns of the frontier's integer table.
-_F_NODE, _F_START, _F_END, _F_DEPTH, _F_HIST = 0, 1, 2, 3, 4
+SHARD0_SAMPLES = 5
+# Columns of the frontier's integer table (a node's segments of the two row shards).
+_F_NODE, _F_START, _F_END, _F_DEPTH, _F_HIST, _F_START1, _F_END1 = 0, 1, 2, 3, 4, 5, 6
 
 
 @njit(**JIT_OPTIONS)
@@ -122,7 +130,9 @@ def _heap_pop(heap, size, keys):
 def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
               X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
-              max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi):
+              max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
+              n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
+              shard_hi):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
     its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
@@ -133,13 +143,20 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
-    nodes on ``n_threads`` numba threads (1: all on the calling thread). A compact tree (see
-    below) hands the histograms of nodes of at least ``node_threads[2]`` rows (root and
-    smaller children) to the fit's Python threads by blocks of features when
-    ``node_threads[0]`` is not 0 (``_node_threads``: same histograms, so the same tree).
+    nodes on ``n_threads`` numba threads (1: all on the calling thread).
     ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
     (slots × features) is the previous tree's pool as returned: reused when its shape fits
     (saves zeroing megabytes per tree), else a new one is made; pass empty arrays at first.
+    ``partition_buffer`` is scratch of ``samples``' length and dtype (histogram mode).
+
+    A compact tree (see below) with ``n_shard0 < len(samples)`` grows in two row shards,
+    ``samples[:n_shard0]`` and the rest (``_shards``): ``shard_task`` (``TASK_SIZE``),
+    ``shard_stats`` (2 × stats) and the zeroed slot ``shard_hist`` / ``shard_lo`` /
+    ``shard_hi`` (features × bins × compact stats) hold the second shard's step, which
+    nodes of at least ``node_threads[2]`` rows hand to the fit's Python threads when
+    ``node_threads[0]`` is not 0 (``_node_threads``: the same tree either way). Column
+    ``SHARD0_SAMPLES`` of ``node_int`` counts each node's rows in the first shard. Other
+    trees ignore these arguments (one shard).
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -156,11 +173,11 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     best_first = max_leaf_nodes > 0
     record_size = SPLIT_LEFT + 2 * n_stats
 
-    node_int = np.zeros((64, 5), dtype=np.int64)
+    node_int = np.zeros((64, 6), dtype=np.int64)
     node_float = np.zeros((64, 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
 
-    frontier_int = np.zeros((16, 5), dtype=np.int64)
+    frontier_int = np.zeros((16, 7), dtype=np.int64)
     frontier_split = np.zeros((16, record_size), dtype=np.float64)
     frontier_free = np.zeros(16, dtype=np.int64)
     # Counters start at np.int64(0), not 0: numba types a bare 0 as Literal[int](0) and
@@ -191,6 +208,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 n_hist_stats = 3
                 break
     count_column = compact_count_column(n_hist_stats) if compact else STAT_COUNT
+    sharded = (compact and n_shard0 < n_samples and shard_task.shape[0] == TASK_SIZE
+               and shard_stats.shape[0] == 2 and shard_stats.shape[1] == n_stats
+               and shard_hist.shape[0] == hist_features and shard_hist.shape[1] == hist_bins
+               and shard_hist.shape[2] == n_hist_stats)
+    if not sharded:
+        n_shard0 = n_samples
+    task0 = np.zeros(TASK_SIZE, dtype=np.int64)  # the first shard's step
     # A pool handed in by the caller (the previous tree's, all slots zero) is reused when it
     # has the right shape: no slot needs zeroing then. Otherwise slots below n_clean are the
     # ones known to be zero.
@@ -213,21 +237,18 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         goes_left = np.zeros(y.shape[0], dtype=np.uint8)
         tmp_index = np.zeros(n_samples, dtype=sorted_index.dtype)
         tmp_value = np.zeros(n_samples, dtype=np.float64)
-    # Scratch, written before it is read: np.empty (np.zeros would write 8 MB per tree at 1M
-    # rows).
-    partition_buffer = np.empty(n_samples if use_histogram else 0, dtype=samples.dtype)
-
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
     bin_buffer = np.zeros(small_capacity, dtype=np.int64)
     sample_buffer = np.zeros(small_capacity, dtype=np.int64)
+    small_samples = np.zeros(small_capacity, dtype=samples.dtype)
     cum = np.zeros(n_stats)
     missing = np.zeros(n_stats)
     left = np.zeros(n_stats)
     right = np.zeros(n_stats)
     child_stats = np.zeros((2, n_stats))
     child_ids = np.zeros(2, dtype=np.int64)
-    child_bounds = np.zeros((2, 2), dtype=np.int64)
+    child_bounds = np.zeros((2, 4), dtype=np.int64)  # start, end, start1, end1
     child_split = np.zeros(2, dtype=np.bool_)
     child_slots = np.full(2, -1, dtype=np.int64)
     child_needs = np.zeros(2, dtype=np.bool_)
@@ -243,6 +264,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     node_int[0, _RIGHT] = TREE_LEAF
     node_int[0, _FEATURE] = TREE_UNDEFINED
     node_int[0, _N_SAMPLES] = n_samples
+    node_int[0, SHARD0_SAMPLES] = n_shard0
     node_float[0, 0] = TREE_UNDEFINED
     node_float[0, 1] = node_impurity(root_stats, criterion)
     for k in range(n_stats):
@@ -253,6 +275,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     pending_node = np.zeros(2, dtype=np.int64)
     pending_start = np.zeros(2, dtype=np.int64)
     pending_end = np.zeros(2, dtype=np.int64)
+    pending_start1 = np.zeros(2, dtype=np.int64)
+    pending_end1 = np.zeros(2, dtype=np.int64)
     pending_depth = np.zeros(2, dtype=np.int64)
     pending_hist = np.full(2, -1, dtype=np.int64)
     pending_seed = np.zeros(2, dtype=np.uint64)
@@ -261,7 +285,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     n_pending = 1
     pending_node[0] = 0
     pending_start[0] = 0
-    pending_end[0] = n_samples
+    pending_end[0] = n_shard0
+    pending_start1[0] = n_shard0
+    pending_end1[0] = n_samples
     pending_depth[0] = 0
     n_leaves = 1
 
@@ -272,14 +298,19 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, slot = (
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists,
                               n_clean))
-            if compact and node_threads[0] != 0 and n_samples >= node_threads[2]:
-                build_compact_histogram_on_threads(hist_pool[slot], hist_lo[slot],
-                                                   hist_hi[slot], X_binned, samples,
-                                                   np.int64(0), n_samples, y, w, node_threads)
-            elif compact:
-                build_compact_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
-                                        X_binned, samples, np.int64(0), n_samples, y, w,
-                                        n_threads)
+            if compact:
+                set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL)
+                if sharded:
+                    set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL)
+                hand_off = (sharded and node_threads[0] != 0 and n_shard0 > 0
+                            and n_samples >= node_threads[2])
+                run_shard_steps(sharded, hand_off, node_threads,
+                             task0, child_stats, hist_pool[slot], hist_lo[slot],
+                             hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
+                             shard_hi, X_binned, samples, partition_buffer, y, w, n_threads)
+                if sharded:
+                    add_partial_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
+                                          shard_hist, shard_lo, shard_hi)
             else:
                 build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
                                 samples, np.int64(0), n_samples, y, w, criterion, n_threads)
@@ -293,7 +324,15 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             node_id = pending_node[p]
             start = pending_start[p]
             end = pending_end[p]
+            start1 = pending_start1[p]
+            end1 = pending_end1[p]
             slot = pending_hist[p]
+            node_samples = samples
+            if end1 > start1 and slot < 0:
+                # A small node's finder sorts its rows: give it both segments as one.
+                node_samples = small_samples
+                end = gather_segments(samples, start, end, start1, end1, small_samples)
+                start = 0
             if n_free_entries > 0:
                 n_free_entries -= 1
                 entry = frontier_free[n_free_entries]
@@ -323,7 +362,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 if X_binned is not None:
                     if slot < 0:
                         non_constant = best_split_small_node_feature(
-                            f, samples, start, end, X_binned, bin_thresholds, n_hist_bins, y,
+                            f, node_samples, start, end, X_binned, bin_thresholds, n_hist_bins, y,
                             w, criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, missing, left, right, bin_buffer,
                             sample_buffer)
@@ -359,8 +398,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                         n_free_hists += 1
                 continue
             frontier_int[entry, _F_NODE] = node_id
-            frontier_int[entry, _F_START] = start
-            frontier_int[entry, _F_END] = end
+            frontier_int[entry, _F_START] = pending_start[p]
+            frontier_int[entry, _F_END] = pending_end[p]
+            frontier_int[entry, _F_START1] = start1
+            frontier_int[entry, _F_END1] = end1
             frontier_int[entry, _F_DEPTH] = pending_depth[p]
             frontier_int[entry, _F_HIST] = slot
             frontier_seed[entry] = pending_seed[p]
@@ -397,15 +438,49 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             missing_left = (split[SPLIT_LEFT + STAT_COUNT]
                             > split[SPLIT_LEFT + n_stats + STAT_COUNT])
 
+        start1 = frontier_int[entry, _F_START1]
+        end1 = frontier_int[entry, _F_END1]
         mid = start
+        mid1 = start1
+        # A compact node handed off builds its smaller child's histogram with the partition
+        # (each shard its part): the slot, and which child it is for.
+        early_slot = np.int64(-1)
+        early_small = np.int64(-1)
         if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
-            if compact and n_hist_stats == 2:  # unit weights
-                mid = partition_unit_squared_error(
-                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
-                    end, X_binned, n_hist_bins - 1, partition_buffer, y, child_stats[0],
-                    child_stats[1])
+            if compact:
+                position = np.int64(split[SPLIT_POSITION])
+                hand_off = (sharded and node_threads[0] != 0 and end > start and end1 > start1
+                            and (end - start) + (end1 - start1) >= node_threads[2])
+                build = BUILD_NONE
+                if hand_off and parent_slot >= 0:
+                    early_small = 0 if (split[SPLIT_LEFT + STAT_COUNT]
+                                        <= split[SPLIT_LEFT + n_stats + STAT_COUNT]) else 1
+                    if _may_need_histogram(split, n_stats, n_hist_bins, depth + 1, max_depth,
+                                           min_samples_split, min_samples_leaf,
+                                           min_weight_leaf,
+                                           best_first and n_leaves + 1 >= max_leaf_nodes):
+                        build = early_small
+                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, \
+                            n_clean, early_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
+                                                                hist_free, n_free_hists,
+                                                                n_hists, n_clean)
+                set_task(task0, feature, position, missing_left, start, end, build)
+                if sharded:
+                    set_task(shard_task, feature, position, missing_left, start1, end1, build)
+                # Without a build the step only reads its slot's shape.
+                target = early_slot if early_slot >= 0 else 0
+                run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
+                             hist_pool[target], hist_lo[target], hist_hi[target], shard_task,
+                             shard_stats, shard_hist, shard_lo, shard_hi, X_binned, samples,
+                             partition_buffer, y, w, n_threads)
+                mid = task0[TASK_MID]
+                if sharded:
+                    mid1 = shard_task[TASK_MID]
+                    for c in range(2):
+                        for k in range(n_stats):
+                            child_stats[c, k] += shard_stats[c, k]
             else:
                 mid = partition_histogram_stable(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
@@ -433,8 +508,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         child_ids[1] = right_id
         child_bounds[0, 0] = start
         child_bounds[0, 1] = mid
+        child_bounds[0, 2] = start1
+        child_bounds[0, 3] = mid1
         child_bounds[1, 0] = mid
         child_bounds[1, 1] = end
+        child_bounds[1, 2] = mid1
+        child_bounds[1, 3] = end1
         # Sum each child's own samples rather than trusting the split record's ``node - left``:
         # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
         # impure under fractional weights. Costs O(node size), as the partition does (the
@@ -448,7 +527,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             node_int[cid, _RIGHT] = TREE_LEAF
             node_int[cid, _FEATURE] = TREE_UNDEFINED
             node_int[cid, _MISSING_LEFT] = 0
-            node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
+            node_int[cid, _N_SAMPLES] = (child_bounds[c, 1] - child_bounds[c, 0]
+                                         + child_bounds[c, 3] - child_bounds[c, 2])
+            node_int[cid, SHARD0_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
             node_float[cid, 0] = TREE_UNDEFINED
             node_float[cid, 1] = node_impurity(child_stats[c], criterion)
             for k in range(n_stats):
@@ -466,28 +547,47 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 # child's is built (even if only to subtract), the larger one's subtracted.
                 for c in range(2):
                     child_needs[c] = child_split[c] and not is_small_node(
-                        child_bounds[c, 1] - child_bounds[c, 0], n_hist_bins)
+                        node_int[child_ids[c], _N_SAMPLES], n_hist_bins)
+                small = 0 if (node_int[left_id, _N_SAMPLES]
+                              <= node_int[right_id, _N_SAMPLES]) else 1
+                large = 1 - small
+                if early_slot >= 0 and not ((child_needs[0] or child_needs[1])
+                                            and small == early_small):
+                    # Built with the partition but not wanted after all: free the parts.
+                    clear_histogram(hist_pool[early_slot], hist_lo[early_slot],
+                                    hist_hi[early_slot])
+                    hist_free[n_free_hists] = early_slot
+                    n_free_hists += 1
+                    early_slot = -1
+                    if sharded:
+                        clear_histogram(shard_hist, shard_lo, shard_hi)
                 if child_needs[0] or child_needs[1]:
-                    small = 0 if (mid - start) <= (end - mid) else 1
-                    large = 1 - small
-                    hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, \
-                        s_slot = _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free,
-                                               n_free_hists, n_hists, n_clean)
-                    small_rows = child_bounds[small, 1] - child_bounds[small, 0]
-                    if compact and node_threads[0] != 0 and small_rows >= node_threads[2]:
-                        build_compact_histogram_on_threads(
-                            hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot], X_binned,
-                            samples, child_bounds[small, 0], child_bounds[small, 1], y, w,
-                            node_threads)
-                    elif compact:
-                        build_compact_histogram(hist_pool[s_slot], hist_lo[s_slot],
-                                                hist_hi[s_slot], X_binned, samples,
-                                                child_bounds[small, 0], child_bounds[small, 1], y,
-                                                w, n_threads)
+                    if early_slot >= 0:
+                        s_slot = early_slot
                     else:
-                        build_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
-                                        X_binned, samples, child_bounds[small, 0],
-                                        child_bounds[small, 1], y, w, criterion, n_threads)
+                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, \
+                            n_clean, s_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
+                                                            hist_free, n_free_hists, n_hists,
+                                                            n_clean)
+                        if compact:
+                            set_task(task0, -1, 0, False, child_bounds[small, 0],
+                                     child_bounds[small, 1], BUILD_ALL)
+                            if sharded:
+                                set_task(shard_task, -1, 0, False, child_bounds[small, 2],
+                                         child_bounds[small, 3], BUILD_ALL)
+                            run_shard_steps(sharded, False, node_threads, task0, child_stats,
+                                         hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
+                                         shard_task, shard_stats, shard_hist, shard_lo,
+                                         shard_hi, X_binned, samples, partition_buffer, y, w,
+                                         n_threads)
+                        else:
+                            build_histogram(hist_pool[s_slot], hist_lo[s_slot],
+                                            hist_hi[s_slot], X_binned, samples,
+                                            child_bounds[small, 0], child_bounds[small, 1], y,
+                                            w, criterion, n_threads)
+                    if sharded:
+                        add_partial_histogram(hist_pool[s_slot], hist_lo[s_slot],
+                                              hist_hi[s_slot], shard_hist, shard_lo, shard_hi)
                     child_slots[small] = s_slot
                     if child_needs[large]:
                         hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, \
@@ -514,6 +614,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 pending_node[n_pending] = child_ids[c]
                 pending_start[n_pending] = child_bounds[c, 0]
                 pending_end[n_pending] = child_bounds[c, 1]
+                pending_start1[n_pending] = child_bounds[c, 2]
+                pending_end1[n_pending] = child_bounds[c, 3]
                 pending_depth[n_pending] = depth + 1
                 pending_hist[n_pending] = child_slots[c]
                 pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
@@ -527,6 +629,22 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         zero_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
     return (node_int[:node_count].copy(), node_float[:node_count].copy(),
             node_stats[:node_count].copy(), hist_pool, hist_lo, hist_hi)
+
+
+@njit(**JIT_OPTIONS)
+def _may_need_histogram(split, n_stats, n_bins, depth, max_depth, min_samples_split,
+                        min_samples_leaf, min_weight_leaf, tree_full):
+    """Whether a child of the recorded split may need a histogram, by every rule the split
+    record can tell before the partition (all but the children's impurity)."""
+    if tree_full:
+        return False
+    for c in range(2):
+        stats = split[SPLIT_LEFT + c * n_stats:SPLIT_LEFT + (c + 1) * n_stats]
+        if (_is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
+                           min_weight_leaf, np.inf)
+                and not is_small_node(stats[STAT_COUNT], n_bins)):
+            return True
+    return False
 
 
 @njit(**JIT_OPTIONS)

@@ -1,0 +1,257 @@
+"""Row shards of large boosting trees (``tree._shards``) and their hand-off to the fit's
+threads (``tree._node_threads``): the same tree on any number of threads, the unsharded tree
+up to rounding, and a fit that never waits for a thread that cannot run."""
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sklearn.datasets import make_classification, make_regression
+
+from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from cipherforest.tree import _fit, _node_threads, _shards
+from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
+from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
+from cipherforest.tree._shards import add_partial_histogram, gather_segments
+
+TREE_ARRAYS = ("threshold", "feature", "children_left", "children_right", "n_node_samples",
+               "missing_go_to_left", "value", "impurity")
+
+
+def with_nan(X, rng, fraction=0.1):
+    X = X.copy()
+    X[rng.random(X.shape) < fraction] = np.nan
+    return X
+
+
+def busy_pool():
+    """A one-thread pool whose thread is held until the returned event is set."""
+    release = threading.Event()
+    pool = ThreadPoolExecutor(1)
+    pool.submit(release.wait)
+    return pool, release
+
+
+@pytest.fixture
+def shard_everything(monkeypatch):
+    """Shard every compact tree and hand every sharded node to the threads, in every tree."""
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
+
+
+def test_shard_rows_depend_on_rows_and_tree_kind_only():
+    big = _shards.SHARD_MIN_ROWS
+    assert _shards.shard_rows(big, True) == big // 2
+    assert _shards.shard_rows(big + 1, True) == (big + 1) // 2
+    assert _shards.shard_rows(big - 1, True) == big - 1  # one shard: the unsharded tree
+    assert _shards.shard_rows(10 * big, False) == 10 * big  # forests' trees never shard
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything, weighted):
+    steps = []
+    submit = _node_threads.NodeThreads.submit
+    monkeypatch.setattr(_node_threads.NodeThreads, "submit",
+                        lambda self: steps.append(1) or submit(self))
+    rng = np.random.default_rng(5)
+    X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
+    X = with_nan(X, rng)
+    weight = rng.integers(1, 4, size=700).astype(float) if weighted else None
+    fits = [GradientBoostingRegressor(n_estimators=5, max_leaf_nodes=9, max_depth=None,
+                                      max_bins=40, subsample=0.8, random_state=0,
+                                      n_jobs=n_jobs)
+            .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
+    assert len(steps) > 5 * 6  # the root and most splits of every tree went to a thread
+    for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
+                                strict=True):
+        for name in TREE_ARRAYS:
+            assert np.array_equal(getattr(serial.tree_, name), getattr(threaded.tree_, name))
+    assert np.array_equal(fits[0].train_score_, fits[1].train_score_)
+    assert np.array_equal(fits[0].oob_improvement_, fits[1].oob_improvement_)
+
+
+def test_sharded_classifiers_match_on_any_number_of_threads(shard_everything):
+    X, y = make_classification(500, 2, n_informative=2, n_redundant=0, random_state=3)
+    fits = [GradientBoostingClassifier(n_estimators=4, max_leaf_nodes=6, max_depth=None,
+                                       max_bins=16, random_state=0, n_jobs=n_jobs).fit(X, y)
+            for n_jobs in (1, 2, 5)]
+    for other in fits[1:]:
+        assert np.array_equal(fits[0].decision_function(X), other.decision_function(X))
+        assert np.array_equal(fits[0].train_score_, other.train_score_)
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("max_leaf_nodes", [12, -1])
+def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weighted,
+                                                           max_leaf_nodes):
+    rng = np.random.default_rng(11)
+    X, y = make_regression(1500, 6, n_informative=4, noise=2.0, random_state=4)
+    X = with_nan(X, rng, 0.05)
+    data = prepare_tree_data(X, 64, 0)
+    # Integer-valued targets and weights: every sum is exact in either order, so the two
+    # trees must agree exactly; zero weights leave rows out of both.
+    target = np.round(y)
+    w = rng.integers(0, 3, size=1500).astype(float) if weighted else np.ones(1500)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 6, 8 if max_leaf_nodes < 0 else -1,
+                          2, 3, 0.0, 0.0, max_leaf_nodes)
+    unsharded, unsharded_leaves = grow_tree_on(data, target, w, 1, params, 0,
+                                               return_leaves=True)
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    sharded, leaves = grow_tree_on(data, target, w, 1, params, 0, return_leaves=True)
+    assert sharded.node_count > 15
+    for name in TREE_ARRAYS:
+        assert np.array_equal(getattr(unsharded, name), getattr(sharded, name)), name
+    assert np.array_equal(unsharded_leaves, leaves)
+    # Each row's leaf is where the tree sends it; rows of zero weight have none.
+    positive = w > 0
+    assert np.array_equal(leaves[positive], sharded.apply(X[positive]))
+    assert np.all(leaves[~positive] == -1)
+
+    # Real-valued gradients: the same splits, sums equal up to their order of addition.
+    gradient = y / 7.0 + rng.normal(size=1500) * 1e-3
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 10**9)
+    unsharded = grow_tree_on(data, gradient, w, 1, params, 0)
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    sharded, leaves = grow_tree_on(data, gradient, w, 1, params, 0, return_leaves=True)
+    for name in ("threshold", "feature", "children_left", "n_node_samples"):
+        assert np.array_equal(getattr(unsharded, name), getattr(sharded, name))
+    np.testing.assert_allclose(sharded.value, unsharded.value, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(sharded.impurity, unsharded.impurity, rtol=1e-9, atol=1e-12)
+    assert np.array_equal(leaves[positive], sharded.apply(X[positive]))
+
+
+def test_forest_trees_are_never_sharded(monkeypatch):
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    X, y = make_classification(600, 5, random_state=2)
+    data = prepare_tree_data(X, 32, 0)
+    params = GrowthParams(CRITERION_GINI, False, 32, 5, -1, 2, 1, 0.0, 0.0, -1)
+    tree, leaves = grow_tree_on(data, y.astype(float), np.ones(600), 2, params, 0,
+                                return_leaves=True)
+    assert np.array_equal(leaves, tree.apply(X))
+    assert tree.n_leaves > 10
+
+
+@pytest.mark.parametrize("failing", [False, "python", "after", "half-built"])
+def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_everything,
+                                                        failing):
+    rng = np.random.default_rng(1)
+    X, y = make_regression(600, 5, noise=1.0, random_state=1)
+    data = prepare_tree_data(with_nan(X, rng, 0.05), 64, 0)
+    w = np.ones(600)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
+    serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True)
+    run_step = _node_threads.NodeThreads.run_step
+    main = threading.current_thread()
+    resumed = []
+
+    def grow_beside_busy_pool():
+        pool, release = busy_pool()
+        try:
+            return grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
+                                pool_threads=2)
+        finally:
+            release.set()
+            pool.shutdown()
+
+    if failing == "python":  # no step can run on the Python side: the kernel runs them
+        def broken_step(self):
+            raise MemoryError
+
+        monkeypatch.setattr(_node_threads.NodeThreads, "run_step", broken_step)
+        tree, leaves = grow_beside_busy_pool()  # every step cancelled, then it fails here
+    elif failing:  # a thread's step reported as failed is resumed from where it stopped
+        def flaky_step(self):
+            if threading.current_thread() is main:
+                resumed.append(int(self.arrays[0][_shards.TASK_STATE]))
+                return run_step(self)
+            run_step(self)  # a complete step...
+            if failing == "half-built":  # ...or one whose histogram part is garbage
+                task, *_, hist, lo, hi, _ = self.arrays
+                task[_shards.TASK_STATE] = _shards.STATE_PARTITIONED
+                hist[:, :, :] += 1.0
+            raise RuntimeError("lost")  # ...reported as failed: must not count twice
+
+        wait = _node_threads.NodeThreads.wait
+
+        def wait_for_thread(self, key):
+            future = self._pending[key][0]
+            while not (future.running() or future.done()):  # let the thread take it
+                time.sleep(1e-4)
+            wait(self, key)
+
+        monkeypatch.setattr(_node_threads.NodeThreads, "run_step", flaky_step)
+        monkeypatch.setattr(_node_threads.NodeThreads, "wait", wait_for_thread)
+        with ThreadPoolExecutor(2) as pool:
+            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
+                                        pool=pool, pool_threads=2)
+    else:  # the pool's only thread is busy: every handed-off step runs here
+        tree, leaves = grow_beside_busy_pool()
+    for name in TREE_ARRAYS:
+        assert np.array_equal(getattr(serial, name), getattr(tree, name))
+    assert np.array_equal(serial_leaves, leaves)
+    assert not _node_threads.NodeThreads._registry  # unregistered after the tree
+    if failing == "after":
+        assert len(resumed) > 5 and set(resumed) == {_shards.STATE_DONE}
+    if failing == "half-built":
+        assert len(resumed) > 5 and set(resumed) == {_shards.STATE_PARTITIONED}
+
+
+def test_a_busy_pool_switches_hand_offs_off_for_the_next_trees(monkeypatch):
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    X, y = make_regression(600, 5, noise=1.0, random_state=1)
+    data = prepare_tree_data(X, 64, 0)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
+    pool, release = busy_pool()  # every step runs on the grower: pure loss
+    try:
+        grow_tree_on(data, y, np.ones(600), 1, params, 0, pool=pool, pool_threads=2)
+        assert _node_threads.governor_for(pool).skipped == 1
+    finally:
+        release.set()
+        pool.shutdown()
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 6), st.integers(2, 12))
+def test_adding_a_part_sums_bins_widens_ranges_and_frees_the_part(seed, n_features, n_bins):
+    rng = np.random.default_rng(seed)
+
+    def random_part():
+        hist = np.zeros((n_features, n_bins, 2))
+        lo = np.full(n_features, n_bins, dtype=np.int64)
+        hi = np.full(n_features, -1, dtype=np.int64)
+        for f in range(n_features):
+            if rng.random() < 0.2:
+                continue  # an empty feature (e.g. an empty segment)
+            a, b = np.sort(rng.integers(0, n_bins, 2))
+            occupied = np.arange(a, b + 1)
+            hist[f, occupied, 0] = rng.integers(1, 5, occupied.shape[0])  # counts
+            hist[f, occupied, 1] = rng.normal(size=occupied.shape[0])
+            lo[f], hi[f] = a, b
+        return hist, lo, hi
+
+    hist, lo, hi = random_part()
+    part, part_lo, part_hi = random_part()
+    expected = hist + part
+    occupied = expected[:, :, 0] > 0
+    add_partial_histogram(hist, lo, hi, part, part_lo, part_hi)
+    assert np.array_equal(hist, expected)
+    for f in range(n_features):
+        bins = np.flatnonzero(occupied[f])
+        if bins.size:
+            assert (lo[f], hi[f]) == (bins[0], bins[-1])
+        else:
+            assert hi[f] < lo[f]
+    assert not part.any() and np.all(part_lo == n_bins) and np.all(part_hi == -1)
+
+
+def test_gathered_segments_list_a_node_in_row_order():
+    samples = np.array([7, 2, 5, 9, 1, 4, 11, 13, 20, 15], dtype=np.int32)
+    out = np.zeros(6, dtype=np.int32)
+    n = gather_segments(samples, 1, 3, 6, 9, out)
+    assert n == 5 and list(out[:n]) == [2, 5, 11, 13, 20]
