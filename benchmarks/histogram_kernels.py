@@ -26,14 +26,15 @@ parts — binning, the grower kernel, the per-tree Python around it (line search
 tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
 through the grower's kernels (histogram builds of the root and the smaller children,
 partitions, split scans). ``--node-threads DATASET`` compares two-thread fits whose large
-nodes' histograms are handed to the fit's Python threads from ``--min-rows`` rows on (0: not
-at all). ``--node-handoff`` times one node's compact histogram of m rows (a sorted random
-subset, as a node's rows sit after the stable partitions) on one thread against the same
-histogram handed from the kernel to a two-thread Python pool by blocks of features
-(``tree._node_threads``), in wall time, for m from 1k to 100k, and lists the sizes of the
-histograms a 31-leaf tree at 100k rows builds (its root and smaller children): what handing
-every large node's histogram to the threads could save. ``--first-fit`` times the first
-histogram boosting fit in a fresh process with an empty numba cache (the histogram grower's
+nodes' steps (sharded trees, below) go to the fit's Python threads from ``--min-rows`` rows
+on (0: not at all). ``--node-handoff`` times one node's split work in a sharded tree
+(``tree._shards``: each row shard's partition and its part of the smaller child's
+histogram, for a node of m rows, a sorted random subset as a node's rows sit after the
+stable partitions) with both shards' steps on one thread against the second shard's step
+handed from the kernel to a Python pool thread (``tree._node_threads``), in wall time, for m
+from 1k to 100k, and lists the sizes of the histograms a 31-leaf tree at 100k rows builds
+(its root and smaller children). ``--first-fit`` times the first histogram boosting fit in a
+fresh process with an empty numba cache (the histogram grower's
 compile time), for this tree and ``--before-src``.
 """
 
@@ -400,12 +401,16 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
 
 
 def time_node_handoff(n: int, repeats: int) -> None:
-    """Wall time of a node's compact histogram on one thread and handed from the kernel to a
-    two-thread Python pool (by feature blocks, ``tree._node_threads``), by node size; then
-    the histogram sizes of one 31-leaf tree."""
+    """Wall time of one node's split work in a sharded tree — each row shard's partition
+    and its part of the smaller child's compact histogram, then the parts added — with both
+    shards' steps on one thread and with the second shard's step handed from the kernel to a
+    Python pool thread (``tree._node_threads``), by node size; then the sizes of the
+    histograms one 31-leaf tree builds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from cipherforest.tree._node_threads import NodeThreads, build_compact_histogram_on_threads
+    from cipherforest.tree._histogram import clear_histogram
+    from cipherforest.tree._node_threads import NodeThreads, run_shard_steps
+    from cipherforest.tree._shards import TASK_SIZE, add_partial_histogram, set_task
 
     X, y = make_classification(n, 20, n_informative=10, random_state=0)
     data = prepare_tree_data(X, 255, 0)
@@ -414,43 +419,56 @@ def time_node_handoff(n: int, repeats: int) -> None:
     rng = np.random.RandomState(1)
     sizes = [m for m in (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000) if m <= n]
     rows = {m: np.sort(rng.choice(n, m, replace=False)).astype(ROW_IDS) for m in sizes}
-    hist = np.zeros((20, data.n_hist_bins, 2))
-    lo, hi = np.zeros(20, dtype=np.int64), np.zeros(20, dtype=np.int64)
+    buffers = {m: np.empty(m, dtype=ROW_IDS) for m in sizes}
+    n_bins = data.n_hist_bins
+    # The split: feature 0 at its median bin; the smaller side's histogram is built.
+    split_bin = int(np.median(data.X_binned[:, 0]))
+    build = 0 if np.mean(data.X_binned[:, 0] <= split_bin) <= 0.5 else 1
 
-    def one_thread(samples):
-        hist[:] = 0.0  # the grower's slots are zero
-        build_compact_histogram(hist, lo, hi, data.X_binned, samples, 0, samples.shape[0],
-                                gradient, w, 1)
+    def slot():
+        return (np.zeros((20, n_bins, 2)), np.full(20, n_bins, dtype=np.int64),
+                np.full(20, -1, dtype=np.int64))
 
-    def two_threads(samples, node_threads):
-        hist[:] = 0.0
-        build_compact_histogram_on_threads(hist, lo, hi, data.X_binned, samples, 0,
-                                           samples.shape[0], gradient, w, node_threads)
+    task0, stats0, (hist0, lo0, hi0) = np.zeros(TASK_SIZE, dtype=np.int64), np.zeros((2, 4)), slot()
+    task1, stats1, (hist1, lo1, hi1) = np.zeros(TASK_SIZE, dtype=np.int64), np.zeros((2, 4)), slot()
+
+    def node_step(m, hand_off, node_threads):
+        # A partition of rows already partitioned by the same split leaves them as they are,
+        # so every repetition does the same work.
+        clear_histogram(hist0, lo0, hi0)
+        half = m // 2
+        set_task(task0, 0, split_bin, False, 0, half, build)
+        set_task(task1, 0, split_bin, False, half, m, build)
+        run_shard_steps(True, hand_off, node_threads, task0, stats0, hist0, lo0, hi0, task1,
+                        stats1, hist1, lo1, hi1, data.X_binned, rows[m], buffers[m], gradient,
+                        w, 1)
+        add_partial_histogram(hist0, lo0, hi0, hist1, lo1, hi1)
 
     walls: dict[tuple[int, int], list[float]] = {(m, t): [] for m in sizes for t in (1, 2)}
-    with ThreadPoolExecutor(2) as pool:
-        contexts = {m: NodeThreads(pool, 2, 1, data.X_binned, rows[m], gradient, w,
-                                   data.n_hist_bins, 2) for m in sizes}
+    with ThreadPoolExecutor(1) as pool:
+        contexts = {m: NodeThreads(pool, 1, data.X_binned, rows[m], buffers[m], gradient, w,
+                                   task1, stats1, hist1, lo1, hi1) for m in sizes}
         arrays = {m: context.__enter__() for m, context in contexts.items()}
         try:
-            two_threads(rows[sizes[-1]], arrays[sizes[-1]])
-            expected = hist.copy()
-            one_thread(rows[sizes[-1]])
-            assert np.array_equal(hist, expected)
+            largest = sizes[-1]
+            node_step(largest, True, arrays[largest])
+            expected = hist0.copy()
+            node_step(largest, False, arrays[largest])
+            assert np.array_equal(hist0, expected)
             for _ in range(repeats):
                 for m in sizes:
-                    start = time.perf_counter()
-                    one_thread(rows[m])
-                    walls[m, 1].append(time.perf_counter() - start)
-                    start = time.perf_counter()
-                    two_threads(rows[m], arrays[m])
-                    walls[m, 2].append(time.perf_counter() - start)
+                    for threads in (1, 2):
+                        start = time.perf_counter()
+                        node_step(m, threads == 2, arrays[m])
+                        walls[m, threads].append(time.perf_counter() - start)
         finally:
             for context in contexts.values():
                 context.__exit__(None, None, None)
-    print(f"one node's compact histogram, {n:,} × 20 data, wall ms (median of {repeats}); "
+    print(f"one node's split work in a sharded tree (partition + smaller child's histogram "
+          f"of each shard, parts added), {n:,} × 20 data, wall ms (median of {repeats}); "
           f"1-min load average {os.getloadavg()[0]:.1f}")
-    print("| node rows | one thread | handed to two threads | saved | speed-up |")
+    print("| node rows | both shards on one thread | second shard handed to a thread | "
+          "saved | speed-up |")
     print("|---:|---:|---:|---:|---:|")
     for m in sizes:
         one, two = (1000 * np.median(walls[m, t]) for t in (1, 2))

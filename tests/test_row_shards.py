@@ -102,7 +102,8 @@ def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weight
     unsharded, unsharded_leaves = grow_tree_on(data, target, w, 1, params, 0,
                                                return_leaves=True)
     monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
-    sharded, leaves = grow_tree_on(data, target, w, 1, params, 0, return_leaves=True)
+    sharded, leaves = grow_tree_on(data, target, w, 1, params, 0, return_leaves=True,
+                                   row_shards=True)
     assert sharded.node_count > 15
     for name in TREE_ARRAYS:
         assert np.array_equal(getattr(unsharded, name), getattr(sharded, name)), name
@@ -115,9 +116,10 @@ def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weight
     # Real-valued gradients: the same splits, sums equal up to their order of addition.
     gradient = y / 7.0 + rng.normal(size=1500) * 1e-3
     monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 10**9)
-    unsharded = grow_tree_on(data, gradient, w, 1, params, 0)
+    unsharded = grow_tree_on(data, gradient, w, 1, params, 0, row_shards=True)
     monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
-    sharded, leaves = grow_tree_on(data, gradient, w, 1, params, 0, return_leaves=True)
+    sharded, leaves = grow_tree_on(data, gradient, w, 1, params, 0, return_leaves=True,
+                                   row_shards=True)
     for name in ("threshold", "feature", "children_left", "n_node_samples"):
         assert np.array_equal(getattr(unsharded, name), getattr(sharded, name))
     np.testing.assert_allclose(sharded.value, unsharded.value, rtol=1e-9, atol=1e-12)
@@ -125,15 +127,30 @@ def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weight
     assert np.array_equal(leaves[positive], sharded.apply(X[positive]))
 
 
-def test_forest_trees_are_never_sharded(monkeypatch):
-    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
-    X, y = make_classification(600, 5, random_state=2)
+def test_only_trees_asked_to_are_sharded(monkeypatch):
+    rng = np.random.default_rng(3)
+    X, y = make_regression(900, 5, noise=1.0, random_state=2)
     data = prepare_tree_data(X, 32, 0)
-    params = GrowthParams(CRITERION_GINI, False, 32, 5, -1, 2, 1, 0.0, 0.0, -1)
-    tree, leaves = grow_tree_on(data, y.astype(float), np.ones(600), 2, params, 0,
-                                return_leaves=True)
+    gradient = y / 3.0 + rng.normal(size=900) * 1e-3  # sums that depend on their order
+    w = np.ones(900)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 32, 5, -1, 2, 1, 0.0, 0.0, 40)
+    one_shard = grow_tree_on(data, gradient, w, 1, params, 0)
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    # Trees of forests and DecisionTreeRegressor (no row_shards) keep one shard...
+    assert np.array_equal(grow_tree_on(data, gradient, w, 1, params, 0).value,
+                          one_shard.value)
+    # ...boosting's are sharded, which shows in the last bits here...
+    sharded = grow_tree_on(data, gradient, w, 1, params, 0, row_shards=True)
+    assert np.array_equal(sharded.feature, one_shard.feature)
+    assert not np.array_equal(sharded.value, one_shard.value)
+    # ...and a classification tree never is.
+    labels = (y > 0).astype(float)
+    gini = GrowthParams(CRITERION_GINI, False, 32, 5, -1, 2, 1, 0.0, 0.0, -1)
+    tree, leaves = grow_tree_on(data, labels, w, 2, gini, 0, return_leaves=True,
+                                row_shards=True)
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 10**9)
+    assert np.array_equal(tree.value, grow_tree_on(data, labels, w, 2, gini, 0).value)
     assert np.array_equal(leaves, tree.apply(X))
-    assert tree.n_leaves > 10
 
 
 @pytest.mark.parametrize("failing", [False, "python", "after", "half-built"])
@@ -144,7 +161,8 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
     data = prepare_tree_data(with_nan(X, rng, 0.05), 64, 0)
     w = np.ones(600)
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
-    serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True)
+    serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
+                                         row_shards=True)
     run_step = _node_threads.NodeThreads.run_step
     main = threading.current_thread()
     resumed = []
@@ -153,7 +171,7 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
         pool, release = busy_pool()
         try:
             return grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
-                                pool_threads=2)
+                                pool_threads=2, row_shards=True)
         finally:
             release.set()
             pool.shutdown()
@@ -188,7 +206,7 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
         monkeypatch.setattr(_node_threads.NodeThreads, "wait", wait_for_thread)
         with ThreadPoolExecutor(2) as pool:
             tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
-                                        pool=pool, pool_threads=2)
+                                        pool=pool, pool_threads=2, row_shards=True)
     else:  # the pool's only thread is busy: every handed-off step runs here
         tree, leaves = grow_beside_busy_pool()
     for name in TREE_ARRAYS:
@@ -209,7 +227,8 @@ def test_a_busy_pool_switches_hand_offs_off_for_the_next_trees(monkeypatch):
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
     pool, release = busy_pool()  # every step runs on the grower: pure loss
     try:
-        grow_tree_on(data, y, np.ones(600), 1, params, 0, pool=pool, pool_threads=2)
+        grow_tree_on(data, y, np.ones(600), 1, params, 0, pool=pool, pool_threads=2,
+                     row_shards=True)
         assert _node_threads.governor_for(pool).skipped == 1
     finally:
         release.set()

@@ -402,7 +402,7 @@ class BaseGradientBoosting(BaseEstimator):
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
                                     return_leaves=True, pool=root_pool,
-                                    pool_threads=n_threads)
+                                    pool_threads=n_threads, row_shards=True)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)
@@ -596,11 +596,16 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
 {_COMMON_PARAMS_DOC}
     n_jobs : int or None, default=None
         Threads growing a round's trees with more than two classes (one tree per class; they
-        are independent), building the histograms of large nodes of a binary tree with
-        ``max_bins`` by blocks of features, sharing the rows of each round's gradient pass
-        and predicting blocks of rows. None means 1, -1 all cores. The model, its
-        ``train_score_`` and its predictions do not depend on it. (scikit-learn's
-        GradientBoostingClassifier has no such parameter.)
+        are independent), sharing the large nodes of a binary tree with ``max_bins`` (see
+        below), sharing the rows of each round's gradient pass and predicting blocks of
+        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingClassifier has no
+        such parameter.) With ``max_bins``, a tree of at least 20,000 rows keeps its rows in
+        two fixed halves (row shards) whatever ``n_jobs`` is, and a second thread
+        partitions and histograms one half of each node of at least 10,000 rows; a bin's
+        gradient sum is then the sum of the two halves' sums, so such trees can differ from
+        a one-shard tree in the last bits of their sums (their splits are the same unless
+        two candidates tie to within rounding).
 
     Attributes
     ----------
@@ -748,11 +753,12 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
     alpha : float in (0, 1), default=0.9
         Quantile of "quantile", and quantile of the absolute residuals giving Huber's delta.
     n_jobs : int or None, default=None
-        Threads building the histograms of a tree's large nodes with ``max_bins`` by blocks
-        of features, sharing the rows of each round's gradient pass and predicting blocks of
-        rows. None means 1, -1 all cores. The model, its ``train_score_`` and its predictions
-        do not depend on it. (scikit-learn's GradientBoostingRegressor has no such
-        parameter.)
+        Threads sharing a tree's large nodes with ``max_bins`` (as in
+        GradientBoostingClassifier: two fixed row shards from 20,000 rows on, whatever
+        ``n_jobs`` is), sharing the rows of each round's gradient pass and predicting blocks
+        of rows. None means 1, -1 all cores. The model, its ``train_score_`` and its
+        predictions do not depend on it. (scikit-learn's GradientBoostingRegressor has no
+        such parameter.)
 
     Attributes
     ----------

@@ -115,7 +115,7 @@ _PARALLEL_LOCK = threading.Lock()
 def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
                  params: GrowthParams, seed: int, return_leaves: bool = False,
                  n_threads: int = 1, pool: ThreadPoolExecutor | None = None,
-                 pool_threads: int = 1):
+                 pool_threads: int = 1, row_shards: bool = False):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
     Multi-output ``y`` (2-D), ``criterion="absolute_error"`` and monotonic constraints grow
@@ -144,8 +144,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         more yet: on a shared 2-core machine the parallel builds saved ~10 % of a tree's
         time at best and stalled fits several-fold whenever another process held a core.
     pool : ThreadPoolExecutor, optional
-        Python threads for squared-error trees without random thresholds (boosting's) of at
-        least ``_shards.SHARD_MIN_ROWS`` rows, which grow in two row shards: for each node
+        Python threads for trees grown in two row shards (``row_shards``): for each node
         of at least ``NODE_THREADS_MIN_ROWS`` rows the grower hands the second shard's
         partition and histogram part to the pool from inside its kernel, runs the first
         shard's itself and adds the parts (``_shards``, ``_node_threads``). Nothing spins,
@@ -155,6 +154,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         (its steps would wait behind it).
     pool_threads : int, default=1
         Number of threads of ``pool`` (hand-offs need at least 2).
+    row_shards : bool, default=False
+        Grow a squared-error tree without random thresholds (boosting's) of at least
+        ``_shards.SHARD_MIN_ROWS`` rows in two row shards (``_shards``): the same tree with
+        and without ``pool``, its sums rounded differently from a one-shard tree's.
 
     Returns
     -------
@@ -186,7 +189,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     # 4-8 MB per tree at 1M rows).
     partition_buffer = np.empty(n_samples if data.max_bins is not None else 0,
                                 dtype=samples.dtype)
-    compact = (data.max_bins is not None and not params.is_random
+    compact = (row_shards and data.max_bins is not None and not params.is_random
                and params.criterion == CRITERION_SQUARED_ERROR)
     n_shard0 = shard_rows(n_samples, compact)
     shard = _NO_SHARD
@@ -234,6 +237,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                               sorted_index[0], leaves)
     else:  # each shard's rows on their own (one shard: all rows)
         shard0_samples = np.ascontiguousarray(node_int[:, SHARD0_SAMPLES])
+        n_shard0 = int(shard0_samples[0])  # as the grower used it
         leaves_from_partition(tree.children_left, tree.children_right, shard0_samples,
                               samples[:n_shard0], leaves)
         if n_shard0 < n_samples:

@@ -13,7 +13,9 @@ Growth produces three arrays that the estimator turns into a ``Tree``:
 
 Frontier entries own the node's sample segment ``[start, end)`` (see ``_splitter_exact`` and
 ``_histogram`` for the per-finder data layout), its split record and, in histogram mode, a
-histogram slot.
+histogram slot. A boosting tree grown in two row shards (``_shards``) owns one segment of
+each shard per node, ``[start, end)`` and ``[start1, end1)``; every other tree's second
+segment is empty.
 """
 
 from __future__ import annotations
