@@ -341,11 +341,12 @@ def kernel_parts(X, y, model) -> None:
 
 
 def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> None:
-    """Wall and CPU time of ``n_jobs=2`` fits with large nodes' histograms handed to the
-    fit's threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``,
-    0: no hand-off); of an ``n_jobs=2`` fit without the hand-off whose gradient-and-loss pass
-    also runs on one thread (then the pool does nothing: what remains is the cost of having
-    one); and of ``n_jobs=1`` fits (same process, no pinning), interleaved in a shuffled
+    """Wall and CPU time of ``n_jobs=2`` fits with large nodes' steps handed to the fit's
+    threads from ``tree._fit.NODE_THREADS_MIN_ROWS`` rows on (each of ``thresholds``, 0: no
+    hand-off); of an ``n_jobs=2`` fit without the hand-off whose gradient-and-loss pass also
+    runs on one thread (then the pool does nothing: what remains is the cost of having one);
+    and of ``n_jobs=1`` fits (same process, no pinning), in two row shards (as the fits
+    above) and in one (what the shards cost a one-thread fit), interleaved in a shuffled
     order."""
     import sys
 
@@ -354,19 +355,27 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     import cipherforest.tree._fit as fit
     from ensembles import is_regression, load_dataset, make_model
 
+    try:
+        import cipherforest.tree._shards as shards
+    except ImportError:  # sources before the row shards
+        shards = None
     X, _, y, _ = load_dataset(dataset)
     regression = is_regression(dataset)
     make_model("ours_gb_hist", regression).set_params(n_estimators=3).fit(X, y)  # compile
     default = fit.NODE_THREADS_MIN_ROWS
+    default_shard_rows = shards.SHARD_MIN_ROWS if shards is not None else None
     threaded_pass = losses.chunked_gradient_and_loss
 
     def one_thread_pass(kernel, y, raw, w, neg_gradient, pool=None):
         return threaded_pass(kernel, y, raw, w, neg_gradient, None)
 
-    # (label, n_jobs, threshold, gradient pass on the pool): n_jobs=1 never hands off.
-    variants = [(f">= {t:,} rows" if t > 0 else "none", 2, t, True) for t in thresholds]
-    variants.append(("none, gradient pass on one thread", 2, 0, False))
-    variants.append(("n_jobs=1 (no pool)", 1, default, False))
+    # (label, n_jobs, threshold, gradient pass on the pool, sharded): n_jobs=1 never hands
+    # off.
+    variants = [(f">= {t:,} rows" if t > 0 else "none", 2, t, True, True) for t in thresholds]
+    variants.append(("none, gradient pass on one thread", 2, 0, False, True))
+    variants.append(("n_jobs=1 (no pool)", 1, default, False, True))
+    if shards is not None:
+        variants.append(("n_jobs=1, one row shard (no pool)", 1, default, False, False))
     walls: dict[str, list[float]] = {label: [] for label, *_ in variants}
     cpus: dict[str, list[float]] = {label: [] for label, *_ in variants}
     loads = []
@@ -375,8 +384,10 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
         for _ in range(repeats):
             # A new order each repetition: a variant's cost must not depend on the one before.
             for index in order.permutation(len(variants)):
-                label, n_jobs, threshold, pool_pass = variants[index]
+                label, n_jobs, threshold, pool_pass, sharded = variants[index]
                 fit.NODE_THREADS_MIN_ROWS = threshold if threshold > 0 else 1 << 62
+                if shards is not None:
+                    shards.SHARD_MIN_ROWS = default_shard_rows if sharded else 1 << 62
                 losses.chunked_gradient_and_loss = (threaded_pass if pool_pass
                                                     else one_thread_pass)
                 model = make_model("ours_gb_hist", regression).set_params(n_jobs=n_jobs)
@@ -388,6 +399,8 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     finally:
         fit.NODE_THREADS_MIN_ROWS = default
         losses.chunked_gradient_and_loss = threaded_pass
+        if shards is not None:
+            shards.SHARD_MIN_ROWS = default_shard_rows
     print(f"{dataset}, fits, wall and CPU s (all threads) ({repeats} interleaved "
           f"repetitions); 1-min load average {min(loads):.1f}-{max(loads):.1f}")
     print("| n_jobs=2, nodes handed to the threads | wall median | min | max | CPU median | "

@@ -232,8 +232,10 @@ def _binomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
         e = np.exp(-abs(r))
         total += w[i] * (max(r, 0.0) + np.log1p(e) - y[i] * r)
         weight += w[i]
-        p = 1.0 / (1.0 + e) if r >= 0.0 else e / (1.0 + e)
-        neg_gradient[i] = y[i] - p
+        # sigmoid(r) = 1 / (1 + e) for r >= 0, else e / (1 + e): one division of a selected
+        # numerator (no branch on the sign, which is a coin flip), same values.
+        numerator = 1.0 if r >= 0.0 else e
+        neg_gradient[i] = y[i] - numerator / (1.0 + e)
     return total, weight
 
 
