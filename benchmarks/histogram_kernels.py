@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: where a one-core fit of benchmarks/ensembles.py's "
                              "DATASET spends its time, and one tree's kernel parts")
     parser.add_argument("--node-threads", metavar="DATASET",
-                        help="instead: two-thread fits of DATASET with large nodes' "
-                             "histograms handed to the fit's threads from --min-rows rows on, "
-                             "interleaved (--repeats rounds, wall time)")
+                        help="instead: two-thread fits of DATASET with large nodes' steps "
+                             "handed to the fit's threads from --min-rows rows on, and "
+                             "one-thread fits, interleaved (--repeats rounds, wall time)")
     parser.add_argument("--min-rows", default="0,20000,10000,5000",
                         help="thresholds of --node-threads (comma-separated; 0: no hand-off)")
     parser.add_argument("--first-fit", action="store_true",
@@ -86,8 +86,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--before-src", type=Path, default=None,
                         help="with --first-fit: a second source tree to measure alike")
     parser.add_argument("--node-handoff", action="store_true",
-                        help="instead: one node's histogram on one thread vs handed to two "
-                             "Python threads, by node size (wall time)")
+                        help="instead: one sharded node's split work on one thread vs its "
+                             "second half handed to a Python thread, by node size (wall time)")
     args = parser.parse_args(argv)
     if args.first_fit:
         time_first_fit(args.before_src)
