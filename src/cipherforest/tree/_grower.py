@@ -307,9 +307,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 hand_off = (sharded and node_threads[0] != 0 and n_shard0 > 0
                             and n_samples >= node_threads[2])
                 run_shard_steps(sharded, hand_off, node_threads,
-                             task0, child_stats, hist_pool[slot], hist_lo[slot],
-                             hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
-                             shard_hi, X_binned, samples, partition_buffer, y, w, n_threads)
+                                task0, child_stats, hist_pool[slot], hist_lo[slot],
+                                hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
+                                shard_hi, X_binned, samples, partition_buffer, y, w, n_threads)
                 if sharded:
                     add_partial_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
                                           shard_hist, shard_lo, shard_hi)
@@ -474,9 +474,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 # Without a build the step only reads its slot's shape.
                 target = early_slot if early_slot >= 0 else 0
                 run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
-                             hist_pool[target], hist_lo[target], hist_hi[target], shard_task,
-                             shard_stats, shard_hist, shard_lo, shard_hi, X_binned, samples,
-                             partition_buffer, y, w, n_threads)
+                                hist_pool[target], hist_lo[target], hist_hi[target], shard_task,
+                                shard_stats, shard_hist, shard_lo, shard_hi, X_binned, samples,
+                                partition_buffer, y, w, n_threads)
                 mid = task0[TASK_MID]
                 if sharded:
                     mid1 = shard_task[TASK_MID]
@@ -578,10 +578,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                 set_task(shard_task, -1, 0, False, child_bounds[small, 2],
                                          child_bounds[small, 3], BUILD_ALL)
                             run_shard_steps(sharded, False, node_threads, task0, child_stats,
-                                         hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
-                                         shard_task, shard_stats, shard_hist, shard_lo,
-                                         shard_hi, X_binned, samples, partition_buffer, y, w,
-                                         n_threads)
+                                            hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
+                                            shard_task, shard_stats, shard_hist, shard_lo,
+                                            shard_hi, X_binned, samples, partition_buffer, y, w,
+                                            n_threads)
                         else:
                             build_histogram(hist_pool[s_slot], hist_lo[s_slot],
                                             hist_hi[s_slot], X_binned, samples,
