@@ -17,15 +17,10 @@ from cipherforest.tree import _fit, _node_threads, _shards
 from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 from cipherforest.tree._shards import add_partial_histogram, gather_segments
+from test_gb_kernels import with_nan  # the tests directory is on sys.path
 
 TREE_ARRAYS = ("threshold", "feature", "children_left", "children_right", "n_node_samples",
                "missing_go_to_left", "value", "impurity")
-
-
-def with_nan(X, rng, fraction=0.1):
-    X = X.copy()
-    X[rng.random(X.shape) < fraction] = np.nan
-    return X
 
 
 def busy_pool():

@@ -31,6 +31,7 @@ from ._common import (
 )
 from ._grower import SHARD0_SAMPLES, grow_tree
 from ._grower_general import grow_tree_general
+from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
@@ -261,15 +262,6 @@ _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
 NODE_THREADS_MIN_ROWS = 10_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-
-
-@njit(**JIT_OPTIONS)
-def unit_weights(w, samples):
-    """Whether every listed row has weight 1 (compact histograms then drop the count)."""
-    for i in range(samples.shape[0]):
-        if w[samples[i]] != 1.0:
-            return False
-    return True
 
 
 def row_index_dtype(n_rows: int) -> type:

@@ -43,6 +43,7 @@ from ._histogram import (
     is_small_node,
     partition_histogram_stable,
     subtract_histogram,
+    unit_weights,
     zero_histogram,
 )
 from ._node_threads import run_shard_steps
@@ -204,11 +205,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     compact = use_histogram and criterion == CRITERION_SQUARED_ERROR and not is_random
     n_hist_stats = n_stats
     if compact:
-        n_hist_stats = 2
-        for i in range(n_samples):
-            if w[samples[i]] != 1.0:
-                n_hist_stats = 3
-                break
+        n_hist_stats = 2 if unit_weights(w, samples) else 3
     count_column = compact_count_column(n_hist_stats) if compact else STAT_COUNT
     sharded = (compact and n_shard0 < n_samples and shard_task.shape[0] == TASK_SIZE
                and shard_stats.shape[0] == 2 and shard_stats.shape[1] == n_stats

@@ -541,6 +541,15 @@ def compact_count_column(n_hist_stats):
 
 
 @njit(**JIT_OPTIONS)
+def unit_weights(w, samples):
+    """Whether every listed row has weight 1 (compact histograms then drop the count)."""
+    for i in range(samples.shape[0]):
+        if w[samples[i]] != 1.0:
+            return False
+    return True
+
+
+@njit(**JIT_OPTIONS)
 def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
     """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights);
     ``n_threads`` as there."""

@@ -36,7 +36,6 @@ functions holding Python object pointers, and the grower must stay cached.
     node_threads[0]  address of the callback (0: no hand-off)
     node_threads[1]  token of the registered ``NodeThreads`` (the tree's arrays and the pool)
     node_threads[2]  minimum node rows to hand off
-    node_threads[3]  unused (0)
 """
 
 from __future__ import annotations
@@ -62,7 +61,7 @@ from ._shards import STATE_PARTITIONED, TASK_STATE, shard_step
 SUBMIT = 0
 WAIT = 1
 #: ``node_threads`` of a grower that hands nothing off.
-NO_NODE_THREADS = np.zeros(4, dtype=np.int64)
+NO_NODE_THREADS = np.zeros(3, dtype=np.int64)
 
 
 @intrinsic
@@ -173,7 +172,7 @@ class NodeThreads:
         self._keys = itertools.count(0)
         with NodeThreads._lock:
             self.token = next(NodeThreads._tokens)
-        self.array = np.array([_CALLBACK_ADDRESS, self.token, min_rows, 0], dtype=np.int64)
+        self.array = np.array([_CALLBACK_ADDRESS, self.token, min_rows], dtype=np.int64)
 
     def __enter__(self) -> np.ndarray:
         with NodeThreads._lock:
