@@ -421,8 +421,8 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
                                X_binned, missing_bin, buffer, y, w, criterion, left_stats,
                                right_stats):
     """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
-    previous order, and sum each child's stats vector on the way (into the zeroed
-    ``left_stats`` / ``right_stats``).
+    previous order, and sum each child's stats vector over its rows in that order (into
+    the zeroed ``left_stats`` / ``right_stats``).
 
     Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
     builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
@@ -433,10 +433,8 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     missing_goes_left = 1 if missing_left else 0
     if criterion == CRITERION_SQUARED_ERROR:
         # Branch-free: each row is written to both sides and only its side's cursor moves
-        # (the direction is a coin flip to the branch predictor), and the four sums of each
-        # side are added to as scalars selected by arithmetic.
-        l_w = l_c = l_s = l_q = 0.0
-        r_w = r_c = r_s = r_q = 0.0
+        # (the direction is a coin flip to the branch predictor). Each side's four sums are
+        # taken afterwards over its rows, in the same order (``_sum_squared_error_side``).
         for i in range(start, end):
             sample = samples[i]
             b = np.int64(X_binned[sample, split_feature])
@@ -447,37 +445,25 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
             buffer[n_right] = sample
             n_left += go
             n_right += 1 - go
-            wi = w[sample]
-            wy = wi * y[sample]
-            wyy = wy * y[sample]
-            fl = float(go)
-            fr = 1.0 - fl
-            l_w += fl * wi
-            l_c += fl
-            l_s += fl * wy
-            l_q += fl * wyy
-            r_w += fr * wi
-            r_c += fr
-            r_s += fr * wy
-            r_q += fr * wyy
-        _set_stats(left_stats, l_w, l_c, l_s, l_q)
-        _set_stats(right_stats, r_w, r_c, r_s, r_q)
-    else:
-        for i in range(start, end):
-            sample = samples[i]
-            b = np.int64(X_binned[sample, split_feature])
-            if b == missing_bin:
-                go_left = missing_left
-            else:
-                go_left = b <= split_bin
-            if go_left:
-                samples[n_left] = sample
-                n_left += 1
-                add_sample(left_stats, y[sample], w[sample], criterion)
-            else:
-                buffer[n_right] = sample
-                n_right += 1
-                add_sample(right_stats, y[sample], w[sample], criterion)
+        samples[n_left:end] = buffer[:n_right]
+        _sum_squared_error_side(samples, start, n_left, y, w, left_stats)
+        _sum_squared_error_side(samples, n_left, end, y, w, right_stats)
+        return n_left
+    for i in range(start, end):
+        sample = samples[i]
+        b = np.int64(X_binned[sample, split_feature])
+        if b == missing_bin:
+            go_left = missing_left
+        else:
+            go_left = b <= split_bin
+        if go_left:
+            samples[n_left] = sample
+            n_left += 1
+            add_sample(left_stats, y[sample], w[sample], criterion)
+        else:
+            buffer[n_right] = sample
+            n_right += 1
+            add_sample(right_stats, y[sample], w[sample], criterion)
     samples[n_left:end] = buffer[:n_right]
     return n_left
 
@@ -495,7 +481,6 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
-    l_s = l_q = r_s = r_q = 0.0
     for i in range(start, end):
         sample = samples[i]
         b = np.int64(X_binned[sample, split_feature])
@@ -506,20 +491,39 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
         buffer[n_right] = sample
         n_left += go
         n_right += 1 - go
-        yi = y[sample]
-        yy = yi * yi
-        fl = float(go)
-        fr = 1.0 - fl
-        l_s += fl * yi
-        l_q += fl * yy
-        r_s += fr * yi
-        r_q += fr * yy
     samples[n_left:end] = buffer[:n_right]
-    n_l = float(n_left - start)
-    n_r = float(n_right)
-    _set_stats(left_stats, n_l, n_l, l_s, l_q)
-    _set_stats(right_stats, n_r, n_r, r_s, r_q)
+    _sum_unit_squared_error_side(samples, start, n_left, y, left_stats)
+    _sum_unit_squared_error_side(samples, n_left, end, y, right_stats)
     return n_left
+
+
+# Sums of a child's rows, after the partition rather than during it: a second pass over the
+# child's (contiguous) rows cost less than four select-and-add chains per row in the
+# partition loop (benchmarks/histogram_kernels.py --partition), and sums the same rows in the
+# same order, so the values are the same bit for bit.
+@njit(**JIT_OPTIONS)
+def _sum_squared_error_side(samples, start, end, y, w, stats):
+    s_w = s_c = s_s = s_q = 0.0
+    for i in range(start, end):
+        sample = samples[i]
+        wi = w[sample]
+        wy = wi * y[sample]
+        s_w += wi
+        s_c += 1.0
+        s_s += wy
+        s_q += wy * y[sample]
+    _set_stats(stats, s_w, s_c, s_s, s_q)
+
+
+@njit(**JIT_OPTIONS)
+def _sum_unit_squared_error_side(samples, start, end, y, stats):
+    s_s = s_q = 0.0
+    for i in range(start, end):
+        yi = y[samples[i]]
+        s_s += yi
+        s_q += yi * yi
+    n = float(end - start)
+    _set_stats(stats, n, n, s_s, s_q)
 
 
 # ---------------------------------------------------------------- compact gradient histograms
@@ -599,27 +603,44 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
     """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
     set those features' occupied ranges."""
     n_bins = hist.shape[1]
+    # Four rows per step, interleaved feature by feature: their loads and adds overlap
+    # instead of each row's adds waiting on the previous row's. A bin still receives its
+    # rows in row order, so the sums are the same bit for bit
+    # (benchmarks/histogram_kernels.py --ab-kernels).
+    n_quads = (end - start) // 4
     if hist.shape[2] > 2:
-        for i in range(start, end):
+        for q in range(n_quads):
+            i = start + 4 * q
+            s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
+            w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
+            wy0, wy1, wy2, wy3 = w0 * y[s0], w1 * y[s1], w2 * y[s2], w3 * y[s3]
+            for f in range(f_begin, f_end):
+                _add_weighted(hist[f, np.int64(X_binned[s0, f])], w0, wy0)
+                _add_weighted(hist[f, np.int64(X_binned[s1, f])], w1, wy1)
+                _add_weighted(hist[f, np.int64(X_binned[s2, f])], w2, wy2)
+                _add_weighted(hist[f, np.int64(X_binned[s3, f])], w3, wy3)
+        for i in range(start + 4 * n_quads, end):
             sample = samples[i]
             wi = w[sample]
             wy = wi * y[sample]
-            row = X_binned[sample]
             for f in range(f_begin, f_end):
-                h = hist[f, np.int64(row[f])]
-                h[HIST_WEIGHT] += wi
-                h[HIST_SUM] += wy
-                h[HIST_COUNT] += 1.0
+                _add_weighted(hist[f, np.int64(X_binned[sample, f])], wi, wy)
     else:
         # Unit weights: the weight is 1 and w y is y exactly, so w is not read.
-        for i in range(start, end):
+        for q in range(n_quads):
+            i = start + 4 * q
+            s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
+            y0, y1, y2, y3 = y[s0], y[s1], y[s2], y[s3]
+            for f in range(f_begin, f_end):
+                _add_unit(hist[f, np.int64(X_binned[s0, f])], y0)
+                _add_unit(hist[f, np.int64(X_binned[s1, f])], y1)
+                _add_unit(hist[f, np.int64(X_binned[s2, f])], y2)
+                _add_unit(hist[f, np.int64(X_binned[s3, f])], y3)
+        for i in range(start + 4 * n_quads, end):
             sample = samples[i]
             yi = y[sample]
-            row = X_binned[sample]
             for f in range(f_begin, f_end):
-                h = hist[f, np.int64(row[f])]
-                h[HIST_WEIGHT] += 1.0
-                h[HIST_SUM] += yi
+                _add_unit(hist[f, np.int64(X_binned[sample, f])], yi)
     count = compact_count_column(hist.shape[2])
     for f in range(f_begin, f_end):
         first = 0
@@ -630,6 +651,19 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
             last -= 1
         lo[f] = first
         hi[f] = last if first < n_bins else -1
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _add_weighted(h, wi, wy):
+    h[HIST_WEIGHT] += wi
+    h[HIST_SUM] += wy
+    h[HIST_COUNT] += 1.0
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _add_unit(h, yi):
+    h[HIST_WEIGHT] += 1.0
+    h[HIST_SUM] += yi
 
 
 @njit(**JIT_OPTIONS)
