@@ -75,6 +75,31 @@ def test_compact_histogram_holds_the_generic_sums(unit_weights, n):
     np.testing.assert_array_equal(bounds[3], bounds[1])
 
 
+@pytest.mark.parametrize("unit_weights", [True, False])
+@pytest.mark.parametrize("n_rows", [401, 402, 403, 404])  # every remainder of 4-row steps
+def test_compact_histogram_adds_each_bins_rows_in_row_order(unit_weights, n_rows):
+    """Exact sums: a bin's rows are added in the order of the segment, whatever the
+    build's row grouping (rows of a segment that starts and ends inside the order)."""
+    rng = np.random.RandomState(n_rows)
+    n_bins = 12  # few bins: most consecutive rows share a bin
+    X_binned, y, w = _random_node(rng, n_rows + 10, 3, n_bins, unit_weights)
+    y *= 1e3 ** rng.randint(-2, 3, size=y.shape[0])  # magnitudes where order changes sums
+    samples = rng.permutation(n_rows + 10).astype(np.int32)
+    start, end = 4, 4 + n_rows
+    compact = np.zeros((3, n_bins, 2 if unit_weights else 3))
+    lo, hi = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    build_compact_histogram(compact, lo, hi, X_binned, samples, start, end, y, w, 1)
+    oracle = np.zeros_like(compact)
+    for sample in samples[start:end]:
+        for f in range(3):
+            bin_ = oracle[f, X_binned[sample, f]]
+            bin_[HIST_WEIGHT] += w[sample]
+            bin_[HIST_SUM] += w[sample] * y[sample]
+            if not unit_weights:
+                bin_[HIST_COUNT] += 1.0
+    np.testing.assert_array_equal(compact, oracle)
+
+
 @pytest.mark.parametrize("min_samples_leaf", [1, 3, 40])
 @pytest.mark.parametrize("unit_weights", [True, False])
 def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):
@@ -190,3 +215,22 @@ def test_unit_weight_partition_matches_the_weighted_one_bit_for_bit():
         assert unit_mid == mid
         np.testing.assert_array_equal(unit_samples, samples)
         np.testing.assert_array_equal(unit_stats, stats)  # exact, not approximate
+
+
+def test_a_non_finite_target_stays_on_its_side_of_the_partition():
+    """Each side sums only its own rows (no 0 * inf terms from the other side's rows)."""
+    X_binned = np.array([[0], [5], [1], [6]], dtype=np.uint8)
+    y = np.array([1.0, np.inf, 2.0, 3.0])
+    for unit in (True, False):
+        samples = np.arange(4, dtype=np.int64)
+        stats = np.zeros((2, 4))
+        if unit:
+            partition_unit_squared_error(0, 2, False, samples, 0, 4, X_binned, 9,
+                                         np.zeros(4, dtype=np.int64), y, stats[0], stats[1])
+        else:
+            partition_histogram_stable(0, 2, False, samples, 0, 4, X_binned, 9,
+                                       np.zeros(4, dtype=np.int64), y, np.ones(4),
+                                       CRITERION_SQUARED_ERROR, stats[0], stats[1])
+        np.testing.assert_array_equal(samples, [0, 2, 1, 3])
+        np.testing.assert_array_equal(stats[0], [2.0, 2.0, 3.0, 5.0])
+        assert stats[1, 2] == np.inf and stats[1, 3] == np.inf
