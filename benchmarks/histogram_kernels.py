@@ -11,6 +11,8 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
     python benchmarks/histogram_kernels.py --node-handoff --repeats 20
     python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
+    python benchmarks/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
+    python benchmarks/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -36,6 +38,18 @@ from 1k to 100k, and lists the sizes of the histograms a 31-leaf tree at 100k ro
 (its root and smaller children). ``--first-fit`` times the first histogram boosting fit in a
 fresh process with an empty numba cache (the histogram grower's
 compile time), for this tree and ``--before-src``.
+
+``--ab DATASET --before-src PATH`` compares this source tree's boosting fits with PATH's in
+ONE process: PATH's package is copied (once per change of its sources, numba cache kept) to
+a cache directory as ``cipherforest_before`` and imported beside ``cipherforest``; fits of
+both at ``n_jobs`` 1 and 2 then alternate in a new shuffled order each repetition. On a VM
+whose speed drifts by 1.5× within minutes, separate runs cannot resolve a 5-10 % change;
+here both variants see the same drift, and the table also gives the median of the
+per-repetition ratios (this / before), which cancels drift slower than one repetition.
+``--ab-kernels DATASET --before-src PATH`` does the same for single kernels on DATASET's
+binned rows (the root's partition and its compact histogram, each with unit and with random
+weights; the split scan of every feature), where a change too small to show in whole
+fits can still be seen.
 """
 
 from __future__ import annotations
@@ -84,13 +98,27 @@ def main(argv: list[str] | None = None) -> int:
                              "fresh process with an empty numba cache (compile time), for "
                              "this source tree and --before-src")
     parser.add_argument("--before-src", type=Path, default=None,
-                        help="with --first-fit: a second source tree to measure alike")
+                        help="with --first-fit or --ab: a second source tree to measure alike")
+    parser.add_argument("--ab-kernels", metavar="DATASET",
+                        help="instead: single kernels of this source tree and --before-src's "
+                             "on DATASET's root node, alternated in one process")
+    parser.add_argument("--ab", metavar="DATASET",
+                        help="instead: boosting fits of DATASET with this source tree and "
+                             "--before-src's, alternated in one process (--repeats rounds)")
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one sharded node's split work on one thread vs its "
                              "second half handed to a Python thread, by node size (wall time)")
     args = parser.parse_args(argv)
     if args.first_fit:
         time_first_fit(args.before_src)
+        return 0
+    if args.ab or args.ab_kernels:
+        if args.before_src is None:
+            parser.error("--ab and --ab-kernels need --before-src")
+        if args.ab:
+            compare_sources(args.ab, args.before_src, args.repeats)
+        else:
+            compare_kernels(args.ab_kernels, args.before_src, args.repeats)
         return 0
     if args.node_handoff:
         time_node_handoff(args.rows, args.repeats)
@@ -515,6 +543,179 @@ for name, n_jobs in (("first fit, 1 thread", 1), ("first fit, 2 threads", 2)):
     times[name] = time.process_time() - start
 print(json.dumps(times))
 """
+
+
+def _importable_copy(src: Path, name: str) -> Path:
+    """Copy package ``src/cipherforest`` to a cache directory as package ``name`` (its
+    imports are relative, so it runs there as it is) and return the directory to put on
+    ``sys.path``. The copy is renewed only when the sources differ, so its numba cache
+    survives between runs."""
+    import hashlib
+    import shutil
+
+    package = src / "cipherforest"
+    if not (package / "__init__.py").is_file():
+        raise SystemExit(f"--before-src {src}: no cipherforest package there")
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode())
+        digest.update(path.read_bytes())
+    root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cipherforest-ab"
+    parent = root / digest.hexdigest()[:16]
+    if not (parent / name / "__init__.py").is_file():
+        shutil.rmtree(parent, ignore_errors=True)
+        shutil.copytree(package, parent / name,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    return parent
+
+
+def compare_sources(dataset: str, before_src: Path, repeats: int) -> None:
+    """Wall and CPU seconds of ``ensembles.py``'s ``ours_gb_hist`` fits on ``dataset`` with
+    this source tree and with ``before_src``, at ``n_jobs`` 1 and 2, alternated in one
+    process in a new shuffled order each repetition."""
+    import importlib
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ensembles import is_regression, load_dataset, make_model
+
+    sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
+    before = importlib.import_module("cipherforest_before.ensemble")
+    X, _, y, _ = load_dataset(dataset)
+    regression = is_regression(dataset)
+    template = make_model("ours_gb_hist", regression)
+    name = type(template).__name__
+
+    def model(source: str, n_jobs: int):
+        if source == "this":
+            return make_model("ours_gb_hist", regression).set_params(n_jobs=n_jobs)
+        return getattr(before, name)(**{**template.get_params(), "n_jobs": n_jobs})
+
+    variants = [(source, n_jobs) for n_jobs in (1, 2) for source in ("before", "this")]
+    for source, n_jobs in variants:
+        model(source, n_jobs).set_params(n_estimators=3).fit(X, y)  # compile / load
+    walls: dict[tuple, list[float]] = {v: [] for v in variants}
+    cpus: dict[tuple, list[float]] = {v: [] for v in variants}
+    loads = []
+    order = np.random.default_rng(0)
+    for _ in range(repeats):
+        for index in order.permutation(len(variants)):
+            source, n_jobs = variants[index]
+            estimator = model(source, n_jobs)
+            start, cpu = time.perf_counter(), time.process_time()
+            estimator.fit(X, y)
+            walls[variants[index]].append(time.perf_counter() - start)
+            cpus[variants[index]].append(time.process_time() - cpu)
+        loads.append(os.getloadavg()[0])
+    print(f"{dataset}: boosting fits of this tree and {before_src}, one process, {repeats} "
+          f"shuffled repetitions; 1-min load average {min(loads):.1f}-{max(loads):.1f}")
+    print("| n_jobs | before wall s (median) | this wall s (median) | this / before (medians) "
+          "| this / before (median of paired ratios) | before CPU s | this CPU s |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for n_jobs in (1, 2):
+        b, t = walls[("before", n_jobs)], walls[("this", n_jobs)]
+        paired = np.median(np.asarray(t) / np.asarray(b))
+        print(f"| {n_jobs} | {np.median(b):.3f} | {np.median(t):.3f} | "
+              f"{np.median(t) / np.median(b):.3f} | {paired:.3f} | "
+              f"{np.median(cpus[('before', n_jobs)]):.3f} | "
+              f"{np.median(cpus[('this', n_jobs)]):.3f} |")
+
+
+def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
+    """CPU time of single kernels of this source tree and of ``before_src`` on the root node
+    of ``dataset`` (its binned rows, a normal gradient, unit or random weights), alternated
+    in one process in a new shuffled order each repetition."""
+    import importlib
+    import sys
+
+    import cipherforest.tree._histogram as this
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ensembles import load_dataset
+
+    sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
+    before = importlib.import_module("cipherforest_before.tree._histogram")
+    X, _, _, _ = load_dataset(dataset)
+    data = prepare_tree_data(X, 255, 0)
+    X_binned, n_bins = data.X_binned, data.n_hist_bins
+    n, n_features = X_binned.shape
+    rng = np.random.RandomState(0)
+    gradient = rng.normal(size=n)
+    unit, weights = np.ones(n), rng.rand(n) + 0.5
+    rows = np.arange(n, dtype=ROW_IDS)
+    samples, buffer = rows.copy(), np.empty_like(rows)
+    stats = np.zeros((2, 6))
+    # The root split of each feature at its median bin; a call partitions by every feature.
+    split_bins = [int(np.median(X_binned[:, f])) for f in range(n_features)]
+    hist = np.zeros((n_features, n_bins, 2))
+    lo, hi = np.zeros(n_features, dtype=np.int64), np.zeros(n_features, dtype=np.int64)
+    this.build_compact_histogram(hist, lo, hi, X_binned, rows, 0, n, gradient, unit, 1)
+    node = np.zeros(6)
+    node[:4] = n, n, gradient.sum(), (gradient * gradient).sum()
+    split, cum, left, right = np.zeros(17), np.zeros(6), np.zeros(6), np.zeros(6)
+
+    def partition_unit(module):
+        for f in range(n_features):
+            samples[:] = rows
+            module.partition_unit_squared_error(f, split_bins[f], False, samples, 0, n,
+                                                X_binned, n_bins - 1, buffer, gradient,
+                                                stats[0], stats[1])
+
+    def partition_weighted(module):
+        for f in range(n_features):
+            samples[:] = rows
+            stats[:] = 0.0
+            module.partition_histogram_stable(f, split_bins[f], False, samples, 0, n, X_binned,
+                                              n_bins - 1, buffer, gradient, weights,
+                                              CRITERION_SQUARED_ERROR, stats[0], stats[1])
+
+    def histogram(module):
+        hist[:] = 0.0
+        module.build_compact_histogram(hist, lo, hi, X_binned, rows, 0, n, gradient, unit, 1)
+
+    weighted_hist = np.zeros((n_features, n_bins, 3))
+
+    def histogram_weighted(module):
+        weighted_hist[:] = 0.0
+        module.build_compact_histogram(weighted_hist, lo, hi, X_binned, rows, 0, n, gradient,
+                                       weights, 1)
+
+    def scan(module):
+        for _ in range(20):
+            split[:] = 0.0
+            split[4] = np.inf
+            for f in range(n_features):
+                module.best_split_compact_feature(f, hist, lo, hi, data.bin_thresholds, node,
+                                                  20.0, 0.0, split, cum, left, right)
+
+    cases = {f"partition, unit weights ({n_features} × {n:,} rows)": partition_unit,
+             f"partition, weighted ({n_features} × {n:,} rows)": partition_weighted,
+             f"compact histogram, unit weights ({n:,} rows)": histogram,
+             f"compact histogram, weighted ({n:,} rows)": histogram_weighted,
+             f"split scan, every feature (20 ×, {n_bins} bins)": scan}
+    modules = {"before": before, "this": this}
+    for case in cases.values():
+        for module in modules.values():
+            case(module)  # compile / load
+    times = {(name, label): [] for name in cases for label in modules}
+    keys = list(times)
+    order = np.random.default_rng(0)
+    for _ in range(repeats):
+        for index in order.permutation(len(keys)):
+            name, label = keys[index]
+            start = time.process_time()
+            cases[name](modules[label])
+            times[keys[index]].append(time.process_time() - start)
+    print(f"{dataset}: kernels of this tree and {before_src} on the root node, one process, "
+          f"{repeats} shuffled repetitions, CPU ms; 1-min load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| kernel | before (median) | this (median) | this / before (medians) | "
+          "this / before (median of paired ratios) |")
+    print("|---|---:|---:|---:|---:|")
+    for name in cases:
+        b, t = np.asarray(times[(name, "before")]), np.asarray(times[(name, "this")])
+        print(f"| {name} | {1000 * np.median(b):.3f} | {1000 * np.median(t):.3f} | "
+              f"{np.median(t) / np.median(b):.3f} | {np.median(t / b):.3f} |")
 
 
 def time_first_fit(before_src: Path | None) -> None:
