@@ -47,9 +47,10 @@ whose speed drifts by 1.5× within minutes, separate runs cannot resolve a 5-10 
 here both variants see the same drift, and the table also gives the median of the
 per-repetition ratios (this / before), which cancels drift slower than one repetition.
 ``--ab-kernels DATASET --before-src PATH`` does the same for single kernels on DATASET's
-binned rows (the root's partition and its compact histogram, each with unit and with random
-weights; the split scan of every feature), where a change too small to show in whole
-fits can still be seen.
+binned rows: the root's partition (squared error with unit and with random weights; Gini),
+its compact histogram (unit and random weights), the forests' four-statistic histogram
+(squared error; Gini) and the split scan of every feature, where a change too small to
+show in whole fits can still be seen.
 """
 
 from __future__ import annotations
@@ -62,7 +63,7 @@ from pathlib import Path
 import numpy as np
 from sklearn.datasets import make_classification
 
-from cipherforest.tree._common import CRITERION_SQUARED_ERROR
+from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 from cipherforest.tree._histogram import build_histogram
 
@@ -642,6 +643,7 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
     rng = np.random.RandomState(0)
     gradient = rng.normal(size=n)
     unit, weights = np.ones(n), rng.rand(n) + 0.5
+    classes = (gradient > 0).astype(np.float64)
     rows = np.arange(n, dtype=ROW_IDS)
     samples, buffer = rows.copy(), np.empty_like(rows)
     stats = np.zeros((2, 6))
@@ -661,6 +663,14 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                                                 X_binned, n_bins - 1, buffer, gradient,
                                                 stats[0], stats[1])
 
+    def partition_gini(module):
+        for f in range(n_features):
+            samples[:] = rows
+            stats[:] = 0.0
+            module.partition_histogram_stable(f, split_bins[f], False, samples, 0, n, X_binned,
+                                              n_bins - 1, buffer, classes, weights,
+                                              CRITERION_GINI, stats[0], stats[1])
+
     def partition_weighted(module):
         for f in range(n_features):
             samples[:] = rows
@@ -674,6 +684,12 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
         module.build_compact_histogram(hist, lo, hi, X_binned, rows, 0, n, gradient, unit, 1)
 
     weighted_hist = np.zeros((n_features, n_bins, 3))
+    generic_hist = np.zeros((n_features, n_bins, 4))  # squared error, or Gini of 2 classes
+
+    def histogram_generic(module, criterion, target):
+        generic_hist[:] = 0.0
+        module.build_histogram(generic_hist, lo, hi, X_binned, rows, 0, n, target, weights,
+                               criterion, 1)
 
     def histogram_weighted(module):
         weighted_hist[:] = 0.0
@@ -690,8 +706,13 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
 
     cases = {f"partition, unit weights ({n_features} × {n:,} rows)": partition_unit,
              f"partition, weighted ({n_features} × {n:,} rows)": partition_weighted,
+             f"partition, Gini, 2 classes ({n_features} × {n:,} rows)": partition_gini,
              f"compact histogram, unit weights ({n:,} rows)": histogram,
              f"compact histogram, weighted ({n:,} rows)": histogram_weighted,
+             f"histogram, squared error, 4 stats ({n:,} rows)":
+                 lambda module: histogram_generic(module, CRITERION_SQUARED_ERROR, gradient),
+             f"histogram, Gini, 2 classes ({n:,} rows)":
+                 lambda module: histogram_generic(module, CRITERION_GINI, classes),
              f"split scan, every feature (20 ×, {n_bins} bins)": scan}
     modules = {"before": before, "this": this}
     for case in cases.values():

@@ -100,6 +100,29 @@ def test_compact_histogram_adds_each_bins_rows_in_row_order(unit_weights, n_rows
     np.testing.assert_array_equal(compact, oracle)
 
 
+@pytest.mark.parametrize("criterion", [CRITERION_SQUARED_ERROR, CRITERION_GINI])
+@pytest.mark.parametrize("n_rows", [401, 402, 403, 404])
+def test_histogram_adds_each_bins_rows_in_row_order(criterion, n_rows):
+    """The generic build: exactly ``add_sample`` over the segment's rows in order."""
+    rng = np.random.RandomState(n_rows + 7)
+    n_bins, n_classes = 12, 3
+    X_binned, y, w = _random_node(rng, n_rows + 10, 3, n_bins, False)
+    w = rng.rand(w.shape[0]) * 10.0 ** rng.randint(-3, 4, size=w.shape[0])
+    if criterion == CRITERION_GINI:
+        y = rng.randint(0, n_classes, size=y.shape[0]).astype(float)
+    samples = rng.permutation(n_rows + 10).astype(np.int32)
+    start, end = 5, 5 + n_rows
+    n_stats = 2 + (n_classes if criterion == CRITERION_GINI else 2)
+    hist = np.zeros((3, n_bins, n_stats))
+    lo, hi = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
+    build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion, 1)
+    oracle = np.zeros_like(hist)
+    for sample in samples[start:end]:
+        for f in range(3):
+            add_sample(oracle[f, X_binned[sample, f]], y[sample], w[sample], criterion)
+    np.testing.assert_array_equal(hist, oracle)
+
+
 @pytest.mark.parametrize("min_samples_leaf", [1, 3, 40])
 @pytest.mark.parametrize("unit_weights", [True, False])
 def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):

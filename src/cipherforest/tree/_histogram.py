@@ -25,7 +25,15 @@ import numpy as np
 from numba import njit, prange
 
 from ._candidates import children_impurity
-from ._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS, STAT_COUNT, STAT_FIRST, STAT_WEIGHT
+from ._common import (
+    CRITERION_ENTROPY,
+    CRITERION_GINI,
+    CRITERION_SQUARED_ERROR,
+    JIT_OPTIONS,
+    STAT_COUNT,
+    STAT_FIRST,
+    STAT_WEIGHT,
+)
 from ._criteria import add_sample
 from ._rng import rand_int
 from ._split_record import (
@@ -98,25 +106,42 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
     then set those features' occupied ranges (the many-samples path of ``build_histogram``).
     """
     n_bins = hist.shape[1]
+    # Four rows per step where the criterion is known (see accumulate_compact_features):
+    # each bin still receives its rows in row order, so the sums are the same bit for bit.
+    n_quads = (end - start) // 4
     if criterion == CRITERION_SQUARED_ERROR:
-        # Boosting's hot loop: the four sums written out, no per-sample criterion dispatch.
-        for i in range(start, end):
-            sample = samples[i]
-            wi = w[sample]
-            wy = wi * y[sample]
-            wyy = wy * y[sample]
+        for q in range(n_quads):
+            i = start + 4 * q
+            s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
+            w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
+            wy0, wy1, wy2, wy3 = w0 * y[s0], w1 * y[s1], w2 * y[s2], w3 * y[s3]
+            q0, q1, q2, q3 = wy0 * y[s0], wy1 * y[s1], wy2 * y[s2], wy3 * y[s3]
             for f in range(f_begin, f_end):
-                h = hist[f, np.int64(X_binned[sample, f])]
-                h[STAT_WEIGHT] += wi
-                h[STAT_COUNT] += 1.0
-                h[STAT_FIRST] += wy
-                h[STAT_FIRST + 1] += wyy
+                _add_squared_error(hist[f, np.int64(X_binned[s0, f])], w0, wy0, q0)
+                _add_squared_error(hist[f, np.int64(X_binned[s1, f])], w1, wy1, q1)
+                _add_squared_error(hist[f, np.int64(X_binned[s2, f])], w2, wy2, q2)
+                _add_squared_error(hist[f, np.int64(X_binned[s3, f])], w3, wy3, q3)
+        first_left = start + 4 * n_quads
+    elif criterion == CRITERION_GINI or criterion == CRITERION_ENTROPY:
+        for q in range(n_quads):
+            i = start + 4 * q
+            s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
+            w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
+            k0, k1 = STAT_FIRST + np.int64(y[s0]), STAT_FIRST + np.int64(y[s1])
+            k2, k3 = STAT_FIRST + np.int64(y[s2]), STAT_FIRST + np.int64(y[s3])
+            for f in range(f_begin, f_end):
+                _add_class(hist[f, np.int64(X_binned[s0, f])], w0, k0)
+                _add_class(hist[f, np.int64(X_binned[s1, f])], w1, k1)
+                _add_class(hist[f, np.int64(X_binned[s2, f])], w2, k2)
+                _add_class(hist[f, np.int64(X_binned[s3, f])], w3, k3)
+        first_left = start + 4 * n_quads
     else:
-        for i in range(start, end):
-            sample = samples[i]
-            for f in range(f_begin, f_end):
-                add_sample(hist[f, np.int64(X_binned[sample, f])], y[sample], w[sample],
-                           criterion)
+        first_left = start
+    for i in range(first_left, end):
+        sample = samples[i]
+        for f in range(f_begin, f_end):
+            add_sample(hist[f, np.int64(X_binned[sample, f])], y[sample], w[sample],
+                       criterion)
     # Many samples: find the occupied range once afterwards, cheaper than compares per add.
     for f in range(f_begin, f_end):
         first = 0
@@ -127,6 +152,21 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
             last -= 1
         lo[f] = first
         hi[f] = last if first < n_bins else -1
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _add_squared_error(h, wi, wy, wyy):
+    h[STAT_WEIGHT] += wi
+    h[STAT_COUNT] += 1.0
+    h[STAT_FIRST] += wy
+    h[STAT_FIRST + 1] += wyy
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _add_class(h, wi, k):
+    h[STAT_WEIGHT] += wi
+    h[STAT_COUNT] += 1.0
+    h[k] += wi
 
 
 @njit(**JIT_OPTIONS)
@@ -431,42 +471,23 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
-    if criterion == CRITERION_SQUARED_ERROR:
-        # Branch-free: each row is written to both sides and only its side's cursor moves
-        # (the direction is a coin flip to the branch predictor). Each side's four sums are
-        # taken afterwards over its rows, in the same order (``_sum_squared_error_side``).
-        for i in range(start, end):
-            sample = samples[i]
-            b = np.int64(X_binned[sample, split_feature])
-            go = np.int64(b <= split_bin)
-            if b == missing_bin:
-                go = missing_goes_left
-            samples[n_left] = sample
-            buffer[n_right] = sample
-            n_left += go
-            n_right += 1 - go
-        samples[n_left:end] = buffer[:n_right]
-        _sum_squared_error_side(samples, start, n_left, y, w, left_stats)
-        _sum_squared_error_side(samples, n_left, end, y, w, right_stats)
-        return n_left
+    # Branch-free: each row is written to both sides and only its side's cursor moves (the
+    # direction is a coin flip to the branch predictor). Each side's stats are summed
+    # afterwards over its rows, in the same order (``_sum_side``).
     for i in range(start, end):
         sample = samples[i]
         b = np.int64(X_binned[sample, split_feature])
+        go = np.int64(b <= split_bin)
         if b == missing_bin:
-            go_left = missing_left
-        else:
-            go_left = b <= split_bin
-        if go_left:
-            samples[n_left] = sample
-            n_left += 1
-            add_sample(left_stats, y[sample], w[sample], criterion)
-        else:
-            buffer[n_right] = sample
-            n_right += 1
-            add_sample(right_stats, y[sample], w[sample], criterion)
+            go = missing_goes_left
+        samples[n_left] = sample
+        buffer[n_right] = sample
+        n_left += go
+        n_right += 1 - go
     samples[n_left:end] = buffer[:n_right]
+    _sum_side(samples, start, n_left, y, w, criterion, left_stats)
+    _sum_side(samples, n_left, end, y, w, criterion, right_stats)
     return n_left
-
 
 
 @njit(**JIT_OPTIONS)
@@ -498,21 +519,14 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
 
 
 # Sums of a child's rows, after the partition rather than during it: a second pass over the
-# child's (contiguous) rows cost less than four select-and-add chains per row in the
-# partition loop (benchmarks/histogram_kernels.py --partition), and sums the same rows in the
-# same order, so the values are the same bit for bit.
+# child's (contiguous) rows costs less than selecting each row's side for its sums in the
+# partition loop (benchmarks/histogram_kernels.py --ab-kernels), and sums the same rows in
+# the same order, so the values are the same bit for bit.
 @njit(**JIT_OPTIONS)
-def _sum_squared_error_side(samples, start, end, y, w, stats):
-    s_w = s_c = s_s = s_q = 0.0
+def _sum_side(samples, start, end, y, w, criterion, stats):
     for i in range(start, end):
         sample = samples[i]
-        wi = w[sample]
-        wy = wi * y[sample]
-        s_w += wi
-        s_c += 1.0
-        s_s += wy
-        s_q += wy * y[sample]
-    _set_stats(stats, s_w, s_c, s_s, s_q)
+        add_sample(stats, y[sample], w[sample], criterion)
 
 
 @njit(**JIT_OPTIONS)
