@@ -663,21 +663,13 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                                                 X_binned, n_bins - 1, buffer, gradient,
                                                 stats[0], stats[1])
 
-    def partition_gini(module):
+    def partition_stats(module, target, criterion):
         for f in range(n_features):
             samples[:] = rows
             stats[:] = 0.0
             module.partition_histogram_stable(f, split_bins[f], False, samples, 0, n, X_binned,
-                                              n_bins - 1, buffer, classes, weights,
-                                              CRITERION_GINI, stats[0], stats[1])
-
-    def partition_weighted(module):
-        for f in range(n_features):
-            samples[:] = rows
-            stats[:] = 0.0
-            module.partition_histogram_stable(f, split_bins[f], False, samples, 0, n, X_binned,
-                                              n_bins - 1, buffer, gradient, weights,
-                                              CRITERION_SQUARED_ERROR, stats[0], stats[1])
+                                              n_bins - 1, buffer, target, weights, criterion,
+                                              stats[0], stats[1])
 
     def histogram(module):
         hist[:] = 0.0
@@ -705,8 +697,10 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                                                   20.0, 0.0, split, cum, left, right)
 
     cases = {f"partition, unit weights ({n_features} × {n:,} rows)": partition_unit,
-             f"partition, weighted ({n_features} × {n:,} rows)": partition_weighted,
-             f"partition, Gini, 2 classes ({n_features} × {n:,} rows)": partition_gini,
+             f"partition, weighted ({n_features} × {n:,} rows)":
+                 lambda module: partition_stats(module, gradient, CRITERION_SQUARED_ERROR),
+             f"partition, Gini, 2 classes ({n_features} × {n:,} rows)":
+                 lambda module: partition_stats(module, classes, CRITERION_GINI),
              f"compact histogram, unit weights ({n:,} rows)": histogram,
              f"compact histogram, weighted ({n:,} rows)": histogram_weighted,
              f"histogram, squared error, 4 stats ({n:,} rows)":

@@ -457,23 +457,18 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
 
 
 @njit(**JIT_OPTIONS)
-def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
-                               X_binned, missing_bin, buffer, y, w, criterion, left_stats,
-                               right_stats):
-    """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
-    previous order, and sum each child's stats vector over its rows in that order (into
-    the zeroed ``left_stats`` / ``right_stats``).
+def _partition_rows(split_feature, split_bin, missing_left, samples, start, end, X_binned,
+                    missing_bin, buffer):
+    """Move ``samples[start:end]`` left or right of the split, each side in its previous
+    order; returns the left side's end.
 
-    Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
-    builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
-    ``buffer`` is scratch of at least ``end - start`` items. Returns the left child's end.
+    Branch-free: each row is written to both sides and only its side's cursor moves (the
+    direction is a coin flip to the branch predictor). The callers sum each side's stats
+    afterwards, over its rows in the same order.
     """
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
-    # Branch-free: each row is written to both sides and only its side's cursor moves (the
-    # direction is a coin flip to the branch predictor). Each side's stats are summed
-    # afterwards over its rows, in the same order (``_sum_side``).
     for i in range(start, end):
         sample = samples[i]
         b = np.int64(X_binned[sample, split_feature])
@@ -485,6 +480,23 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
         n_left += go
         n_right += 1 - go
     samples[n_left:end] = buffer[:n_right]
+    return n_left
+
+
+@njit(**JIT_OPTIONS)
+def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
+                               X_binned, missing_bin, buffer, y, w, criterion, left_stats,
+                               right_stats):
+    """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
+    previous order, and sum each child's stats vector over its rows in that order (into
+    the zeroed ``left_stats`` / ``right_stats``).
+
+    Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
+    builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
+    ``buffer`` is scratch of at least ``end - start`` items. Returns the left child's end.
+    """
+    n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
+                             X_binned, missing_bin, buffer)
     _sum_side(samples, start, n_left, y, w, criterion, left_stats)
     _sum_side(samples, n_left, end, y, w, criterion, right_stats)
     return n_left
@@ -499,20 +511,8 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     each side's weight and count are its row count), with half the running sums and no
     weight reads: boosting's trees without sample weights take this path.
     """
-    n_left = start
-    n_right = 0
-    missing_goes_left = 1 if missing_left else 0
-    for i in range(start, end):
-        sample = samples[i]
-        b = np.int64(X_binned[sample, split_feature])
-        go = np.int64(b <= split_bin)
-        if b == missing_bin:
-            go = missing_goes_left
-        samples[n_left] = sample
-        buffer[n_right] = sample
-        n_left += go
-        n_right += 1 - go
-    samples[n_left:end] = buffer[:n_right]
+    n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
+                             X_binned, missing_bin, buffer)
     _sum_unit_squared_error_side(samples, start, n_left, y, left_stats)
     _sum_unit_squared_error_side(samples, n_left, end, y, right_stats)
     return n_left
