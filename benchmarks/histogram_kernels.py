@@ -40,9 +40,11 @@ fresh process with an empty numba cache (the histogram grower's
 compile time), for this tree and ``--before-src``.
 
 ``--ab DATASET --before-src PATH`` compares this source tree's boosting fits with PATH's in
-ONE process: PATH's package is copied (once per change of its sources, numba cache kept) to
-a cache directory as ``cipherforest_before`` and imported beside ``cipherforest``; fits of
-both at ``n_jobs`` 1 and 2 then alternate in a new shuffled order each repetition. On a VM
+ONE process: PATH's package is copied (once per change of its sources) to a cache directory
+as ``cipherforest_before`` and imported beside ``cipherforest``; fits of both at ``n_jobs``
+1 and 2 then alternate in a new shuffled order each repetition. The run happens in a child
+process with a new, temporary numba cache (both packages compile, ~1-2 min): compiled side
+by side, the two copies left entries in the shared cache that crashed later fits. On a VM
 whose speed drifts by 1.5× within minutes, separate runs cannot resolve a 5-10 % change;
 here both variants see the same drift, and the table also gives the median of the
 per-repetition ratios (this / before), which cancels drift slower than one repetition.
@@ -116,6 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.ab or args.ab_kernels:
         if args.before_src is None:
             parser.error("--ab and --ab-kernels need --before-src")
+        if not os.environ.get(_AB_CHILD):
+            return _run_with_private_kernel_cache(argv)
         if args.ab:
             compare_sources(args.ab, args.before_src, args.repeats)
         else:
@@ -546,11 +550,29 @@ print(json.dumps(times))
 """
 
 
+_AB_CHILD = "CIPHERFOREST_AB_CHILD"
+
+
+def _run_with_private_kernel_cache(argv: list[str] | None) -> int:
+    """Run this script again in a child process whose numba cache is a new temporary
+    directory. Two copies of the package compiled in one process left cache entries behind
+    that crashed later, ordinary fits (a segfault in the grower, seen in the eleventh
+    session), so an A/B run never writes to the cache other processes use."""
+    import subprocess
+    import sys
+    import tempfile
+
+    arguments = sys.argv[1:] if argv is None else argv
+    with tempfile.TemporaryDirectory(prefix="cipherforest-ab-numba-") as cache:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache, _AB_CHILD: "1"}
+        return subprocess.run([sys.executable, str(Path(__file__).resolve()), *arguments],
+                              env=env, check=False).returncode
+
+
 def _importable_copy(src: Path, name: str) -> Path:
     """Copy package ``src/cipherforest`` to a cache directory as package ``name`` (its
     imports are relative, so it runs there as it is) and return the directory to put on
-    ``sys.path``. The copy is renewed only when the sources differ, so its numba cache
-    survives between runs."""
+    ``sys.path``. The copy is renewed only when the sources differ."""
     import hashlib
     import shutil
 
