@@ -508,8 +508,8 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     """``partition_histogram_stable`` for the squared error when every weight is 1.
 
     The same partition and the same sums bit for bit (a weight of 1 multiplies exactly, and
-    each side's weight and count are its row count), with half the running sums and no
-    weight reads: boosting's trees without sample weights take this path.
+    each side's weight and count are its row count), summing two statistics instead of four
+    and reading no weights: boosting's trees without sample weights take this path.
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
