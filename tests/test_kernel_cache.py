@@ -1,6 +1,9 @@
 """The package's numba cache is dropped as a whole when its sources change
 (``cipherforest._kernel_cache``): a partly recompiled cache crashes the next process."""
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from cipherforest._kernel_cache import (
@@ -59,3 +62,50 @@ def test_the_fingerprint_follows_contents_and_names(tmp_path):
     assert sources_fingerprint(package) == before
     sources[1].rename(package / "renamed.py")
     assert sources_fingerprint(package) != before
+
+
+_CACHE_PARALLEL_BUILD = """
+import numpy as np
+from cipherforest.tree._histogram import build_compact_histogram
+rng = np.random.RandomState(0)
+n = 20_000
+X_binned = rng.randint(0, 50, size=(n, 4)).astype(np.uint8)
+hist = np.zeros((4, 51, 2))
+lo, hi = np.zeros(4, dtype=np.int64), np.zeros(4, dtype=np.int64)
+build_compact_histogram(hist, lo, hi, X_binned, np.arange(n, dtype=np.int32), 0, n,
+                        rng.normal(size=n), np.ones(n), 2)  # the parallel=True build
+"""
+_CACHE_SHARD_STEP = """
+import numpy as np
+from cipherforest.tree._shards import TASK_SIZE, set_task, shard_step
+rng = np.random.RandomState(0)
+n = 1_000
+X_binned = rng.randint(0, 10, size=(n, 3)).astype(np.uint8)
+task = np.zeros(TASK_SIZE, dtype=np.int64)
+set_task(task, 0, 4, False, 0, n, 0)
+hist = np.zeros((3, 10, 2))
+lo, hi = np.full(3, 10, dtype=np.int64), np.full(3, -1, dtype=np.int64)
+shard_step(task, X_binned, np.arange(n, dtype=np.int32), np.empty(n, dtype=np.int32),
+           rng.normal(size=n), np.ones(n), hist, lo, hi, np.zeros((2, 4)), 1)
+"""
+_FIT_BOOSTING = """
+import numpy as np
+from cipherforest.ensemble import GradientBoostingRegressor
+rng = np.random.RandomState(0)
+X = rng.normal(size=(3_000, 4))
+GradientBoostingRegressor(n_estimators=2, max_bins=255).fit(X, X[:, 0])
+print("fitted")
+"""
+
+
+def test_a_grower_compiled_after_a_cached_parallel_build_loads(tmp_path):
+    """One process caches the threaded histogram build alone, the next a kernel that calls
+    it (a shard's step); the third compiles the grower, which links that kernel from the
+    cache, and must find numba's threading layer loaded (before ``launch_parallel_runtime``
+    it died: "LLVM ERROR: Symbol not found: allocate_sched")."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    for script in (_CACHE_PARALLEL_BUILD, _CACHE_SHARD_STEP, _FIT_BOOSTING):
+        run = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                             text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("fitted")

@@ -97,8 +97,30 @@ def _write_stamp(path: Path, fingerprint: str) -> None:
 
 
 def ensure_consistent_kernel_cache() -> None:
-    """``clear_stale_kernel_cache`` for this installed package; never fails an import."""
+    """``clear_stale_kernel_cache`` for this installed package, then
+    ``launch_parallel_runtime``; never fails an import."""
     try:
         clear_stale_kernel_cache(Path(__file__).resolve().parent)
     except OSError:
+        pass
+    launch_parallel_runtime()
+
+
+def launch_parallel_runtime() -> None:
+    """Load numba's threading layer before any kernel is loaded or compiled.
+
+    Kernels compiled with ``parallel=True`` (the threaded histogram builds) call the
+    threading layer's scheduler (``allocate_sched`` and friends). numba loads that layer
+    when such a kernel is compiled or called through its own dispatcher, but not when it is
+    only linked into a caller (the grower) from the cache: a process that then compiled or
+    loaded the grower failed with "LLVM ERROR: Symbol not found: allocate_sched" or a
+    segfault (seen after a test process had cached the parallel builds). Loading the layer
+    first registers those symbols; it starts the layer's worker threads, which numba would
+    start at the first threaded build anyway.
+    """
+    try:
+        from numba.np.ufunc.parallel import _launch_threads
+
+        _launch_threads()
+    except Exception:  # noqa: BLE001 - no threading layer: parallel kernels fail as before
         pass
