@@ -573,18 +573,15 @@ def _importable_copy(src: Path, name: str) -> Path:
     """Copy package ``src/cipherforest`` to a cache directory as package ``name`` (its
     imports are relative, so it runs there as it is) and return the directory to put on
     ``sys.path``. The copy is renewed only when the sources differ."""
-    import hashlib
     import shutil
+
+    from cipherforest._kernel_cache import sources_fingerprint
 
     package = src / "cipherforest"
     if not (package / "__init__.py").is_file():
         raise SystemExit(f"--before-src {src}: no cipherforest package there")
-    digest = hashlib.sha256()
-    for path in sorted(package.rglob("*.py")):
-        digest.update(str(path.relative_to(package)).encode())
-        digest.update(path.read_bytes())
     root = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "cipherforest-ab"
-    parent = root / digest.hexdigest()[:16]
+    parent = root / sources_fingerprint(package)[:16]
     if not (parent / name / "__init__.py").is_file():
         shutil.rmtree(parent, ignore_errors=True)
         shutil.copytree(package, parent / name,
@@ -693,22 +690,17 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                                               n_bins - 1, buffer, target, weights, criterion,
                                               stats[0], stats[1])
 
-    def histogram(module):
-        hist[:] = 0.0
-        module.build_compact_histogram(hist, lo, hi, X_binned, rows, 0, n, gradient, unit, 1)
-
     weighted_hist = np.zeros((n_features, n_bins, 3))
     generic_hist = np.zeros((n_features, n_bins, 4))  # squared error, or Gini of 2 classes
+
+    def histogram_compact(module, slot, w):
+        slot[:] = 0.0
+        module.build_compact_histogram(slot, lo, hi, X_binned, rows, 0, n, gradient, w, 1)
 
     def histogram_generic(module, criterion, target):
         generic_hist[:] = 0.0
         module.build_histogram(generic_hist, lo, hi, X_binned, rows, 0, n, target, weights,
                                criterion, 1)
-
-    def histogram_weighted(module):
-        weighted_hist[:] = 0.0
-        module.build_compact_histogram(weighted_hist, lo, hi, X_binned, rows, 0, n, gradient,
-                                       weights, 1)
 
     def scan(module):
         for _ in range(20):
@@ -723,8 +715,10 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                  lambda module: partition_stats(module, gradient, CRITERION_SQUARED_ERROR),
              f"partition, Gini, 2 classes ({n_features} × {n:,} rows)":
                  lambda module: partition_stats(module, classes, CRITERION_GINI),
-             f"compact histogram, unit weights ({n:,} rows)": histogram,
-             f"compact histogram, weighted ({n:,} rows)": histogram_weighted,
+             f"compact histogram, unit weights ({n:,} rows)":
+                 lambda module: histogram_compact(module, hist, unit),
+             f"compact histogram, weighted ({n:,} rows)":
+                 lambda module: histogram_compact(module, weighted_hist, weights),
              f"histogram, squared error, 4 stats ({n:,} rows)":
                  lambda module: histogram_generic(module, CRITERION_SQUARED_ERROR, gradient),
              f"histogram, Gini, 2 classes ({n:,} rows)":

@@ -97,13 +97,11 @@ def _write_stamp(path: Path, fingerprint: str) -> None:
 
 
 def ensure_consistent_kernel_cache() -> None:
-    """``clear_stale_kernel_cache`` for this installed package, then
-    ``launch_parallel_runtime``; never fails an import."""
+    """``clear_stale_kernel_cache`` for this installed package; never fails an import."""
     try:
         clear_stale_kernel_cache(Path(__file__).resolve().parent)
     except OSError:
         pass
-    launch_parallel_runtime()
 
 
 def launch_parallel_runtime() -> None:
@@ -115,8 +113,9 @@ def launch_parallel_runtime() -> None:
     only linked into a caller (the grower) from the cache: a process that then compiled or
     loaded the grower failed with "LLVM ERROR: Symbol not found: allocate_sched" or a
     segfault (seen after a test process had cached the parallel builds). Loading the layer
-    first registers those symbols; it starts the layer's worker threads, which numba would
-    start at the first threaded build anyway.
+    first registers those symbols. With the ``omp`` layer numba picks here it starts no
+    thread (the process's thread count is unchanged); threads start at the first threaded
+    build, as before. ``_launch_threads`` is numba's own (private) entry for this.
     """
     try:
         from numba.np.ufunc.parallel import _launch_threads

@@ -9,11 +9,13 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _compile_notice  # noqa: F401  (one stderr line while kernels compile)
-from .._kernel_cache import ensure_consistent_kernel_cache
+from .._kernel_cache import ensure_consistent_kernel_cache, launch_parallel_runtime
 
 # Every kernel module imports this one first: drop cached kernels of changed sources before
-# any is loaded (a partly recompiled cache crashes; see ``_kernel_cache``).
+# any is loaded (a partly recompiled cache crashes), and load numba's threading layer before
+# cached parallel code is linked (see ``_kernel_cache``).
 ensure_consistent_kernel_cache()
+launch_parallel_runtime()
 
 #: Compile kernels so that forests can run them in threads without holding the GIL.
 NOGIL = True
