@@ -28,12 +28,12 @@ parts — binning, the grower kernel, the per-tree Python around it (line search
 tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
 through the grower's kernels (histogram builds of the root and the smaller children,
 partitions, split scans). ``--node-threads DATASET`` compares two-thread fits whose large
-nodes' steps (sharded trees, below) go to the fit's Python threads from ``--min-rows`` rows
+nodes' steps (sharded trees, below) go to a worker thread from ``--min-rows`` rows
 on (0: not at all). ``--node-handoff`` times one node's split work in a sharded tree
 (``tree._shards``: each row shard's partition and its part of the smaller child's
 histogram, for a node of m rows, a sorted random subset as a node's rows sit after the
 stable partitions) with both shards' steps on one thread against the second shard's step
-handed from the kernel to a Python pool thread (``tree._node_threads``), in wall time, for m
+handed from the kernel to a spinning worker thread (``tree._node_threads``), in wall time, for m
 from 1k to 100k, and lists the sizes of the histograms a 31-leaf tree at 100k rows builds
 (its root and smaller children). ``--first-fit`` times the first histogram boosting fit in a
 fresh process with an empty numba cache (the histogram grower's
@@ -450,7 +450,7 @@ def time_node_handoff(n: int, repeats: int) -> None:
     """Wall time of one node's split work in a sharded tree — each row shard's partition
     and its part of the smaller child's compact histogram, then the parts added — with both
     shards' steps on one thread and with the second shard's step handed from the kernel to a
-    Python pool thread (``tree._node_threads``), by node size; then the sizes of the
+    spinning worker on a pool thread (``tree._node_threads``), by node size; then the sizes of the
     histograms one 31-leaf tree builds."""
     from concurrent.futures import ThreadPoolExecutor
 
@@ -492,24 +492,18 @@ def time_node_handoff(n: int, repeats: int) -> None:
 
     walls: dict[tuple[int, int], list[float]] = {(m, t): [] for m in sizes for t in (1, 2)}
     with ThreadPoolExecutor(1) as pool:
-        contexts = {m: NodeThreads(pool, 1, data.X_binned, rows[m], buffers[m], gradient, w,
-                                   task1, stats1, hist1, lo1, hi1) for m in sizes}
-        arrays = {m: context.__enter__() for m, context in contexts.items()}
-        try:
-            largest = sizes[-1]
-            node_step(largest, True, arrays[largest])
-            expected = hist0.copy()
-            node_step(largest, False, arrays[largest])
-            assert np.array_equal(hist0, expected)
-            for _ in range(repeats):
-                for m in sizes:
+        for m in sizes:  # one worker at a time: it spins on its node's arrays
+            with NodeThreads(pool, 1, data.X_binned, rows[m], buffers[m], gradient, w,
+                             task1, stats1, hist1, lo1, hi1) as control:
+                node_step(m, True, control)
+                expected = hist0.copy()
+                node_step(m, False, control)
+                assert np.array_equal(hist0, expected)
+                for _ in range(repeats):
                     for threads in (1, 2):
                         start = time.perf_counter()
-                        node_step(m, threads == 2, arrays[m])
+                        node_step(m, threads == 2, control)
                         walls[m, threads].append(time.perf_counter() - start)
-        finally:
-            for context in contexts.values():
-                context.__exit__(None, None, None)
     print(f"one node's split work in a sharded tree (partition + smaller child's histogram "
           f"of each shard, parts added), {n:,} × 20 data, wall ms (median of {repeats}); "
           f"1-min load average {os.getloadavg()[0]:.1f}")

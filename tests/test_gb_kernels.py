@@ -282,6 +282,10 @@ def test_hand_offs_that_lose_time_are_skipped_for_doubling_runs_of_trees():
     assert skipped_run() == 0
     governor.report(-1e-4)
     assert skipped_run() == 1
+    governor.report(5.0, posted=4, taken_back=2)  # half the steps found no thread: fine
+    assert skipped_run() == 0
+    governor.report(5.0, posted=4, taken_back=3)  # most found none: the worker had no core
+    assert skipped_run() == 1
 
 
 def test_binomial_pass_is_the_two_sided_sigmoid_bit_for_bit():

@@ -1,9 +1,8 @@
-"""Row shards of large boosting trees (``tree._shards``) and their hand-off to the fit's
-threads (``tree._node_threads``): the same tree on any number of threads, the unsharded tree
-up to rounding, and a fit that never waits for a thread that cannot run."""
+"""Row shards of large boosting trees (``tree._shards``) and their hand-off to a spinning
+worker thread (``tree._node_threads``): the same tree on any number of threads, the
+unsharded tree up to rounding, and a fit that never waits for a thread that cannot run."""
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -13,7 +12,7 @@ from hypothesis import strategies as st
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
-from cipherforest.tree import _fit, _node_threads, _shards
+from cipherforest.tree import _atomics, _fit, _node_threads, _shards
 from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 from cipherforest.tree._shards import add_partial_histogram, gather_segments
@@ -29,6 +28,24 @@ def busy_pool():
     pool = ThreadPoolExecutor(1)
     pool.submit(release.wait)
     return pool, release
+
+
+needs_spin_wait = pytest.mark.skipif(not _atomics.SPIN_WAIT_SUPPORTED,
+                                     reason="no hand-offs without x86-64 spin-waiting")
+
+
+def record_hand_offs(monkeypatch):
+    """A list that gets each sharded tree's ``(posted, served, taken back)`` steps."""
+    counts = []
+    leave = _node_threads.NodeThreads.__exit__
+
+    def leave_and_count(self, *exc_info):
+        leave(self, *exc_info)
+        counts.append((self.posted, self.served,
+                       int(self.control[_node_threads.CONTROL_TAKEN_BACK])))
+
+    monkeypatch.setattr(_node_threads.NodeThreads, "__exit__", leave_and_count)
+    return counts
 
 
 @pytest.fixture
@@ -47,12 +64,10 @@ def test_shard_rows_depend_on_rows_and_tree_kind_only():
     assert _shards.shard_rows(10 * big, False) == 10 * big  # forests' trees never shard
 
 
+@needs_spin_wait
 @pytest.mark.parametrize("weighted", [False, True])
 def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything, weighted):
-    steps = []
-    submit = _node_threads.NodeThreads.submit
-    monkeypatch.setattr(_node_threads.NodeThreads, "submit",
-                        lambda self: steps.append(1) or submit(self))
+    counts = record_hand_offs(monkeypatch)
     rng = np.random.default_rng(5)
     X, y = make_regression(700, 7, n_informative=5, noise=1.0, random_state=0)
     X = with_nan(X, rng)
@@ -61,7 +76,9 @@ def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything
                                       max_bins=40, subsample=0.8, random_state=0,
                                       n_jobs=n_jobs)
             .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
-    assert len(steps) > 5 * 6  # the root and most splits of every tree went to a thread
+    posted, served, taken_back = np.sum(counts, axis=0)
+    assert len(counts) == 5 and posted > 5 * 6  # the root and most splits of every tree
+    assert served + taken_back == posted  # ran by the worker or by the grower, once each
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
                                 strict=True):
         for name in TREE_ARRAYS:
@@ -148,9 +165,8 @@ def test_only_trees_asked_to_are_sharded(monkeypatch):
     assert np.array_equal(leaves, tree.apply(X))
 
 
-@pytest.mark.parametrize("failing", [False, "python", "after", "half-built"])
-def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_everything,
-                                                        failing):
+@needs_spin_wait
+def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_everything):
     rng = np.random.default_rng(1)
     X, y = make_regression(600, 5, noise=1.0, random_state=1)
     data = prepare_tree_data(with_nan(X, rng, 0.05), 64, 0)
@@ -158,62 +174,81 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
     params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
     serial, serial_leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
                                          row_shards=True)
-    run_step = _node_threads.NodeThreads.run_step
-    main = threading.current_thread()
-    resumed = []
-
-    def grow_beside_busy_pool():
-        pool, release = busy_pool()
-        try:
-            return grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
-                                pool_threads=2, row_shards=True)
-        finally:
-            release.set()
-            pool.shutdown()
-
-    if failing == "python":  # no step can run on the Python side: the kernel runs them
-        def broken_step(self):
-            raise MemoryError
-
-        monkeypatch.setattr(_node_threads.NodeThreads, "run_step", broken_step)
-        tree, leaves = grow_beside_busy_pool()  # every step cancelled, then it fails here
-    elif failing:  # a thread's step reported as failed is resumed from where it stopped
-        def flaky_step(self):
-            if threading.current_thread() is main:
-                resumed.append(int(self.arrays[0][_shards.TASK_STATE]))
-                return run_step(self)
-            run_step(self)  # a complete step...
-            if failing == "half-built":  # ...or one whose histogram part is garbage
-                task, *_, hist, lo, hi, _ = self.arrays
-                task[_shards.TASK_STATE] = _shards.STATE_PARTITIONED
-                hist[:, :, :] += 1.0
-            raise RuntimeError("lost")  # ...reported as failed: must not count twice
-
-        wait = _node_threads.NodeThreads.wait
-
-        def wait_for_thread(self, key):
-            future = self._pending[key][0]
-            while not (future.running() or future.done()):  # let the thread take it
-                time.sleep(1e-4)
-            wait(self, key)
-
-        monkeypatch.setattr(_node_threads.NodeThreads, "run_step", flaky_step)
-        monkeypatch.setattr(_node_threads.NodeThreads, "wait", wait_for_thread)
-        with ThreadPoolExecutor(2) as pool:
-            tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True,
-                                        pool=pool, pool_threads=2, row_shards=True)
-    else:  # the pool's only thread is busy: every handed-off step runs here
-        tree, leaves = grow_beside_busy_pool()
+    counts = record_hand_offs(monkeypatch)
+    pool, release = busy_pool()  # the worker never starts: every posted step comes back
+    try:
+        tree, leaves = grow_tree_on(data, y, w, 1, params, 0, return_leaves=True, pool=pool,
+                                    pool_threads=2, row_shards=True)
+    finally:
+        release.set()
+        pool.shutdown()
     for name in TREE_ARRAYS:
         assert np.array_equal(getattr(serial, name), getattr(tree, name))
     assert np.array_equal(serial_leaves, leaves)
-    assert not _node_threads.NodeThreads._registry  # unregistered after the tree
-    if failing == "after":
-        assert len(resumed) > 5 and set(resumed) == {_shards.STATE_DONE}
-    if failing == "half-built":
-        assert len(resumed) > 5 and set(resumed) == {_shards.STATE_PARTITIONED}
+    [(posted, served, taken_back)] = counts
+    assert posted > 5 and served == 0 and taken_back == posted
 
 
+@needs_spin_wait
+def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeypatch):
+    monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
+    monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
+    X, y = make_regression(60_000, 8, noise=1.0, random_state=6)
+    data = prepare_tree_data(X, 255, 0)
+    w = np.ones(60_000)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, 8, -1, 2, 20, 0.0, 0.0, 31)
+    serial = grow_tree_on(data, y, w, 1, params, 0, row_shards=True)
+    counts = record_hand_offs(monkeypatch)
+    with ThreadPoolExecutor(2) as pool:
+        # The worker claims a step only if it got a core before the grower finished its own
+        # half; on a loaded machine that may take a few trees.
+        for _ in range(30):
+            monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
+            tree = grow_tree_on(data, y, w, 1, params, 0, pool=pool, pool_threads=2,
+                                row_shards=True)
+            for name in TREE_ARRAYS:
+                assert np.array_equal(getattr(serial, name), getattr(tree, name))
+            if counts[-1][1] > 0:
+                break
+    posted, served, taken_back = counts[-1]
+    assert served > 0 and served + taken_back == posted
+
+
+def test_the_worker_returns_when_stopped_or_idle():
+    task = np.zeros(_shards.TASK_SIZE, dtype=np.int64)
+    arrays = (task, np.zeros((4, 2), dtype=np.uint8), np.arange(4, dtype=np.int64),
+              np.zeros(4, dtype=np.int64), np.zeros(4), np.ones(4), np.zeros((2, 3, 2)),
+              np.full(2, 3, dtype=np.int64), np.full(2, -1, dtype=np.int64), np.zeros((2, 3)))
+    control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
+    control[_node_threads.CONTROL_STOP] = 1
+    assert _node_threads.serve_shard_steps(control, *arrays, 1 << 62) == 0
+    if _atomics.SPIN_WAIT_SUPPORTED:  # no clock elsewhere: it only stops when told
+        control[_node_threads.CONTROL_STOP] = 0
+        assert _node_threads.serve_shard_steps(control, *arrays, 1000) == 0
+
+
+@needs_spin_wait
+def test_compare_exchange_counts_exactly_across_threads():
+    from numba import njit
+
+    @njit(nogil=True)
+    def add_one_each(counter, times):
+        for _ in range(times):
+            while True:
+                seen = _atomics.atomic_load(counter, 0)
+                if _atomics.compare_exchange(counter, 0, seen, seen + 1):
+                    break
+                _atomics.spin_pause()
+
+    counter = np.zeros(8, dtype=np.int64)
+    add_one_each(counter, 1)
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(lambda _: add_one_each(counter, 200_000), range(2)))
+    assert counter[0] == 400_001
+    assert counter[1:].sum() == 0
+
+
+@needs_spin_wait
 def test_a_busy_pool_switches_hand_offs_off_for_the_next_trees(monkeypatch):
     monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)

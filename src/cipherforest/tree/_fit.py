@@ -145,14 +145,17 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         more yet: on a shared 2-core machine the parallel builds saved ~10 % of a tree's
         time at best and stalled fits several-fold whenever another process held a core.
     pool : ThreadPoolExecutor, optional
-        Python threads for trees grown in two row shards (``row_shards``): for each node
-        of at least ``NODE_THREADS_MIN_ROWS`` rows the grower hands the second shard's
-        partition and histogram part to the pool from inside its kernel, runs the first
-        shard's itself and adds the parts (``_shards``, ``_node_threads``). Nothing spins,
-        and the tree is the same as one thread grows. After a tree whose hand-offs lost time
-        (the other core busy), the next trees grow without them for a while (the pool's
+        Threads for trees grown in two row shards (``row_shards``): while such a tree
+        grows, one pool thread runs a worker kernel that spins, waiting for steps; for each
+        node of at least ``NODE_THREADS_MIN_ROWS`` rows the grower posts the second shard's
+        partition and histogram part to it from inside its kernel, runs the first shard's
+        itself and adds the parts (``_shards``, ``_node_threads``); a step the worker has not
+        claimed by then the grower runs itself. The tree is the same as one thread grows.
+        After a tree whose hand-offs lost time or found no worker (the other core busy), the
+        next trees grow without them for a while (the pool's
         ``_node_threads.HandOffGovernor``). The pool must not be the one running this call
-        (its steps would wait behind it).
+        (the worker would wait behind it). x86-64 only (``_atomics.SPIN_WAIT_SUPPORTED``);
+        elsewhere the pool is not used.
     pool_threads : int, default=1
         Number of threads of ``pool`` (hand-offs need at least 2).
     row_shards : bool, default=False
@@ -256,10 +259,10 @@ _THREAD_STATE = threading.local()
 _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
                     np.zeros((0, 0), dtype=np.int64))
 
-#: Nodes with fewer rows run both shards' steps on the growing thread: handing a small node
-#: to another thread costs more than it saves (``benchmarks/histogram_kernels.py
-#: --node-threads``).
-NODE_THREADS_MIN_ROWS = 10_000
+#: Nodes with fewer rows run both shards' steps on the growing thread: below this, handing
+#: a node's step to the spinning worker saved little or lost (``benchmarks/histogram_kernels.py
+#: --node-handoff``, ``--node-threads``; docs/benchmarks.md, twelfth session).
+NODE_THREADS_MIN_ROWS = 5_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 

@@ -46,7 +46,7 @@ from ._histogram import (
     unit_weights,
     zero_histogram,
 )
-from ._node_threads import run_shard_steps
+from ._node_threads import hands_off, run_shard_steps
 from ._rng import child_seed, rand_int
 from ._shards import (
     BUILD_ALL,
@@ -156,8 +156,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``samples[:n_shard0]`` and the rest (``_shards``): ``shard_task`` (``TASK_SIZE``),
     ``shard_stats`` (2 × stats) and the zeroed slot ``shard_hist`` / ``shard_lo`` /
     ``shard_hi`` (features × bins × compact stats) hold the second shard's step, which
-    nodes of at least ``node_threads[2]`` rows hand to the fit's Python threads when
-    ``node_threads[0]`` is not 0 (``_node_threads``: the same tree either way). Column
+    nodes of at least ``node_threads[CONTROL_MIN_ROWS]`` rows (when that is not 0) hand to
+    a worker thread through the control array ``node_threads`` (``_node_threads``: the same
+    tree either way). Column
     ``SHARD0_SAMPLES`` of ``node_int`` counts each node's rows in the first shard. Other
     trees ignore these arguments (one shard).
 
@@ -301,8 +302,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL)
                 if sharded:
                     set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL)
-                hand_off = (sharded and node_threads[0] != 0 and n_shard0 > 0
-                            and n_samples >= node_threads[2])
+                hand_off = sharded and n_shard0 > 0 and hands_off(node_threads, n_samples)
                 run_shard_steps(sharded, hand_off, node_threads,
                                 task0, child_stats, hist_pool[slot], hist_lo[slot],
                                 hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
@@ -450,8 +450,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             child_stats[:] = 0.0
             if compact:
                 position = np.int64(split[SPLIT_POSITION])
-                hand_off = (sharded and node_threads[0] != 0 and end > start and end1 > start1
-                            and (end - start) + (end1 - start1) >= node_threads[2])
+                hand_off = (sharded and end > start and end1 > start1
+                            and hands_off(node_threads, (end - start) + (end1 - start1)))
                 build = BUILD_NONE
                 if hand_off and parent_slot >= 0:
                     early_small = 0 if (split[SPLIT_LEFT + STAT_COUNT]
@@ -574,7 +574,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             if sharded:
                                 set_task(shard_task, -1, 0, False, child_bounds[small, 2],
                                          child_bounds[small, 3], BUILD_ALL)
-                            run_shard_steps(sharded, False, node_threads, task0, child_stats,
+                            small_rows = ((child_bounds[small, 1] - child_bounds[small, 0])
+                                          + (child_bounds[small, 3] - child_bounds[small, 2]))
+                            hand_off = (sharded and child_bounds[small, 1] > child_bounds[small, 0]
+                                        and child_bounds[small, 3] > child_bounds[small, 2]
+                                        and hands_off(node_threads, small_rows))
+                            run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
                                             hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
                                             shard_task, shard_stats, shard_hist, shard_lo,
                                             shard_hi, X_binned, samples, partition_buffer, y, w,

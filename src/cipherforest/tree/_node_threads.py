@@ -1,103 +1,155 @@
-"""Hand a node's step in the second row shard from inside the grower kernel to a Python thread.
+"""Hand a node's step in the second row shard from inside the grower kernel to a spinning
+worker thread.
 
 The grower (``_grower.grow_tree``) is one nogil numba kernel per tree. A sharded tree
 (``_shards``) partitions each node's two row segments separately and builds each shard's
-part of a child's histogram; for nodes of at least ``node_threads[2]`` rows the grower hands
-the second shard's step to the fit's ``ThreadPoolExecutor`` without leaving the kernel, by
-calling back into Python through a C function pointer (a ``ctypes`` callback, which takes
-the GIL for the duration of the call) passed to the kernel as a plain integer:
+part of a child's histogram. While such a tree grows, one of the fit's pool threads runs
+``serve_shard_steps``, another nogil kernel, which spins on one word of a shared int64
+array, the *control* (``CONTROL_*`` below); for nodes of at least
+``control[CONTROL_MIN_ROWS]`` rows the grower hands it the second shard's step through that
+word, with atomic operations only (``_atomics``):
 
-* ``SUBMIT``: the callback submits the step described by the tree's task array (shard 1's
-  segment, the split, which child's part to build) and returns a key; the kernel then runs
-  shard 0's step itself, with the GIL released.
-* ``WAIT``: the callback waits for the step of that key. A step no thread has started yet
-  (the other core is busy) is cancelled and run on the calling thread, and one that failed
-  is resumed there from where it stopped (its task records how far it got), so a fit never
-  waits for a thread that cannot run.
+* the grower describes the step in shard 1's task array and sets the word to ``POSTED``,
+  then runs shard 0's step itself;
+* the worker moves ``POSTED`` to ``CLAIMED`` (compare-and-exchange), runs the step and sets
+  ``DONE``;
+* the grower, its own step done, takes a step still ``POSTED`` back (the worker has not
+  started: the other core is busy, or the worker has not arrived yet) and runs it itself,
+  or waits for ``DONE``.
 
-The step writes into arrays of its own (the task, shard 1's child stats and histogram part)
-and touches only shard 1's segment of the row order and of the partition buffer, so the
-two threads share no memory until the grower adds the parts; a step computes the same
-whichever thread runs it, so the tree is the same as one thread grows. Pool threads block
-on the pool's queue between nodes: nothing spins. A hand-off costs a few tens of
-microseconds (``benchmarks/histogram_kernels.py --node-threads``), which is why only
-nodes of at least ``node_threads[2]`` rows are handed off.
+A hand-off thus costs about a cache line's trip between the cores instead of a thread's
+wake-up, and a fit never waits for a thread that cannot run. The step writes into arrays of
+its own (the task, shard 1's child stats and histogram part) and touches only shard 1's
+segment of the row order and of the partition buffer, so the two threads share no memory
+but the control until the grower adds the parts; a step computes the same whichever thread
+runs it, so the tree is the same as one thread grows.
 
-Whether a hand-off pays depends on the other core being free: a pool thread that shares
-its core with another process finishes its step late, and the grower waits. Each
-``NodeThreads`` therefore estimates what its tree's hand-offs saved (twice the grower's own
-step, minus the node's time) and reports it to the fit's ``HandOffGovernor``, which skips
-hand-offs for the next 1, 2, 4, ... (at most ``MAX_SKIPPED_TREES``) trees after a tree
-whose hand-offs lost time, and hands off again after that to check.
+The worker spins only while its tree grows: ``NodeThreads`` submits it when the tree
+starts and sets ``CONTROL_STOP`` when the grower returned; a worker that got no step for
+``IDLE_CYCLES`` returns early. Between spins it calls ``sched_yield`` now and then, so a
+busy core's other threads run. Whether the hand-offs pay depends on the other core being
+free: the grower counts what they saved (its own step's time minus its wait, per claimed
+step) and the steps it took back, and the fit's ``HandOffGovernor`` skips hand-offs for the
+next 1, 2, 4, ... (at most ``MAX_SKIPPED_TREES``) trees after a tree whose hand-offs lost
+time or were mostly taken back, and hands off again after that to check.
 
-The callback address is an argument, not a global of the kernel: numba cannot cache
-functions holding Python object pointers, and the grower must stay cached.
-
-    node_threads[0]  address of the callback (0: no hand-off)
-    node_threads[1]  token of the registered ``NodeThreads`` (the tree's arrays and the pool)
-    node_threads[2]  minimum node rows to hand off
+Spinning needs x86-64 (``_atomics.SPIN_WAIT_SUPPORTED``); elsewhere no step is handed off.
 """
 
 from __future__ import annotations
 
-import ctypes
-import itertools
 import threading
-import time
 import weakref
-from concurrent.futures import Future, ThreadPoolExecutor
-from concurrent.futures import wait as futures_wait
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.extending import intrinsic
+from numba import njit
 
+from ._atomics import (
+    SPIN_WAIT_SUPPORTED,
+    atomic_load,
+    atomic_store,
+    compare_exchange,
+    cycle_counter,
+    spin_pause,
+    yield_processor,
+)
 from ._common import JIT_OPTIONS
-from ._histogram import zero_histogram
-from ._shards import STATE_PARTITIONED, TASK_STATE, shard_step
+from ._shards import shard_step
 
-#: Callback operations.
-SUBMIT = 0
-WAIT = 1
-#: ``node_threads`` of a grower that hands nothing off.
-NO_NODE_THREADS = np.zeros(3, dtype=np.int64)
+# Words of the control array, each group on its own cache line: the step word (grower and
+# worker), the worker's words, the grower's words.
+CONTROL_STEP = 0
+CONTROL_STOP = 8  # set (by Python) when the tree is grown: the worker returns
+CONTROL_SERVED = 9  # steps the worker ran
+CONTROL_MIN_ROWS = 16  # nodes of at least this many rows are handed off; 0: none
+CONTROL_POSTED = 17  # steps the grower handed off
+CONTROL_TAKEN_BACK = 18  # of which it ran itself, unclaimed
+CONTROL_SAVED_CYCLES = 19  # cycle-counter ticks the claimed steps saved (negative: lost)
+CONTROL_SIZE = 24
 
+# States of the step word.
+STEP_IDLE = 0
+STEP_POSTED = 1
+STEP_CLAIMED = 2
+STEP_DONE = 3
 
-@intrinsic
-def call_node_threads(typingctx, address, token, op, key):
-    """Call the C function at ``address`` with three int64 arguments; returns its int64."""
-    sig = types.int64(types.int64, types.int64, types.int64, types.int64)
+#: Cycle-counter ticks without a step after which the worker gives its core back (~5 ms at
+#: 3 GHz; a tree's nodes come far more often).
+IDLE_CYCLES = 1 << 24
+#: Spin-wait hints between two looks at the stop word and the clock, and looks between two
+#: ``sched_yield`` calls.
+PAUSES_PER_LOOK = 16
+LOOKS_PER_YIELD = 64
 
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        function = builder.inttoptr(args[0], ir.FunctionType(i64, [i64] * 3).as_pointer())
-        return builder.call(function, args[1:])
-
-    return sig, codegen
+#: ``control`` of a grower that hands nothing off.
+NO_NODE_THREADS = np.zeros(CONTROL_SIZE, dtype=np.int64)
 
 
 @njit(**JIT_OPTIONS)
-def run_shard_steps(sharded, hand_off, node_threads, task0, stats0, hist0, lo0, hi0, task1,
+def hands_off(control, rows):
+    """Whether a node of ``rows`` rows (both shards) hands its second shard's step off."""
+    return control[CONTROL_MIN_ROWS] > 0 and rows >= control[CONTROL_MIN_ROWS]
+
+
+@njit(**JIT_OPTIONS)
+def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, task1,
                     stats1, hist1, lo1, hi1, X_binned, samples, buffer, y, w, n_threads):
     """Run a node's step (``_shards.shard_step``) on each row shard: the first shard's
     (``task0``, ``stats0``, slot ``hist0`` / ``lo0`` / ``hi0``) here; the second's (``task1``
-    ..., ``sharded`` only) handed to the fit's threads through ``node_threads`` when
-    ``hand_off`` (and run or resumed here when no thread can take it), else run here after
+    ..., ``sharded`` only) posted to the worker through ``control`` when ``hand_off``, and
+    run here if the worker has not claimed it when the first is done, else run here after
     the first."""
-    key = np.int64(-1)
+    hand_off = hand_off and sharded
+    began = np.int64(0)
     if hand_off:
-        key = call_node_threads(node_threads[0], node_threads[1], SUBMIT, 0)
+        began = cycle_counter()
+        atomic_store(control, CONTROL_STEP, STEP_POSTED)
     shard_step(task0, X_binned, samples, buffer, y, w, hist0, lo0, hi0, stats0, n_threads)
     if not sharded:
         return
-    if key >= 0:
-        if call_node_threads(node_threads[0], node_threads[1], WAIT, key) == 0:
+    if hand_off:
+        control[CONTROL_POSTED] += 1
+        if not compare_exchange(control, CONTROL_STEP, STEP_POSTED, STEP_IDLE):
+            own_done = cycle_counter()
+            while atomic_load(control, CONTROL_STEP) != STEP_DONE:
+                spin_pause()
+            # One thread would have run the two steps, each about as long as the first.
+            control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - cycle_counter()
+            atomic_store(control, CONTROL_STEP, STEP_IDLE)
             return
-        # No thread works on the step any more: resume it here.
-        if task1[TASK_STATE] == STATE_PARTITIONED:
-            zero_histogram(hist1, lo1, hi1)
+        control[CONTROL_TAKEN_BACK] += 1
     shard_step(task1, X_binned, samples, buffer, y, w, hist1, lo1, hi1, stats1, n_threads)
+
+
+@njit(**JIT_OPTIONS)
+def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
+                      child_stats, idle_cycles):
+    """The worker: run each step posted to ``control`` (shard 1's: ``task``, ``hist`` /
+    ``lo`` / ``hi``, ``child_stats``) until ``control[CONTROL_STOP]`` is set or no step came
+    for ``idle_cycles`` ticks; returns the number of steps it ran."""
+    served = 0
+    last_step = cycle_counter()
+    looks = 0
+    while True:
+        if (atomic_load(control, CONTROL_STEP) == STEP_POSTED
+                and compare_exchange(control, CONTROL_STEP, STEP_POSTED, STEP_CLAIMED)):
+            shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats, 1)
+            served += 1
+            control[CONTROL_SERVED] = served
+            atomic_store(control, CONTROL_STEP, STEP_DONE)
+            last_step = cycle_counter()
+            continue
+        if atomic_load(control, CONTROL_STOP) != 0:
+            return served
+        if cycle_counter() - last_step > idle_cycles:
+            return served
+        looks += 1
+        if looks == LOOKS_PER_YIELD:
+            looks = 0
+            yield_processor()
+        for _ in range(PAUSES_PER_LOOK):
+            spin_pause()
 
 
 #: Longest run of trees grown without hand-offs after hand-offs lost time (then tried again).
@@ -105,8 +157,9 @@ MAX_SKIPPED_TREES = 16
 
 
 class HandOffGovernor:
-    """Skips hand-offs for a while after a tree whose hand-offs lost time (see the module
-    docstring); one per pool, shared by the trees of a fit (``governor_for``)."""
+    """Skips hand-offs for a while after a tree whose hand-offs lost time or found no
+    thread (see the module docstring); one per pool, shared by the trees of a fit
+    (``governor_for``)."""
 
     def __init__(self):
         self.skipped = 0  # trees still to grow without hand-offs
@@ -121,10 +174,11 @@ class HandOffGovernor:
                 return False
             return True
 
-    def report(self, saved_seconds: float) -> None:
-        """What a tree's hand-offs saved (negative: lost)."""
+    def report(self, saved: float, posted: int = 0, taken_back: int = 0) -> None:
+        """What a tree's hand-offs saved (any time unit; negative: lost), and how many of
+        its ``posted`` steps the grower ran itself because no thread had claimed them."""
         with self._lock:
-            if saved_seconds < 0.0:
+            if saved < 0 or 2 * taken_back > posted:
                 self.backoff = min(max(1, 2 * self.backoff), MAX_SKIPPED_TREES)
                 self.skipped = self.backoff
             else:
@@ -145,19 +199,16 @@ def governor_for(pool: ThreadPoolExecutor) -> HandOffGovernor:
 
 
 class NodeThreads:
-    """The arrays of one sharded tree's growth and the pool its large nodes' steps go to.
+    """The worker of one sharded tree's growth, on a thread of the fit's pool.
 
     ``X_binned``, ``samples``, ``buffer`` (the partition scratch), ``y`` and ``w`` are the
     grower's own arrays; ``task``, ``child_stats``, ``hist``, ``lo`` and ``hi`` are shard 1's
     step arrays, which the grower also receives (``_shards.shard_step``). Use as a context
-    manager around the grower call: it registers itself for the callback on entry (returning
-    ``array``, the grower's ``node_threads`` argument) and unregisters on exit, reporting
-    what the tree's hand-offs saved to ``governor`` (if given).
+    manager around the grower call: on entry it submits the worker (``serve_shard_steps``)
+    to ``pool`` and returns the control array, the grower's ``node_threads`` argument; on
+    exit it stops the worker, waits until it returned (no thread touches the tree's arrays
+    afterwards) and reports what the tree's hand-offs saved to ``governor`` (if given).
     """
-
-    _registry: dict[int, NodeThreads] = {}
-    _tokens = itertools.count(1)
-    _lock = threading.Lock()
 
     def __init__(self, pool: ThreadPoolExecutor, min_rows: int, X_binned: np.ndarray,
                  samples: np.ndarray, buffer: np.ndarray, y: np.ndarray, w: np.ndarray,
@@ -165,70 +216,37 @@ class NodeThreads:
                  hi: np.ndarray, governor: HandOffGovernor | None = None):
         self.pool = pool
         self.governor = governor
-        self.saved_seconds = 0.0
-        self.n_hand_offs = 0
         self.arrays = (task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats)
-        self._pending: dict[int, tuple[Future, float, float]] = {}
-        self._keys = itertools.count(0)
-        with NodeThreads._lock:
-            self.token = next(NodeThreads._tokens)
-        self.array = np.array([_CALLBACK_ADDRESS, self.token, min_rows], dtype=np.int64)
+        self.control = np.zeros(CONTROL_SIZE, dtype=np.int64)
+        self.control[CONTROL_MIN_ROWS] = min_rows if SPIN_WAIT_SUPPORTED else 0
+        self._worker = None
 
     def __enter__(self) -> np.ndarray:
-        with NodeThreads._lock:
-            NodeThreads._registry[self.token] = self
-        return self.array
+        if self.control[CONTROL_MIN_ROWS] > 0:
+            self._worker = self.pool.submit(serve_shard_steps, self.control, *self.arrays,
+                                            IDLE_CYCLES)
+        return self.control
 
     def __exit__(self, *exc_info) -> None:
-        with NodeThreads._lock:
-            NodeThreads._registry.pop(self.token, None)
-        for future, _, _ in self._pending.values():  # only after an error inside the kernel
-            future.cancel()
-        if self.governor is not None and self.n_hand_offs > 0:
-            self.governor.report(self.saved_seconds)
+        if self._worker is None:
+            return
+        # The grower has returned: nothing is posted any more, and a worker that has not
+        # started yet either never does or returns at once.
+        self.control[CONTROL_STOP] = 1
+        if not self._worker.cancel():
+            self._worker.result()
+        self._worker = None
+        posted = int(self.control[CONTROL_POSTED])
+        if self.governor is not None and posted > 0:
+            self.governor.report(float(self.control[CONTROL_SAVED_CYCLES]), posted,
+                                 int(self.control[CONTROL_TAKEN_BACK]))
 
-    def run_step(self) -> None:
-        """Run (or resume) shard 1's step on the calling thread."""
-        shard_step(*self.arrays, 1)
+    @property
+    def served(self) -> int:
+        """Steps the worker ran."""
+        return int(self.control[CONTROL_SERVED])
 
-    def submit(self) -> int:
-        began = time.perf_counter()
-        key = next(self._keys)
-        self._pending[key] = (self.pool.submit(self.run_step), began, time.perf_counter())
-        return key
-
-    def wait(self, key) -> None:
-        entered = time.perf_counter()
-        future, began, own_begin = self._pending.pop(key)
-        # Cancel the step if no thread has started it, else let it finish, before anything
-        # can go wrong here: no thread writes to the step's arrays once this returns.
-        if future.cancel():
-            self.run_step()  # no thread took it: run it here
-        else:
-            futures_wait([future])
-            if future.exception() is not None:  # it failed part-way: resume it here
-                task, *_, hist, lo, hi, _ = self.arrays
-                if task[TASK_STATE] == STATE_PARTITIONED:
-                    zero_histogram(hist, lo, hi)  # the part may be half built
-                self.run_step()
-        # One thread would have run both shards' steps at the grower's pace.
-        self.saved_seconds += 2.0 * (entered - own_begin) - (time.perf_counter() - began)
-        self.n_hand_offs += 1
-
-
-def _callback(token, op, key):
-    """The kernel's way into Python (see the module docstring); returns -1 on failure, which
-    makes the kernel run (or resume) shard 1's step itself (SUBMIT: nothing was handed off;
-    WAIT: no thread works on the step any more)."""
-    try:
-        node_threads = NodeThreads._registry[token]
-        if op == SUBMIT:
-            return node_threads.submit()
-        node_threads.wait(key)
-        return 0
-    except BaseException:  # noqa: BLE001 - an exception cannot cross the C boundary
-        return -1
-
-
-_CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int64, *[ctypes.c_int64] * 3)(_callback)
-_CALLBACK_ADDRESS = ctypes.cast(_CALLBACK, ctypes.c_void_p).value
+    @property
+    def posted(self) -> int:
+        """Steps the grower handed off (claimed by the worker or taken back)."""
+        return int(self.control[CONTROL_POSTED])

@@ -31,8 +31,9 @@ from ._histogram import (
 )
 
 #: Compact trees with at least this many rows are grown in two shards (see the module
-#: docstring): twice the node size from which a node's step goes to another thread
-#: (``_fit.NODE_THREADS_MIN_ROWS``), so that a sharded tree has nodes worth handing off.
+#: docstring), so that a sharded tree has nodes worth handing off (from
+#: ``_fit.NODE_THREADS_MIN_ROWS`` rows). Kept at its first value when the hand-off threshold
+#: was lowered: sharding changes a tree's last bits, so lowering it would change models.
 SHARD_MIN_ROWS = 20_000
 
 # Columns of a step's task array.
@@ -43,17 +44,12 @@ TASK_START = 3  # the shard's segment of the node
 TASK_END = 4
 TASK_BUILD = 5  # which part's histogram to build: BUILD_* below
 TASK_MID = 6  # out: end of the left child's rows in the segment
-TASK_STATE = 7  # STATE_* below: how far the step got (a failed step is resumed from there)
-TASK_SIZE = 8
+TASK_SIZE = 7
 
 BUILD_NONE = -1
 BUILD_LEFT = 0
 BUILD_RIGHT = 1
 BUILD_ALL = 2
-
-STATE_NEW = 0
-STATE_PARTITIONED = 1
-STATE_DONE = 2
 
 
 def shard_rows(n_samples: int, compact: bool) -> int:
@@ -66,7 +62,7 @@ def shard_rows(n_samples: int, compact: bool) -> int:
 
 @njit(**JIT_OPTIONS)
 def set_task(task, feature, split_bin, missing_left, start, end, build):
-    """Describe a step in ``task`` (state new)."""
+    """Describe a step in ``task``."""
     task[TASK_FEATURE] = feature
     task[TASK_BIN] = split_bin
     task[TASK_MISSING_LEFT] = 1 if missing_left else 0
@@ -74,7 +70,6 @@ def set_task(task, feature, split_bin, missing_left, start, end, build):
     task[TASK_END] = end
     task[TASK_BUILD] = build
     task[TASK_MID] = end
-    task[TASK_STATE] = STATE_NEW
 
 
 @njit(**JIT_OPTIONS)
@@ -85,41 +80,34 @@ def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats,
     is the scratch), writing the left child's end to ``task[TASK_MID]`` and the two
     children's stats vectors of this segment to ``child_stats[0]`` / ``[1]``; then builds
     the compact histogram of the part ``task[TASK_BUILD]`` names (left or right child, or the
-    whole segment) into the zeroed slot ``hist`` / ``lo`` / ``hi``. A task whose state says
-    it was partitioned already resumes with the histogram (after a failure elsewhere).
+    whole segment) into the zeroed slot ``hist`` / ``lo`` / ``hi``.
     """
     start = task[TASK_START]
     end = task[TASK_END]
-    if task[TASK_STATE] == STATE_NEW:
-        mid = end
-        if task[TASK_FEATURE] >= 0:
-            child_stats[:] = 0.0
-            missing_bin = hist.shape[1] - 1
-            missing_left = task[TASK_MISSING_LEFT] == 1
-            if hist.shape[2] == 2:  # unit weights
-                mid = partition_unit_squared_error(
-                    task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                    X_binned, missing_bin, buffer[start:end], y, child_stats[0],
-                    child_stats[1])
-            else:
-                mid = partition_histogram_stable(
-                    task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                    X_binned, missing_bin, buffer[start:end], y, w, CRITERION_SQUARED_ERROR,
-                    child_stats[0], child_stats[1])
-        task[TASK_MID] = mid
-        task[TASK_STATE] = STATE_PARTITIONED
-    if task[TASK_STATE] == STATE_PARTITIONED:
-        build = task[TASK_BUILD]
-        if build != BUILD_NONE:
-            first = start
-            last = end
-            if build == BUILD_LEFT:
-                last = task[TASK_MID]
-            elif build == BUILD_RIGHT:
-                first = task[TASK_MID]
-            build_compact_histogram(hist, lo, hi, X_binned, samples, first, last, y, w,
-                                    n_threads)
-        task[TASK_STATE] = STATE_DONE
+    mid = end
+    if task[TASK_FEATURE] >= 0:
+        child_stats[:] = 0.0
+        missing_bin = hist.shape[1] - 1
+        missing_left = task[TASK_MISSING_LEFT] == 1
+        if hist.shape[2] == 2:  # unit weights
+            mid = partition_unit_squared_error(
+                task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
+                X_binned, missing_bin, buffer[start:end], y, child_stats[0], child_stats[1])
+        else:
+            mid = partition_histogram_stable(
+                task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
+                X_binned, missing_bin, buffer[start:end], y, w, CRITERION_SQUARED_ERROR,
+                child_stats[0], child_stats[1])
+    task[TASK_MID] = mid
+    build = task[TASK_BUILD]
+    if build != BUILD_NONE:
+        first = start
+        last = end
+        if build == BUILD_LEFT:
+            last = mid
+        elif build == BUILD_RIGHT:
+            first = mid
+        build_compact_histogram(hist, lo, hi, X_binned, samples, first, last, y, w, n_threads)
 
 
 @njit(**JIT_OPTIONS)
