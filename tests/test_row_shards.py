@@ -35,14 +35,16 @@ needs_spin_wait = pytest.mark.skipif(not _atomics.SPIN_WAIT_SUPPORTED,
 
 
 def record_hand_offs(monkeypatch):
-    """A list that gets each sharded tree's ``(posted, served, taken back)`` steps."""
+    """A list that gets each sharded tree's ``(posted, served, taken back, scans posted,
+    scans served)`` hand-offs."""
     counts = []
     leave = _node_threads.NodeThreads.__exit__
 
     def leave_and_count(self, *exc_info):
         leave(self, *exc_info)
         counts.append((self.posted, self.served,
-                       int(self.control[_node_threads.CONTROL_TAKEN_BACK])))
+                       int(self.control[_node_threads.CONTROL_TAKEN_BACK]), self.scans_posted,
+                       self.scans_served))
 
     monkeypatch.setattr(_node_threads.NodeThreads, "__exit__", leave_and_count)
     return counts
@@ -76,7 +78,7 @@ def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything
                                       max_bins=40, subsample=0.8, random_state=0,
                                       n_jobs=n_jobs)
             .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
-    posted, served, taken_back = np.sum(counts, axis=0)
+    posted, served, taken_back, _, _ = np.sum(counts, axis=0)
     assert len(counts) == 5 and posted > 5 * 6  # the root and most splits of every tree
     assert served + taken_back == posted  # ran by the worker or by the grower, once each
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
@@ -185,33 +187,38 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
     for name in TREE_ARRAYS:
         assert np.array_equal(getattr(serial, name), getattr(tree, name))
     assert np.array_equal(serial_leaves, leaves)
-    [(posted, served, taken_back)] = counts
+    [(posted, served, taken_back, _, _)] = counts
     assert posted > 5 and served == 0 and taken_back == posted
 
 
 @needs_spin_wait
-def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeypatch):
+@pytest.mark.parametrize("max_features", [8, 3])
+def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeypatch,
+                                                                         max_features):
     monkeypatch.setattr(_shards, "SHARD_MIN_ROWS", 1)
     monkeypatch.setattr(_fit, "NODE_THREADS_MIN_ROWS", 1)
     X, y = make_regression(60_000, 8, noise=1.0, random_state=6)
     data = prepare_tree_data(X, 255, 0)
     w = np.ones(60_000)
-    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, 8, -1, 2, 20, 0.0, 0.0, 31)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, max_features, -1, 2, 20, 0.0,
+                          0.0, 31)
     serial = grow_tree_on(data, y, w, 1, params, 0, row_shards=True)
     counts = record_hand_offs(monkeypatch)
     with ThreadPoolExecutor(2) as pool:
-        # The worker claims a step only if it got a core before the grower finished its own
-        # half; on a loaded machine that may take a few trees.
+        # The worker claims work only if it got a core before the grower finished its own
+        # share; on a loaded machine that may take a few trees. Scans go to it from the second
+        # tree on (the first regrows the histogram pool the worker was given).
         for _ in range(30):
             monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
             tree = grow_tree_on(data, y, w, 1, params, 0, pool=pool, pool_threads=2,
                                 row_shards=True)
             for name in TREE_ARRAYS:
                 assert np.array_equal(getattr(serial, name), getattr(tree, name))
-            if counts[-1][1] > 0:
+            if np.sum(counts, axis=0)[4] >= 10:
                 break
-    posted, served, taken_back = counts[-1]
-    assert served > 0 and served + taken_back == posted
+    posted, served, taken_back, scans_posted, scans_served = np.sum(counts, axis=0)
+    assert served + taken_back == posted
+    assert scans_served >= 10 and served > scans_served  # steps and scans both ran there
 
 
 def test_the_worker_returns_when_stopped_or_idle():
@@ -221,6 +228,7 @@ def test_the_worker_returns_when_stopped_or_idle():
               np.full(2, 3, dtype=np.int64), np.full(2, -1, dtype=np.int64), np.zeros((2, 3)))
     control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
     control[_node_threads.CONTROL_STOP] = 1
+    arrays = (*arrays, *_node_threads.NO_SCANS)
     assert _node_threads.serve_shard_steps(control, *arrays, 1 << 62) == 0
     if _atomics.SPIN_WAIT_SUPPORTED:  # no clock elsewhere: it only stops when told
         control[_node_threads.CONTROL_STOP] = 0

@@ -35,6 +35,7 @@ from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
+from ._split_record import split_record_size
 from ._tree import Tree
 
 
@@ -197,27 +198,32 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                and params.criterion == CRITERION_SQUARED_ERROR)
     n_shard0 = shard_rows(n_samples, compact)
     shard = _NO_SHARD
+    scan_record = _NO_SCAN_RECORD
     if n_shard0 < n_samples:
         n_hist_stats = 2 if unit_weights(w, samples) else 3  # as grow_tree decides
         shard = (np.zeros(TASK_SIZE, dtype=np.int64), np.zeros((2, n_stats)),
                  np.zeros((data.n_features, n_hist_bins, n_hist_stats)),
                  np.full(data.n_features, n_hist_bins, dtype=np.int64),
                  np.full(data.n_features, -1, dtype=np.int64))
+        scan_record = np.zeros(n_stats + split_record_size(n_stats))
+    # Taken out while the kernel uses it, put back when it returned (zeroed): a kernel that
+    # never returns leaves no half-used pool behind.
+    pool_arrays = _THREAD_STATE.__dict__.pop("hist_pool", _EMPTY_HIST_POOL)
     node_threads = contextlib.nullcontext(NO_NODE_THREADS)
     governor = None
     if (pool is not None and pool_threads > 1 and n_shard0 < n_samples
             and n_samples >= NODE_THREADS_MIN_ROWS):
         governor = governor_for(pool)
     if governor is not None and governor.hand_off_next_tree():
+        # The worker also scans nodes while the grower keeps this pool (the previous tree's).
+        scans = (scan_record, *pool_arrays, thresholds, params.min_samples_leaf,
+                 float(params.min_weight_leaf), params.max_features)
         node_threads = NodeThreads(pool, NODE_THREADS_MIN_ROWS, X_binned, samples,
-                                   partition_buffer, y_kernel, w, *shard, governor)
+                                   partition_buffer, y_kernel, w, *shard, scans, governor)
 
     parallel = (n_threads > 1 and data.max_bins is not None
                 and _PARALLEL_LOCK.acquire(blocking=False))
     try:
-        # Taken out while the kernel uses it, put back when it returned (zeroed): a kernel
-        # that never returns leaves no half-used pool behind.
-        pool_arrays = _THREAD_STATE.__dict__.pop("hist_pool", _EMPTY_HIST_POOL)
         with node_threads as node_threads_array:
             node_int, node_float, node_stats, *pool_arrays = grow_tree(
                 params.is_random, params.criterion, n_stats, y_kernel,
@@ -225,7 +231,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                 params.max_features, params.max_depth, params.min_samples_split,
                 params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
                 params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1,
-                node_threads_array, *pool_arrays, n_shard0, partition_buffer, *shard)
+                node_threads_array, *pool_arrays, n_shard0, partition_buffer, *shard,
+                scan_record)
         if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
             _THREAD_STATE.hist_pool = pool_arrays
     finally:
@@ -265,6 +272,7 @@ _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
 NODE_THREADS_MIN_ROWS = 5_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+_NO_SCAN_RECORD = np.zeros(0)
 
 
 def row_index_dtype(n_rows: int) -> type:

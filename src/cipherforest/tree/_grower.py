@@ -46,7 +46,17 @@ from ._histogram import (
     unit_weights,
     zero_histogram,
 )
-from ._node_threads import hands_off, run_shard_steps
+from ._node_threads import (
+    CONTROL_SCAN_SEED,
+    CONTROL_SCAN_SLOT,
+    CONTROL_SCANS_POSTED,
+    SCAN_POSTED,
+    collect,
+    hands_off,
+    hands_off_scan,
+    post,
+    run_shard_steps,
+)
 from ._rng import child_seed, rand_int
 from ._shards import (
     BUILD_ALL,
@@ -135,7 +145,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
               n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
-              shard_hi):
+              shard_hi, scan_record):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
     its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
@@ -160,7 +170,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     a worker thread through the control array ``node_threads`` (``_node_threads``: the same
     tree either way). Column
     ``SHARD0_SAMPLES`` of ``node_int`` counts each node's rows in the first shard. Other
-    trees ignore these arguments (one shard).
+    trees ignore these arguments (one shard). The same worker scans one of two sibling
+    nodes with compact histograms when ``node_threads[CONTROL_HIST_POOL]`` is the address of
+    ``hist_pool`` (the worker holds that pool) and ``scan_record`` has room for a node's
+    stats and its split record (``_node_threads``).
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -319,6 +332,19 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     while True:
         # ---- evaluate pending nodes: find their best split, push them to the frontier
+        # Two children with compact histograms: the worker (if any) scans the second while
+        # this thread scans the first.
+        scan_posted = (compact and n_pending == 2 and pending_hist[0] >= 0
+                       and pending_hist[1] >= 0
+                       and hands_off_scan(node_threads, hist_pool, scan_record, n_stats))
+        scan_began = np.int64(0)
+        if scan_posted:
+            for k in range(n_stats):
+                scan_record[k] = node_stats[pending_node[1], k]
+            node_threads[CONTROL_SCAN_SLOT] = pending_hist[1]
+            node_threads[CONTROL_SCAN_SEED] = np.int64(pending_seed[1])
+            node_threads[CONTROL_SCANS_POSTED] += 1
+            scan_began = post(node_threads, SCAN_POSTED)
         for p in range(n_pending):
             node_id = pending_node[p]
             start = pending_start[p]
@@ -348,10 +374,14 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             reset_split(split)
             stats = node_stats[node_id]
             n_visited = 0
+            n_scanned = n_features
+            if scan_posted and p == 1 and collect(node_threads, SCAN_POSTED, scan_began):
+                split[:] = scan_record[n_stats:]  # the worker scanned this node
+                n_scanned = 0
             rng_state[0] = pending_seed[p]
             for j in range(n_features):
                 features[j] = j
-            for j in range(n_features):
+            for j in range(n_scanned):
                 k = rand_int(rng_state, j, n_features)
                 tmp = features[j]
                 features[j] = features[k]

@@ -1,39 +1,47 @@
-"""Hand a node's step in the second row shard from inside the grower kernel to a spinning
-worker thread.
+"""Hand work from inside the grower kernel to a spinning worker thread: the second row
+shard's step of a node, and the split scan of one of two sibling nodes.
 
 The grower (``_grower.grow_tree``) is one nogil numba kernel per tree. A sharded tree
 (``_shards``) partitions each node's two row segments separately and builds each shard's
 part of a child's histogram. While such a tree grows, one of the fit's pool threads runs
 ``serve_shard_steps``, another nogil kernel, which spins on one word of a shared int64
-array, the *control* (``CONTROL_*`` below); for nodes of at least
-``control[CONTROL_MIN_ROWS]`` rows the grower hands it the second shard's step through that
-word, with atomic operations only (``_atomics``):
+array, the *control* (``CONTROL_*`` below). The grower hands it work through that word,
+with atomic operations only (``_atomics``):
 
-* the grower describes the step in shard 1's task array and sets the word to ``POSTED``,
-  then runs shard 0's step itself;
-* the worker moves ``POSTED`` to ``CLAIMED`` (compare-and-exchange), runs the step and sets
-  ``DONE``;
-* the grower, its own step done, takes a step still ``POSTED`` back (the worker has not
-  started: the other core is busy, or the worker has not arrived yet) and runs it itself,
-  or waits for ``DONE``.
+* the grower describes the work (a step: in shard 1's task array; a scan: its histogram
+  slot and seed in the control, its node's stats in the scan record) and sets the word to
+  ``STEP_POSTED`` or ``SCAN_POSTED`` (``post``), then does its own share;
+* the worker moves the word to ``STEP_CLAIMED`` (compare-and-exchange), does the work and
+  sets ``STEP_DONE``;
+* the grower, its own share done, takes work still posted back (the worker has not
+  started: the other core is busy, or the worker has not arrived yet) and does it itself,
+  or waits for ``STEP_DONE`` (``collect``).
+
+Steps go for nodes of at least ``control[CONTROL_MIN_ROWS]`` rows: the grower runs shard
+0's step meanwhile. Scans go when two children with compact histograms wait for their best
+split: the grower scans the first meanwhile, and the worker records the second's split in
+the scan record (``scan_compact_node``: the grower's feature loop, in the same feature
+order). A scan reads a slot of the grower's histogram pool, which the worker received when
+the tree started; it is posted only while the grower still uses that pool (its address is
+in ``control[CONTROL_HIST_POOL]``; a pool regrown in the kernel is a new one).
 
 A hand-off thus costs about a cache line's trip between the cores instead of a thread's
-wake-up, and a fit never waits for a thread that cannot run. The step writes into arrays of
+wake-up, and a fit never waits for a thread that cannot run. A step writes into arrays of
 its own (the task, shard 1's child stats and histogram part) and touches only shard 1's
-segment of the row order and of the partition buffer, so the two threads share no memory
-but the control until the grower adds the parts; a step computes the same whichever thread
-runs it, so the tree is the same as one thread grows.
+segment of the row order and of the partition buffer, a scan only the scan record, so the
+two threads share no memory they both write but the control; work computes the same
+whichever thread does it, so the tree is the same as one thread grows.
 
 The worker spins only while its tree grows: ``NodeThreads`` submits it when the tree
-starts and sets ``CONTROL_STOP`` when the grower returned; a worker that got no step for
+starts and sets ``CONTROL_STOP`` when the grower returned; a worker that got nothing for
 ``IDLE_CYCLES`` returns early. Between spins it calls ``sched_yield`` now and then, so a
 busy core's other threads run. Whether the hand-offs pay depends on the other core being
-free: the grower counts what they saved (its own step's time minus its wait, per claimed
-step) and the steps it took back, and the fit's ``HandOffGovernor`` skips hand-offs for the
+free: the grower counts what they saved (its own share's time minus its wait, per claimed
+hand-off) and what it took back, and the fit's ``HandOffGovernor`` skips hand-offs for the
 next 1, 2, 4, ... (at most ``MAX_SKIPPED_TREES``) trees after a tree whose hand-offs lost
 time or were mostly taken back, and hands off again after that to check.
 
-Spinning needs x86-64 (``_atomics.SPIN_WAIT_SUPPORTED``); elsewhere no step is handed off.
+Spinning needs x86-64 (``_atomics.SPIN_WAIT_SUPPORTED``); elsewhere nothing is handed off.
 """
 
 from __future__ import annotations
@@ -55,24 +63,34 @@ from ._atomics import (
     yield_processor,
 )
 from ._common import JIT_OPTIONS
+from ._histogram import best_split_compact_feature
+from ._rng import rand_int
 from ._shards import shard_step
+from ._split_record import SPLIT_LEFT, reset_split
 
 # Words of the control array, each group on its own cache line: the step word (grower and
-# worker), the worker's words, the grower's words.
+# worker), the worker's words, the grower's words (and the histogram pool's address, from
+# Python).
 CONTROL_STEP = 0
 CONTROL_STOP = 8  # set (by Python) when the tree is grown: the worker returns
-CONTROL_SERVED = 9  # steps the worker ran
+CONTROL_SERVED = 9  # steps and scans the worker ran
+CONTROL_SCANS_SERVED = 10  # of which scans
 CONTROL_MIN_ROWS = 16  # nodes of at least this many rows are handed off; 0: none
-CONTROL_POSTED = 17  # steps the grower handed off
+CONTROL_POSTED = 17  # steps and scans the grower handed off
 CONTROL_TAKEN_BACK = 18  # of which it ran itself, unclaimed
-CONTROL_SAVED_CYCLES = 19  # cycle-counter ticks the claimed steps saved (negative: lost)
+CONTROL_SAVED_CYCLES = 19  # cycle-counter ticks the claimed ones saved (negative: lost)
+CONTROL_SCAN_SLOT = 20  # a posted scan's histogram slot
+CONTROL_SCAN_SEED = 21  # and its node's seed (the uint64's bits)
+CONTROL_HIST_POOL = 22  # address of the worker's histogram pool; 0: no scans
+CONTROL_SCANS_POSTED = 23  # of the posted, scans
 CONTROL_SIZE = 24
 
 # States of the step word.
 STEP_IDLE = 0
-STEP_POSTED = 1
+STEP_POSTED = 1  # a shard step
 STEP_CLAIMED = 2
 STEP_DONE = 3
+SCAN_POSTED = 4  # a node's split scan
 
 #: Cycle-counter ticks without a step after which the worker gives its core back (~5 ms at
 #: 3 GHz; a tree's nodes come far more often).
@@ -93,6 +111,33 @@ def hands_off(control, rows):
 
 
 @njit(**JIT_OPTIONS)
+def post(control, state):
+    """Hand the work described in the shared arrays to the worker (``state``: what it is);
+    returns the time it was posted."""
+    began = cycle_counter()
+    atomic_store(control, CONTROL_STEP, state)
+    return began
+
+
+@njit(**JIT_OPTIONS)
+def collect(control, state, began):
+    """After the grower's own share of the work posted at ``began``: whether the worker ran
+    the posted ``state`` (waits for it to finish), or the grower must (no thread claimed
+    it; it is withdrawn)."""
+    control[CONTROL_POSTED] += 1
+    if compare_exchange(control, CONTROL_STEP, state, STEP_IDLE):
+        control[CONTROL_TAKEN_BACK] += 1
+        return False
+    own_done = cycle_counter()
+    while atomic_load(control, CONTROL_STEP) != STEP_DONE:
+        spin_pause()
+    # One thread would have done both shares, each about as long as the grower's own.
+    control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - cycle_counter()
+    atomic_store(control, CONTROL_STEP, STEP_IDLE)
+    return True
+
+
+@njit(**JIT_OPTIONS)
 def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, task1,
                     stats1, hist1, lo1, hi1, X_binned, samples, buffer, y, w, n_threads):
     """Run a node's step (``_shards.shard_step``) on each row shard: the first shard's
@@ -103,46 +148,93 @@ def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, 
     hand_off = hand_off and sharded
     began = np.int64(0)
     if hand_off:
-        began = cycle_counter()
-        atomic_store(control, CONTROL_STEP, STEP_POSTED)
+        began = post(control, STEP_POSTED)
     shard_step(task0, X_binned, samples, buffer, y, w, hist0, lo0, hi0, stats0, n_threads)
     if not sharded:
         return
-    if hand_off:
-        control[CONTROL_POSTED] += 1
-        if not compare_exchange(control, CONTROL_STEP, STEP_POSTED, STEP_IDLE):
-            own_done = cycle_counter()
-            while atomic_load(control, CONTROL_STEP) != STEP_DONE:
-                spin_pause()
-            # One thread would have run the two steps, each about as long as the first.
-            control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - cycle_counter()
-            atomic_store(control, CONTROL_STEP, STEP_IDLE)
-            return
-        control[CONTROL_TAKEN_BACK] += 1
+    if hand_off and collect(control, STEP_POSTED, began):
+        return
     shard_step(task1, X_binned, samples, buffer, y, w, hist1, lo1, hi1, stats1, n_threads)
 
 
 @njit(**JIT_OPTIONS)
+def hands_off_scan(control, hist_pool, scan_record, n_stats):
+    """Whether the grower may post a node's split scan: a worker runs, it holds the
+    grower's histogram pool (the pool was not regrown since), and ``scan_record`` fits."""
+    return (control[CONTROL_MIN_ROWS] > 0 and control[CONTROL_HIST_POOL] != 0
+            and control[CONTROL_HIST_POOL] == hist_pool.ctypes.data
+            and scan_record.shape[0] == n_stats + SPLIT_LEFT + 2 * n_stats)
+
+
+@njit(**JIT_OPTIONS)
+def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_leaf,
+                      min_weight_leaf, max_features, features, rng_state, split, cum, left,
+                      right):
+    """A compact node's best split into ``split``: the grower's feature loop for compact
+    histograms, its feature order drawn from ``seed`` up front (the grower draws it as it
+    goes; without random thresholds nothing else draws, so the order is the same)."""
+    n_features = features.shape[0]
+    rng_state[0] = seed
+    for j in range(n_features):
+        features[j] = j
+    for j in range(n_features):
+        k = rand_int(rng_state, j, n_features)
+        swapped = features[j]
+        features[j] = features[k]
+        features[k] = swapped
+    reset_split(split)
+    n_visited = 0
+    for j in range(n_features):
+        if best_split_compact_feature(features[j], hist, lo, hi, bin_thresholds, stats,
+                                      min_samples_leaf, min_weight_leaf, split, cum, left,
+                                      right):
+            n_visited += 1
+            if n_visited >= max_features:
+                break
+
+
+@njit(**JIT_OPTIONS)
 def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
-                      child_stats, idle_cycles):
+                      child_stats, scan_record, hist_pool, hist_lo, hist_hi, bin_thresholds,
+                      min_samples_leaf, min_weight_leaf, max_features, idle_cycles):
     """The worker: run each step posted to ``control`` (shard 1's: ``task``, ``hist`` /
-    ``lo`` / ``hi``, ``child_stats``) until ``control[CONTROL_STOP]`` is set or no step came
-    for ``idle_cycles`` ticks; returns the number of steps it ran."""
+    ``lo`` / ``hi``, ``child_stats``) and each split scan (of slot
+    ``control[CONTROL_SCAN_SLOT]`` of ``hist_pool``; the node's stats in
+    ``scan_record[:n_stats]``, the split recorded after them) until
+    ``control[CONTROL_STOP]`` is set or nothing came for ``idle_cycles`` ticks; returns the
+    number it ran."""
+    n_stats = child_stats.shape[1]
+    features = np.zeros(bin_thresholds.shape[0], dtype=np.int64)
+    rng_state = np.zeros(1, dtype=np.uint64)
+    cum = np.zeros(n_stats)
+    left = np.zeros(n_stats)
+    right = np.zeros(n_stats)
     served = 0
-    last_step = cycle_counter()
+    last_work = cycle_counter()
     looks = 0
     while True:
-        if (atomic_load(control, CONTROL_STEP) == STEP_POSTED
-                and compare_exchange(control, CONTROL_STEP, STEP_POSTED, STEP_CLAIMED)):
-            shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats, 1)
-            served += 1
-            control[CONTROL_SERVED] = served
-            atomic_store(control, CONTROL_STEP, STEP_DONE)
-            last_step = cycle_counter()
+        state = atomic_load(control, CONTROL_STEP)
+        if state == STEP_POSTED or state == SCAN_POSTED:
+            if compare_exchange(control, CONTROL_STEP, state, STEP_CLAIMED):
+                if state == STEP_POSTED:
+                    shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi,
+                               child_stats, 1)
+                else:
+                    control[CONTROL_SCANS_SERVED] += 1
+                    slot = control[CONTROL_SCAN_SLOT]
+                    scan_compact_node(np.uint64(control[CONTROL_SCAN_SEED]), hist_pool[slot],
+                                      hist_lo[slot], hist_hi[slot], bin_thresholds,
+                                      scan_record[:n_stats], min_samples_leaf,
+                                      min_weight_leaf, max_features, features, rng_state,
+                                      scan_record[n_stats:], cum, left, right)
+                served += 1
+                control[CONTROL_SERVED] = served
+                atomic_store(control, CONTROL_STEP, STEP_DONE)
+                last_work = cycle_counter()
             continue
         if atomic_load(control, CONTROL_STOP) != 0:
             return served
-        if cycle_counter() - last_step > idle_cycles:
+        if cycle_counter() - last_work > idle_cycles:
             return served
         looks += 1
         if looks == LOOKS_PER_YIELD:
@@ -198,33 +290,47 @@ def governor_for(pool: ThreadPoolExecutor) -> HandOffGovernor:
         return governor
 
 
+#: ``NodeThreads``' ``scans`` when the worker scans nothing: arrays of the right types.
+NO_SCANS = (np.zeros(0), np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
+            np.zeros((0, 0), dtype=np.int64), np.zeros((0, 0)), 1, 0.0, 1)
+
+
 class NodeThreads:
     """The worker of one sharded tree's growth, on a thread of the fit's pool.
 
     ``X_binned``, ``samples``, ``buffer`` (the partition scratch), ``y`` and ``w`` are the
     grower's own arrays; ``task``, ``child_stats``, ``hist``, ``lo`` and ``hi`` are shard 1's
-    step arrays, which the grower also receives (``_shards.shard_step``). Use as a context
-    manager around the grower call: on entry it submits the worker (``serve_shard_steps``)
-    to ``pool`` and returns the control array, the grower's ``node_threads`` argument; on
-    exit it stops the worker, waits until it returned (no thread touches the tree's arrays
-    afterwards) and reports what the tree's hand-offs saved to ``governor`` (if given).
+    step arrays, which the grower also receives (``_shards.shard_step``). ``scans``, if
+    given, lets the worker scan nodes too: ``(scan_record, hist_pool, hist_lo, hist_hi,
+    bin_thresholds, min_samples_leaf, min_weight_leaf, max_features)``, the grower's
+    ``scan_record`` and histogram pool (scans are posted only while the grower still uses
+    that pool) and its split parameters. Use as a context manager around the grower call: on
+    entry it submits the worker (``serve_shard_steps``) to ``pool`` and returns the control
+    array, the grower's ``node_threads`` argument; on exit it stops the worker, waits until
+    it returned (no thread touches the tree's arrays afterwards) and reports what the tree's
+    hand-offs saved to ``governor`` (if given).
     """
 
     def __init__(self, pool: ThreadPoolExecutor, min_rows: int, X_binned: np.ndarray,
                  samples: np.ndarray, buffer: np.ndarray, y: np.ndarray, w: np.ndarray,
                  task: np.ndarray, child_stats: np.ndarray, hist: np.ndarray, lo: np.ndarray,
-                 hi: np.ndarray, governor: HandOffGovernor | None = None):
+                 hi: np.ndarray, scans: tuple | None = None,
+                 governor: HandOffGovernor | None = None):
         self.pool = pool
         self.governor = governor
-        self.arrays = (task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats)
         self.control = np.zeros(CONTROL_SIZE, dtype=np.int64)
         self.control[CONTROL_MIN_ROWS] = min_rows if SPIN_WAIT_SUPPORTED else 0
+        if scans is None:
+            scans = NO_SCANS
+        else:
+            self.control[CONTROL_HIST_POOL] = scans[1].ctypes.data if scans[1].size else 0
+        self.arguments = (self.control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
+                          child_stats, *scans, IDLE_CYCLES)
         self._worker = None
 
     def __enter__(self) -> np.ndarray:
         if self.control[CONTROL_MIN_ROWS] > 0:
-            self._worker = self.pool.submit(serve_shard_steps, self.control, *self.arrays,
-                                            IDLE_CYCLES)
+            self._worker = self.pool.submit(serve_shard_steps, *self.arguments)
         return self.control
 
     def __exit__(self, *exc_info) -> None:
@@ -243,10 +349,20 @@ class NodeThreads:
 
     @property
     def served(self) -> int:
-        """Steps the worker ran."""
+        """Steps and scans the worker ran."""
         return int(self.control[CONTROL_SERVED])
 
     @property
+    def scans_posted(self) -> int:
+        """Split scans among ``posted``."""
+        return int(self.control[CONTROL_SCANS_POSTED])
+
+    @property
+    def scans_served(self) -> int:
+        """Split scans among ``served``."""
+        return int(self.control[CONTROL_SCANS_SERVED])
+
+    @property
     def posted(self) -> int:
-        """Steps the grower handed off (claimed by the worker or taken back)."""
+        """Steps and scans the grower handed off (claimed by the worker or taken back)."""
         return int(self.control[CONTROL_POSTED])
