@@ -3,19 +3,30 @@ worker thread (``tree._node_threads``): the same tree on any number of threads, 
 unsharded tree up to rounding, and a fit that never waits for a thread that cannot run."""
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numba import njit
 from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.tree import _atomics, _fit, _node_threads, _shards
-from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
+from cipherforest.tree._common import (
+    CRITERION_GINI,
+    CRITERION_SQUARED_ERROR,
+    STAT_FIRST,
+    n_criterion_stats,
+)
+from cipherforest.tree._criteria import add_sample
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
-from cipherforest.tree._shards import add_partial_histogram, gather_segments
+from cipherforest.tree._histogram import build_compact_histogram
+from cipherforest.tree._node_threads import scan_compact_node
+from cipherforest.tree._shards import add_partial_histogram, gather_segments, shard_step
+from cipherforest.tree._split_record import split_record_size
 from test_gb_kernels import with_nan  # the tests directory is on sys.path
 
 TREE_ARRAYS = ("threshold", "feature", "children_left", "children_right", "n_node_samples",
@@ -205,20 +216,91 @@ def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeyp
     serial = grow_tree_on(data, y, w, 1, params, 0, row_shards=True)
     counts = record_hand_offs(monkeypatch)
     with ThreadPoolExecutor(2) as pool:
-        # The worker claims work only if it got a core before the grower finished its own
-        # share; on a loaded machine that may take a few trees. Scans go to it from the second
-        # tree on (the first regrows the histogram pool the worker was given).
-        for _ in range(30):
+        # The worker claims work only if it has a core while the grower does its own share:
+        # under load (pytest -n 2 on two cores) that can take many trees. Scans go to it
+        # from the second tree on (the first regrows the histogram pool the worker was given).
+        began = time.monotonic()
+        while sum(c[4] for c in counts) < 10 and time.monotonic() - began < 30:
             monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
             tree = grow_tree_on(data, y, w, 1, params, 0, pool=pool, pool_threads=2,
                                 row_shards=True)
             for name in TREE_ARRAYS:
                 assert np.array_equal(getattr(serial, name), getattr(tree, name))
-            if np.sum(counts, axis=0)[4] >= 10:
-                break
     posted, served, taken_back, scans_posted, scans_served = np.sum(counts, axis=0)
-    assert served + taken_back == posted
-    assert scans_served >= 10 and served > scans_served  # steps and scans both ran there
+    assert served + taken_back == posted and scans_posted > 0
+    if scans_served < 10:  # the protocol itself is tested without timing below
+        pytest.skip(f"the worker found a core for {scans_served} scans in 30 s (busy machine)")
+    assert served > scans_served  # steps and scans both ran there
+
+
+@njit(nogil=True)
+def post_and_wait(control, state):
+    """Post like the grower, but wait for the worker instead of taking the work back."""
+    _node_threads.post(control, state)
+    while _atomics.atomic_load(control, _node_threads.CONTROL_STEP) != _node_threads.STEP_DONE:
+        _atomics.spin_pause()
+    _atomics.atomic_store(control, _node_threads.CONTROL_STEP, _node_threads.STEP_IDLE)
+
+
+@needs_spin_wait
+def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
+    rng = np.random.default_rng(8)
+    X, y = make_regression(5000, 6, noise=1.0, random_state=8)
+    data = prepare_tree_data(with_nan(X, rng, 0.05), 64, 0)
+    n_bins, w = data.n_hist_bins, np.ones(5000)
+    n_stats = STAT_FIRST + n_criterion_stats(CRITERION_SQUARED_ERROR, 1)
+
+    def slots(n):
+        return (np.zeros((n, 6, n_bins, 2)), np.full((n, 6), n_bins, dtype=np.int64),
+                np.full((n, 6), -1, dtype=np.int64))
+
+    # The second half of a 5,000-row node, split at feature 2's median bin; its left child's
+    # part of the histogram is built.
+    samples, buffer = np.arange(5000, dtype=np.int64), np.zeros(5000, dtype=np.int64)
+    task, stats = np.zeros(_shards.TASK_SIZE, dtype=np.int64), np.zeros((2, n_stats))
+    split_bin = int(np.median(data.X_binned[:, 2]))
+    _shards.set_task(task, 2, split_bin, True, 2500, 5000, _shards.BUILD_LEFT)
+    (hist,), (lo,), (hi,) = slots(1)
+    # A node's compact histogram in slot 1 of a pool, and its stats, for a scan.
+    pool_hist, pool_lo, pool_hi = slots(2)
+    build_compact_histogram(pool_hist[1], pool_lo[1], pool_hi[1], data.X_binned, samples, 0,
+                            5000, y, w, 1)
+    node_stats = np.zeros(n_stats)
+    for i in range(5000):
+        add_sample(node_stats, y[i], 1.0, CRITERION_SQUARED_ERROR)
+    scan_record = np.zeros(n_stats + split_record_size(n_stats))
+    scan_record[:n_stats] = node_stats
+    seed = np.uint64(2**64 - 12345)  # the top bit set: the seed crosses as an int64's bits
+
+    # What the grower would compute itself.
+    expected_samples, expected_task = samples.copy(), task.copy()
+    expected_stats, (expected_hist,), (expected_lo,), (expected_hi,) = stats.copy(), *slots(1)
+    shard_step(expected_task, data.X_binned, expected_samples, buffer.copy(), y, w,
+               expected_hist, expected_lo, expected_hi, expected_stats, 1)
+    expected_split = np.zeros(split_record_size(n_stats))
+    scan_compact_node(seed, pool_hist[1], pool_lo[1], pool_hi[1], data.bin_thresholds,
+                      node_stats, 20, 0.0, 6, np.zeros(6, dtype=np.int64),
+                      np.zeros(1, dtype=np.uint64), expected_split, np.zeros(n_stats),
+                      np.zeros(n_stats), np.zeros(n_stats))
+    assert expected_split[0] >= 0 and expected_task[_shards.TASK_MID] not in (2500, 5000)
+
+    control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
+    with ThreadPoolExecutor(1) as pool:
+        worker = pool.submit(_node_threads.serve_shard_steps, control, task, data.X_binned,
+                             samples, buffer, y, w, hist, lo, hi, stats, scan_record,
+                             pool_hist, pool_lo, pool_hi, data.bin_thresholds, 20, 0.0, 6,
+                             1 << 62)
+        post_and_wait(control, _node_threads.STEP_POSTED)
+        control[_node_threads.CONTROL_SCAN_SLOT] = 1
+        control[_node_threads.CONTROL_SCAN_SEED] = np.int64(seed.astype(np.int64))
+        post_and_wait(control, _node_threads.SCAN_POSTED)
+        control[_node_threads.CONTROL_STOP] = 1
+        assert worker.result(timeout=60) == 2
+    assert control[_node_threads.CONTROL_SCANS_SERVED] == 1
+    assert np.array_equal(samples, expected_samples) and np.array_equal(task, expected_task)
+    assert np.array_equal(stats, expected_stats)
+    assert np.array_equal(hist, expected_hist) and np.array_equal(lo, expected_lo)
+    assert np.array_equal(scan_record[n_stats:], expected_split)
 
 
 def test_the_worker_returns_when_stopped_or_idle():

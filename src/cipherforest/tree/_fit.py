@@ -269,7 +269,7 @@ _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
 #: Nodes with fewer rows run both shards' steps on the growing thread: below this, handing
 #: a node's step to the spinning worker saved little or lost (``benchmarks/histogram_kernels.py
 #: --node-handoff``, ``--node-threads``; docs/benchmarks.md, twelfth session).
-NODE_THREADS_MIN_ROWS = 5_000
+NODE_THREADS_MIN_ROWS = 2_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 _NO_SCAN_RECORD = np.zeros(0)
