@@ -27,9 +27,10 @@ there, which is how the whole-tree kernel is compared across commits.
 parts — binning, the grower kernel, the per-tree Python around it (line search, raw update,
 tree objects), the fused gradient-and-loss pass and the rest — then replays one tree's nodes
 through the grower's kernels (histogram builds of the root and the smaller children,
-partitions, split scans). ``--node-threads DATASET`` compares two-thread fits whose large
-nodes' steps (sharded trees, below) go to a worker thread from ``--min-rows`` rows
-on (0: not at all). ``--node-handoff`` times one node's split work in a sharded tree
+partitions, split scans). ``--tree-worker DATASET`` times fits on one and two threads with
+the grower kernel's share and counts what the worker thread ran. ``--node-threads DATASET``
+compares two-thread fits whose large nodes' steps (sharded trees, below) go to a worker
+thread from ``--min-rows`` rows on (0: not at all). ``--node-handoff`` times one node's split work in a sharded tree
 (``tree._shards``: each row shard's partition and its part of the smaller child's
 histogram, for a node of m rows, a sorted random subset as a node's rows sit after the
 stable partitions) with both shards' steps on one thread against the second shard's step
@@ -108,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab", metavar="DATASET",
                         help="instead: boosting fits of DATASET with this source tree and "
                              "--before-src's, alternated in one process (--repeats rounds)")
+    parser.add_argument("--tree-worker", metavar="DATASET",
+                        help="instead: boosting fits of DATASET on one and two threads, "
+                             "with the grower kernel's share and what the worker thread ran "
+                             "(--repeats rounds)")
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one sharded node's split work on one thread vs its "
                              "second half handed to a Python thread, by node size (wall time)")
@@ -127,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.node_handoff:
         time_node_handoff(args.rows, args.repeats)
+        return 0
+    if args.tree_worker:
+        time_tree_worker(args.tree_worker, args.repeats)
         return 0
     if args.profile:
         profile_fit(args.profile)
@@ -444,6 +452,79 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
         ratio = f"{base / np.median(values):.2f}×" if base else "–"
         print(f"| {label} | {np.median(values):.3f} | {min(values):.3f} | {max(values):.3f} | "
               f"{np.median(cpus[label]):.3f} | {ratio} |")
+
+
+def time_tree_worker(dataset: str, repeats: int) -> None:
+    """Wall time of boosting fits of ``dataset`` (``ensembles.py``'s model) at ``n_jobs`` 1
+    and 2, alternated in a shuffled order: the whole fit, the grower kernel's calls
+    (``tree._fit.grow_tree``) and the rest; and, per two-thread tree, what was handed to
+    the worker thread (``tree._node_threads``): shard steps and split scans posted, claimed
+    by the worker or taken back by the grower."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import cipherforest.tree._fit as fit
+    from cipherforest.tree._node_threads import CONTROL_TAKEN_BACK, NodeThreads
+    from ensembles import is_regression, load_dataset, make_model
+
+    X, _, y, _ = load_dataset(dataset)
+    regression = is_regression(dataset)
+    for n_jobs in (1, 2):  # compile, and start the worker's kernel once
+        make_model("ours_gb_hist", regression).set_params(n_estimators=3, n_jobs=n_jobs).fit(X, y)
+    kernel = fit.grow_tree
+    leave = NodeThreads.__exit__
+    spent = [0.0]
+    counts: list[tuple[int, ...]] = []
+
+    def timed_kernel(*args):
+        start = time.perf_counter()
+        try:
+            return kernel(*args)
+        finally:
+            spent[0] += time.perf_counter() - start
+
+    def leave_and_count(self, *exc_info):
+        leave(self, *exc_info)
+        counts.append((self.posted, self.served, int(self.control[CONTROL_TAKEN_BACK]),
+                       self.scans_posted, self.scans_served))
+
+    walls: dict[int, list[float]] = {1: [], 2: []}
+    kernels: dict[int, list[float]] = {1: [], 2: []}
+    per_fit = []
+    fit.grow_tree = timed_kernel
+    NodeThreads.__exit__ = leave_and_count
+    try:
+        order = np.random.default_rng(0)
+        for _ in range(repeats):
+            for n_jobs in order.permutation([1, 2]):
+                model = make_model("ours_gb_hist", regression).set_params(n_jobs=int(n_jobs))
+                spent[0] = 0.0
+                counts.clear()
+                start = time.perf_counter()
+                model.fit(X, y)
+                walls[n_jobs].append(time.perf_counter() - start)
+                kernels[n_jobs].append(spent[0])
+                if n_jobs == 2:
+                    per_fit.append((len(counts), *np.sum(counts, axis=0)) if counts else
+                                    (0, 0, 0, 0, 0, 0))
+    finally:
+        fit.grow_tree = kernel
+        NodeThreads.__exit__ = leave
+    print(f"{dataset}: boosting fits, wall s, median of {repeats} (shuffled order); "
+          f"1-min load average {os.getloadavg()[0]:.1f}")
+    print("| n_jobs | fit | grower kernel | rest of the fit |")
+    print("|---:|---:|---:|---:|")
+    for n_jobs in (1, 2):
+        fit_s, kernel_s = np.median(walls[n_jobs]), np.median(kernels[n_jobs])
+        rest = np.median(np.subtract(walls[n_jobs], kernels[n_jobs]))
+        print(f"| {n_jobs} | {fit_s:.3f} | {kernel_s:.3f} | {rest:.3f} |")
+    print(f"two threads / one: fit {np.median(walls[2]) / np.median(walls[1]):.2f}×, grower "
+          f"kernel {np.median(kernels[2]) / np.median(kernels[1]):.2f}×")
+    trees, posted, served, taken_back, scans, scans_served = np.median(per_fit, axis=0)
+    print(f"two-thread fits (medians): {trees:.0f} trees with a worker; per fit "
+          f"{posted:.0f} hand-offs posted, {served:.0f} claimed by the worker, "
+          f"{taken_back:.0f} taken back; of them {scans:.0f} split scans "
+          f"({scans_served:.0f} claimed)")
 
 
 def time_node_handoff(n: int, repeats: int) -> None:
