@@ -30,15 +30,15 @@ through the grower's kernels (histogram builds of the root and the smaller child
 partitions, split scans). ``--tree-worker DATASET`` times fits on one and two threads with
 the grower kernel's share and counts what the worker thread ran. ``--node-threads DATASET``
 compares two-thread fits whose large nodes' steps (sharded trees, below) go to a worker
-thread from ``--min-rows`` rows on (0: not at all). ``--node-handoff`` times one node's split work in a sharded tree
-(``tree._shards``: each row shard's partition and its part of the smaller child's
-histogram, for a node of m rows, a sorted random subset as a node's rows sit after the
-stable partitions) with both shards' steps on one thread against the second shard's step
-handed from the kernel to a spinning worker thread (``tree._node_threads``), in wall time, for m
-from 1k to 100k, and lists the sizes of the histograms a 31-leaf tree at 100k rows builds
-(its root and smaller children). ``--first-fit`` times the first histogram boosting fit in a
-fresh process with an empty numba cache (the histogram grower's
-compile time), for this tree and ``--before-src``.
+thread from ``--min-rows`` rows on (0: not at all). ``--node-handoff`` times one node's
+split work in a sharded tree (``tree._shards``: each row shard's partition and its part of
+the smaller child's histogram, for a node of m rows, a sorted random subset as a node's
+rows sit after the stable partitions) with both shards' steps on one thread against the
+second shard's step handed from the kernel to a spinning worker thread
+(``tree._node_threads``), in wall time, for m from 1k to 100k, and lists the sizes of the
+histograms a 31-leaf tree at 100k rows builds (its root and smaller children).
+``--first-fit`` times the first histogram boosting fit in a fresh process with an empty
+numba cache (the histogram grower's compile time), for this tree and ``--before-src``.
 
 ``--ab DATASET --before-src PATH`` compares this source tree's boosting fits with PATH's in
 ONE process: PATH's package is copied (once per change of its sources) to a cache directory
