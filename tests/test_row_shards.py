@@ -303,6 +303,74 @@ def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
     assert np.array_equal(scan_record[n_stats:], expected_split)
 
 
+@needs_spin_wait
+def test_a_grower_waiting_for_a_failed_worker_does_the_work_itself():
+    control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
+    control[_node_threads.CONTROL_STEP] = _node_threads.STEP_CLAIMED  # the worker has it...
+    timer = threading.Timer(0.05, control.__setitem__,
+                            (_node_threads.CONTROL_STEP, _node_threads.STEP_FAILED))
+    timer.start()  # ...and raises (its Python wrapper says so)
+    collected = []
+    grower = threading.Thread(  # daemon: a grower that waits forever cannot block exit
+        target=lambda: collected.append(
+            _node_threads.collect(control, _node_threads.STEP_POSTED, np.int64(0))),
+        daemon=True)
+    grower.start()
+    grower.join(timeout=60)
+    timer.join()
+    assert collected == [False], "the grower waits forever for a worker that raised"
+    assert control[_node_threads.CONTROL_STEP] == _node_threads.STEP_IDLE
+    assert control[_node_threads.CONTROL_TAKEN_BACK] == 1
+
+
+@njit(nogil=True)
+def claim_first_posted(control):
+    """Claim the first work posted to ``control`` (False if stopped first)."""
+    while _atomics.atomic_load(control, _node_threads.CONTROL_STOP) == 0:
+        state = _atomics.atomic_load(control, _node_threads.CONTROL_STEP)
+        if ((state == _node_threads.STEP_POSTED or state == _node_threads.SCAN_POSTED)
+                and _atomics.compare_exchange(control, _node_threads.CONTROL_STEP, state,
+                                              _node_threads.STEP_CLAIMED)):
+            return True
+        _atomics.spin_pause()
+    return False
+
+
+@needs_spin_wait
+def test_a_worker_that_raises_fails_the_tree_instead_of_hanging_it(monkeypatch,
+                                                                   shard_everything):
+    def claim_then_raise(control, *arguments):
+        if claim_first_posted(control):
+            raise RuntimeError("worker lost")
+        return 0
+
+    monkeypatch.setattr(_node_threads, "serve_shard_steps", claim_then_raise)
+    X, y = make_regression(3000, 5, noise=1.0, random_state=1)
+    data = prepare_tree_data(X, 64, 0)
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 64, 5, -1, 2, 5, 0.0, 0.0, 12)
+    raised = []
+
+    def grow():
+        try:
+            grow_tree_on(data, y, np.ones(3000), 1, params, 0, pool=pool, pool_threads=2,
+                         row_shards=True)
+        except RuntimeError as error:
+            raised.append(str(error))
+
+    stopped = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
+    stopped[_node_threads.CONTROL_STOP] = 1
+    assert not claim_first_posted(stopped)  # compiled before any tree
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(30):  # until the worker got a core in time to claim something
+            grower = threading.Thread(target=grow, daemon=True)  # a hung one cannot block exit
+            grower.start()
+            grower.join(timeout=60)
+            assert not grower.is_alive(), "the grower waits forever for a worker that raised"
+            if raised:
+                break
+    assert raised == ["worker lost"]
+
+
 def test_the_worker_returns_when_stopped_or_idle():
     task = np.zeros(_shards.TASK_SIZE, dtype=np.int64)
     arrays = (task, np.zeros((4, 2), dtype=np.uint8), np.arange(4, dtype=np.int64),

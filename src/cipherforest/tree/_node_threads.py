@@ -15,7 +15,9 @@ with atomic operations only (``_atomics``):
   sets ``STEP_DONE``;
 * the grower, its own share done, takes work still posted back (the worker has not
   started: the other core is busy, or the worker has not arrived yet) and does it itself,
-  or waits for ``STEP_DONE`` (``collect``).
+  or waits for ``STEP_DONE`` (``collect``); if the worker raised instead (``STEP_FAILED``,
+  set by its Python wrapper), the grower does the work itself and the exception reaches the
+  fit when the tree is grown.
 
 Steps go for nodes of at least ``control[CONTROL_MIN_ROWS]`` rows: the grower runs shard
 0's step meanwhile. Scans go when two children with compact histograms wait for their best
@@ -91,6 +93,7 @@ STEP_POSTED = 1  # a shard step
 STEP_CLAIMED = 2
 STEP_DONE = 3
 SCAN_POSTED = 4  # a node's split scan
+STEP_FAILED = 5  # the worker raised (set from Python): the grower does the work itself
 
 #: Cycle-counter ticks without a step after which the worker gives its core back (~5 ms at
 #: 3 GHz; a tree's nodes come far more often).
@@ -129,7 +132,14 @@ def collect(control, state, began):
         control[CONTROL_TAKEN_BACK] += 1
         return False
     own_done = cycle_counter()
-    while atomic_load(control, CONTROL_STEP) != STEP_DONE:
+    while True:
+        seen = atomic_load(control, CONTROL_STEP)
+        if seen == STEP_DONE:
+            break
+        if seen == STEP_FAILED:  # nothing the worker wrote is used
+            atomic_store(control, CONTROL_STEP, STEP_IDLE)
+            control[CONTROL_TAKEN_BACK] += 1
+            return False
         spin_pause()
     # One thread would have done both shares, each about as long as the grower's own.
     control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - cycle_counter()
@@ -330,8 +340,17 @@ class NodeThreads:
 
     def __enter__(self) -> np.ndarray:
         if self.control[CONTROL_MIN_ROWS] > 0:
-            self._worker = self.pool.submit(serve_shard_steps, *self.arguments)
+            self._worker = self.pool.submit(self._serve)
         return self.control
+
+    def _serve(self) -> int:
+        try:
+            return serve_shard_steps(*self.arguments)
+        except BaseException:
+            # A grower waiting for work the worker claimed would otherwise wait forever; it
+            # does the work itself, and the exception reaches the fit on exit.
+            self.control[CONTROL_STEP] = STEP_FAILED
+            raise
 
     def __exit__(self, *exc_info) -> None:
         if self._worker is None:
@@ -339,9 +358,9 @@ class NodeThreads:
         # The grower has returned: nothing is posted any more, and a worker that has not
         # started yet either never does or returns at once.
         self.control[CONTROL_STOP] = 1
-        if not self._worker.cancel():
-            self._worker.result()
-        self._worker = None
+        worker, self._worker = self._worker, None
+        if not worker.cancel():
+            worker.result()  # re-raises what the worker raised
         posted = int(self.control[CONTROL_POSTED])
         if self.governor is not None and posted > 0:
             self.governor.report(float(self.control[CONTROL_SAVED_CYCLES]), posted,
