@@ -34,7 +34,6 @@ from ._common import (
 )
 from ._criteria import add_sample, node_impurity
 from ._histogram import (
-    best_split_compact_feature,
     best_split_histogram_feature,
     best_split_small_node_feature,
     build_histogram,
@@ -56,6 +55,7 @@ from ._node_threads import (
     hands_off_scan,
     post,
     run_shard_steps,
+    scan_compact_node,
 )
 from ._rng import child_seed, rand_int
 from ._shards import (
@@ -315,7 +315,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL)
                 if sharded:
                     set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL)
-                hand_off = sharded and n_shard0 > 0 and hands_off(node_threads, n_samples)
+                hand_off = sharded and hands_off(node_threads, np.int64(0), n_shard0, n_shard0,
+                                                 n_samples)
                 run_shard_steps(sharded, hand_off, node_threads,
                                 task0, child_stats, hist_pool[slot], hist_lo[slot],
                                 hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
@@ -378,6 +379,14 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             if scan_posted and p == 1 and collect(node_threads, SCAN_POSTED, scan_began):
                 split[:] = scan_record[n_stats:]  # the worker scanned this node
                 n_scanned = 0
+            if X_binned is not None:
+                if compact and slot >= 0 and n_scanned > 0:
+                    # The worker's scan of a compact node, so both threads scan alike.
+                    scan_compact_node(pending_seed[p], hist_pool[slot], hist_lo[slot],
+                                      hist_hi[slot], bin_thresholds, stats, min_samples_leaf,
+                                      min_weight_leaf, max_features, features, rng_state,
+                                      split, cum, left, right)
+                    n_scanned = 0
             rng_state[0] = pending_seed[p]
             for j in range(n_features):
                 features[j] = j
@@ -395,10 +404,6 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             w, criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, missing, left, right, bin_buffer,
                             sample_buffer)
-                    elif compact:
-                        non_constant = best_split_compact_feature(
-                            f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
-                            stats, min_samples_leaf, min_weight_leaf, split, cum, left, right)
                     else:
                         non_constant = best_split_histogram_feature(
                             f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
@@ -480,8 +485,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             child_stats[:] = 0.0
             if compact:
                 position = np.int64(split[SPLIT_POSITION])
-                hand_off = (sharded and end > start and end1 > start1
-                            and hands_off(node_threads, (end - start) + (end1 - start1)))
+                hand_off = sharded and hands_off(node_threads, start, end, start1, end1)
                 build = BUILD_NONE
                 if hand_off and parent_slot >= 0:
                     early_small = 0 if (split[SPLIT_LEFT + STAT_COUNT]
@@ -604,11 +608,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             if sharded:
                                 set_task(shard_task, -1, 0, False, child_bounds[small, 2],
                                          child_bounds[small, 3], BUILD_ALL)
-                            small_rows = ((child_bounds[small, 1] - child_bounds[small, 0])
-                                          + (child_bounds[small, 3] - child_bounds[small, 2]))
-                            hand_off = (sharded and child_bounds[small, 1] > child_bounds[small, 0]
-                                        and child_bounds[small, 3] > child_bounds[small, 2]
-                                        and hands_off(node_threads, small_rows))
+                            hand_off = sharded and hands_off(
+                                node_threads, child_bounds[small, 0], child_bounds[small, 1],
+                                child_bounds[small, 2], child_bounds[small, 3])
                             run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
                                             hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
                                             shard_task, shard_stats, shard_hist, shard_lo,

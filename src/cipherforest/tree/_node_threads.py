@@ -22,9 +22,9 @@ with atomic operations only (``_atomics``):
 Steps go for nodes of at least ``control[CONTROL_MIN_ROWS]`` rows: the grower runs shard
 0's step meanwhile. Scans go when two children with compact histograms wait for their best
 split: the grower scans the first meanwhile, and the worker records the second's split in
-the scan record (``scan_compact_node``: the grower's feature loop, in the same feature
-order). A scan reads a slot of the grower's histogram pool, which the worker received when
-the tree started; it is posted only while the grower still uses that pool (its address is
+the scan record (``scan_compact_node``, which the grower scans compact nodes with too).
+A scan reads a slot of the grower's histogram pool, which the worker received when the
+tree started; it is posted only while the grower still uses that pool (its address is
 in ``control[CONTROL_HIST_POOL]``; a pool regrown in the kernel is a new one).
 
 A hand-off thus costs about a cache line's trip between the cores instead of a thread's
@@ -108,9 +108,12 @@ NO_NODE_THREADS = np.zeros(CONTROL_SIZE, dtype=np.int64)
 
 
 @njit(**JIT_OPTIONS)
-def hands_off(control, rows):
-    """Whether a node of ``rows`` rows (both shards) hands its second shard's step off."""
-    return control[CONTROL_MIN_ROWS] > 0 and rows >= control[CONTROL_MIN_ROWS]
+def hands_off(control, start, end, start1, end1):
+    """Whether a node whose shards hold rows ``start..end-1`` and ``start1..end1-1`` hands
+    its second shard's step off: both are non-empty and it has enough rows."""
+    min_rows = control[CONTROL_MIN_ROWS]
+    return (min_rows > 0 and end > start and end1 > start1
+            and (end - start) + (end1 - start1) >= min_rows)
 
 
 @njit(**JIT_OPTIONS)
@@ -180,9 +183,11 @@ def hands_off_scan(control, hist_pool, scan_record, n_stats):
 def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_leaf,
                       min_weight_leaf, max_features, features, rng_state, split, cum, left,
                       right):
-    """A compact node's best split into ``split``: the grower's feature loop for compact
-    histograms, its feature order drawn from ``seed`` up front (the grower draws it as it
-    goes; without random thresholds nothing else draws, so the order is the same)."""
+    """A compact node's best split into ``split``, on either thread: the features in an
+    order drawn from ``seed`` up front (the grower's other finders draw it as they go, as
+    random thresholds draw too; compact trees draw nothing else, so drawing it whole first
+    gives the order the grower always used), until ``max_features`` non-constant ones were
+    seen."""
     n_features = features.shape[0]
     rng_state[0] = seed
     for j in range(n_features):
