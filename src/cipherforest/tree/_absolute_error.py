@@ -27,7 +27,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._common import JIT_OPTIONS
+from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS
 
 
 @njit(**JIT_OPTIONS)
@@ -72,7 +72,7 @@ def node_ranks(Y, output, order, start, end, rank_of, sorted_y):
         sorted_y[r] = values[perm[r]]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _descend(tree_w, size, top, target, strict):
     """Smallest rank whose inclusive cumulative weight is > ``target`` (``strict``) or
     >= ``target``, with the weight and weighted target summed over the ranks below it."""
@@ -90,7 +90,7 @@ def _descend(tree_w, size, top, target, strict):
     return min(pos, size - 1)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _sums_below(tree_w, tree_wy, rank):
     """Weight and weighted target of the active ranks strictly below ``rank``."""
     i = rank
@@ -103,7 +103,7 @@ def _sums_below(tree_w, tree_wy, rank):
     return sw, swy
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def prefix_abs_errors(seq, n, Y, output, w, rank_of, sorted_y, size, tree_w, tree_wy, out,
                       out_median):
     """``out[k] += sum over seq[:k+1] of w * |y - median|`` for ``k < n`` (output ``output``),

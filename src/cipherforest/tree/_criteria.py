@@ -28,6 +28,7 @@ from ._common import (
     CRITERION_SQUARED_ERROR,
     EPSILON,
     JIT_OPTIONS,
+    LEAF_JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
@@ -52,7 +53,7 @@ def add_sample(stats, y, w, criterion):
             stats[STAT_FIRST + 3] += 1.0  # exact count of positive targets
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def node_impurity(stats, criterion):
     """Impurity of the node summarised by ``stats``."""
     w = stats[STAT_WEIGHT]

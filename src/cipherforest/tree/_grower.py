@@ -27,6 +27,7 @@ from ._common import (
     CRITERION_SQUARED_ERROR,
     EPSILON,
     JIT_OPTIONS,
+    LEAF_JIT_OPTIONS,
     STAT_COUNT,
     STAT_WEIGHT,
     TREE_LEAF,
@@ -103,7 +104,7 @@ def _grow_rows(table, n_rows):
     return out
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _heap_push(heap, size, key, entry, keys):
     """Push ``entry`` (with ``keys[entry] = key``) onto a max-heap of ``size`` items."""
     keys[entry] = key
@@ -118,7 +119,7 @@ def _heap_push(heap, size, key, entry, keys):
     return size + 1
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _heap_pop(heap, size, keys):
     """Pop the max entry; returns (entry, new size)."""
     top = heap[0]
@@ -626,23 +627,23 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                               hist_hi[s_slot], shard_hist, shard_lo, shard_hi)
                     child_slots[small] = s_slot
                     if child_needs[large]:
-                        hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, \
-                            n_clean, l_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
-                                                            hist_free, n_free_hists, n_hists,
-                                                            n_clean)
+                        # The parent's slot becomes the larger child's, in place: no slot to
+                        # take and none to clear.
                         subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
                                            hist_hi[parent_slot], hist_pool[s_slot],
-                                           hist_pool[l_slot], hist_lo[l_slot], hist_hi[l_slot],
-                                           count_column)
-                        child_slots[large] = l_slot
+                                           hist_pool[parent_slot], hist_lo[parent_slot],
+                                           hist_hi[parent_slot], count_column)
+                        child_slots[large] = parent_slot
                     if not child_needs[small]:
                         clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
                         hist_free[n_free_hists] = s_slot
                         n_free_hists += 1
                         child_slots[small] = -1
-                clear_histogram(hist_pool[parent_slot], hist_lo[parent_slot], hist_hi[parent_slot])
-                hist_free[n_free_hists] = parent_slot
-                n_free_hists += 1
+                if child_slots[large] != parent_slot:
+                    clear_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
+                                    hist_hi[parent_slot])
+                    hist_free[n_free_hists] = parent_slot
+                    n_free_hists += 1
 
         # Evaluate the children next; depth-first pushes left last so it is split first.
         for c in (1, 0):
@@ -667,7 +668,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             node_stats[:node_count].copy(), hist_pool, hist_lo, hist_hi)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _may_need_histogram(split, n_stats, n_bins, depth, max_depth, min_samples_split,
                         min_samples_leaf, min_weight_leaf, tree_full):
     """Whether a child of the recorded split may need a histogram, by every rule the split
@@ -683,7 +684,7 @@ def _may_need_histogram(split, n_stats, n_bins, depth, max_depth, min_samples_sp
     return False
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _segment_stats(order, start, end, y, w, criterion, out):
     """Stats vector of the samples ``order[start:end]``, written into ``out``."""
     out[:] = 0.0
@@ -692,7 +693,7 @@ def _segment_stats(order, start, end, y, w, criterion, out):
         add_sample(out, y[sample], w[sample], criterion)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
                    min_weight_leaf, impurity):
     """Stopping rules that need no split search (scikit-learn's order and semantics)."""

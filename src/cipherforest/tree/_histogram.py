@@ -30,6 +30,7 @@ from ._common import (
     CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
     JIT_OPTIONS,
+    LEAF_JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
@@ -49,7 +50,7 @@ from ._split_record import (
 PARALLEL_MIN_SAMPLES = 4096
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion, n_threads):
     """Accumulate the samples ``samples[start:end]`` into the zeroed slot ``hist``.
 
@@ -99,7 +100,7 @@ def accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, crite
                              (block + 1) * n_features // n_blocks)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                          f_begin, f_end):
     """Add ``samples[start:end]`` to the bins of features ``f_begin..f_end-1`` of ``hist``,
@@ -169,33 +170,46 @@ def _add_class(h, wi, k):
     h[k] += wi
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi, count_column):
     """``out = parent - child`` over the parent's occupied bins; trims ``out``'s range.
 
+    ``out`` may be ``parent`` itself (with ``out_lo`` / ``out_hi`` its ranges): the grower
+    turns a parent's slot into its larger child's in place. Slots are C-contiguous.
     ``count_column`` is the stats column holding the sample count (``STAT_COUNT``, or
     ``compact_count_column`` for compact slots).
     """
-    n_features = parent.shape[0]
-    n_stats = parent.shape[2]
+    n_features, n_bins, n_stats = parent.shape
+    flat_parent = parent.reshape(parent.size)
+    flat_child = child.reshape(child.size)
+    flat_out = out.reshape(out.size)
     for f in range(n_features):
-        new_lo = parent.shape[1]
+        first = parent_lo[f]
+        last = parent_hi[f]
+        new_lo = n_bins
         new_hi = -1
-        for b in range(parent_lo[f], parent_hi[f] + 1):
-            for k in range(n_stats):
-                out[f, b, k] = parent[f, b, k] - child[f, b, k]
-            if out[f, b, count_column] > 0.5:
-                if b < new_lo:
-                    new_lo = b
-                new_hi = b
+        for b in range(first, last + 1):
+            i = (f * n_bins + b) * n_stats
+            # Rounding may leave dust in a bin that is empty now: it is set to exactly zero,
+            # so that free slots stay zero. Written without a branch: whether a bin of a deep
+            # node empties is a coin flip to the branch predictor.
+            keep = flat_parent[i + count_column] - flat_child[i + count_column] > 0.5
+            if n_stats == 2:
+                first_stat = flat_parent[i] - flat_child[i]
+                second_stat = flat_parent[i + 1] - flat_child[i + 1]
+                flat_out[i] = first_stat if keep else 0.0
+                flat_out[i + 1] = second_stat if keep else 0.0
             else:
-                # Rounding may leave dust in an empty bin; keep free slots exactly zero.
-                out[f, b, :] = 0.0
+                for k in range(n_stats):
+                    value = flat_parent[i + k] - flat_child[i + k]
+                    flat_out[i + k] = value if keep else 0.0
+            new_lo = b if keep and b < new_lo else new_lo
+            new_hi = b if keep else new_hi
         out_lo[f] = new_lo
         out_hi[f] = new_hi
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def zero_histogram(hist, lo, hi):
     """Zero every bin of the (C-contiguous) slot and mark it empty: for a slot whose
     content is unknown (allocated uninitialised), where ``clear_histogram`` needs ``lo`` and
@@ -207,7 +221,7 @@ def zero_histogram(hist, lo, hi):
     hi[:] = -1
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def clear_histogram(hist, lo, hi):
     """Zero the occupied bins so the (C-contiguous) slot can be reused.
 
@@ -224,7 +238,7 @@ def clear_histogram(hist, lo, hi):
         hi[f] = -1
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterion, node,
                                  min_samples_leaf, min_weight_leaf, is_random, rng_state,
                                  split, cum, left, right):
@@ -265,7 +279,7 @@ def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterio
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _scan_bins(feature, hist, first, last, has_missing, bin_thresholds, criterion, node,
                min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum, left,
                right):
@@ -304,7 +318,7 @@ def _scan_bins(feature, hist, first, last, has_missing, bin_thresholds, criterio
             break
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _scan_squared_error(feature, hist, first, last, has_missing, bin_thresholds, node,
                         min_samples_leaf, min_weight_leaf, split, cum, left, right):
     """``_scan_bins`` for the squared error without random thresholds (boosting's hot loop).
@@ -378,7 +392,7 @@ def is_small_node(n_samples, n_bins):
     return 4 * n_samples < n_bins
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_thresholds,
                                   n_bins, y, w, criterion, node, min_samples_leaf,
                                   min_weight_leaf, is_random, rng_state, split, cum, missing,
@@ -456,7 +470,7 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _partition_rows(split_feature, split_bin, missing_left, samples, start, end, X_binned,
                     missing_bin, buffer):
     """Move ``samples[start:end]`` left or right of the split, each side in its previous
@@ -479,11 +493,14 @@ def _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
         buffer[n_right] = sample
         n_left += go
         n_right += 1 - go
-    samples[n_left:end] = buffer[:n_right]
+    # A loop, not a slice copy: numba copies through a temporary when the two slices might
+    # overlap, an allocation that kernels without reference counting cannot make.
+    for i in range(n_right):
+        samples[n_left + i] = buffer[i]
     return n_left
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
                                X_binned, missing_bin, buffer, y, w, criterion, left_stats,
                                right_stats):
@@ -502,7 +519,7 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     return n_left
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def partition_unit_squared_error(split_feature, split_bin, missing_left, samples, start, end,
                                  X_binned, missing_bin, buffer, y, left_stats, right_stats):
     """``partition_histogram_stable`` for the squared error when every weight is 1.
@@ -522,14 +539,14 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
 # child's (contiguous) rows costs less than selecting each row's side for its sums in the
 # partition loop (benchmarks/histogram_kernels.py --ab-kernels), and sums the same rows in
 # the same order, so the values are the same bit for bit.
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _sum_side(samples, start, end, y, w, criterion, stats):
     for i in range(start, end):
         sample = samples[i]
         add_sample(stats, y[sample], w[sample], criterion)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _sum_unit_squared_error_side(samples, start, end, y, stats):
     s_s = s_q = 0.0
     for i in range(start, end):
@@ -558,7 +575,7 @@ def compact_count_column(n_hist_stats):
     return HIST_COUNT if n_hist_stats > 2 else HIST_WEIGHT
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def unit_weights(w, samples):
     """Whether every listed row has weight 1 (compact histograms then drop the count)."""
     for i in range(samples.shape[0]):
@@ -567,7 +584,7 @@ def unit_weights(w, samples):
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n_threads):
     """``build_histogram`` into a compact slot (2 columns: unit weights; 3: any weights);
     ``n_threads`` as there."""
@@ -612,7 +629,7 @@ def accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, 
                             (block + 1) * n_features // n_blocks)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, f_begin, f_end):
     """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
     set those features' occupied ranges."""
@@ -680,7 +697,7 @@ def _add_unit(h, yi):
     h[HIST_SUM] += yi
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_samples_leaf,
                                min_weight_leaf, split, cum, left, right):
     """``best_split_histogram_feature`` for the squared error on a compact histogram.

@@ -64,7 +64,7 @@ from ._atomics import (
     spin_pause,
     yield_processor,
 )
-from ._common import JIT_OPTIONS
+from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS
 from ._histogram import best_split_compact_feature
 from ._rng import rand_int
 from ._shards import shard_step
@@ -107,7 +107,7 @@ LOOKS_PER_YIELD = 64
 NO_NODE_THREADS = np.zeros(CONTROL_SIZE, dtype=np.int64)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def hands_off(control, start, end, start1, end1):
     """Whether a node whose shards hold rows ``start..end-1`` and ``start1..end1-1`` hands
     its second shard's step off: both are non-empty and it has enough rows."""
@@ -116,7 +116,7 @@ def hands_off(control, start, end, start1, end1):
             and (end - start) + (end1 - start1) >= min_rows)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def post(control, state):
     """Hand the work described in the shared arrays to the worker (``state``: what it is);
     returns the time it was posted."""
@@ -125,7 +125,7 @@ def post(control, state):
     return began
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def collect(control, state, began):
     """After the grower's own share of the work posted at ``began``: whether the worker ran
     the posted ``state`` (waits for it to finish), or the grower must (no thread claimed
@@ -150,7 +150,7 @@ def collect(control, state, began):
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, task1,
                     stats1, hist1, lo1, hi1, X_binned, samples, buffer, y, w, n_threads):
     """Run a node's step (``_shards.shard_step``) on each row shard: the first shard's
@@ -170,7 +170,7 @@ def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, 
     shard_step(task1, X_binned, samples, buffer, y, w, hist1, lo1, hi1, stats1, n_threads)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def hands_off_scan(control, hist_pool, scan_record, n_stats):
     """Whether the grower may post a node's split scan: a worker runs, it holds the
     grower's histogram pool (the pool was not regrown since), and ``scan_record`` fits."""
@@ -179,7 +179,7 @@ def hands_off_scan(control, hist_pool, scan_record, n_stats):
             and scan_record.shape[0] == n_stats + SPLIT_LEFT + 2 * n_stats)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_leaf,
                       min_weight_leaf, max_features, features, rng_state, split, cum, left,
                       right):

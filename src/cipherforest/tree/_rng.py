@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._common import JIT_OPTIONS
+from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS
 
 
 def make_state(seed: int) -> np.ndarray:
@@ -18,7 +18,7 @@ def make_state(seed: int) -> np.ndarray:
     return np.array([np.uint64(seed & 0xFFFFFFFFFFFFFFFF)], dtype=np.uint64)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def next_uint64(state):
     """Advance the splitmix64 state and return the next 64-bit output."""
     state[0] += np.uint64(0x9E3779B97F4A7C15)
@@ -28,14 +28,14 @@ def next_uint64(state):
     return z ^ (z >> np.uint64(31))
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def rand_int(state, low, high):
     """Uniform integer in ``[low, high)``; ``high > low``."""
     span = np.uint64(high - low)
     return low + np.int64(next_uint64(state) % span)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def rand_uniform(state, low, high):
     """Uniform float in ``[low, high)``."""
     u = np.float64(next_uint64(state) >> np.uint64(11)) * (1.0 / 9007199254740992.0)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from numba import njit
 
-from ._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS
+from ._common import CRITERION_SQUARED_ERROR, LEAF_JIT_OPTIONS
 from ._histogram import (
     build_compact_histogram,
     partition_histogram_stable,
@@ -60,7 +60,7 @@ def shard_rows(n_samples: int, compact: bool) -> int:
     return n_samples
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def set_task(task, feature, split_bin, missing_left, start, end, build):
     """Describe a step in ``task``."""
     task[TASK_FEATURE] = feature
@@ -72,7 +72,7 @@ def set_task(task, feature, split_bin, missing_left, start, end, build):
     task[TASK_MID] = end
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats, n_threads):
     """Run the step ``task`` on one shard's segment of a node of a compact tree.
 
@@ -110,7 +110,7 @@ def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats,
         build_compact_histogram(hist, lo, hi, X_binned, samples, first, last, y, w, n_threads)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def add_partial_histogram(hist, lo, hi, part, part_lo, part_hi):
     """Add the histogram ``part`` (another shard's rows of the same node) into ``hist`` over
     ``part``'s occupied bins, widen ``hist``'s ranges to cover them, and leave ``part`` zero
@@ -136,7 +136,7 @@ def add_partial_histogram(hist, lo, hi, part, part_lo, part_hi):
         part_hi[f] = -1
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def gather_segments(samples, start0, end0, start1, end1, out):
     """Copy a node's two segments, shard 0's first, into ``out``; returns their length.
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._common import JIT_OPTIONS
+from ._common import LEAF_JIT_OPTIONS
 
 SPLIT_FEATURE = 0
 SPLIT_THRESHOLD = 1
@@ -36,14 +36,14 @@ def split_record_size(n_stats: int) -> int:
     return SPLIT_LEFT + 2 * n_stats
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def reset_split(split):
     """Mark ``split`` as 'nothing found yet'."""
     split[SPLIT_FEATURE] = -1.0
     split[SPLIT_CHILDREN] = np.inf
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def record_candidate(split, feature, position, missing_left, children, left, right):
     """Store a candidate as the node's best split (threshold is set by the caller)."""
     n_stats = left.shape[0]

@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit
 
 from ._candidates import children_impurity
-from ._common import FEATURE_THRESHOLD, JIT_OPTIONS
+from ._common import FEATURE_THRESHOLD, JIT_OPTIONS, LEAF_JIT_OPTIONS
 from ._criteria import add_sample
 from ._rng import rand_uniform
 from ._split_record import (
@@ -46,7 +46,7 @@ def _midpoint(a, b):
     return t
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def n_non_missing(sorted_value, feature, start, end):
     """Number of non-NaN values of ``feature`` in the node segment (NaN sort last)."""
     stop = end
@@ -55,7 +55,7 @@ def n_non_missing(sorted_value, feature, start, end):
     return stop - start
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y, w, criterion,
                              node, min_samples_leaf, min_weight_leaf, is_random, rng_state,
                              split, cum, missing, left, right):
@@ -125,7 +125,7 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left):
     """Set ``goes_left[sample]`` (1/0) for every sample of the node according to ``split``."""
     feature = np.int64(split[SPLIT_FEATURE])
@@ -141,7 +141,7 @@ def mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left):
             goes_left[sorted_index[feature, i]] = missing_left
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def partition_exact(start, end, sorted_index, sorted_value, goes_left, tmp_index, tmp_value):
     """Stably partition every feature row of the segment; return the left child's size."""
     n_features = sorted_index.shape[0]

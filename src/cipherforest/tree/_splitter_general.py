@@ -21,7 +21,7 @@ from numba import njit
 
 from ._absolute_error import prefix_abs_errors
 from ._candidates import fill_right_child
-from ._common import FEATURE_THRESHOLD, JIT_OPTIONS, STAT_COUNT, STAT_FIRST, STAT_WEIGHT
+from ._common import FEATURE_THRESHOLD, LEAF_JIT_OPTIONS, STAT_COUNT, STAT_FIRST, STAT_WEIGHT
 from ._criteria import add_sample, node_impurity, weighted_impurity
 from ._rng import rand_uniform
 from ._split_record import (
@@ -40,7 +40,7 @@ GSPLIT_N_RIGHT = 6
 GSPLIT_SIZE = 7
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def add_sample_outputs(stats, Y, sample, w, criterion, block, scratch):
     """Add sample ``Y[sample]`` (one target per output) with weight ``w`` to ``stats``."""
     stats[STAT_WEIGHT] += w
@@ -54,7 +54,7 @@ def add_sample_outputs(stats, Y, sample, w, criterion, block, scratch):
             stats[base + k] += scratch[STAT_FIRST + k]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _load_block(stats, o, block, scratch):
     scratch[STAT_WEIGHT] = stats[STAT_WEIGHT]
     scratch[STAT_COUNT] = stats[STAT_COUNT]
@@ -63,7 +63,7 @@ def _load_block(stats, o, block, scratch):
         scratch[STAT_FIRST + k] = stats[base + k]
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def node_impurity_outputs(stats, criterion, n_outputs, block, scratch):
     """Mean over outputs of each output's impurity (additive criteria)."""
     total = 0.0
@@ -73,7 +73,7 @@ def node_impurity_outputs(stats, criterion, n_outputs, block, scratch):
     return total / n_outputs
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
                                min_samples_leaf, min_weight_leaf, scratch):
     if not fill_right_child(left, right, node, min_samples_leaf, min_weight_leaf):
@@ -87,7 +87,7 @@ def _children_impurity_outputs(left, right, node, criterion, n_outputs, block,
     return total / n_outputs
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def monotonic_values_allowed(value_left, value_right, cst, lower, upper):
     """scikit-learn's monotonicity check of a candidate on a constrained feature (``cst`` +1
     increasing, -1 decreasing, 0 free): both children's values lie in the node's
@@ -99,7 +99,7 @@ def monotonic_values_allowed(value_left, value_right, cst, lower, upper):
     return (value_left - value_right) * cst <= 0.0
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def monotonic_allowed(left, right, cst, lower, upper):
     """``monotonic_values_allowed`` for additive stats: a child's value is its first
     statistic over its weight (the mean target, or the proportion of class 0)."""
@@ -109,7 +109,7 @@ def monotonic_allowed(left, right, cst, lower, upper):
                                     right[STAT_FIRST] / right[STAT_WEIGHT], cst, lower, upper)
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _record(split, feature, position, missing_left, children, threshold, n_left, n_right):
     split[SPLIT_FEATURE] = feature
     split[SPLIT_POSITION] = position
@@ -120,7 +120,7 @@ def _record(split, feature, position, missing_left, children, threshold, n_left,
     split[GSPLIT_N_RIGHT] = n_right
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _feature_range(feature, start, end, sorted_value, is_random, rng_state):
     """``(n_valid, usable, splittable, draw)``: non-missing count, whether the feature can
     split the node at all (a threshold or NaN), whether a threshold exists, and the random
@@ -141,7 +141,7 @@ def _feature_range(feature, start, end, sorted_value, is_random, rng_state):
     return n_valid, True, splittable, draw
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, Y, w,
                                criterion, block, node, min_samples_leaf, min_weight_leaf,
                                is_random, rng_state, split, cum, missing, left, right,
@@ -202,7 +202,7 @@ def best_split_outputs_feature(feature, start, end, sorted_index, sorted_value, 
     return True
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def _allowed(n_left, w_left, n_right, w_right, min_samples_leaf, min_weight_leaf):
     if n_left < min_samples_leaf or n_right < min_samples_leaf:
         return False
@@ -211,7 +211,7 @@ def _allowed(n_left, w_left, n_right, w_right, min_samples_leaf, min_weight_leaf
     return w_left > 0.0 and w_right > 0.0
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_absolute_feature(feature, start, end, sorted_index, sorted_value, Y, w,
                                 node_weight, min_samples_leaf, min_weight_leaf, is_random,
                                 rng_state, split, rank_of, sorted_y, tree_w, tree_wy, seq,

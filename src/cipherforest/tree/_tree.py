@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 from scipy.sparse import csr_matrix, issparse
 
-from ._common import JIT_OPTIONS, TREE_LEAF
+from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS, TREE_LEAF
 
 #: Array fields of a tree, with their compact on-disk / in-memory dtypes.
 NODE_FIELDS = {
@@ -140,7 +140,7 @@ _NODE_LINK_PROBLEMS = {
 }
 
 
-@njit(**JIT_OPTIONS)
+@njit(**LEAF_JIT_OPTIONS)
 def invalid_node_links(children_left, children_right, feature, n_features):
     """First problem of a tree's links, as a code of ``_NODE_LINK_PROBLEMS`` (0: none).
 
