@@ -138,6 +138,28 @@ def test_gradient_and_loss_into_the_last_rounds_array(loss):
     np.testing.assert_array_equal(other, fresh)
 
 
+def test_multinomial_loss_is_the_same_bit_for_bit_in_class_major_order():
+    """Boosting keeps raw and the gradient in Fortran (class-major) order; every multinomial
+    method gives what it gives on C-ordered raw, bit for bit (NumPy's row sums over
+    non-contiguous values round differently, which changed subsampled models), and the
+    fused pass writes a gradient in raw's order into the last round's array of that order."""
+    rng = np.random.default_rng(5)
+    n, n_classes = 400, 10
+    loss = MultinomialLoss(n_classes)
+    raw = rng.normal(scale=3.0, size=(n, n_classes))
+    y = rng.integers(0, n_classes, size=n).astype(np.int8)
+    w = rng.uniform(0.5, 2.0, size=n)
+    class_major = np.asfortranarray(raw)
+    assert np.array_equal(loss.negative_gradient(y, class_major),
+                          loss.negative_gradient(y, raw))
+    assert loss(y, class_major, w) == loss(y, raw, w)
+    gradient, value = loss.gradient_and_loss(y, raw, w)
+    last_round = np.asfortranarray(np.full((n, n_classes), 7.0))
+    gradient_f, value_f = loss.gradient_and_loss(y, class_major, w, out=last_round)
+    assert gradient_f is last_round and value_f == value
+    assert np.array_equal(gradient_f, gradient)
+
+
 def test_fused_train_scores_equal_the_plain_ones():
     X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
     model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)

@@ -176,14 +176,16 @@ def _mean_half_binomial(y, raw, w):
 GRADIENT_CHUNK_ROWS = 1 << 15
 
 
-def _gradient_array(out: np.ndarray | None, shape: tuple) -> np.ndarray:
-    """``out`` when it can take a gradient of ``shape`` (C-ordered float64, writeable), else a
-    new array: reusing the last round's gradient saves one array of n x K floats at the fit's
-    peak memory."""
-    if (out is not None and out.shape == shape and out.dtype == np.float64
-            and out.flags.c_contiguous and out.flags.writeable):
+def _gradient_array(out: np.ndarray | None, shape: tuple, order: str = "C") -> np.ndarray:
+    """``out`` when it can take a gradient of ``shape`` (float64 in ``order``, writeable), else
+    a new array: reusing the last round's gradient saves one array of n x K floats at the
+    fit's peak memory."""
+    contiguous = out is not None and (out.flags.f_contiguous if order == "F"
+                                      else out.flags.c_contiguous)
+    if (contiguous and out.shape == shape and out.dtype == np.float64
+            and out.flags.writeable):
         return out
-    return np.empty(shape)
+    return np.empty(shape, order=order)
 
 
 def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> float:
@@ -468,7 +470,9 @@ class MultinomialLoss:
         return self
 
     def negative_gradient(self, y, raw):
-        grad = -softmax(raw, axis=1)
+        # NumPy sums a row's K values in another order when they are not contiguous (raw is
+        # class-major during a fit): C order keeps the values bit for bit.
+        grad = -softmax(np.ascontiguousarray(raw), axis=1)
         grad[np.arange(y.shape[0]), y.astype(np.intp)] += 1.0
         return grad
 
@@ -478,13 +482,17 @@ class MultinomialLoss:
                                   (self.n_classes - 1) / self.n_classes)
 
     def __call__(self, y, raw, w):
+        raw = np.ascontiguousarray(raw)  # as in negative_gradient
         picked = raw[np.arange(y.shape[0]), y.astype(np.intp)]
         return _weighted_mean(logsumexp(raw, axis=1) - picked, w)
 
     def gradient_and_loss(self, y, raw, w, pool=None, out=None):
-        neg_gradient = _gradient_array(out, raw.shape)
+        # In raw's order: boosting keeps raw and the gradient class-major (Fortran order), so
+        # that each class's tree reads and updates one contiguous column.
+        order = "F" if raw.flags.f_contiguous and not raw.flags.c_contiguous else "C"
+        neg_gradient = _gradient_array(out, raw.shape, order)
         loss = chunked_gradient_and_loss(_multinomial_gradient_loss, y,
-                                         np.ascontiguousarray(raw), w, neg_gradient, pool)
+                                         np.asarray(raw, order=order), w, neg_gradient, pool)
         return neg_gradient, float(loss)
 
     def raw_to_proba(self, raw):

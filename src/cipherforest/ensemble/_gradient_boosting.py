@@ -290,6 +290,10 @@ class BaseGradientBoosting(BaseEstimator):
     def _fit_stages(self, X, y, sample_weight, raw, X_val, y_val, w_val, loss, begin, monitor):
         """Run rounds ``begin..n_estimators-1``; return the number of rounds kept."""
         n_samples, n_features = X.shape
+        # Class-major (Fortran order): tree k reads and updates column k of raw and of the
+        # gradient, contiguous then; in C order each column strides over every row's K values
+        # and a tree touches all of both arrays. A no-op for one tree per round.
+        raw = np.asfortranarray(raw)
         rng = check_random_state(self.random_state)
         bin_seed = int(rng.randint(SEED_BOUND))
         stage_seeds = draw_seeds(rng, self.n_estimators)  # round i's seed ignores begin
@@ -335,7 +339,7 @@ class BaseGradientBoosting(BaseEstimator):
                     params = dataclasses.replace(params, min_weight_leaf=float(
                         self.min_weight_fraction_leaf * stage_weight.sum()))
                 if next_gradient is None:
-                    neg_gradient = stage_loss.negative_gradient(y, raw)
+                    neg_gradient = np.asfortranarray(stage_loss.negative_gradient(y, raw))
                 else:  # computed with the previous round's training loss
                     neg_gradient, next_gradient = next_gradient, None
                 seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]

@@ -399,7 +399,7 @@ def _tree_from_growth(node_int, node_float, node_stats, n_features, n_classes,
     else:
         value = (node_stats[:, STAT_FIRST] / weight)[:, np.newaxis]
     return Tree(n_features, np.array([n_classes]),
-                _node_arrays(node_int, node_float, weight, value[:, np.newaxis, :]))
+                _node_arrays(node_int, node_float, weight, value[:, np.newaxis, :]), check=False)
 
 
 def _node_arrays(node_int, node_float, weight, value) -> dict[str, np.ndarray]:
