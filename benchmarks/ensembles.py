@@ -17,6 +17,8 @@ targets of issue 15.
     python benchmarks/ensembles.py --timeout 120        # give up on runs longer than 2 min
     python benchmarks/ensembles.py --models ours_gb_hist,lightgbm --src main=/tmp/main/src
                                                         # also ours on another source tree
+    python benchmarks/ensembles.py --paired --runs 9    # ours and LightGBM alternated in
+                                                        # one process: per-run ratios
 
 Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 features, 10
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
@@ -202,6 +204,58 @@ def run_worker(model_name: str, dataset: str) -> dict:
             "load_1min": os.getloadavg()[0]}
 
 
+PAIRED_MODELS = ("ours_gb_hist", "lightgbm")
+
+
+def run_paired(dataset: str, runs: int) -> dict:
+    """Fit times of our gradient boosting and LightGBM on ``dataset`` in this one process,
+    alternated: each run fits both (in a new random order) on all cores, then both on one
+    core (the process pinned to it). On a machine whose speed drifts within minutes, the
+    ratio of two fits made seconds apart is steadier than the ratio of two medians."""
+    regression = is_regression(dataset)
+    X_train, _, y_train, _ = load_dataset(dataset)
+    all_cores = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    for name in PAIRED_MODELS:  # numba kernels compile / load; LightGBM starts OpenMP
+        make_model(name, regression).set_params(n_estimators=2).fit(X_train[:500],
+                                                                     y_train[:500])
+    rng = np.random.default_rng(0)
+    times: dict[str, list[float]] = {}
+    try:
+        for _ in range(runs):
+            for one_thread in (False, True):
+                if all_cores is not None:
+                    os.sched_setaffinity(0, {min(all_cores)} if one_thread else all_cores)
+                for name in rng.permutation(PAIRED_MODELS):
+                    label = f"{name}_1thread" if one_thread else str(name)
+                    model = make_model(label, regression)
+                    start = time.perf_counter()
+                    model.fit(X_train, y_train)
+                    times.setdefault(label, []).append(time.perf_counter() - start)
+    finally:
+        if all_cores is not None:
+            os.sched_setaffinity(0, all_cores)
+    return {"dataset": dataset, "times": times, "load_1min": os.getloadavg()[0]}
+
+
+def render_paired(results: list[dict]) -> str:
+    """Markdown table of ``run_paired`` results: medians and the median per-run ratio."""
+    lines = ["Gradient boosting against LightGBM, fits alternated in one process per dataset "
+             "(wall s):", "",
+             "| dataset | threads | runs | ours (median) | LightGBM (median) | ratio of medians "
+             "| median of per-run ratios | per-run ratios (min-max) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for result in results:
+        for suffix, threads in (("", "all cores"), ("_1thread", "1")):
+            ours = np.asarray(result["times"][f"ours_gb_hist{suffix}"])
+            peer = np.asarray(result["times"][f"lightgbm{suffix}"])
+            ratios = ours / peer
+            lines.append(f"| {result['dataset']} | {threads} | {len(ours)} | "
+                         f"{np.median(ours):.2f} | {np.median(peer):.2f} | "
+                         f"{np.median(ours) / np.median(peer):.2f}× | "
+                         f"{np.median(ratios):.2f}× | {ratios.min():.2f}-{ratios.max():.2f} |")
+    return "\n".join(lines)
+
+
 def machine_line() -> str:
     """CPU, cores, memory and library versions of this machine."""
     cpu = "unknown CPU"
@@ -370,11 +424,19 @@ def main(argv: list[str] | None = None) -> int:
                         help="run our models on this cipherforest source tree too, labelled "
                              "MODEL@NAME (repeatable; runs interleaved with the others; "
                              "peers run once, on this checkout)")
+    parser.add_argument("--paired", action="store_true",
+                        help="instead: our boosting and LightGBM alternated in one process "
+                             "per dataset, with the median of the per-run time ratios")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
+                        help=argparse.SUPPRESS)
+    parser.add_argument("--paired-worker", nargs=2, metavar=("DATASET", "RUNS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
         print(json.dumps(run_worker(*args.worker)))
+        return 0
+    if args.paired_worker:
+        print(json.dumps(run_paired(args.paired_worker[0], int(args.paired_worker[1]))))
         return 0
     if args.runs < 1:
         parser.error("--runs must be at least 1")
@@ -384,6 +446,21 @@ def main(argv: list[str] | None = None) -> int:
         runs = 1
         if args.datasets == parser.get_default("datasets"):
             datasets = [d for d in datasets if d != "synthetic_1m"]
+    if args.paired:
+        results = []
+        for dataset in datasets:
+            proc = subprocess.run([sys.executable, __file__, "--paired-worker", dataset,
+                                   str(runs)], capture_output=True, text=True,
+                                  timeout=args.timeout)
+            if proc.returncode != 0:
+                raise SystemExit(f"{dataset}: {proc.stderr.strip()[-500:]}")
+            results.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+        table = f"Machine: {machine_line()}\n\n{render_paired(results)}\n"
+        print(table)
+        if args.markdown:
+            Path(args.markdown).write_text(table)
+        return 0
 
     sources = [("", REPO / "src")]
     for item in args.src or []:
