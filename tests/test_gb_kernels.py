@@ -236,6 +236,21 @@ def test_threads_do_not_change_the_chunked_gradient_pass(monkeypatch, n_classes)
                                                      rel=1e-12)
 
 
+@pytest.mark.parametrize("n_rows", [1, 700, 4096, 8244, 100_000, 131_072, 1_000_000])
+def test_gradient_chunks_depend_on_the_rows_only(n_rows):
+    """At most GRADIENT_CHUNK_ROWS rows per chunk; below four full chunks, four chunks of at
+    least MIN_GRADIENT_CHUNK_ROWS rows (one chunk for fewer rows than that)."""
+    rows = gb_losses.gradient_chunk_rows(n_rows)
+    n_chunks = -(-n_rows // rows)
+    assert gb_losses.MIN_GRADIENT_CHUNK_ROWS <= rows <= gb_losses.GRADIENT_CHUNK_ROWS
+    if n_rows >= 4 * gb_losses.GRADIENT_CHUNK_ROWS:
+        assert rows == gb_losses.GRADIENT_CHUNK_ROWS
+    elif n_rows >= 4 * gb_losses.MIN_GRADIENT_CHUNK_ROWS:
+        assert n_chunks == 4
+    else:
+        assert n_chunks == -(-n_rows // gb_losses.MIN_GRADIENT_CHUNK_ROWS)
+
+
 def test_chunked_pass_sums_chunks_in_order_on_any_pool(monkeypatch):
     monkeypatch.setattr(gb_losses, "GRADIENT_CHUNK_ROWS", 100)
     rng = np.random.default_rng(4)

@@ -170,10 +170,20 @@ def _mean_half_binomial(y, raw, w):
     return total / weight if weight > 0 else np.nan
 
 
-#: Rows per partial sum of the fused gradient-and-loss passes. Each chunk's loss is summed on
-#: its own and the chunks' sums are added in order, so the loss does not depend on whether
-#: the chunks ran on one thread or several.
+#: Most rows per partial sum of the fused gradient-and-loss passes. Each chunk's loss is
+#: summed on its own and the chunks' sums are added in order, so the loss does not depend on
+#: whether the chunks ran on one thread or several.
 GRADIENT_CHUNK_ROWS = 1 << 15
+#: Fewer rows than ``GRADIENT_CHUNK_ROWS`` make four chunks of at least this many rows: a
+#: multiclass pass costs ~150 ns per row (an exponential per class), so a pendigits round
+#: (8,244 rows, 1.2 ms) is worth sharing with the threads too.
+MIN_GRADIENT_CHUNK_ROWS = 1 << 10
+
+
+def gradient_chunk_rows(n_rows: int) -> int:
+    """Rows per chunk of a gradient-and-loss pass over ``n_rows`` rows: a function of the
+    rows alone (not of the threads), so the loss is the same on any pool."""
+    return min(GRADIENT_CHUNK_ROWS, max(MIN_GRADIENT_CHUNK_ROWS, -(-n_rows // 4)))
 
 
 def _gradient_array(out: np.ndarray | None, shape: tuple, order: str = "C") -> np.ndarray:
@@ -190,10 +200,10 @@ def _gradient_array(out: np.ndarray | None, shape: tuple, order: str = "C") -> n
 
 def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> float:
     """Run a fused ``kernel(y, raw, w, neg_gradient, begin, end) -> (loss sum, weight sum)``
-    over chunks of ``GRADIENT_CHUNK_ROWS`` rows (on ``pool``'s threads when given: the
+    over chunks of ``gradient_chunk_rows`` rows (on ``pool``'s threads when given: the
     kernels release the GIL); return the weighted mean loss (NaN for zero total weight)."""
     n = y.shape[0]
-    bounds = list(range(0, n, GRADIENT_CHUNK_ROWS)) + [n]
+    bounds = list(range(0, n, gradient_chunk_rows(n))) + [n]
 
     def run(chunk):
         return kernel(y, raw, w, neg_gradient, bounds[chunk], bounds[chunk + 1])
