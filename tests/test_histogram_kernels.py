@@ -166,22 +166,34 @@ def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):
                 generic_split[SPLIT_LEFT + offset])
 
 
-def test_compact_subtraction_gives_the_sibling_histogram():
+@pytest.mark.parametrize("unit_weights", [False, True])
+def test_compact_subtraction_gives_the_sibling_histogram(unit_weights):
+    """Into another slot and in place (the grower turns the parent's slot into the larger
+    child's): the same bins, bit for bit, emptied bins exactly zero and the ranges trimmed."""
     rng = np.random.RandomState(3)
     n_bins = 25
-    X_binned, y, w = _random_node(rng, 500, 3, n_bins, unit_weights=False)
+    X_binned, y, w = _random_node(rng, 500, 3, n_bins, unit_weights=unit_weights)
+    X_binned[:, 2] = np.where(np.arange(500) < 250, 3, 20)  # the sibling empties bin 3
     parent = np.arange(500, dtype=np.int64)
-    child = np.sort(rng.choice(500, 180, replace=False)).astype(np.int64)
+    child = np.sort(np.r_[np.arange(250), rng.choice(np.arange(250, 500), 30,
+                                                     replace=False)]).astype(np.int64)
     sibling = np.setdiff1d(parent, child)
-    _, parent_hist, pb = _build_both(X_binned, y, w, parent, n_bins, False)
-    _, child_hist, _ = _build_both(X_binned, y, w, child, n_bins, False)
-    _, sibling_hist, sb = _build_both(X_binned, y, w, sibling, n_bins, False)
+    count = HIST_WEIGHT if unit_weights else HIST_COUNT
+    _, parent_hist, pb = _build_both(X_binned, y, w, parent, n_bins, unit_weights)
+    _, child_hist, _ = _build_both(X_binned, y, w, child, n_bins, unit_weights)
+    _, sibling_hist, sb = _build_both(X_binned, y, w, sibling, n_bins, unit_weights)
     out = np.zeros_like(parent_hist)
     lo, hi = np.zeros(3, dtype=np.int64), np.zeros(3, dtype=np.int64)
-    subtract_histogram(parent_hist, pb[2], pb[3], child_hist, out, lo, hi, HIST_COUNT)
+    subtract_histogram(parent_hist, pb[2], pb[3], child_hist, out, lo, hi, count)
     np.testing.assert_allclose(out, sibling_hist, atol=1e-12)
     np.testing.assert_array_equal(lo, sb[2])
     np.testing.assert_array_equal(hi, sb[3])
+    assert out[2, 3, 0] == 0.0 and out[2, 3, 1] == 0.0 and lo[2] == hi[2] == 20
+    in_place, in_lo, in_hi = parent_hist.copy(), pb[2].copy(), pb[3].copy()
+    subtract_histogram(in_place, in_lo, in_hi, child_hist, in_place, in_lo, in_hi, count)
+    np.testing.assert_array_equal(in_place, out)
+    np.testing.assert_array_equal(in_lo, lo)
+    np.testing.assert_array_equal(in_hi, hi)
 
 
 @pytest.mark.parametrize("criterion", [CRITERION_SQUARED_ERROR, CRITERION_GINI])
