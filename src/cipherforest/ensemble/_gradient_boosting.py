@@ -48,7 +48,7 @@ from ..tree._common import (
     MAX_BINS,
     TREE_LEAF,
 )
-from ..tree._fit import grow_tree_on, prepare_tree_data
+from ..tree._fit import grow_tree_on, positive_rows, prepare_tree_data
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
 from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs
@@ -322,6 +322,9 @@ class BaseGradientBoosting(BaseEstimator):
         root_pool = pool if tree_pool is None else None
         i = begin - 1
         next_gradient = None
+        # The rows of positive weight, shared by every tree of a round (and by every round
+        # without subsampling).
+        weighted_rows = positive_rows(sample_weight > 0)
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = np.random.RandomState(stage_seeds[i])
@@ -343,14 +346,16 @@ class BaseGradientBoosting(BaseEstimator):
                 else:  # computed with the previous round's training loss
                     neg_gradient, next_gradient = next_gradient, None
                 seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
+                stage_rows = positive_rows(stage_weight > 0) if do_oob else weighted_rows
 
                 def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
-                                   params=params, stage_loss=stage_loss, seeds=seeds):
+                                   params=params, stage_loss=stage_loss, seeds=seeds,
+                                   stage_rows=stage_rows):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
                                           sample_weight, params, stage_loss, k, seeds[k],
-                                          root_pool, n_threads)
+                                          root_pool, n_threads, stage_rows)
 
                 if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
@@ -398,19 +403,23 @@ class BaseGradientBoosting(BaseEstimator):
         return i + 1
 
     def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
-                  loss, k, seed, root_pool=None, n_threads=1) -> Tree:
+                  loss, k, seed, root_pool=None, n_threads=1, tree_rows=None) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]`` (``root_pool``: threads sharing its large nodes' histograms)."""
-        if not np.any(stage_weight > 0):
+        add it to ``raw[:, k]`` (``root_pool``: threads sharing its large nodes' histograms;
+        ``tree_rows``: the rows of positive ``stage_weight``, ``positive_rows``)."""
+        if tree_rows is None:
+            tree_rows = positive_rows(stage_weight > 0)
+        if tree_rows.shape[0] == 0:
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
                                     return_leaves=True, pool=root_pool,
-                                    pool_threads=n_threads, row_shards=True)
+                                    pool_threads=n_threads, row_shards=True, rows=tree_rows)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)
-        all_rows = leaves.shape[0] > 0 and leaves.min() >= 0
+        # Every row has a leaf (none of weight 0): the leaves need no gathers below.
+        all_rows = tree_rows.shape[0] == leaves.shape[0]
         if not loss.tree_values_are_optimal:
             if all_rows:  # no gathers in the common case (no subsampling, no zero weights)
                 values = loss.leaf_values(leaves, y, raw[:, k], neg_gradient_k, sample_weight,

@@ -117,7 +117,8 @@ _PARALLEL_LOCK = threading.Lock()
 def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
                  params: GrowthParams, seed: int, return_leaves: bool = False,
                  n_threads: int = 1, pool: ThreadPoolExecutor | None = None,
-                 pool_threads: int = 1, row_shards: bool = False):
+                 pool_threads: int = 1, row_shards: bool = False,
+                 rows: np.ndarray | None = None):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
     Multi-output ``y`` (2-D), ``criterion="absolute_error"`` and monotonic constraints grow
@@ -163,6 +164,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         Grow a squared-error tree without random thresholds (boosting's) of at least
         ``_shards.SHARD_MIN_ROWS`` rows in two row shards (``_shards``): the same tree with
         and without ``pool``, its sums rounded differently from a one-shard tree's.
+    rows : ndarray, optional
+        The rows of positive weight, as ``positive_rows(sample_weight > 0)`` gives them
+        (increasing ids, ``row_index_dtype``), when the caller has them: boosting's trees of
+        one round share their weights. Not modified (the grower reorders a copy).
 
     Returns
     -------
@@ -177,8 +182,11 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         return _grow_general(data, y, sample_weight, n_classes, params, seed, return_leaves)
     w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
-    positive = w > 0
-    samples = positive_rows(positive)
+    if rows is None or data.max_bins is None:
+        positive = w > 0
+        samples = positive_rows(positive)
+    else:
+        samples = rows.copy()
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
     if data.max_bins is None:
