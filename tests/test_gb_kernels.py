@@ -160,6 +160,32 @@ def test_multinomial_loss_is_the_same_bit_for_bit_in_class_major_order():
     assert np.array_equal(gradient_f, gradient)
 
 
+@pytest.mark.parametrize("n_rows", [3_000, 30_000])  # one shard; two shards
+def test_given_rows_grow_the_same_tree_and_stay_unchanged(n_rows):
+    """Boosting hands grow_tree_on the rows of positive weight it found once per round: the
+    same tree and leaves as when the grower finds them, and the caller's array is not the
+    one the grower reorders."""
+    from cipherforest.tree._common import CRITERION_SQUARED_ERROR
+    from cipherforest.tree._fit import grow_tree_on, positive_rows, prepare_tree_data
+
+    X, target = make_regression(n_rows, 6, random_state=1)
+    weight = np.ones(n_rows)
+    weight[::7] = 0.0
+    data = prepare_tree_data(X, 64, 0)
+    params = GradientBoostingRegressor(max_bins=64, max_leaf_nodes=15, max_depth=None)\
+        ._tree_template()._growth_params(CRITERION_SQUARED_ERROR, n_rows, weight.sum(), 6)
+    rows = positive_rows(weight > 0)
+    given = rows.copy()
+    tree, leaves = grow_tree_on(data, target, weight, 1, params, 3, return_leaves=True,
+                                row_shards=True, rows=given)
+    found_tree, found_leaves = grow_tree_on(data, target, weight, 1, params, 3,
+                                            return_leaves=True, row_shards=True)
+    assert np.array_equal(given, rows)
+    assert np.array_equal(leaves, found_leaves) and (leaves[::7] == -1).all()
+    for name in ("children_left", "feature", "threshold", "value"):
+        assert np.array_equal(getattr(tree, name), getattr(found_tree, name))
+
+
 def test_fused_train_scores_equal_the_plain_ones():
     X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
     model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)
