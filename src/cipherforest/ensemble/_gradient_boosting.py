@@ -354,8 +354,8 @@ class BaseGradientBoosting(BaseEstimator):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          sample_weight, params, stage_loss, k, seeds[k],
-                                          root_pool, n_threads, stage_rows)
+                                          stage_rows, sample_weight, params, stage_loss, k,
+                                          seeds[k], root_pool, n_threads)
 
                 if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
@@ -402,13 +402,12 @@ class BaseGradientBoosting(BaseEstimator):
                 pool.shutdown()
         return i + 1
 
-    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, sample_weight, params,
-                  loss, k, seed, root_pool=None, n_threads=1, tree_rows=None) -> Tree:
+    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, tree_rows, sample_weight,
+                  params, loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]`` (``root_pool``: threads sharing its large nodes' histograms;
-        ``tree_rows``: the rows of positive ``stage_weight``, ``positive_rows``)."""
-        if tree_rows is None:
-            tree_rows = positive_rows(stage_weight > 0)
+        add it to ``raw[:, k]`` (``tree_rows``: the rows of positive ``stage_weight``, as
+        ``positive_rows`` gives them; ``root_pool``: threads sharing its large nodes'
+        histograms)."""
         if tree_rows.shape[0] == 0:
             tree = _constant_tree(X.shape[1], 0.0)
             return tree

@@ -167,7 +167,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     rows : ndarray, optional
         The rows of positive weight, as ``positive_rows(sample_weight > 0)`` gives them
         (increasing ids, ``row_index_dtype``), when the caller has them: boosting's trees of
-        one round share their weights. Not modified (the grower reorders a copy).
+        one round share their weights. Not modified (the grower reorders a copy). The exact
+        finder (``max_bins=None``) filters its presorted rows by the weights and ignores it.
 
     Returns
     -------

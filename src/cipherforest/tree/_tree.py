@@ -45,7 +45,7 @@ class Tree:
     check : bool, default=True
         Check that the arrays form a tree (shapes, links between nodes, feature indices):
         always for arrays from outside; the grower passes False for its own trees (boosting
-        makes thousands of them, ~10 us each).
+        makes thousands of them).
     """
 
     def __init__(self, n_features: int, n_classes: np.ndarray, arrays: dict[str, np.ndarray],
