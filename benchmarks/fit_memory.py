@@ -11,13 +11,16 @@ estimator's steps that every version of the sources has:
 * ``binned``: after ``prepare_tree_data`` (bin edges and the binned matrix);
 * ``first tree``: before the first tree's kernel runs (targets, weights, raw predictions and
   the first gradient exist);
+* ``10 trees`` / ``20 trees``: after the kernel of the 10th / 20th tree returned (whether
+  memory still grows after the first tree);
+* ``fitted``: after ``fit`` returned;
 * ``peak``: the process's high-water mark (``VmHWM``) over fit and prediction.
 
 ::
 
     PYTHONPATH=src python benchmarks/fit_memory.py                          # this checkout
     python benchmarks/fit_memory.py --src /tmp/main/src --src src --runs 2  # before / after
-    python benchmarks/fit_memory.py --model ours_gb_hist --n-estimators 20
+    python benchmarks/fit_memory.py --model ours_gb_hist --n-estimators 100
 
 Linux only (``/proc``). Memory in MB (2^20 bytes).
 """
@@ -32,7 +35,8 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-STAGES = ["start", "labels encoded", "binned", "first tree", "peak"]
+STAGES = ["start", "labels encoded", "binned", "first tree", "10 trees", "20 trees", "fitted",
+          "peak"]
 
 
 def rss_mb() -> float:
@@ -53,14 +57,27 @@ def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     stages["start"] = rss_mb()
     model = make_model(model_name, regression).set_params(n_estimators=n_estimators)
     model.fit(X_train, y_train)
+    stages["fitted"] = rss_mb()
     model.predict(X_test)
     stages["peak"] = peak_rss_since_reset_mb()
     return {"model": model_name, "dataset": dataset, "stages": stages}
 
 
 def _watch_stages(stages: dict) -> None:
-    """Record RSS after label encoding and binning, and before the first tree's kernel."""
+    """Record RSS after label encoding and binning, before the first tree's kernel and
+    after the 10th and 20th tree's."""
     from cipherforest.ensemble import _gradient_boosting as gb
+
+    grow = gb.grow_tree_on
+    grown = [0]
+
+    def counted(*args, **kwargs):
+        result = grow(*args, **kwargs)
+        grown[0] += 1
+        if grown[0] in (10, 20):
+            stages[f"{grown[0]} trees"] = rss_mb()
+        return result
+    gb.grow_tree_on = counted
 
     def after(owner, name, stage):
         original = getattr(owner, name)
@@ -93,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="an ensembles.py model of ours (default ours_gb_hist_1thread)")
     parser.add_argument("--dataset", default="synthetic_1m")
     parser.add_argument("--n-estimators", type=int, default=20,
-                        help="rounds (memory does not grow after the first; default 20)")
+                        help="rounds (default 20)")
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
