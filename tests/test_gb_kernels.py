@@ -188,6 +188,37 @@ def test_given_rows_grow_the_same_tree_and_stay_unchanged(n_rows):
         assert np.array_equal(getattr(tree, name), getattr(found_tree, name))
 
 
+@pytest.mark.parametrize("n_rows", [3_000, 30_000])  # one shard; two shards
+@pytest.mark.parametrize("weighted", [False, True])
+def test_unit_weight_told_grows_the_tree_the_grower_finds(n_rows, weighted):
+    """Boosting tells grow_tree_on whether the positive weights are all 1 (once per fit)
+    instead of each tree reading them: told or found, the same tree and leaves, with
+    min_samples_leaf counting rows (not weight) under weights of 2."""
+    from cipherforest.tree._common import CRITERION_SQUARED_ERROR
+    from cipherforest.tree._fit import grow_tree_on, positive_rows, prepare_tree_data
+
+    X, target = make_regression(n_rows, 6, random_state=3)
+    weight = np.where(np.arange(n_rows) % 3 == 0, 2.0, 1.0) if weighted else np.ones(n_rows)
+    weight[::11] = 0.0
+    data = prepare_tree_data(X, 64, 0)
+    params = GradientBoostingRegressor(max_bins=64, max_leaf_nodes=15, max_depth=None,
+                                       min_samples_leaf=n_rows // 40)._tree_template()\
+        ._growth_params(CRITERION_SQUARED_ERROR, n_rows, weight.sum(), 6)
+    rows = positive_rows(weight > 0)
+    grown = [grow_tree_on(data, target, weight, 1, params, 5, return_leaves=True,
+                          row_shards=True, rows=rows, unit_weight=hint)
+             for hint in (None, not weighted)]
+    (tree, leaves), (told_tree, told_leaves) = grown
+    assert np.array_equal(leaves, told_leaves)
+    for name in ("children_left", "feature", "threshold", "value", "n_node_samples"):
+        assert np.array_equal(getattr(tree, name), getattr(told_tree, name))
+    assert tree.n_node_samples[tree.children_left == -1].min() >= n_rows // 40
+    if weighted:  # the hint is used: a wrong one (rows of weight 2 counted as 1) differs
+        wrong, _ = grow_tree_on(data, target, weight, 1, params, 5, return_leaves=True,
+                                row_shards=True, rows=rows, unit_weight=True)
+        assert not np.array_equal(wrong.threshold, tree.threshold)
+
+
 def test_fused_train_scores_equal_the_plain_ones():
     X, y = make_classification(300, 5, n_informative=3, n_classes=3, random_state=0)
     model = GradientBoostingClassifier(n_estimators=8, random_state=0).fit(X, y)

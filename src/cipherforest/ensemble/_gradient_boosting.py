@@ -325,6 +325,9 @@ class BaseGradientBoosting(BaseEstimator):
         # The rows of positive weight, shared by every tree of a round (and by every round
         # without subsampling).
         weighted_rows = positive_rows(sample_weight > 0)
+        # Whether those rows' weights are all 1 (then so are every round's in-bag rows'): the
+        # trees need not read the weights to find out.
+        unit_weight = bool(np.all(sample_weight[weighted_rows] == 1.0))
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = np.random.RandomState(stage_seeds[i])
@@ -354,8 +357,8 @@ class BaseGradientBoosting(BaseEstimator):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          stage_rows, sample_weight, params, stage_loss, k,
-                                          seeds[k], root_pool, n_threads)
+                                          stage_rows, unit_weight, sample_weight, params,
+                                          stage_loss, k, seeds[k], root_pool, n_threads)
 
                 if tree_pool is None:
                     trees = [fit_class_tree(k) for k in range(loss.n_trees)]
@@ -402,18 +405,19 @@ class BaseGradientBoosting(BaseEstimator):
                 pool.shutdown()
         return i + 1
 
-    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, tree_rows, sample_weight,
-                  params, loss, k, seed, root_pool=None, n_threads=1) -> Tree:
+    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, tree_rows, unit_weight,
+                  sample_weight, params, loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
         add it to ``raw[:, k]`` (``tree_rows``: the rows of positive ``stage_weight``, as
-        ``positive_rows`` gives them; ``root_pool``: threads sharing its large nodes'
-        histograms)."""
+        ``positive_rows`` gives them, ``unit_weight``: whether their weights are all 1;
+        ``root_pool``: threads sharing its large nodes' histograms)."""
         if tree_rows.shape[0] == 0:
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
                                     return_leaves=True, pool=root_pool,
-                                    pool_threads=n_threads, row_shards=True, rows=tree_rows)
+                                    pool_threads=n_threads, row_shards=True, rows=tree_rows,
+                                    unit_weight=unit_weight)
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)

@@ -118,7 +118,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                  params: GrowthParams, seed: int, return_leaves: bool = False,
                  n_threads: int = 1, pool: ThreadPoolExecutor | None = None,
                  pool_threads: int = 1, row_shards: bool = False,
-                 rows: np.ndarray | None = None):
+                 rows: np.ndarray | None = None, unit_weight: bool | None = None):
     """Grow one tree on the rows of ``data`` whose weight is positive.
 
     Multi-output ``y`` (2-D), ``criterion="absolute_error"`` and monotonic constraints grow
@@ -169,6 +169,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         (increasing ids, ``row_index_dtype``), when the caller has them: boosting's trees of
         one round share their weights. Not modified (the grower reorders a copy). The exact
         finder (``max_bins=None``) filters its presorted rows by the weights and ignores it.
+    unit_weight : bool, optional
+        Whether every positive weight is 1, when the caller knows (boosting, once per fit);
+        None: the grower reads the weights to find out (squared-error trees without random
+        thresholds keep no count column in their histograms under unit weights).
 
     Returns
     -------
@@ -208,8 +212,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     n_shard0 = shard_rows(n_samples, compact)
     shard = _NO_SHARD
     scan_record = _NO_SCAN_RECORD
+    if compact and unit_weight is None:
+        unit_weight = bool(unit_weights(w, samples))
     if n_shard0 < n_samples:
-        n_hist_stats = 2 if unit_weights(w, samples) else 3  # as grow_tree decides
+        n_hist_stats = 2 if unit_weight else 3  # as grow_tree decides
         shard = (np.zeros(TASK_SIZE, dtype=np.int64), np.zeros((2, n_stats)),
                  np.zeros((data.n_features, n_hist_bins, n_hist_stats)),
                  np.full(data.n_features, n_hist_bins, dtype=np.int64),
@@ -241,7 +247,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
                 params.min_samples_leaf, params.min_weight_leaf, params.min_impurity_decrease,
                 params.max_leaf_nodes, make_state(seed), n_threads if parallel else 1,
                 node_threads_array, *pool_arrays, n_shard0, partition_buffer, *shard,
-                scan_record)
+                scan_record, np.int64(-1 if unit_weight is None else int(unit_weight)))
         if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
             _THREAD_STATE.hist_pool = pool_arrays
     finally:

@@ -146,7 +146,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
               n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
-              shard_hi, scan_record):
+              shard_hi, scan_record, unit_weight):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
     its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
@@ -174,7 +174,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     trees ignore these arguments (one shard). The same worker scans one of two sibling
     nodes with compact histograms when ``node_threads[CONTROL_HIST_POOL]`` is the address of
     ``hist_pool`` (the worker holds that pool) and ``scan_record`` has room for a node's
-    stats and its split record (``_node_threads``).
+    stats and its split record (``_node_threads``). ``unit_weight`` says whether every
+    weight of ``samples`` is 1 (1 / 0, compact trees drop the count column then), or -1 to
+    find out here.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -220,7 +222,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     compact = use_histogram and criterion == CRITERION_SQUARED_ERROR and not is_random
     n_hist_stats = n_stats
     if compact:
-        n_hist_stats = 2 if unit_weights(w, samples) else 3
+        if unit_weight < 0:
+            unit_weight = 1 if unit_weights(w, samples) else 0
+        n_hist_stats = 2 if unit_weight == 1 else 3
     count_column = compact_count_column(n_hist_stats) if compact else STAT_COUNT
     sharded = (compact and n_shard0 < n_samples and shard_task.shape[0] == TASK_SIZE
                and shard_stats.shape[0] == 2 and shard_stats.shape[1] == n_stats
