@@ -432,6 +432,31 @@ def test_binomial_loss_by_log_products_equals_the_log1p_sum(n, scale, weights, s
     assert np.array_equal(gradient, y - np.where(r >= 0.0, 1.0 / (1.0 + e), e / (1.0 + e)))
 
 
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 1200), n_classes=st.sampled_from([3, 10, 130]),
+       scale=st.sampled_from([0.5, 5.0, 40.0]), unit=st.booleans(), seed=st.integers(0, 2**16))
+def test_multinomial_loss_by_log_products_equals_the_log_sum(n, n_classes, scale, unit, seed):
+    """Unit-weight rows' log(norm) terms are summed as logarithms of products of norms (up
+    to 1000 // bits(K) a product, across their boundaries here): the loss stays within
+    1e-12 of the exact sum of the per-row terms top + log(norm) - raw[label]; the gradient
+    is the one computed before (softmax, one division per class)."""
+    rng = np.random.default_rng(seed)
+    raw = rng.normal(scale=scale, size=(n, n_classes))
+    y = rng.integers(0, n_classes, size=n).astype(np.int32)
+    w = np.ones(n) if unit else rng.uniform(0.0, 2.0, size=n)
+    top = raw.max(axis=1)
+    exps = np.exp(raw - top[:, None])
+    norm = exps.sum(axis=1)
+    terms = w * (top + np.log(norm) - raw[np.arange(n), y])
+    gradient = np.empty((n, n_classes))
+    total, weight = gb_losses._multinomial_gradient_loss(y, raw, w, gradient, 0, n)
+    assert total == pytest.approx(math.fsum(terms.tolist()), rel=1e-12, abs=1e-12)
+    assert weight == pytest.approx(math.fsum(w.tolist()), rel=1e-12)
+    expected = -(exps / norm[:, None])
+    expected[np.arange(n), y] += 1.0
+    np.testing.assert_allclose(gradient, expected, rtol=1e-13, atol=1e-15)
+
+
 def test_binomial_loss_keeps_the_tiny_terms_of_a_confident_model():
     """A model sure of every row (|r| between 7 and 40: each log1p term between 4e-18 and
     1e-3, on either side of the series threshold) reports its small loss to 1e-12,

@@ -294,8 +294,15 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
     returns the weighted sum of their ``logsumexp(raw) - raw[y]`` and their total weight.
     One exponential per row and class serves both."""
     n_classes = raw.shape[1]
-    total = 0.0
-    weight = 0.0
+    # Over unit-weight rows the log(norm) terms are summed as the logarithm of a product of
+    # norms (each in [1, K]), as _add_log1p does for the binomial loss. norm is already
+    # rounded before its log is taken, so the product adds one rounding per row (~2^-53 in
+    # absolute terms) to the one log(norm) had; at most 1000 // bits(K) factors a product
+    # keep it below 2^1000.
+    max_factors = max(1, 1000 // (int(np.log2(n_classes)) + 1))
+    linear = logs = weight = 0.0
+    product = 1.0
+    n_factors = 0
     for i in range(begin, end):
         top = raw[i, 0]
         for k in range(1, n_classes):
@@ -306,12 +313,21 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
             neg_gradient[i, k] = e
             norm += e
         label = np.int64(y[i])
-        total += w[i] * (top + np.log(norm) - raw[i, label])
+        linear += w[i] * (top - raw[i, label])
+        if w[i] != 1.0:
+            logs += w[i] * np.log(norm)
+        else:
+            product *= norm
+            n_factors += 1
+            if n_factors == max_factors:
+                logs += np.log(product)
+                product = 1.0
+                n_factors = 0
         weight += w[i]
         for k in range(n_classes):
             neg_gradient[i, k] = -(neg_gradient[i, k] / norm)
         neg_gradient[i, label] += 1.0
-    return total, weight
+    return linear + (logs + np.log(product)), weight
 
 
 # ------------------------------------------------------------------------- regression losses
