@@ -271,7 +271,7 @@ def _squared_error_gradient_loss(y, raw, w, neg_gradient, begin, end):
 def _binomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
     """``y - sigmoid(raw)`` of rows ``begin..end-1`` into ``neg_gradient``; returns the
     weighted sum of their half binomial loss ``log(1 + e^r) - y r`` and their total weight.
-    One exponential per row serves both (and ``_add_log1p`` one logarithm many rows)."""
+    One exponential per row serves both (and ``_add_log1p`` one logarithm for many rows)."""
     linear = logs = weight = 0.0
     product = 1.0
     n_factors = 0
