@@ -172,6 +172,20 @@ _LOG1P_SERIES_BELOW = 2.0 ** -10
 
 
 @njit(inline="always", **JIT_OPTIONS)
+def _multiply_factor(factor, logs, product, n_factors, max_factors):
+    """Multiply ``factor`` into the partial ``product`` of ``n_factors`` factors, moving the
+    product's logarithm into ``logs`` once it holds ``max_factors``; returns the three
+    updated. ``logs + log(product)`` is the sum of the factors' logarithms so far."""
+    product *= factor
+    n_factors += 1
+    if n_factors == max_factors:
+        logs += np.log(product)
+        product = 1.0
+        n_factors = 0
+    return logs, product, n_factors
+
+
+@njit(inline="always", **JIT_OPTIONS)
 def _add_log1p(e, wi, logs, product, n_factors):
     """Add ``wi * log1p(e)`` (``0 <= e <= 1``) to the running ``logs``, through the partial
     ``product`` of ``n_factors`` factors for unit weights; returns the three updated.
@@ -181,13 +195,8 @@ def _add_log1p(e, wi, logs, product, n_factors):
     small = e < _LOG1P_SERIES_BELOW
     series = e * (1.0 - e * (0.5 - e * (1.0 / 3.0 - e * (0.25 - e * 0.2))))
     logs += series if small else 0.0
-    product *= 1.0 if small else 1.0 + e
-    n_factors += 1
-    if n_factors == _LOG_PRODUCT_FACTORS:
-        logs += np.log(product)
-        product = 1.0
-        n_factors = 0
-    return logs, product, n_factors
+    return _multiply_factor(1.0 if small else 1.0 + e, logs, product, n_factors,
+                            _LOG_PRODUCT_FACTORS)
 
 
 @njit(**JIT_OPTIONS)
@@ -295,7 +304,7 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
     One exponential per row and class serves both."""
     n_classes = raw.shape[1]
     # Over unit-weight rows the log(norm) terms are summed as the logarithm of a product of
-    # norms (each in [1, K]), as _add_log1p does for the binomial loss. norm is already
+    # norms (each in [1, K]), as the binomial loss does (_add_log1p). norm is already
     # rounded before its log is taken, so the product adds one rounding per row (~2^-53 in
     # absolute terms) to the one log(norm) had; at most 1000 // bits(K) factors a product
     # keep it below 2^1000.
@@ -317,12 +326,8 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
         if w[i] != 1.0:
             logs += w[i] * np.log(norm)
         else:
-            product *= norm
-            n_factors += 1
-            if n_factors == max_factors:
-                logs += np.log(product)
-                product = 1.0
-                n_factors = 0
+            logs, product, n_factors = _multiply_factor(norm, logs, product, n_factors,
+                                                        max_factors)
         weight += w[i]
         for k in range(n_classes):
             neg_gradient[i, k] = -(neg_gradient[i, k] / norm)
