@@ -49,6 +49,7 @@ from ..tree._common import (
     TREE_LEAF,
 )
 from ..tree._fit import grow_tree_on, positive_rows, prepare_tree_data
+from ..tree._histogram import unit_weights
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
 from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs
@@ -327,7 +328,7 @@ class BaseGradientBoosting(BaseEstimator):
         weighted_rows = positive_rows(sample_weight > 0)
         # Whether those rows' weights are all 1 (then so are every round's in-bag rows'): the
         # trees need not read the weights to find out.
-        unit_weight = bool(np.all(sample_weight[weighted_rows] == 1.0))
+        unit_weight = bool(unit_weights(sample_weight, weighted_rows))
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = np.random.RandomState(stage_seeds[i])
