@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cipherforest.tree import _binning
 from cipherforest.tree._binning import apply_bins, bin_thresholds_for_column, fit_bin_thresholds
@@ -41,6 +43,56 @@ def test_unweighted_edges_equal_unit_weighted_ones():
         np.testing.assert_array_equal(bin_thresholds_for_column(column, max_bins),
                                       bin_thresholds_for_column(column, max_bins,
                                                                 np.ones(5000)))
+
+
+@pytest.mark.parametrize("n_edges", [0, 1, 15, 16, 17, 31, 32, 33, 254])
+def test_apply_bins_at_block_boundaries(n_edges):
+    """The two-level count of ``_bin_rows`` at every edge-block size around ``EDGE_BLOCK``:
+    values on, between, below and above all the edges (also when every block is full)."""
+    rng = np.random.default_rng(n_edges)
+    edges = np.sort(rng.choice(np.arange(-500, 500) / 4.0, n_edges, replace=False))
+    values = np.concatenate([edges, edges + 0.125, edges - 0.125, [-1e9, 1e9, np.inf,
+                                                                   -np.inf, np.nan]])
+    for width in {n_edges + 1, 255}:
+        binned = apply_bins(values.reshape(-1, 1), [edges], width)[:, 0]
+        expected = np.searchsorted(edges, values, side="left")
+        expected[np.isnan(values)] = width
+        np.testing.assert_array_equal(binned, expected)
+
+
+@settings(max_examples=80, deadline=None)
+@given(n_rows=st.integers(0, 3000), n_distinct=st.integers(1, 600),
+       max_bins=st.integers(2, 300), nan_share=st.sampled_from([0.0, 0.1, 1.0]),
+       seed=st.integers(0, 2**31 - 1))
+def test_compiled_edges_equal_unit_weighted_numpy_edges(n_rows, n_distinct, max_bins,
+                                                        nan_share, seed):
+    """The unweighted edges (compiled passes over an in-place sort) are the unit-weighted
+    ones (``np.unique`` and ``np.searchsorted``), bit for bit: few and many distinct values,
+    ties, NaN, infinities and signed zeros."""
+    rng = np.random.default_rng(seed)
+    pool = np.concatenate([rng.normal(size=n_distinct) * 10.0 ** rng.integers(-3, 4),
+                           [0.0, -0.0, np.inf, -np.inf]])
+    column = rng.choice(pool, n_rows)
+    column[rng.random(n_rows) < nan_share] = np.nan
+    compiled = bin_thresholds_for_column(column, max_bins)
+    numpy_edges = bin_thresholds_for_column(column, max_bins, np.ones(n_rows))
+    np.testing.assert_array_equal(compiled, numpy_edges)
+    assert compiled.shape[0] <= max_bins - 1
+
+
+def test_threaded_edges_equal_column_by_column():
+    """``fit_bin_thresholds`` places unweighted edges on several threads, each column the
+    same as alone."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(4000, 7))
+    X[:, :4] = X[:, :4].round(1)  # ties
+    X[rng.random(X.shape) < 0.03] = np.nan
+    for max_bins, edges in ((8, fit_bin_thresholds(X, 8, rng)),
+                            (255, fit_bin_thresholds(X, 255, rng))):
+        assert len(edges) == 7
+        for j in range(7):
+            np.testing.assert_array_equal(edges[j], bin_thresholds_for_column(
+                X[:, j], max_bins, np.ones(4000)))
 
 
 def test_subsampled_edges_are_the_sampled_rows_edges(monkeypatch):

@@ -8,10 +8,12 @@ most bins needs (``n_value_bins``, often far below ``max_bins`` on small or disc
 NaN maps to the extra bin ``n_value_bins``.
 
 Values are binned by blocks of rows on a few Python threads (the compiled count releases the
-GIL, and allocates nothing). Bin edges are placed column by column on the calling thread:
-on worker threads, each column's sort temporaries stayed in the threads' malloc arenas for
-the rest of the process (21 MB more peak memory in a 1M-row boosting fit,
-``benchmarks/fit_memory.py``).
+GIL, and allocates nothing). Unweighted bin edges are placed by columns on a few threads
+too, each sorting its column in scratch allocated by the calling thread: temporaries
+allocated on worker threads (``np.unique``'s, when edges were placed that way before) stay
+in the threads' malloc arenas for the rest of the process (21 MB more peak memory in a
+1M-row boosting fit, ``benchmarks/fit_memory.py``). Weighted edges are placed column by
+column on the calling thread.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from numba import njit
 
-from ._common import JIT_OPTIONS, X_BINNED_DTYPE
+from ._common import LEAF_JIT_OPTIONS, X_BINNED_DTYPE
 
 #: Rows used to place bin thresholds; more buys nothing measurable (as HistGradientBoosting).
 SUBSAMPLE_FOR_BINNING = 200_000
@@ -36,15 +38,13 @@ def bin_thresholds_for_column(column: np.ndarray, max_bins: int,
     counts as two rows, a row of weight 0 not at all), each moved to the midpoint between
     the distinct values around it, so edges are placed the way exact thresholds are.
     """
-    keep = ~np.isnan(column)
-    if weight is not None:
-        keep &= weight > 0
-    values = column[keep]
-    if weight is None:  # counts come from a sort, cheaper than the inverse's argsort
-        distinct, mass = np.unique(values, return_counts=True)
-    else:
-        distinct, inverse = np.unique(values, return_inverse=True)
-        mass = np.bincount(inverse, weights=weight[keep])
+    if weight is None:
+        column = np.asarray(column, dtype=np.float64)
+        scratch = _edge_scratch(column.shape[0], max_bins)
+        return _unweighted_edges(column.reshape(-1, 1), 0, _ALL_ROWS, max_bins, *scratch)
+    keep = ~np.isnan(column) & (weight > 0)
+    distinct, inverse = np.unique(column[keep], return_inverse=True)
+    mass = np.bincount(inverse, weights=weight[keep])
     if distinct.shape[0] <= max_bins:
         return distinct[:-1] / 2.0 + distinct[1:] / 2.0
     cumulative = np.cumsum(mass)
@@ -54,19 +54,109 @@ def bin_thresholds_for_column(column: np.ndarray, max_bins: int,
     return np.unique(distinct[lower] / 2.0 + distinct[lower + 1] / 2.0)
 
 
+#: ``rows`` of ``_gather_values`` meaning every row.
+_ALL_ROWS = np.zeros(0, dtype=np.int64)
+
+
 def fit_bin_thresholds(X: np.ndarray, max_bins: int, rng: np.random.Generator,
                        sample_weight: np.ndarray | None = None) -> list:
-    """Bin edges of every column of ``X`` (float64, NaN allowed), optionally weighted."""
-    n_samples = X.shape[0]
-    if n_samples <= SUBSAMPLE_FOR_BINNING:
-        return [bin_thresholds_for_column(X[:, j], max_bins, sample_weight)
-                for j in range(X.shape[1])]
-    rows = np.sort(rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
-    weight = None if sample_weight is None else sample_weight[rows]
-    # Column by column: gathering the sampled rows of all columns at once would hold a
-    # 200,000-row copy of X (32 MB at 20 features), the peak of a large fit's memory.
-    return [bin_thresholds_for_column(X[rows, j], max_bins, weight)
-            for j in range(X.shape[1])]
+    """Bin edges of every column of ``X`` (float64, NaN allowed), optionally weighted.
+
+    Unweighted edges are placed on up to one thread per core, each with scratch allocated
+    here: the threads allocate nothing large (see the module docstring).
+    """
+    n_samples, n_features = X.shape
+    rows = _ALL_ROWS
+    if n_samples > SUBSAMPLE_FOR_BINNING:
+        rows = np.sort(rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    if sample_weight is not None:
+        weight = sample_weight if rows.shape[0] == 0 else sample_weight[rows]
+        # Column by column: gathering the sampled rows of all columns at once would hold a
+        # 200,000-row copy of X (32 MB at 20 features), the peak of a large fit's memory.
+        return [bin_thresholds_for_column(X[:, j] if rows.shape[0] == 0 else X[rows, j],
+                                          max_bins, weight) for j in range(n_features)]
+    n_values = n_samples if rows.shape[0] == 0 else rows.shape[0]
+    n_workers = max(1, min(n_features, os.cpu_count() or 1))
+    scratch = [_edge_scratch(n_values, max_bins) for _ in range(n_workers)]
+
+    def place(worker):
+        return [_unweighted_edges(X, j, rows, max_bins, *scratch[worker])
+                for j in range(worker, n_features, n_workers)]
+
+    placed = _map_blocks(place, n_workers)
+    return [placed[j % n_workers][j // n_workers] for j in range(n_features)]
+
+
+def _edge_scratch(n_values: int, max_bins: int) -> tuple:
+    """Scratch of ``_unweighted_edges`` for columns of ``n_values`` values."""
+    return (np.empty(n_values), np.empty(n_values, dtype=np.int64),
+            np.empty(max(max_bins, 1)))
+
+
+def _unweighted_edges(X: np.ndarray, j: int, rows: np.ndarray, max_bins: int,
+                      values: np.ndarray, counts: np.ndarray,
+                      edges: np.ndarray) -> np.ndarray:
+    """``bin_thresholds_for_column`` of column ``j`` of ``X`` (of ``rows``; all rows when
+    empty) without weights, in the scratch of ``_edge_scratch``: the same edges as with
+    unit weights, from an in-place sort (NumPy's, which releases the GIL) and two compiled
+    passes instead of ``np.unique`` and its temporaries."""
+    n = _gather_values(X, j, rows, values)
+    values[:n].sort()
+    n_edges = _quantile_edges(values, n, counts, max_bins, edges)
+    return edges[:n_edges].copy()
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _gather_values(X, j, rows, out):
+    """The non-NaN values of column ``j`` of ``X`` (of ``rows``; all rows when empty), in
+    row order, into ``out``; returns their number."""
+    n = 0
+    if rows.shape[0] == 0:
+        for i in range(X.shape[0]):
+            x = X[i, j]
+            out[n] = x
+            n += not np.isnan(x)
+    else:
+        for r in range(rows.shape[0]):
+            x = X[rows[r], j]
+            out[n] = x
+            n += not np.isnan(x)
+    return n
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _quantile_edges(values, n, counts, max_bins, edges):
+    """Unweighted bin edges of the sorted ``values[:n]`` (no NaN) into ``edges`` (at
+    least ``max_bins - 1`` items); returns their number. The distinct values are written
+    over the front of ``values``; ``counts`` is scratch of ``n`` items.
+
+    The steps of ``bin_thresholds_for_column`` with unit weights, with the same
+    arithmetic: the distinct values and the number of values up to each; the edge for
+    quantile ``k / max_bins`` is the midpoint after the first distinct value whose count
+    reaches ``n k / max_bins`` (the last but one at most); repeated edges are dropped.
+    """
+    n_distinct = 0
+    for i in range(n):
+        if n_distinct == 0 or values[i] != values[n_distinct - 1]:
+            values[n_distinct] = values[i]
+            n_distinct += 1
+        counts[n_distinct - 1] = i + 1
+    if n_distinct <= max_bins:
+        for d in range(n_distinct - 1):
+            edges[d] = values[d] / 2.0 + values[d + 1] / 2.0
+        return max(n_distinct - 1, 0)
+    n_edges = 0
+    d = 0
+    for k in range(1, max_bins):
+        target = (n * k) / max_bins
+        while counts[d] < target:
+            d += 1
+        lower = min(d, n_distinct - 2)
+        edge = values[lower] / 2.0 + values[lower + 1] / 2.0
+        if n_edges == 0 or edge != edges[n_edges - 1]:
+            edges[n_edges] = edge
+            n_edges += 1
+    return n_edges
 
 
 def n_value_bins(thresholds: list) -> int:
@@ -81,38 +171,53 @@ def apply_bins(X: np.ndarray, thresholds: list, missing_bin: int) -> np.ndarray:
     computed by a compiled kernel over blocks of rows on up to one thread per core.
     """
     binned = np.empty(X.shape, dtype=X_BINNED_DTYPE)
-    table = threshold_table(thresholds, missing_bin)
+    n_blocks = -(-missing_bin // EDGE_BLOCK)
+    # Edges padded with inf to whole blocks, plus one block of inf for values above them
+    # all; the last edge of every block.
+    fine = threshold_table(thresholds, EDGE_BLOCK * (n_blocks + 1))
+    coarse = np.ascontiguousarray(fine[:, EDGE_BLOCK - 1:EDGE_BLOCK * n_blocks:EDGE_BLOCK])
     n_rows = X.shape[0]
-    n_blocks = max(1, min(os.cpu_count() or 1, n_rows // _MIN_ROWS_PER_BLOCK))
+    n_row_blocks = max(1, min(os.cpu_count() or 1, n_rows // _MIN_ROWS_PER_BLOCK))
 
     def bin_block(block):
-        _bin_rows(X, table, missing_bin, block * n_rows // n_blocks,
-                  (block + 1) * n_rows // n_blocks, binned)
+        _bin_rows(X, coarse, fine, missing_bin, block * n_rows // n_row_blocks,
+                  (block + 1) * n_rows // n_row_blocks, binned)
 
-    _map_blocks(bin_block, n_blocks)
+    _map_blocks(bin_block, n_row_blocks)
     return binned
 
 
 #: Rows binned per thread at least (a thread's start-up costs more than binning fewer).
 _MIN_ROWS_PER_BLOCK = 16_384
+#: Edges per block of ``_bin_rows``' two-level count.
+EDGE_BLOCK = 16
 
 
-@njit(**JIT_OPTIONS)
-def _bin_rows(X, table, missing_bin, begin, end, binned):
+@njit(**LEAF_JIT_OPTIONS)
+def _bin_rows(X, coarse, fine, missing_bin, begin, end, binned):
     """Bins of rows ``begin..end-1`` of ``X`` into ``binned``: for each value, the number of
-    its feature's upper edges (a row of ``table``, ``inf``-padded) below it —
-    ``searchsorted(edges, x, side="left")`` — or ``missing_bin`` for NaN.
+    its feature's upper edges below it — ``searchsorted(edges, x, side="left")`` — or
+    ``missing_bin`` for NaN.
 
-    Counting over the whole row is branch-free and vectorised; it ran 2.4 times faster than
-    a binary search (whose steps wait on each other's loads) on 255 bins.
+    ``fine`` holds each feature's edges in blocks of ``EDGE_BLOCK`` (``inf``-padded, one
+    more block of ``inf``), ``coarse`` the last edge of each block. The edges are sorted,
+    so the blocks whose last edge is below ``x`` (``b`` of them, counted in ``coarse``) lie
+    below it whole, the blocks after block ``b`` not at all: the count is ``EDGE_BLOCK b``
+    plus the count in block ``b``. Both counts are branch-free and vectorised: 32
+    comparisons instead of one per edge, and no chain of dependent loads as in a binary
+    search (2.4 times slower than counting all 255 edges).
     """
-    width = table.shape[1]
+    n_blocks = coarse.shape[1]
     for i in range(begin, end):
         for j in range(X.shape[1]):
             x = X[i, j]
-            below = 0
-            for k in range(width):
-                below += table[j, k] < x
+            block = 0
+            for m in range(n_blocks):
+                block += coarse[j, m] < x
+            first = EDGE_BLOCK * block
+            below = first
+            for k in range(EDGE_BLOCK):
+                below += fine[j, first + k] < x
             binned[i, j] = missing_bin if np.isnan(x) else below
 
 
