@@ -304,6 +304,59 @@ def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
 
 
 @needs_spin_wait
+def test_the_worker_merges_its_half_of_the_features_as_the_grower_would():
+    """A merge (shard 1's part into the smaller child, the parent turned into the larger
+    child) split by features: the worker's upper half plus the grower's lower half equal
+    the grower's merge of all features, and the part is left zero."""
+    rng = np.random.default_rng(9)
+    X, y = make_regression(5000, 6, noise=1.0, random_state=9)
+    data = prepare_tree_data(with_nan(X, rng, 0.05), 64, 0)
+    n_bins, w = data.n_hist_bins, np.ones(5000)
+    n_stats = STAT_FIRST + n_criterion_stats(CRITERION_SQUARED_ERROR, 1)
+    samples = np.arange(5000, dtype=np.int64)
+    pool_hist = np.zeros((3, 6, n_bins, 2))
+    pool_lo = np.full((3, 6), n_bins, dtype=np.int64)
+    pool_hi = np.full((3, 6), -1, dtype=np.int64)
+    part = np.zeros((6, n_bins, 2))
+    part_lo = np.full(6, n_bins, dtype=np.int64)
+    part_hi = np.full(6, -1, dtype=np.int64)
+    # Slot 2: a parent of all rows; slot 1: its smaller child's shard-0 rows; the part: that
+    # child's shard-1 rows.
+    build_compact_histogram(pool_hist[2], pool_lo[2], pool_hi[2], data.X_binned, samples, 0,
+                            5000, y, w, 1)
+    build_compact_histogram(pool_hist[1], pool_lo[1], pool_hi[1], data.X_binned, samples, 0,
+                            1200, y, w, 1)
+    build_compact_histogram(part, part_lo, part_hi, data.X_binned, samples, 2500, 3700, y, w,
+                            1)
+    expected = [a.copy() for a in (pool_hist, pool_lo, pool_hi, part, part_lo, part_hi)]
+    _node_threads.merge_features(*expected[:3], 1, 2, *expected[3:], 0, 6)
+    assert not expected[3].any() and np.isclose(expected[0][1, :, :, 0].sum(), 6 * 2400)
+
+    control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
+    control[_node_threads.CONTROL_MIN_ROWS] = 1
+    control[_node_threads.CONTROL_HIST_POOL] = pool_hist.ctypes.data
+    with ThreadPoolExecutor(1) as pool:
+        worker = pool.submit(_node_threads.serve_shard_steps, control,
+                             np.zeros(_shards.TASK_SIZE, dtype=np.int64), data.X_binned,
+                             samples, np.zeros(5000, dtype=np.int64), y, w, part, part_lo,
+                             part_hi, np.zeros((2, n_stats)),
+                             np.zeros(n_stats + split_record_size(n_stats)), pool_hist,
+                             pool_lo, pool_hi, data.bin_thresholds, 20, 0.0, 6, 1 << 62)
+        control[_node_threads.CONTROL_MERGE_SLOT] = 1
+        control[_node_threads.CONTROL_MERGE_PARENT] = 2
+        control[_node_threads.CONTROL_MERGE_FEATURE] = 3
+        post_and_wait(control, _node_threads.MERGE_POSTED)
+        assert part[:3].any() and not part[3:].any()  # the worker merged features 3-5 only
+        _node_threads.merge_features(pool_hist, pool_lo, pool_hi, 1, 2, part, part_lo,
+                                     part_hi, 0, 3)
+        control[_node_threads.CONTROL_STOP] = 1
+        assert worker.result(timeout=60) == 1
+    for got, want in zip((pool_hist, pool_lo, pool_hi, part, part_lo, part_hi), expected,
+                         strict=True):
+        assert np.array_equal(got, want)
+
+
+@needs_spin_wait
 def test_a_grower_waiting_for_a_failed_worker_does_the_work_itself():
     control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
     control[_node_threads.CONTROL_STEP] = _node_threads.STEP_CLAIMED  # the worker has it...

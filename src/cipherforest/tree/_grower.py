@@ -54,6 +54,7 @@ from ._node_threads import (
     collect,
     hands_off,
     hands_off_scan,
+    merge_children_histograms,
     post,
     run_shard_steps,
     scan_compact_node,
@@ -626,18 +627,23 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                             hist_hi[s_slot], X_binned, samples,
                                             child_bounds[small, 0], child_bounds[small, 1], y,
                                             w, criterion, n_threads)
-                    if sharded:
-                        add_partial_histogram(hist_pool[s_slot], hist_lo[s_slot],
-                                              hist_hi[s_slot], shard_hist, shard_lo, shard_hi)
                     child_slots[small] = s_slot
+                    # The parent's slot becomes the larger child's, in place: no slot to take
+                    # and none to clear.
                     if child_needs[large]:
-                        # The parent's slot becomes the larger child's, in place: no slot to
-                        # take and none to clear.
+                        child_slots[large] = parent_slot
+                    if sharded:
+                        # Shard 1's part added and the parent subtracted, half the features
+                        # on the worker when one runs.
+                        merge_children_histograms(
+                            node_threads, hist_pool, hist_lo, hist_hi, s_slot,
+                            parent_slot if child_needs[large] else -1, shard_hist, shard_lo,
+                            shard_hi, node_int[node_id, _N_SAMPLES])
+                    elif child_needs[large]:
                         subtract_histogram(hist_pool[parent_slot], hist_lo[parent_slot],
                                            hist_hi[parent_slot], hist_pool[s_slot],
                                            hist_pool[parent_slot], hist_lo[parent_slot],
                                            hist_hi[parent_slot], count_column)
-                        child_slots[large] = parent_slot
                     if not child_needs[small]:
                         clear_histogram(hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot])
                         hist_free[n_free_hists] = s_slot

@@ -179,11 +179,20 @@ def subtract_histogram(parent, parent_lo, parent_hi, child, out, out_lo, out_hi,
     ``count_column`` is the stats column holding the sample count (``STAT_COUNT``, or
     ``compact_count_column`` for compact slots).
     """
-    n_features, n_bins, n_stats = parent.shape
+    subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo, out_hi,
+                                count_column, np.int64(0), np.int64(parent.shape[0]))
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo, out_hi,
+                                count_column, f_begin, f_end):
+    """``subtract_histogram`` for features ``f_begin..f_end-1`` only (the others are not
+    touched): two threads can each subtract a range of one slot."""
+    n_bins, n_stats = parent.shape[1], parent.shape[2]
     flat_parent = parent.reshape(parent.size)
     flat_child = child.reshape(child.size)
     flat_out = out.reshape(out.size)
-    for f in range(n_features):
+    for f in range(f_begin, f_end):
         first = parent_lo[f]
         last = parent_hi[f]
         new_lo = n_bins

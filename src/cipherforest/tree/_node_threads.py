@@ -9,8 +9,9 @@ array, the *control* (``CONTROL_*`` below). The grower hands it work through tha
 with atomic operations only (``_atomics``):
 
 * the grower describes the work (a step: in shard 1's task array; a scan: its histogram
-  slot and seed in the control, its node's stats in the scan record) and sets the word to
-  ``STEP_POSTED`` or ``SCAN_POSTED`` (``post``), then does its own share;
+  slot and seed in the control, its node's stats in the scan record; a merge: its slots
+  and first feature in the control) and sets the word to ``STEP_POSTED``, ``SCAN_POSTED``
+  or ``MERGE_POSTED`` (``post``), then does its own share;
 * the worker moves the word to ``STEP_CLAIMED`` (compare-and-exchange), does the work and
   sets ``STEP_DONE``;
 * the grower, its own share done, takes work still posted back (the worker has not
@@ -25,7 +26,12 @@ split: the grower scans the first meanwhile, and the worker records the second's
 the scan record (``scan_compact_node``, which the grower scans compact nodes with too).
 A scan reads a slot of the grower's histogram pool, which the worker received when the
 tree started; it is posted only while the grower still uses that pool (its address is
-in ``control[CONTROL_HIST_POOL]``; a pool regrown in the kernel is a new one).
+in ``control[CONTROL_HIST_POOL]``; a pool regrown in the kernel is a new one). Under the
+same condition, after the split of a node of at least ``control[CONTROL_MIN_ROWS]`` rows,
+a *merge* goes (``merge_children_histograms``): adding shard 1's part of the smaller
+child's histogram into its slot and subtracting it from the parent's (the larger child's)
+is split by features, the upper half posted (``MERGE_POSTED``), the lower half done by
+the grower meanwhile.
 
 A hand-off thus costs about a cache line's trip between the cores instead of a thread's
 wake-up, and a fit never waits for a thread that cannot run. A step writes into arrays of
@@ -65,9 +71,13 @@ from ._atomics import (
     yield_processor,
 )
 from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS
-from ._histogram import best_split_compact_feature
+from ._histogram import (
+    best_split_compact_feature,
+    compact_count_column,
+    subtract_histogram_features,
+)
 from ._rng import rand_int
-from ._shards import shard_step
+from ._shards import add_partial_features, shard_step
 from ._split_record import SPLIT_LEFT, reset_split
 
 # Words of the control array, each group on its own cache line: the step word (grower and
@@ -85,7 +95,11 @@ CONTROL_SCAN_SLOT = 20  # a posted scan's histogram slot
 CONTROL_SCAN_SEED = 21  # and its node's seed (the uint64's bits)
 CONTROL_HIST_POOL = 22  # address of the worker's histogram pool; 0: no scans
 CONTROL_SCANS_POSTED = 23  # of the posted, scans
-CONTROL_SIZE = 24
+CONTROL_MERGE_SLOT = 24  # a posted merge's smaller-child slot
+CONTROL_MERGE_PARENT = 25  # and the parent slot it turns into the larger child's (-1: none)
+CONTROL_MERGE_FEATURE = 26  # the worker merges features from this one on
+CONTROL_MERGES_POSTED = 27  # of the posted, merges
+CONTROL_SIZE = 32
 
 # States of the step word.
 STEP_IDLE = 0
@@ -94,6 +108,7 @@ STEP_CLAIMED = 2
 STEP_DONE = 3
 SCAN_POSTED = 4  # a node's split scan
 STEP_FAILED = 5  # the worker raised (set from Python): the grower does the work itself
+MERGE_POSTED = 6  # half the features of a split's histogram merge
 
 #: Cycle-counter ticks without a step after which the worker gives its core back (~5 ms at
 #: 3 GHz; a tree's nodes come far more often).
@@ -208,6 +223,53 @@ def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_lea
                 break
 
 
+@njit(**LEAF_JIT_OPTIONS)
+def merge_features(hist_pool, hist_lo, hist_hi, slot, parent_slot, part, part_lo, part_hi,
+                   f_begin, f_end):
+    """For features ``f_begin..f_end-1``: add the second shard's part into the smaller
+    child's ``slot`` (``_shards.add_partial_features``, leaving the part zero), then turn
+    ``parent_slot`` (if not -1) into the larger child's, parent minus smaller child, in
+    place (``subtract_histogram_features``)."""
+    add_partial_features(hist_pool[slot], hist_lo[slot], hist_hi[slot], part, part_lo,
+                         part_hi, f_begin, f_end)
+    if parent_slot >= 0:
+        subtract_histogram_features(hist_pool[parent_slot], hist_lo[parent_slot],
+                                    hist_hi[parent_slot], hist_pool[slot],
+                                    hist_pool[parent_slot], hist_lo[parent_slot],
+                                    hist_hi[parent_slot],
+                                    compact_count_column(hist_pool.shape[3]), f_begin, f_end)
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def merge_children_histograms(control, hist_pool, hist_lo, hist_hi, slot, parent_slot, part,
+                              part_lo, part_hi, n_rows):
+    """After a split of a sharded compact tree whose smaller child's histogram is in
+    ``slot`` (shard 0's rows) and ``part`` (shard 1's): ``merge_features`` over every
+    feature. For a node of ``n_rows`` rows that hands off (``hands_off``), while a worker
+    holds this pool (as for scans), the worker merges the upper half of the features while
+    this thread merges the lower half; the features are disjoint, and each is merged the
+    same on either thread."""
+    n_features = hist_pool.shape[1]
+    half = n_features // 2
+    posted = (half > 0 and control[CONTROL_MIN_ROWS] > 0 and n_rows >= control[CONTROL_MIN_ROWS]
+              and control[CONTROL_HIST_POOL] != 0
+              and control[CONTROL_HIST_POOL] == hist_pool.ctypes.data)
+    if not posted:
+        merge_features(hist_pool, hist_lo, hist_hi, slot, parent_slot, part, part_lo,
+                       part_hi, np.int64(0), np.int64(n_features))
+        return
+    control[CONTROL_MERGE_SLOT] = slot
+    control[CONTROL_MERGE_PARENT] = parent_slot
+    control[CONTROL_MERGE_FEATURE] = half
+    control[CONTROL_MERGES_POSTED] += 1
+    began = post(control, MERGE_POSTED)
+    merge_features(hist_pool, hist_lo, hist_hi, slot, parent_slot, part, part_lo, part_hi,
+                   np.int64(0), np.int64(half))
+    if not collect(control, MERGE_POSTED, began):
+        merge_features(hist_pool, hist_lo, hist_hi, slot, parent_slot, part, part_lo,
+                       part_hi, np.int64(half), np.int64(n_features))
+
+
 @njit(**JIT_OPTIONS)
 def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
                       child_stats, scan_record, hist_pool, hist_lo, hist_hi, bin_thresholds,
@@ -229,11 +291,15 @@ def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, 
     looks = 0
     while True:
         state = atomic_load(control, CONTROL_STEP)
-        if state == STEP_POSTED or state == SCAN_POSTED:
+        if state == STEP_POSTED or state == SCAN_POSTED or state == MERGE_POSTED:
             if compare_exchange(control, CONTROL_STEP, state, STEP_CLAIMED):
                 if state == STEP_POSTED:
                     shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi,
                                child_stats, 1)
+                elif state == MERGE_POSTED:
+                    merge_features(hist_pool, hist_lo, hist_hi, control[CONTROL_MERGE_SLOT],
+                                   control[CONTROL_MERGE_PARENT], hist, lo, hi,
+                                   control[CONTROL_MERGE_FEATURE], hist_pool.shape[1])
                 else:
                     control[CONTROL_SCANS_SERVED] += 1
                     slot = control[CONTROL_SCAN_SLOT]

@@ -21,6 +21,7 @@ array (the ``TASK_*`` columns) so that it can be handed to another thread throug
 
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 from ._common import CRITERION_SQUARED_ERROR, LEAF_JIT_OPTIONS
@@ -115,9 +116,17 @@ def add_partial_histogram(hist, lo, hi, part, part_lo, part_hi):
     """Add the histogram ``part`` (another shard's rows of the same node) into ``hist`` over
     ``part``'s occupied bins, widen ``hist``'s ranges to cover them, and leave ``part`` zero
     (free) again."""
+    add_partial_features(hist, lo, hi, part, part_lo, part_hi, np.int64(0),
+                         np.int64(hist.shape[0]))
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def add_partial_features(hist, lo, hi, part, part_lo, part_hi, f_begin, f_end):
+    """``add_partial_histogram`` for features ``f_begin..f_end-1`` only (the others are not
+    touched): two threads can each add a range of one slot."""
     n_bins = hist.shape[1]
     n_stats = hist.shape[2]
-    for f in range(hist.shape[0]):
+    for f in range(f_begin, f_end):
         first = part_lo[f]
         last = part_hi[f]
         if last < first:
