@@ -564,8 +564,8 @@ def time_node_handoff(n: int, repeats: int) -> None:
         # so every repetition does the same work.
         clear_histogram(hist0, lo0, hi0)
         half = m // 2
-        set_task(task0, 0, split_bin, False, 0, half, build)
-        set_task(task1, 0, split_bin, False, half, m, build)
+        set_task(task0, 0, split_bin, False, 0, half, build, 0)
+        set_task(task1, 0, split_bin, False, half, m, build, 0)
         run_shard_steps(True, hand_off, node_threads, task0, stats0, hist0, lo0, hi0, task1,
                         stats1, hist1, lo1, hi1, data.X_binned, rows[m], buffers[m], gradient,
                         w, 1)

@@ -238,17 +238,19 @@ def test_unit_weight_partition_matches_the_weighted_one_bit_for_bit():
     for split_bin, missing_left in ((10, True), (10, False), (0, False), (n_bins - 2, True)):
         samples = np.sort(rng.choice(n, 300, replace=False)).astype(np.int64)
         start, end = 20, 280
-        unit_samples = samples.copy()
+        original = samples.copy()
         stats, unit_stats = np.zeros((2, 4)), np.zeros((2, 4))
         mid = partition_histogram_stable(2, split_bin, missing_left, samples, start, end,
                                          X_binned, n_bins - 1, np.zeros(n, dtype=np.int64), y,
                                          w, CRITERION_SQUARED_ERROR, stats[0], stats[1])
-        unit_mid = partition_unit_squared_error(2, split_bin, missing_left, unit_samples, start,
-                                                end, X_binned, n_bins - 1,
-                                                np.zeros(n, dtype=np.int64), y, unit_stats[0],
-                                                unit_stats[1])
-        assert unit_mid == mid
-        np.testing.assert_array_equal(unit_samples, samples)
+        for summed in (0, 1):  # each call sums one child only
+            unit_samples = original.copy()
+            unit_mid = partition_unit_squared_error(2, split_bin, missing_left, unit_samples,
+                                                    start, end, X_binned, n_bins - 1,
+                                                    np.zeros(n, dtype=np.int64), y, summed,
+                                                    unit_stats[summed])
+            assert unit_mid == mid
+            np.testing.assert_array_equal(unit_samples, samples)
         np.testing.assert_array_equal(unit_stats, stats)  # exact, not approximate
 
 
@@ -260,8 +262,11 @@ def test_a_non_finite_target_stays_on_its_side_of_the_partition():
         samples = np.arange(4, dtype=np.int64)
         stats = np.zeros((2, 4))
         if unit:
-            partition_unit_squared_error(0, 2, False, samples, 0, 4, X_binned, 9,
-                                         np.zeros(4, dtype=np.int64), y, stats[0], stats[1])
+            for summed in (0, 1):
+                samples = np.arange(4, dtype=np.int64)
+                partition_unit_squared_error(0, 2, False, samples, 0, 4, X_binned, 9,
+                                             np.zeros(4, dtype=np.int64), y, summed,
+                                             stats[summed])
         else:
             partition_histogram_stable(0, 2, False, samples, 0, 4, X_binned, 9,
                                        np.zeros(4, dtype=np.int64), y, np.ones(4),

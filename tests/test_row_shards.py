@@ -259,7 +259,7 @@ def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
     samples, buffer = np.arange(5000, dtype=np.int64), np.zeros(5000, dtype=np.int64)
     task, stats = np.zeros(_shards.TASK_SIZE, dtype=np.int64), np.zeros((2, n_stats))
     split_bin = int(np.median(data.X_binned[:, 2]))
-    _shards.set_task(task, 2, split_bin, True, 2500, 5000, _shards.BUILD_LEFT)
+    _shards.set_task(task, 2, split_bin, True, 2500, 5000, _shards.BUILD_LEFT, 1)
     (hist,), (lo,), (hi,) = slots(1)
     # A node's compact histogram in slot 1 of a pool, and its stats, for a scan.
     pool_hist, pool_lo, pool_hi = slots(2)

@@ -318,9 +318,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists,
                               n_clean))
             if compact:
-                set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL)
+                set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL, 0)
                 if sharded:
-                    set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL)
+                    set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL, 0)
                 hand_off = sharded and hands_off(node_threads, np.int64(0), n_shard0, n_shard0,
                                                  n_samples)
                 run_shard_steps(sharded, hand_off, node_threads,
@@ -493,9 +493,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 position = np.int64(split[SPLIT_POSITION])
                 hand_off = sharded and hands_off(node_threads, start, end, start1, end1)
                 build = BUILD_NONE
+                # The smaller child by the split's counts. Under unit weights (counts exact)
+                # the steps sum its rows only; the larger child's stats are the node's minus
+                # its stats (below).
+                summed = 0 if (split[SPLIT_LEFT + STAT_COUNT]
+                               <= split[SPLIT_LEFT + n_stats + STAT_COUNT]) else 1
                 if hand_off and parent_slot >= 0:
-                    early_small = 0 if (split[SPLIT_LEFT + STAT_COUNT]
-                                        <= split[SPLIT_LEFT + n_stats + STAT_COUNT]) else 1
+                    early_small = summed
                     if _may_need_histogram(split, n_stats, n_hist_bins, depth + 1, max_depth,
                                            min_samples_split, min_samples_leaf,
                                            min_weight_leaf,
@@ -505,9 +509,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             n_clean, early_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
                                                                 hist_free, n_free_hists,
                                                                 n_hists, n_clean)
-                set_task(task0, feature, position, missing_left, start, end, build)
+                set_task(task0, feature, position, missing_left, start, end, build, summed)
                 if sharded:
-                    set_task(shard_task, feature, position, missing_left, start1, end1, build)
+                    set_task(shard_task, feature, position, missing_left, start1, end1, build,
+                             summed)
                 # Without a build the step only reads its slot's shape.
                 target = early_slot if early_slot >= 0 else 0
                 run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
@@ -520,6 +525,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     for c in range(2):
                         for k in range(n_stats):
                             child_stats[c, k] += shard_stats[c, k]
+                if n_hist_stats == 2:
+                    for k in range(n_stats):
+                        child_stats[1 - summed, k] = (node_stats[node_id, k]
+                                                      - child_stats[summed, k])
             else:
                 mid = partition_histogram_stable(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
@@ -556,7 +565,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         # Sum each child's own samples rather than trusting the split record's ``node - left``:
         # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
         # impure under fractional weights. Costs O(node size), as the partition does (the
-        # histogram partition sums them itself).
+        # histogram partition sums them itself). Only compact trees under unit weights take
+        # the larger child's stats as the node's minus the smaller's: no classes, and weights
+        # and counts are whole numbers, exact in the difference.
         if sorted_index is not None:
             _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
@@ -610,10 +621,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                                             n_clean)
                         if compact:
                             set_task(task0, -1, 0, False, child_bounds[small, 0],
-                                     child_bounds[small, 1], BUILD_ALL)
+                                     child_bounds[small, 1], BUILD_ALL, 0)
                             if sharded:
                                 set_task(shard_task, -1, 0, False, child_bounds[small, 2],
-                                         child_bounds[small, 3], BUILD_ALL)
+                                         child_bounds[small, 3], BUILD_ALL, 0)
                             hand_off = sharded and hands_off(
                                 node_threads, child_bounds[small, 0], child_bounds[small, 1],
                                 child_bounds[small, 2], child_bounds[small, 3])

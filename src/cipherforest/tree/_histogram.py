@@ -532,17 +532,22 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
 
 @njit(**LEAF_JIT_OPTIONS)
 def partition_unit_squared_error(split_feature, split_bin, missing_left, samples, start, end,
-                                 X_binned, missing_bin, buffer, y, left_stats, right_stats):
-    """``partition_histogram_stable`` for the squared error when every weight is 1.
+                                 X_binned, missing_bin, buffer, y, summed, stats):
+    """``partition_histogram_stable`` for the squared error when every weight is 1, summing
+    the stats of one child only, ``summed`` (0: left, 1: right), into the zeroed ``stats``.
 
-    The same partition and the same sums bit for bit (a weight of 1 multiplies exactly, and
-    each side's weight and count are its row count), summing two statistics instead of four
-    and reading no weights: boosting's trees without sample weights take this path.
+    The same partition and the same sums of that child bit for bit (a weight of 1
+    multiplies exactly, and its weight and count are its row count), summing two
+    statistics instead of four and reading no weights. The caller takes the other child's
+    stats as its node's minus these: boosting's sharded trees sum the smaller child's rows
+    only.
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
-    _sum_unit_squared_error_side(samples, start, n_left, y, left_stats)
-    _sum_unit_squared_error_side(samples, n_left, end, y, right_stats)
+    if summed == 0:
+        _sum_unit_squared_error_side(samples, start, n_left, y, stats)
+    else:
+        _sum_unit_squared_error_side(samples, n_left, end, y, stats)
     return n_left
 
 

@@ -45,7 +45,8 @@ TASK_START = 3  # the shard's segment of the node
 TASK_END = 4
 TASK_BUILD = 5  # which part's histogram to build: BUILD_* below
 TASK_MID = 6  # out: end of the left child's rows in the segment
-TASK_SIZE = 7
+TASK_SUMMED = 7  # unit weights: the child whose stats the step sums (0 left, 1 right)
+TASK_SIZE = 8
 
 BUILD_NONE = -1
 BUILD_LEFT = 0
@@ -62,7 +63,7 @@ def shard_rows(n_samples: int, compact: bool) -> int:
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def set_task(task, feature, split_bin, missing_left, start, end, build):
+def set_task(task, feature, split_bin, missing_left, start, end, build, summed):
     """Describe a step in ``task``."""
     task[TASK_FEATURE] = feature
     task[TASK_BIN] = split_bin
@@ -71,6 +72,7 @@ def set_task(task, feature, split_bin, missing_left, start, end, build):
     task[TASK_END] = end
     task[TASK_BUILD] = build
     task[TASK_MID] = end
+    task[TASK_SUMMED] = summed
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -79,7 +81,8 @@ def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats,
 
     Partitions ``samples[start:end]`` by the split (stably, left first; ``buffer[start:end]``
     is the scratch), writing the left child's end to ``task[TASK_MID]`` and the two
-    children's stats vectors of this segment to ``child_stats[0]`` / ``[1]``; then builds
+    children's stats vectors of this segment to ``child_stats[0]`` / ``[1]`` (under unit
+    weights only the child ``task[TASK_SUMMED]``'s, the other's left zero); then builds
     the compact histogram of the part ``task[TASK_BUILD]`` names (left or right child, or the
     whole segment) into the zeroed slot ``hist`` / ``lo`` / ``hi``.
     """
@@ -91,9 +94,10 @@ def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats,
         missing_bin = hist.shape[1] - 1
         missing_left = task[TASK_MISSING_LEFT] == 1
         if hist.shape[2] == 2:  # unit weights
+            summed = task[TASK_SUMMED]
             mid = partition_unit_squared_error(
                 task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                X_binned, missing_bin, buffer[start:end], y, child_stats[0], child_stats[1])
+                X_binned, missing_bin, buffer[start:end], y, summed, child_stats[summed])
         else:
             mid = partition_histogram_stable(
                 task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
