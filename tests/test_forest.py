@@ -39,7 +39,7 @@ from cipherforest.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
-from cipherforest.ensemble._base import bootstrap_counts
+from cipherforest.ensemble._base import bootstrap_counts, seeded_stream
 from cipherforest.io import load_model, save_model
 
 FORESTS = [RandomForestClassifier, RandomForestRegressor, ExtraTreesClassifier,
@@ -550,3 +550,25 @@ def test_estimators_samples_are_the_bootstrap_draws(forest_cls):
         counts = bootstrap_counts(int(seed), 200, 100)
         np.testing.assert_array_equal(np.bincount(rows, minlength=200), counts)
         assert _root(tree) == (np.count_nonzero(counts), 100.0)
+
+
+@settings(max_examples=30, deadline=None)
+@given(seeds=st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=4))
+def test_a_seeded_stream_is_the_stream_of_a_new_random_state(seeds):
+    """``seeded_stream`` reseeds one generator per thread instead of building one per tree
+    or round: the same draws as ``np.random.RandomState(seed)``, seed after seed, on each
+    thread independently."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def draws(seed):
+        stream = seeded_stream(seed)
+        return (stream.randint(0, 1000, 50), stream.permutation(40), stream.random_sample(3))
+
+    def expected(seed):
+        fresh = np.random.RandomState(seed)
+        return (fresh.randint(0, 1000, 50), fresh.permutation(40), fresh.random_sample(3))
+
+    with ThreadPoolExecutor(2) as pool:
+        for got, seed in zip(pool.map(draws, seeds * 3), seeds * 3, strict=True):
+            for a, b in zip(got, expected(seed), strict=True):
+                np.testing.assert_array_equal(a, b)

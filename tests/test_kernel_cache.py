@@ -82,7 +82,7 @@ rng = np.random.RandomState(0)
 n = 1_000
 X_binned = rng.randint(0, 10, size=(n, 3)).astype(np.uint8)
 task = np.zeros(TASK_SIZE, dtype=np.int64)
-set_task(task, 0, 4, False, 0, n, 0)
+set_task(task, 0, 4, False, 0, n, 0, 0)
 hist = np.zeros((3, 10, 2))
 lo, hi = np.full(3, 10, dtype=np.int64), np.full(3, -1, dtype=np.int64)
 shard_step(task, X_binned, np.arange(n, dtype=np.int32), np.empty(n, dtype=np.int32),

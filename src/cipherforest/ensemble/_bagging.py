@@ -65,6 +65,7 @@ from ._base import (
     effective_n_jobs,
     map_in_threads,
     resolve_n_draws,
+    seeded_stream,
     warn_if_oob_missing,
 )
 
@@ -98,8 +99,8 @@ def draw_sample_counts(seed: int, n_samples: int, n_draws: int, bootstrap: bool,
     counts : ndarray of shape (n_samples,), dtype int64
     """
     if probabilities is not None:
-        rows = np.random.RandomState(seed).choice(n_samples, n_draws, replace=bootstrap,
-                                                  p=probabilities)
+        rows = seeded_stream(seed).choice(n_samples, n_draws, replace=bootstrap,
+                                          p=probabilities)
         return np.bincount(rows, minlength=n_samples)
     if bootstrap:
         return bootstrap_counts(seed, n_samples, n_draws)
@@ -114,7 +115,7 @@ def draw_features(seed: int, n_features: int, n_draws: int,
     Without replacement and ``n_draws == n_features`` this is every column, in order.
     """
     if bootstrap_features:
-        drawn = np.random.RandomState(seed).randint(0, n_features, n_draws)
+        drawn = seeded_stream(seed).randint(0, n_features, n_draws)
     elif n_draws == n_features:
         return np.arange(n_features, dtype=np.intp)
     else:
@@ -147,7 +148,7 @@ def _set_random_states(estimator, seed: int) -> None:
     keys = sorted(key for key in estimator.get_params(deep=True)
                   if key == "random_state" or key.endswith("__random_state"))
     if keys:
-        values = draw_seeds(np.random.RandomState(seed), len(keys))
+        values = draw_seeds(seeded_stream(seed), len(keys))
         estimator.set_params(**{key: int(v) for key, v in zip(keys, values, strict=True)})
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterable, Sequence
@@ -18,6 +19,24 @@ R = TypeVar("R")
 
 #: Seeds handed to sub-estimators are drawn below this bound (as scikit-learn does).
 SEED_BOUND = np.iinfo(np.int32).max
+
+
+def seeded_stream(seed: int) -> np.random.RandomState:
+    """The calling thread's ``RandomState``, reseeded with ``seed``: the stream of
+    ``np.random.RandomState(seed)``, without building a generator. NumPy builds a new one
+    from operating-system entropy before reseeding it (~0.3 ms, against ~3 us for a reseed):
+    a 100-tree forest or 100-round boosting fit made one per tree or round.
+
+    Draw from it at once: the thread's next call reseeds the same object.
+    """
+    stream = getattr(_SEEDED_STREAMS, "stream", None)
+    if stream is None:
+        stream = _SEEDED_STREAMS.stream = np.random.RandomState(0)
+    stream.seed(seed)
+    return stream
+
+
+_SEEDED_STREAMS = threading.local()
 
 
 def draw_seeds(random_state: np.random.RandomState, n: int) -> np.ndarray:
@@ -55,7 +74,7 @@ def resolve_n_draws(max_samples, n_samples: int, sample_weight: np.ndarray | Non
 
 def bootstrap_counts(seed: int, n_samples: int, n_draws: int) -> np.ndarray:
     """How often each of ``n_samples`` rows is drawn in ``n_draws`` draws with replacement."""
-    draws = np.random.RandomState(seed).randint(0, n_samples, n_draws)
+    draws = seeded_stream(seed).randint(0, n_samples, n_draws)
     return np.bincount(draws, minlength=n_samples)
 
 

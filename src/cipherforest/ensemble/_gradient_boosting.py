@@ -52,7 +52,7 @@ from ..tree._fit import grow_tree_on, positive_rows, prepare_tree_data
 from ..tree._histogram import unit_weights
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
-from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs
+from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs, seeded_stream
 from ._gb_losses import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
@@ -331,7 +331,7 @@ class BaseGradientBoosting(BaseEstimator):
         unit_weight = bool(unit_weights(sample_weight, weighted_rows))
         try:
             for i in range(begin, self.n_estimators):
-                stage_rng = np.random.RandomState(stage_seeds[i])
+                stage_rng = seeded_stream(stage_seeds[i])  # used within the round only
                 if do_oob:
                     inbag = np.zeros(n_samples, dtype=bool)
                     inbag[stage_rng.permutation(n_samples)[:n_inbag]] = True
