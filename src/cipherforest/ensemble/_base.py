@@ -23,9 +23,9 @@ SEED_BOUND = np.iinfo(np.int32).max
 
 def seeded_stream(seed: int) -> np.random.RandomState:
     """The calling thread's ``RandomState``, reseeded with ``seed``: the stream of
-    ``np.random.RandomState(seed)``, without building a generator. NumPy builds a new one
-    from operating-system entropy before reseeding it (~0.3 ms, against ~3 us for a reseed):
-    a 100-tree forest or 100-round boosting fit made one per tree or round.
+    ``np.random.RandomState(seed)``, without building a generator: NumPy builds a new one
+    from operating-system entropy before reseeding it, far slower than a reseed, and a
+    100-tree forest or 100-round boosting fit built one per tree or round.
 
     Draw from it at once: the thread's next call reseeds the same object.
     """
