@@ -219,6 +219,20 @@ def time_threads(data, gradient, w, params, n_threads: int, repeats: int) -> Non
 
 
 # ------------------------------------------------------------------------- fit profile
+def partition_unit(kernel, feature, split_bin, samples, X_binned, missing_bin, buffer,
+                   gradient, stats, smaller):
+    """One unit-weight partition of all of ``samples`` by either signature of
+    ``partition_unit_squared_error``: summing the ``smaller`` child only (from commit
+    ``18cf124`` on) or both children (before)."""
+    head = (feature, split_bin, False, samples, 0, len(samples), X_binned, missing_bin,
+            buffer, gradient)
+    if "summed" in kernel.py_func.__code__.co_varnames:
+        stats[smaller] = 0.0
+        kernel(*head, smaller, stats[smaller])
+    else:
+        kernel(*head, stats[0], stats[1])
+
+
 def profile_fit(dataset: str) -> None:
     """Where one single-thread fit's time goes (``--profile DATASET``), then the tree kernel
     split into its parts by replaying one tree's nodes through the kernels it calls."""
@@ -351,9 +365,10 @@ def kernel_parts(X, y, model) -> None:
             split_bin = np.int64(np.searchsorted(data.bin_thresholds[feature],
                                                  tree.threshold[node]))
             start = time.perf_counter()
-            partition_unit_squared_error(feature, split_bin, False, samples, 0, len(samples),
-                                         data.X_binned, n_bins - 1, buffer, gradient, stats[0],
-                                         stats[1])
+            smaller = int(tree.n_node_samples[tree.children_left[node]]
+                          > tree.n_node_samples[tree.children_right[node]])
+            partition_unit(partition_unit_squared_error, feature, split_bin, samples,
+                           data.X_binned, n_bins - 1, buffer, gradient, stats, smaller)
             parts["partitions"] += time.perf_counter() - start
         split = np.zeros(split_record_size(4))
         scratch = np.zeros((3, 4))
@@ -771,9 +786,8 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
     def partition_unit(module):
         for f in range(n_features):
             samples[:] = rows
-            module.partition_unit_squared_error(f, split_bins[f], False, samples, 0, n,
-                                                X_binned, n_bins - 1, buffer, gradient,
-                                                stats[0], stats[1])
+            partition_unit(module.partition_unit_squared_error, f, split_bins[f], samples,
+                           X_binned, n_bins - 1, buffer, gradient, stats, 0)
 
     def partition_stats(module, target, criterion):
         for f in range(n_features):
