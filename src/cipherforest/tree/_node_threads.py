@@ -186,11 +186,18 @@ def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, 
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def hands_off_scan(control, hist_pool, scan_record, n_stats):
-    """Whether the grower may post a node's split scan: a worker runs, it holds the
-    grower's histogram pool (the pool was not regrown since), and ``scan_record`` fits."""
+def worker_holds_pool(control, hist_pool):
+    """Whether a worker runs and holds the grower's histogram pool (the pool was not
+    regrown since): the condition for posting work on the pool's slots."""
     return (control[CONTROL_MIN_ROWS] > 0 and control[CONTROL_HIST_POOL] != 0
-            and control[CONTROL_HIST_POOL] == hist_pool.ctypes.data
+            and control[CONTROL_HIST_POOL] == hist_pool.ctypes.data)
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def hands_off_scan(control, hist_pool, scan_record, n_stats):
+    """Whether the grower may post a node's split scan: the worker holds the pool
+    (``worker_holds_pool``) and ``scan_record`` fits."""
+    return (worker_holds_pool(control, hist_pool)
             and scan_record.shape[0] == n_stats + SPLIT_LEFT + 2 * n_stats)
 
 
@@ -251,9 +258,8 @@ def merge_children_histograms(control, hist_pool, hist_lo, hist_hi, slot, parent
     same on either thread."""
     n_features = hist_pool.shape[1]
     half = n_features // 2
-    posted = (half > 0 and control[CONTROL_MIN_ROWS] > 0 and n_rows >= control[CONTROL_MIN_ROWS]
-              and control[CONTROL_HIST_POOL] != 0
-              and control[CONTROL_HIST_POOL] == hist_pool.ctypes.data)
+    posted = (half > 0 and worker_holds_pool(control, hist_pool)
+              and n_rows >= control[CONTROL_MIN_ROWS])
     if not posted:
         merge_features(hist_pool, hist_lo, hist_hi, slot, parent_slot, part, part_lo,
                        part_hi, np.int64(0), np.int64(n_features))
