@@ -171,11 +171,12 @@ def apply_bins(X: np.ndarray, thresholds: list, missing_bin: int) -> np.ndarray:
     computed by a compiled kernel over blocks of rows on up to one thread per core.
     """
     binned = np.empty(X.shape, dtype=X_BINNED_DTYPE)
+    # Edges padded with inf to whole blocks of at least missing_bin entries: a feature has
+    # at most missing_bin - 1 edges, so every last block ends in inf. And the last edge of
+    # every block.
     n_blocks = -(-missing_bin // EDGE_BLOCK)
-    # Edges padded with inf to whole blocks, plus one block of inf for values above them
-    # all; the last edge of every block.
-    fine = threshold_table(thresholds, EDGE_BLOCK * (n_blocks + 1))
-    coarse = np.ascontiguousarray(fine[:, EDGE_BLOCK - 1:EDGE_BLOCK * n_blocks:EDGE_BLOCK])
+    fine = threshold_table(thresholds, EDGE_BLOCK * n_blocks)
+    coarse = np.ascontiguousarray(fine[:, EDGE_BLOCK - 1::EDGE_BLOCK])
     n_rows = X.shape[0]
     n_row_blocks = max(1, min(os.cpu_count() or 1, n_rows // _MIN_ROWS_PER_BLOCK))
 
@@ -199,11 +200,12 @@ def _bin_rows(X, coarse, fine, missing_bin, begin, end, binned):
     its feature's upper edges below it — ``searchsorted(edges, x, side="left")`` — or
     ``missing_bin`` for NaN.
 
-    ``fine`` holds each feature's edges in blocks of ``EDGE_BLOCK`` (``inf``-padded, one
-    more block of ``inf``), ``coarse`` the last edge of each block. The edges are sorted,
-    so the blocks whose last edge is below ``x`` (``b`` of them, counted in ``coarse``) lie
-    below it whole, the blocks after block ``b`` not at all: the count is ``EDGE_BLOCK b``
-    plus the count in block ``b``. Both counts are branch-free and vectorised: 32
+    ``fine`` holds each feature's edges in blocks of ``EDGE_BLOCK``, ``inf``-padded so that
+    every feature's last block ends in ``inf``; ``coarse`` the last edge of each block. The
+    edges are sorted, so the blocks whose last edge is below ``x`` (``b`` of them, counted
+    in ``coarse``; fewer than all, as ``inf`` is below no value) lie below it whole, the
+    blocks after block ``b`` not at all: the count is ``EDGE_BLOCK b`` plus the count in
+    block ``b``. Both counts are branch-free and vectorised: 32
     comparisons instead of one per edge, and no chain of dependent loads as in a binary
     search (2.4 times slower than counting all 255 edges).
     """

@@ -539,8 +539,8 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     The same partition and the same sums of that child bit for bit (a weight of 1
     multiplies exactly, and its weight and count are its row count), summing two
     statistics instead of four and reading no weights. The caller takes the other child's
-    stats as its node's minus these: boosting's sharded trees sum the smaller child's rows
-    only.
+    stats as its node's minus these: boosting's trees under unit weights sum the smaller
+    child's rows only.
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
