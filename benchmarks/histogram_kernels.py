@@ -10,6 +10,7 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
     python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
     python benchmarks/histogram_kernels.py --node-handoff --repeats 20
+    python benchmarks/histogram_kernels.py --partition-layout synthetic_1m --repeats 5
     python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
@@ -37,6 +38,10 @@ rows sit after the stable partitions) with both shards' steps on one thread agai
 second shard's step handed from the kernel to a spinning worker thread
 (``tree._node_threads``), in wall time, for m from 1k to 100k, and lists the sizes of the
 histograms a 31-leaf tree at 100k rows builds (its root and smaller children).
+``--partition-layout DATASET`` times the partition kernel on a node of a quarter, a
+twentieth and a hundredth of DATASET's rows (a sorted random subset) reading the split
+feature from the binned rows (row-major, what histogram builds read) and from their
+column-major copy (``TreeData.X_columns``, what the grower partitions from), per row.
 ``--first-fit`` times the first histogram boosting fit in a fresh process with an empty
 numba cache (the histogram grower's compile time), for this tree and ``--before-src``.
 
@@ -113,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="instead: boosting fits of DATASET on one and two threads, "
                              "with the grower kernel's share and what the worker thread ran "
                              "(--repeats rounds)")
+    parser.add_argument("--partition-layout", metavar="DATASET",
+                        help="instead: the partition kernel reading DATASET's binned rows "
+                             "(row-major) against their column-major copy, by node size")
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one sharded node's split work on one thread vs its "
                              "second half handed to a Python thread, by node size (wall time)")
@@ -129,6 +137,9 @@ def main(argv: list[str] | None = None) -> int:
             compare_sources(args.ab, args.before_src, args.repeats)
         else:
             compare_kernels(args.ab_kernels, args.before_src, args.repeats)
+        return 0
+    if args.partition_layout:
+        time_partition_layout(args.partition_layout, args.repeats)
         return 0
     if args.node_handoff:
         time_node_handoff(args.rows, args.repeats)
@@ -359,6 +370,8 @@ def kernel_parts(X, y, model) -> None:
             hists[node] = (hist, lo, hi)
         buffer = np.zeros(X.shape[0], dtype=ROW_IDS)
         stats = np.zeros((2, 4))
+        # The layout the grower partitions from: the column-major copy where there is one.
+        partition_layout = getattr(data, "X_columns", data.X_binned)
         for node in internal:
             samples = rows[node].copy()
             feature = np.int64(tree.feature[node])
@@ -368,7 +381,7 @@ def kernel_parts(X, y, model) -> None:
             smaller = int(tree.n_node_samples[tree.children_left[node]]
                           > tree.n_node_samples[tree.children_right[node]])
             partition_unit(partition_unit_squared_error, feature, split_bin, samples,
-                           data.X_binned, n_bins - 1, buffer, gradient, stats, smaller)
+                           partition_layout, n_bins - 1, buffer, gradient, stats, smaller)
             parts["partitions"] += time.perf_counter() - start
         split = np.zeros(split_record_size(4))
         scratch = np.zeros((3, 4))
@@ -542,6 +555,53 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
           f"({scans_served:.0f} claimed)")
 
 
+def time_partition_layout(dataset: str, repeats: int) -> None:
+    """CPU ns per row of ``_partition_rows`` over nodes of DATASET's rows, reading the split
+    feature from the row-major binned rows and from their column-major copy, alternated."""
+    import sys
+
+    from cipherforest.tree._histogram import _partition_rows
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ensembles import load_dataset
+
+    X, _, _, _ = load_dataset(dataset)
+    data = prepare_tree_data(X, 255, 0)
+    layouts = {"row-major": data.X_binned, "column-major": np.asfortranarray(data.X_binned)}
+    n, n_features = data.X_binned.shape
+    missing_bin = data.n_hist_bins - 1
+    rng = np.random.RandomState(1)
+    print(f"{dataset}: {n} rows x {n_features} features; {n_features} nodes of each size, "
+          "each partitioned once by its own feature at that feature's median bin (a node's "
+          "rows are a sorted random subset; no node's rows are in cache from another's), "
+          f"CPU ns per row, median of {repeats} alternated repetitions; 1-min load average "
+          f"{os.getloadavg()[0]:.1f}")
+    print("| node rows | share of rows | row-major ns/row | column-major ns/row | ratio |")
+    print("|---:|---:|---:|---:|---:|")
+    for share in (0.25, 0.05, 0.01):
+        m = int(n * share)
+        nodes = [np.sort(rng.choice(n, m, replace=False)).astype(ROW_IDS)
+                 for _ in range(n_features)]
+        samples, buffer = np.empty(m, dtype=ROW_IDS), np.empty(m, dtype=ROW_IDS)
+        split_bins = [np.int64(np.median(data.X_binned[nodes[f][:1000], f]))
+                      for f in range(n_features)]
+        times: dict[str, list[float]] = {name: [] for name in layouts}
+        for repeat in range(repeats + 1):  # the first compiles / loads the kernels
+            for name, X_layout in layouts.items():
+                spent = 0.0
+                for f in range(n_features):
+                    samples[:] = nodes[f]
+                    start = time.process_time()
+                    _partition_rows(np.int64(f), split_bins[f], False, samples, 0, m,
+                                    X_layout, missing_bin, buffer)
+                    spent += time.process_time() - start
+                if repeat:
+                    times[name].append(1e9 * spent / (m * n_features))
+        row_major, column_major = (float(np.median(times[name])) for name in layouts)
+        print(f"| {m} | {share:g} | {row_major:.2f} | {column_major:.2f} | "
+              f"{column_major / row_major:.2f} |")
+
+
 def time_node_handoff(n: int, repeats: int) -> None:
     """Wall time of one node's split work in a sharded tree — each row shard's partition
     and its part of the smaller child's compact histogram, then the parts added — with both
@@ -582,15 +642,15 @@ def time_node_handoff(n: int, repeats: int) -> None:
         set_task(task0, 0, split_bin, False, 0, half, build, 0)
         set_task(task1, 0, split_bin, False, half, m, build, 0)
         run_shard_steps(True, hand_off, node_threads, task0, stats0, hist0, lo0, hi0, task1,
-                        stats1, hist1, lo1, hi1, data.X_binned, rows[m], buffers[m], gradient,
-                        w, 1)
+                        stats1, hist1, lo1, hi1, data.X_binned, data.X_columns, rows[m],
+                        buffers[m], gradient, w, 1)
         add_partial_histogram(hist0, lo0, hi0, hist1, lo1, hi1)
 
     walls: dict[tuple[int, int], list[float]] = {(m, t): [] for m in sizes for t in (1, 2)}
     with ThreadPoolExecutor(1) as pool:
         for m in sizes:  # one worker at a time: it spins on its node's arrays
-            with NodeThreads(pool, 1, data.X_binned, rows[m], buffers[m], gradient, w,
-                             task1, stats1, hist1, lo1, hi1) as control:
+            with NodeThreads(pool, 1, data.X_binned, data.X_columns, rows[m], buffers[m],
+                             gradient, w, task1, stats1, hist1, lo1, hi1) as control:
                 node_step(m, True, control)
                 expected = hist0.copy()
                 node_step(m, False, control)

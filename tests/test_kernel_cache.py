@@ -85,8 +85,9 @@ task = np.zeros(TASK_SIZE, dtype=np.int64)
 set_task(task, 0, 4, False, 0, n, 0, 0)
 hist = np.zeros((3, 10, 2))
 lo, hi = np.full(3, 10, dtype=np.int64), np.full(3, -1, dtype=np.int64)
-shard_step(task, X_binned, np.arange(n, dtype=np.int32), np.empty(n, dtype=np.int32),
-           rng.normal(size=n), np.ones(n), hist, lo, hi, np.zeros((2, 4)), 1)
+shard_step(task, X_binned, np.asfortranarray(X_binned), np.arange(n, dtype=np.int32),
+           np.empty(n, dtype=np.int32), rng.normal(size=n), np.ones(n), hist, lo, hi,
+           np.zeros((2, 4)), 1)
 """
 _FIT_BOOSTING = """
 import numpy as np

@@ -235,11 +235,16 @@ def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeyp
 
 @njit(nogil=True)
 def post_and_wait(control, state):
-    """Post like the grower, but wait for the worker instead of taking the work back."""
+    """Post like the grower, but wait for the worker instead of taking the work back;
+    False if it did not finish within ~2^28 pauses (a worker that raised, say, on arguments
+    of the wrong types, never does: the test fails instead of hanging)."""
     _node_threads.post(control, state)
-    while _atomics.atomic_load(control, _node_threads.CONTROL_STEP) != _node_threads.STEP_DONE:
+    for _ in range(1 << 28):
+        if _atomics.atomic_load(control, _node_threads.CONTROL_STEP) == _node_threads.STEP_DONE:
+            _atomics.atomic_store(control, _node_threads.CONTROL_STEP, _node_threads.STEP_IDLE)
+            return True
         _atomics.spin_pause()
-    _atomics.atomic_store(control, _node_threads.CONTROL_STEP, _node_threads.STEP_IDLE)
+    return False
 
 
 @needs_spin_wait
@@ -275,8 +280,8 @@ def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
     # What the grower would compute itself.
     expected_samples, expected_task = samples.copy(), task.copy()
     expected_stats, (expected_hist,), (expected_lo,), (expected_hi,) = stats.copy(), *slots(1)
-    shard_step(expected_task, data.X_binned, expected_samples, buffer.copy(), y, w,
-               expected_hist, expected_lo, expected_hi, expected_stats, 1)
+    shard_step(expected_task, data.X_binned, data.X_columns, expected_samples, buffer.copy(),
+               y, w, expected_hist, expected_lo, expected_hi, expected_stats, 1)
     expected_split = np.zeros(split_record_size(n_stats))
     scan_compact_node(seed, pool_hist[1], pool_lo[1], pool_hi[1], data.bin_thresholds,
                       node_stats, 20, 0.0, 6, np.zeros(6, dtype=np.int64),
@@ -287,13 +292,14 @@ def test_the_worker_runs_posted_steps_and_scans_as_the_grower_would():
     control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)
     with ThreadPoolExecutor(1) as pool:
         worker = pool.submit(_node_threads.serve_shard_steps, control, task, data.X_binned,
-                             samples, buffer, y, w, hist, lo, hi, stats, scan_record,
-                             pool_hist, pool_lo, pool_hi, data.bin_thresholds, 20, 0.0, 6,
+                             data.X_columns, samples, buffer, y, w, hist, lo, hi, stats,
+                             scan_record, pool_hist, pool_lo, pool_hi, data.bin_thresholds, 20,
+                             0.0, 6,
                              1 << 62)
-        post_and_wait(control, _node_threads.STEP_POSTED)
+        assert post_and_wait(control, _node_threads.STEP_POSTED)
         control[_node_threads.CONTROL_SCAN_SLOT] = 1
         control[_node_threads.CONTROL_SCAN_SEED] = np.int64(seed.astype(np.int64))
-        post_and_wait(control, _node_threads.SCAN_POSTED)
+        assert post_and_wait(control, _node_threads.SCAN_POSTED)
         control[_node_threads.CONTROL_STOP] = 1
         assert worker.result(timeout=60) == 2
     assert control[_node_threads.CONTROL_SCANS_SERVED] == 1
@@ -338,14 +344,14 @@ def test_the_worker_merges_its_half_of_the_features_as_the_grower_would():
     with ThreadPoolExecutor(1) as pool:
         worker = pool.submit(_node_threads.serve_shard_steps, control,
                              np.zeros(_shards.TASK_SIZE, dtype=np.int64), data.X_binned,
-                             samples, np.zeros(5000, dtype=np.int64), y, w, part, part_lo,
-                             part_hi, np.zeros((2, n_stats)),
+                             data.X_columns, samples, np.zeros(5000, dtype=np.int64), y, w,
+                             part, part_lo, part_hi, np.zeros((2, n_stats)),
                              np.zeros(n_stats + split_record_size(n_stats)), pool_hist,
                              pool_lo, pool_hi, data.bin_thresholds, 20, 0.0, 6, 1 << 62)
         control[_node_threads.CONTROL_MERGE_SLOT] = 1
         control[_node_threads.CONTROL_MERGE_PARENT] = 2
         control[_node_threads.CONTROL_MERGE_FEATURE] = 3
-        post_and_wait(control, _node_threads.MERGE_POSTED)
+        assert post_and_wait(control, _node_threads.MERGE_POSTED)
         assert part[:3].any() and not part[3:].any()  # the worker merged features 3-5 only
         _node_threads.merge_features(pool_hist, pool_lo, pool_hi, 1, 2, part, part_lo,
                                      part_hi, 0, 3)
@@ -426,7 +432,8 @@ def test_a_worker_that_raises_fails_the_tree_instead_of_hanging_it(monkeypatch,
 
 def test_the_worker_returns_when_stopped_or_idle():
     task = np.zeros(_shards.TASK_SIZE, dtype=np.int64)
-    arrays = (task, np.zeros((4, 2), dtype=np.uint8), np.arange(4, dtype=np.int64),
+    arrays = (task, np.zeros((4, 2), dtype=np.uint8), np.zeros((4, 2), dtype=np.uint8, order="F"),
+              np.arange(4, dtype=np.int64),
               np.zeros(4, dtype=np.int64), np.zeros(4), np.ones(4), np.zeros((2, 3, 2)),
               np.full(2, 3, dtype=np.int64), np.full(2, -1, dtype=np.int64), np.zeros((2, 3)))
     control = np.zeros(_node_threads.CONTROL_SIZE, dtype=np.int64)

@@ -306,7 +306,6 @@ class BaseGradientBoosting(BaseEstimator):
         tree_params = template.get_params()
         do_oob = self.subsample < 1.0
         n_inbag = max(1, int(self.subsample * n_samples))
-        inbag = np.ones(n_samples, dtype=bool)
         raw_val = None
         if self.n_iter_no_change is not None:
             raw_val = self._raw_predict_validated(X_val)

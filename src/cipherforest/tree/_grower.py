@@ -143,7 +143,7 @@ def _heap_pop(heap, size, keys):
 
 @njit(**JIT_OPTIONS)
 def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted_value,
-              X_binned, bin_thresholds, n_hist_bins, max_features, max_depth,
+              X_binned, X_columns, bin_thresholds, n_hist_bins, max_features, max_depth,
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
               n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
@@ -326,7 +326,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 run_shard_steps(sharded, hand_off, node_threads,
                                 task0, child_stats, hist_pool[slot], hist_lo[slot],
                                 hist_hi[slot], shard_task, shard_stats, shard_hist, shard_lo,
-                                shard_hi, X_binned, samples, partition_buffer, y, w, n_threads)
+                                shard_hi, X_binned, X_columns, samples, partition_buffer, y, w,
+                                n_threads)
                 if sharded:
                     add_partial_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot],
                                           shard_hist, shard_lo, shard_hi)
@@ -517,8 +518,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 target = early_slot if early_slot >= 0 else 0
                 run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
                                 hist_pool[target], hist_lo[target], hist_hi[target], shard_task,
-                                shard_stats, shard_hist, shard_lo, shard_hi, X_binned, samples,
-                                partition_buffer, y, w, n_threads)
+                                shard_stats, shard_hist, shard_lo, shard_hi, X_binned,
+                                X_columns, samples, partition_buffer, y, w, n_threads)
                 mid = task0[TASK_MID]
                 if sharded:
                     mid1 = shard_task[TASK_MID]
@@ -532,7 +533,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             else:
                 mid = partition_histogram_stable(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
-                    end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
+                    end, X_columns, n_hist_bins - 1, partition_buffer, y, w, criterion,
                     child_stats[0], child_stats[1])
         if sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
@@ -631,8 +632,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
                                             hist_pool[s_slot], hist_lo[s_slot], hist_hi[s_slot],
                                             shard_task, shard_stats, shard_hist, shard_lo,
-                                            shard_hi, X_binned, samples, partition_buffer, y, w,
-                                            n_threads)
+                                            shard_hi, X_binned, X_columns, samples,
+                                            partition_buffer, y, w, n_threads)
                         else:
                             build_histogram(hist_pool[s_slot], hist_lo[s_slot],
                                             hist_hi[s_slot], X_binned, samples,

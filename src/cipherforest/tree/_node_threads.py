@@ -167,7 +167,8 @@ def collect(control, state, began):
 
 @njit(**LEAF_JIT_OPTIONS)
 def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, task1,
-                    stats1, hist1, lo1, hi1, X_binned, samples, buffer, y, w, n_threads):
+                    stats1, hist1, lo1, hi1, X_binned, X_columns, samples, buffer, y, w,
+                    n_threads):
     """Run a node's step (``_shards.shard_step``) on each row shard: the first shard's
     (``task0``, ``stats0``, slot ``hist0`` / ``lo0`` / ``hi0``) here; the second's (``task1``
     ..., ``sharded`` only) posted to the worker through ``control`` when ``hand_off``, and
@@ -177,12 +178,14 @@ def run_shard_steps(sharded, hand_off, control, task0, stats0, hist0, lo0, hi0, 
     began = np.int64(0)
     if hand_off:
         began = post(control, STEP_POSTED)
-    shard_step(task0, X_binned, samples, buffer, y, w, hist0, lo0, hi0, stats0, n_threads)
+    shard_step(task0, X_binned, X_columns, samples, buffer, y, w, hist0, lo0, hi0, stats0,
+               n_threads)
     if not sharded:
         return
     if hand_off and collect(control, STEP_POSTED, began):
         return
-    shard_step(task1, X_binned, samples, buffer, y, w, hist1, lo1, hi1, stats1, n_threads)
+    shard_step(task1, X_binned, X_columns, samples, buffer, y, w, hist1, lo1, hi1, stats1,
+               n_threads)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -277,8 +280,8 @@ def merge_children_histograms(control, hist_pool, hist_lo, hist_hi, slot, parent
 
 
 @njit(**JIT_OPTIONS)
-def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
-                      child_stats, scan_record, hist_pool, hist_lo, hist_hi, bin_thresholds,
+def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w, hist, lo,
+                      hi, child_stats, scan_record, hist_pool, hist_lo, hist_hi, bin_thresholds,
                       min_samples_leaf, min_weight_leaf, max_features, idle_cycles):
     """The worker: run each step posted to ``control`` (shard 1's: ``task``, ``hist`` /
     ``lo`` / ``hi``, ``child_stats``) and each split scan (of slot
@@ -300,7 +303,7 @@ def serve_shard_steps(control, task, X_binned, samples, buffer, y, w, hist, lo, 
         if state == STEP_POSTED or state == SCAN_POSTED or state == MERGE_POSTED:
             if compare_exchange(control, CONTROL_STEP, state, STEP_CLAIMED):
                 if state == STEP_POSTED:
-                    shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi,
+                    shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi,
                                child_stats, 1)
                 elif state == MERGE_POSTED:
                     merge_features(hist_pool, hist_lo, hist_hi, control[CONTROL_MERGE_SLOT],
@@ -385,11 +388,11 @@ NO_SCANS = (np.zeros(0), np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64
 class NodeThreads:
     """The worker of one sharded tree's growth, on a thread of the fit's pool.
 
-    ``X_binned``, ``samples``, ``buffer`` (the partition scratch), ``y`` and ``w`` are the
-    grower's own arrays; ``task``, ``child_stats``, ``hist``, ``lo`` and ``hi`` are shard 1's
-    step arrays, which the grower also receives (``_shards.shard_step``). ``scans``, if
-    given, lets the worker scan nodes too: ``(scan_record, hist_pool, hist_lo, hist_hi,
-    bin_thresholds, min_samples_leaf, min_weight_leaf, max_features)``, the grower's
+    ``X_binned``, ``X_columns``, ``samples``, ``buffer`` (the partition scratch), ``y`` and
+    ``w`` are the grower's own arrays; ``task``, ``child_stats``, ``hist``, ``lo`` and ``hi``
+    are shard 1's step arrays, which the grower also receives (``_shards.shard_step``).
+    ``scans``, if given, lets the worker scan nodes too: ``(scan_record, hist_pool, hist_lo,
+    hist_hi, bin_thresholds, min_samples_leaf, min_weight_leaf, max_features)``, the grower's
     ``scan_record`` and histogram pool (scans are posted only while the grower still uses
     that pool) and its split parameters. Use as a context manager around the grower call: on
     entry it submits the worker (``serve_shard_steps``) to ``pool`` and returns the control
@@ -399,9 +402,9 @@ class NodeThreads:
     """
 
     def __init__(self, pool: ThreadPoolExecutor, min_rows: int, X_binned: np.ndarray,
-                 samples: np.ndarray, buffer: np.ndarray, y: np.ndarray, w: np.ndarray,
-                 task: np.ndarray, child_stats: np.ndarray, hist: np.ndarray, lo: np.ndarray,
-                 hi: np.ndarray, scans: tuple | None = None,
+                 X_columns: np.ndarray, samples: np.ndarray, buffer: np.ndarray,
+                 y: np.ndarray, w: np.ndarray, task: np.ndarray, child_stats: np.ndarray,
+                 hist: np.ndarray, lo: np.ndarray, hi: np.ndarray, scans: tuple | None = None,
                  governor: HandOffGovernor | None = None):
         self.pool = pool
         self.governor = governor
@@ -411,8 +414,8 @@ class NodeThreads:
             scans = NO_SCANS
         else:
             self.control[CONTROL_HIST_POOL] = scans[1].ctypes.data if scans[1].size else 0
-        self.arguments = (self.control, task, X_binned, samples, buffer, y, w, hist, lo, hi,
-                          child_stats, *scans, IDLE_CYCLES)
+        self.arguments = (self.control, task, X_binned, X_columns, samples, buffer, y, w, hist,
+                          lo, hi, child_stats, *scans, IDLE_CYCLES)
         self._worker = None
 
     def __enter__(self) -> np.ndarray:

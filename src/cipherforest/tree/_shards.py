@@ -76,7 +76,8 @@ def set_task(task, feature, split_bin, missing_left, start, end, build, summed):
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats, n_threads):
+def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, child_stats,
+               n_threads):
     """Run the step ``task`` on one shard's segment of a node of a compact tree.
 
     Partitions ``samples[start:end]`` by the split (stably, left first; ``buffer[start:end]``
@@ -97,11 +98,11 @@ def shard_step(task, X_binned, samples, buffer, y, w, hist, lo, hi, child_stats,
             summed = task[TASK_SUMMED]
             mid = partition_unit_squared_error(
                 task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                X_binned, missing_bin, buffer[start:end], y, summed, child_stats[summed])
+                X_columns, missing_bin, buffer[start:end], y, summed, child_stats[summed])
         else:
             mid = partition_histogram_stable(
                 task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                X_binned, missing_bin, buffer[start:end], y, w, CRITERION_SQUARED_ERROR,
+                X_columns, missing_bin, buffer[start:end], y, w, CRITERION_SQUARED_ERROR,
                 child_stats[0], child_stats[1])
     task[TASK_MID] = mid
     build = task[TASK_BUILD]
