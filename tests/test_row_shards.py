@@ -152,6 +152,39 @@ def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weight
     assert np.array_equal(leaves[positive], sharded.apply(X[positive]))
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("row_shards", [True, False])
+@pytest.mark.parametrize("criterion", [CRITERION_SQUARED_ERROR, CRITERION_GINI])
+def test_partitions_from_the_column_copy_grow_the_same_trees(monkeypatch, shard_everything,
+                                                            weighted, row_shards, criterion):
+    """Partitions read the split feature from ``TreeData.X_columns`` (large matrices) or
+    from the binned rows (small ones): the same trees and leaves, bit for bit, for boosting's
+    sharded trees (unit and other weights) and the other histogram trees."""
+    rng = np.random.default_rng(5)
+    X, target = make_regression(3000, 5, noise=1.0, random_state=5)
+    X = with_nan(X, rng, 0.05)
+    if criterion == CRITERION_GINI:
+        y, n_classes = (target > np.median(target)).astype(np.float64), 2
+    else:
+        y, n_classes = target, 1
+    w = rng.uniform(0.5, 2.0, 3000) if weighted else np.ones(3000)
+    params = GrowthParams(criterion, False, 64, 5, -1, 2, 5, 0.0, 0.0, 20)
+    grown = []
+    for min_bytes in (1 << 62, 0):
+        monkeypatch.setattr(_fit, "COLUMN_COPY_MIN_BYTES", min_bytes)
+        data = prepare_tree_data(X, 64, 0)
+        assert data.X_columns.flags.f_contiguous
+        assert data.X_columns.shape == ((0, 5) if min_bytes else X.shape)
+        grown.append(grow_tree_on(data, y, w, n_classes, params, 0,
+                                  return_leaves=True,
+                                  row_shards=row_shards and criterion != CRITERION_GINI))
+    (tree_rows, leaves_rows), (tree_columns, leaves_columns) = grown
+    assert tree_rows.node_count > 20
+    for name in TREE_ARRAYS:
+        np.testing.assert_array_equal(getattr(tree_columns, name), getattr(tree_rows, name))
+    np.testing.assert_array_equal(leaves_columns, leaves_rows)
+
+
 def test_only_trees_asked_to_are_sharded(monkeypatch):
     rng = np.random.default_rng(3)
     X, y = make_regression(900, 5, noise=1.0, random_state=2)

@@ -59,6 +59,14 @@ class GrowthParams:
     monotonic_cst: tuple[int, ...] | None = None
 
 
+#: Binned matrices from this size on get a column-major copy for the partitions
+#: (``TreeData.X_columns``). At 100k x 20 (2 MB, within a core's L2 cache on the benchmark
+#: machine) the copy made boosting fits no faster (``histogram_kernels.py --ab``: 1.04x one
+#: thread, 1.09x two, paired) — reading the rows also brings the lines the next histogram
+#: build reads into cache; at 1M x 20 one-thread fits took 0.82x (``ensembles.py``).
+COLUMN_COPY_MIN_BYTES = 1 << 22
+
+
 @dataclass(frozen=True)
 class TreeData:
     """A training matrix prepared for one split finder; read-only once built.
@@ -78,8 +86,9 @@ class TreeData:
 
     @cached_property
     def X_columns(self) -> np.ndarray | None:
-        """``X_binned`` in column-major (Fortran) order, made at the first call; None in exact
-        mode.
+        """What partitions read the split feature from, made at the first call: ``X_binned``
+        in column-major (Fortran) order when it has at least ``COLUMN_COPY_MIN_BYTES``, else
+        an empty column-major array (partitions then read ``X_binned``); None in exact mode.
 
         Partitions read one feature of a node's rows: from ``X_binned``'s rows (the layout
         histogram builds read) each row touches its own cache line for one byte, from a
@@ -88,7 +97,11 @@ class TreeData:
         4.0 (``benchmarks/histogram_kernels.py --partition-layout``). One more byte per
         value.
         """
-        return None if self.X_binned is None else np.asfortranarray(self.X_binned)
+        if self.X_binned is None:
+            return None
+        if self.X_binned.nbytes < COLUMN_COPY_MIN_BYTES:
+            return np.zeros((0, self.X_binned.shape[1]), dtype=self.X_binned.dtype, order="F")
+        return np.asfortranarray(self.X_binned)
 
     @property
     def n_hist_bins(self) -> int:

@@ -530,10 +530,15 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     for k in range(n_stats):
                         child_stats[1 - summed, k] = (node_stats[node_id, k]
                                                       - child_stats[summed, k])
-            else:
+            elif X_columns.shape[0] > 0:  # the column-major copy (TreeData.X_columns)
                 mid = partition_histogram_stable(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
                     end, X_columns, n_hist_bins - 1, partition_buffer, y, w, criterion,
+                    child_stats[0], child_stats[1])
+            else:
+                mid = partition_histogram_stable(
+                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
+                    end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
                     child_stats[0], child_stats[1])
         if sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)

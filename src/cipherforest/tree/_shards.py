@@ -94,16 +94,29 @@ def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, c
         child_stats[:] = 0.0
         missing_bin = hist.shape[1] - 1
         missing_left = task[TASK_MISSING_LEFT] == 1
+        feature, split_bin = task[TASK_FEATURE], task[TASK_BIN]
+        # The split feature from the column-major copy when there is one (TreeData.X_columns;
+        # the same partition either way).
         if hist.shape[2] == 2:  # unit weights
             summed = task[TASK_SUMMED]
-            mid = partition_unit_squared_error(
-                task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                X_columns, missing_bin, buffer[start:end], y, summed, child_stats[summed])
+            if X_columns.shape[0] > 0:
+                mid = partition_unit_squared_error(
+                    feature, split_bin, missing_left, samples, start, end, X_columns,
+                    missing_bin, buffer[start:end], y, summed, child_stats[summed])
+            else:
+                mid = partition_unit_squared_error(
+                    feature, split_bin, missing_left, samples, start, end, X_binned,
+                    missing_bin, buffer[start:end], y, summed, child_stats[summed])
+        elif X_columns.shape[0] > 0:
+            mid = partition_histogram_stable(
+                feature, split_bin, missing_left, samples, start, end, X_columns, missing_bin,
+                buffer[start:end], y, w, CRITERION_SQUARED_ERROR, child_stats[0],
+                child_stats[1])
         else:
             mid = partition_histogram_stable(
-                task[TASK_FEATURE], task[TASK_BIN], missing_left, samples, start, end,
-                X_columns, missing_bin, buffer[start:end], y, w, CRITERION_SQUARED_ERROR,
-                child_stats[0], child_stats[1])
+                feature, split_bin, missing_left, samples, start, end, X_binned, missing_bin,
+                buffer[start:end], y, w, CRITERION_SQUARED_ERROR, child_stats[0],
+                child_stats[1])
     task[TASK_MID] = mid
     build = task[TASK_BUILD]
     if build != BUILD_NONE:
