@@ -158,7 +158,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
-    nodes on ``n_threads`` numba threads (1: all on the calling thread).
+    nodes on ``n_threads`` numba threads (1: all on the calling thread). Its partitions read
+    the split feature from ``X_columns`` (``TreeData.X_columns``, column-major) when that has
+    rows, else from ``X_binned``.
     ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
     (slots × features) is the previous tree's pool as returned: reused when its shape fits
     (saves zeroing megabytes per tree), else a new one is made; pass empty arrays at first.
