@@ -370,8 +370,10 @@ def kernel_parts(X, y, model) -> None:
             hists[node] = (hist, lo, hi)
         buffer = np.zeros(X.shape[0], dtype=ROW_IDS)
         stats = np.zeros((2, 4))
-        # The layout the grower partitions from: the column-major copy where there is one.
-        partition_layout = getattr(data, "X_columns", data.X_binned)
+        # The layout the grower partitions from: the column-major copy where the sources
+        # make one and this matrix is large enough to get it (else it is empty).
+        columns = getattr(data, "X_columns", None)
+        partition_layout = data.X_binned if columns is None or not columns.shape[0] else columns
         for node in internal:
             samples = rows[node].copy()
             feature = np.int64(tree.feature[node])
