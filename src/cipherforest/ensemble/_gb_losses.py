@@ -41,6 +41,7 @@ from numba import njit
 from scipy.special import expit, logsumexp, softmax
 
 from ..tree._common import JIT_OPTIONS
+from ..tree._weights import is_unit_weight_view, kernel_weights, weight_at
 
 #: Denominators below this make a leaf's Newton step 0 (no improvement possible), as
 #: scikit-learn's ``_safe_divide``.
@@ -134,14 +135,15 @@ def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
 
     The sums run in row order with the same float operations as ``leaf_sums`` (``bincount``)
     of ``w * g`` and ``w * h``, then ``safe_ratio``, so the values are bit-identical to that
-    NumPy formulation; ``hessian`` is one of the ``HESSIAN_*`` codes.
+    NumPy formulation; ``hessian`` is one of the ``HESSIAN_*`` codes. An empty ``w`` weighs
+    every row 1 (``_weights.kernel_weights``).
     """
     numerator = np.zeros(n_nodes)
     denominator = np.zeros(n_nodes)
     for i in range(leaf.shape[0]):
         node = leaf[i]
         g = neg_grad[i]
-        wi = w[i]
+        wi = weight_at(w, i)
         numerator[node] += wi * g
         if hessian == HESSIAN_BINOMIAL:
             p = y[i] - g
@@ -207,9 +209,10 @@ def _mean_half_binomial(y, raw, w):
     n_factors = 0
     for i in range(y.shape[0]):
         r = raw[i]
-        linear += w[i] * (max(r, 0.0) - y[i] * r)
-        logs, product, n_factors = _add_log1p(np.exp(-abs(r)), w[i], logs, product, n_factors)
-        weight += w[i]
+        wi = weight_at(w, i)
+        linear += wi * (max(r, 0.0) - y[i] * r)
+        logs, product, n_factors = _add_log1p(np.exp(-abs(r)), wi, logs, product, n_factors)
+        weight += wi
     total = linear + (logs + np.log(product))
     return total / weight if weight > 0 else np.nan
 
@@ -248,6 +251,7 @@ def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> flo
     kernels release the GIL); return the weighted mean loss (NaN for zero total weight)."""
     n = y.shape[0]
     bounds = list(range(0, n, gradient_chunk_rows(n))) + [n]
+    w = kernel_weights(w)
 
     def run(chunk):
         return kernel(y, raw, w, neg_gradient, bounds[chunk], bounds[chunk + 1])
@@ -271,8 +275,9 @@ def _squared_error_gradient_loss(y, raw, w, neg_gradient, begin, end):
     for i in range(begin, end):
         r = y[i] - raw[i]
         neg_gradient[i] = r
-        total += w[i] * (r * r)
-        weight += w[i]
+        wi = weight_at(w, i)
+        total += wi * (r * r)
+        weight += wi
     return total, weight
 
 
@@ -287,9 +292,10 @@ def _binomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
     for i in range(begin, end):
         r = raw[i]
         e = np.exp(-abs(r))
-        linear += w[i] * (max(r, 0.0) - y[i] * r)
-        logs, product, n_factors = _add_log1p(e, w[i], logs, product, n_factors)
-        weight += w[i]
+        wi = weight_at(w, i)
+        linear += wi * (max(r, 0.0) - y[i] * r)
+        logs, product, n_factors = _add_log1p(e, wi, logs, product, n_factors)
+        weight += wi
         # sigmoid(r) = 1 / (1 + e) for r >= 0, else e / (1 + e): one division of a selected
         # numerator (no branch on the sign, which is a coin flip), same values.
         numerator = 1.0 if r >= 0.0 else e
@@ -322,13 +328,14 @@ def _multinomial_gradient_loss(y, raw, w, neg_gradient, begin, end):
             neg_gradient[i, k] = e
             norm += e
         label = np.int64(y[i])
-        linear += w[i] * (top - raw[i, label])
-        if w[i] != 1.0:
-            logs += w[i] * np.log(norm)
+        wi = weight_at(w, i)
+        linear += wi * (top - raw[i, label])
+        if wi != 1.0:
+            logs += wi * np.log(norm)
         else:
             logs, product, n_factors = _multiply_factor(norm, logs, product, n_factors,
                                                         max_factors)
-        weight += w[i]
+        weight += wi
         for k in range(n_classes):
             neg_gradient[i, k] = -(neg_gradient[i, k] / norm)
         neg_gradient[i, label] += 1.0
@@ -465,8 +472,17 @@ class HuberLoss:
 
 
 # ------------------------------------------------------------------------- classification
+def class_weight_sums(y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
+    """Sum of ``w`` over the rows of each class index ``0..n_classes-1`` of ``y``; for unit
+    weights (``_weights.unit_weight_view``) the counts, the same sums without making the
+    view an array of ones."""
+    weights = None if is_unit_weight_view(w) else w
+    return np.bincount(y.astype(np.intp), weights=weights,
+                       minlength=n_classes).astype(np.float64)
+
+
 def _class_priors(y: np.ndarray, w: np.ndarray, n_classes: int) -> np.ndarray:
-    priors = np.bincount(y.astype(np.intp), weights=w, minlength=n_classes) / w.sum()
+    priors = class_weight_sums(y, w, n_classes) / w.sum()
     return np.clip(priors, _EPS, 1 - _EPS)
 
 
@@ -491,14 +507,17 @@ class BinomialLoss:
         return self
 
     def negative_gradient(self, y, raw):
-        return (y - expit(raw[:, 0]))[:, np.newaxis]
+        gradient = expit(raw[:, 0])
+        np.subtract(y, gradient, out=gradient)  # y - p, without a second array
+        return gradient[:, np.newaxis]
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
         # safe_ratio(sums of w g, sums of w p (1 - p)), p = y - g, in one compiled pass.
-        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_BINOMIAL, 1.0)
+        return newton_leaf_values(leaf, y, neg_grad_k, kernel_weights(w), n_nodes,
+                                  HESSIAN_BINOMIAL, 1.0)
 
     def __call__(self, y, raw, w):
-        return 2.0 * _mean_half_binomial(y, raw[:, 0], w)
+        return 2.0 * _mean_half_binomial(y, raw[:, 0], kernel_weights(w))
 
     def gradient_and_loss(self, y, raw, w, pool=None, out=None):
         neg_gradient = _gradient_array(out, (y.shape[0], 1))
@@ -546,8 +565,8 @@ class MultinomialLoss:
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
         # (K - 1) / K * safe_ratio(sums of w g, sums of w |g| (1 - |g|)), in one pass.
-        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_MULTINOMIAL,
-                                  (self.n_classes - 1) / self.n_classes)
+        return newton_leaf_values(leaf, y, neg_grad_k, kernel_weights(w), n_nodes,
+                                  HESSIAN_MULTINOMIAL, (self.n_classes - 1) / self.n_classes)
 
     def __call__(self, y, raw, w):
         raw = np.ascontiguousarray(raw)  # as in negative_gradient
@@ -593,7 +612,8 @@ class ExponentialLoss:
 
     def leaf_values(self, leaf, y, raw_k, neg_grad_k, w, k, n_nodes):
         # The Hessian y e^-H + (1 - y) e^H equals |negative gradient|.
-        return newton_leaf_values(leaf, y, neg_grad_k, w, n_nodes, HESSIAN_ABS_GRADIENT, 1.0)
+        return newton_leaf_values(leaf, y, neg_grad_k, kernel_weights(w), n_nodes,
+                                  HESSIAN_ABS_GRADIENT, 1.0)
 
     def __call__(self, y, raw, w):
         return _weighted_mean(np.exp(-(2.0 * y - 1.0) * raw[:, 0]), w)

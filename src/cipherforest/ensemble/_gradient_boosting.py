@@ -52,10 +52,12 @@ from ..tree._fit import grow_tree_on, positive_rows, prepare_tree_data
 from ..tree._histogram import unit_weights
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
+from ..tree._weights import unit_weight_view
 from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs, seeded_stream
 from ._gb_losses import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,
+    class_weight_sums,
     make_classification_loss,
     make_regression_loss,
 )
@@ -216,8 +218,11 @@ class BaseGradientBoosting(BaseEstimator):
                              **tree_X_options(X))
         X = densify(X)
         y = column_or_1d(y, warn=True)
-        sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
-                                             ensure_non_negative=True)
+        if weights_given:
+            sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                                 ensure_non_negative=True)
+        else:  # every weight 1, held without an array of ones (8 MB at 1M rows)
+            sample_weight = unit_weight_view(X.shape[0])
         if not np.any(sample_weight > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
         y = self._encode_y(y, sample_weight)
@@ -323,11 +328,17 @@ class BaseGradientBoosting(BaseEstimator):
         i = begin - 1
         next_gradient = None
         # The rows of positive weight, shared by every tree of a round (and by every round
-        # without subsampling).
-        weighted_rows = positive_rows(sample_weight > 0)
-        # Whether those rows' weights are all 1 (then so are every round's in-bag rows'): the
-        # trees need not read the weights to find out.
-        unit_weight = bool(unit_weights(sample_weight, weighted_rows))
+        # without subsampling); their number alone when that is every row (no id array).
+        positive = sample_weight > 0
+        if np.all(positive):
+            weighted_rows = n_samples
+            # Whether the weights are all 1 (then so are every round's in-bag rows'): the
+            # trees need not read the weights to find out.
+            unit_weight = bool(np.all(sample_weight == 1.0))
+        else:
+            weighted_rows = positive_rows(positive)
+            unit_weight = bool(unit_weights(sample_weight, weighted_rows))
+        del positive
         try:
             for i in range(begin, self.n_estimators):
                 stage_rng = seeded_stream(stage_seeds[i])  # used within the round only
@@ -409,9 +420,11 @@ class BaseGradientBoosting(BaseEstimator):
                   sample_weight, params, loss, k, seed, root_pool=None, n_threads=1) -> Tree:
         """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
         add it to ``raw[:, k]`` (``tree_rows``: the rows of positive ``stage_weight``, as
-        ``positive_rows`` gives them, ``unit_weight``: whether their weights are all 1;
+        ``positive_rows`` gives them, or their number when that is every row;
+        ``unit_weight``: whether their weights are all 1;
         ``root_pool``: threads sharing its large nodes' histograms)."""
-        if tree_rows.shape[0] == 0:
+        n_tree_rows = tree_rows if isinstance(tree_rows, int) else tree_rows.shape[0]
+        if n_tree_rows == 0:
             tree = _constant_tree(X.shape[1], 0.0)
             return tree
         tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
@@ -422,7 +435,7 @@ class BaseGradientBoosting(BaseEstimator):
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)
         # Every row has a leaf (none of weight 0): the leaves need no gathers below.
-        all_rows = tree_rows.shape[0] == leaves.shape[0]
+        all_rows = n_tree_rows == leaves.shape[0]
         if not loss.tree_values_are_optimal:
             if all_rows:  # no gathers in the common case (no subsampling, no zero weights)
                 values = loss.leaf_values(leaves, y, raw[:, k], neg_gradient_k, sample_weight,
@@ -675,7 +688,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
             raise ValueError("warm_start needs the same classes as the first fit")
         self.classes_ = classes
         self.n_classes_ = int(classes.shape[0])
-        present = np.count_nonzero(np.bincount(encoded, weights=sample_weight))
+        present = np.count_nonzero(class_weight_sums(encoded, sample_weight, classes.shape[0]))
         if present < 2:
             raise ValueError(f"y contains {present} class after sample_weight trimmed classes "
                              "with zero weights, while a minimum of 2 classes are required.")

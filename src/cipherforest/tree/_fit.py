@@ -38,6 +38,7 @@ from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
 from ._split_record import split_record_size
 from ._tree import Tree
+from ._weights import UNIT_KERNEL_WEIGHTS, is_unit_weight_view
 
 
 @dataclass(frozen=True)
@@ -159,7 +160,9 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     y : ndarray of shape (n_samples,) or (n_samples, n_outputs)
         Class indices ``0..n_classes-1`` (classification) or targets (regression).
     sample_weight : ndarray of shape (n_samples,)
-        Non-negative weights; rows of weight zero are left out, as scikit-learn does.
+        Non-negative weights; rows of weight zero are left out, as scikit-learn does. A
+        unit-weight view (``_weights.unit_weight_view``) weighs every row 1 without an
+        array of ones.
     n_classes : int or array-like of shape (n_outputs,)
         Number of classes (per output), or 1 for regression.
     params : GrowthParams
@@ -192,11 +195,13 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
         Grow a squared-error tree without random thresholds (boosting's) of at least
         ``_shards.SHARD_MIN_ROWS`` rows in two row shards (``_shards``): the same tree with
         and without ``pool``, its sums rounded differently from a one-shard tree's.
-    rows : ndarray, optional
+    rows : ndarray or int, optional
         The rows of positive weight, as ``positive_rows(sample_weight > 0)`` gives them
         (increasing ids, ``row_index_dtype``), when the caller has them: boosting's trees of
-        one round share their weights. Not modified (the grower reorders a copy). The exact
-        finder (``max_bins=None``) filters its presorted rows by the weights and ignores it.
+        one round share their weights. Not modified (the grower reorders a copy). An int
+        ``n_samples`` says every row has positive weight (the caller keeps no id array:
+        4 MB at 1M rows). The exact finder (``max_bins=None``) filters its presorted rows by
+        the weights and ignores it.
     unit_weight : bool, optional
         Whether every positive weight is 1, when the caller knows (boosting, once per fit);
         None: the grower reads the weights to find out (squared-error trees without random
@@ -213,11 +218,25 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     if (np.ndim(y) == 2 or params.criterion == CRITERION_ABSOLUTE_ERROR
             or params.monotonic_cst is not None):
         return _grow_general(data, y, sample_weight, n_classes, params, seed, return_leaves)
-    w = np.ascontiguousarray(sample_weight, dtype=np.float64)
+    # Squared-error trees without random thresholds on binned data keep compact histograms
+    # (as ``grow_tree`` decides); under unit weights they read no weight but through
+    # ``weight_at``, so a unit-weight view goes to the kernel as no array at all.
+    kernel_compact = (data.max_bins is not None and not params.is_random
+                      and params.criterion == CRITERION_SQUARED_ERROR)
+    if kernel_compact and is_unit_weight_view(sample_weight):
+        w = UNIT_KERNEL_WEIGHTS
+        unit_weight = True
+    else:
+        w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
     if rows is None or data.max_bins is None:
-        positive = w > 0
+        positive = np.asarray(sample_weight) > 0
         samples = positive_rows(positive)
+    elif isinstance(rows, (int, np.integer)):
+        if rows != data.n_samples:
+            raise ValueError(f"rows={rows}: an int must be the number of rows, "
+                             f"{data.n_samples}")
+        samples = np.arange(data.n_samples, dtype=row_index_dtype(data.n_samples))
     else:
         samples = rows.copy()
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
@@ -236,8 +255,7 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     # 4-8 MB per tree at 1M rows).
     partition_buffer = np.empty(n_samples if data.max_bins is not None else 0,
                                 dtype=samples.dtype)
-    compact = (row_shards and data.max_bins is not None and not params.is_random
-               and params.criterion == CRITERION_SQUARED_ERROR)
+    compact = row_shards and kernel_compact
     n_shard0 = shard_rows(n_samples, compact)
     shard = _NO_SHARD
     scan_record = _NO_SCAN_RECORD

@@ -80,6 +80,7 @@ from ._split_record import (
     reset_split,
 )
 from ._splitter_exact import best_split_exact_feature, mark_left_exact, partition_exact
+from ._weights import weight_at
 
 # Columns of node_int (SHARD0_SAMPLES: the node's rows in the first row shard).
 _LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
@@ -276,7 +277,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     root_stats = np.zeros(n_stats)
     for i in range(n_samples):
-        add_sample(root_stats, y[samples[i]], w[samples[i]], criterion)
+        add_sample(root_stats, y[samples[i]], weight_at(w, samples[i]), criterion)
     total_weight = root_stats[STAT_WEIGHT]
 
     # ---- the root

@@ -44,6 +44,7 @@ from ._split_record import (
     SPLIT_THRESHOLD,
     record_candidate,
 )
+from ._weights import weight_at
 
 #: Nodes with fewer samples build their histogram on one thread even when more are allowed:
 #: below this, launching the parallel region costs more than it saves.
@@ -421,7 +422,7 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
         sample = samples[i]
         b = np.int64(X_binned[sample, feature])
         if b == missing_bin:
-            add_sample(missing, y[sample], w[sample], criterion)
+            add_sample(missing, y[sample], weight_at(w, sample), criterion)
             continue
         # Insertion sort by bin: nodes here hold fewer than n_bins / 4 samples.
         j = n_valid
@@ -446,7 +447,7 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
 
     cum[:] = 0.0
     for i in range(n_valid - 1):
-        add_sample(cum, y[sample_buffer[i]], w[sample_buffer[i]], criterion)
+        add_sample(cum, y[sample_buffer[i]], weight_at(w, sample_buffer[i]), criterion)
         b = bin_buffer[i]
         b_next = bin_buffer[i + 1]
         if b_next == b:
@@ -612,7 +613,7 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
         hi[:] = -1
         for i in range(start, end):
             sample = samples[i]
-            wi = w[sample]
+            wi = w[sample] if weighted else 1.0  # unit weights: w may be empty
             wy = wi * y[sample]
             for f in range(n_features):
                 b = np.int64(X_binned[sample, f])
