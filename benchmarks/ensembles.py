@@ -6,9 +6,11 @@ is its own; on Linux the peak is also reset once the data are made, so "fit + pr
 is the fit and prediction's own peak with the data resident (the process's peak is often the
 data generation's). Runs are interleaved (run 1 of every model, then run 2, ...) so that load
 from other processes spreads over all models alike, and each measurement is the median over
-the runs. The parent prints Markdown tables: fit/predict seconds, score, peak memory and
-model size of every model, our gradient boosting against each peer with ratios, and the
-targets of issue 15.
+the runs. The parent prints Markdown tables: fit/predict seconds, score, peak memory,
+model size and the CPU time the hypervisor took from this virtual machine during the fit
+and prediction ("CPU steal %", Linux ``/proc/stat``: with the cores starved the times
+measure the host, not the code) of every model, our gradient boosting against each peer
+with ratios, and the targets of issue 15.
 
     python benchmarks/ensembles.py                     # the four boosting datasets, 5 runs
     python benchmarks/ensembles.py --quick             # 1 run, no 1M-row dataset
@@ -140,6 +142,30 @@ def model_size_bytes(name: str, model) -> int:
     return buffer.tell()
 
 
+def cpu_ticks() -> tuple[int, int] | None:
+    """``(steal, total)`` time of all CPUs since boot in clock ticks (Linux ``/proc/stat``),
+    or None where it cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    if len(fields) < 9 or fields[0] != "cpu":
+        return None
+    # user nice system idle iowait irq softirq steal (guest time is already in user / nice)
+    ticks = [int(value) for value in fields[1:9]]
+    return ticks[7], sum(ticks)
+
+
+def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
+    """Share of the CPUs' time between two ``cpu_ticks`` readings that the hypervisor gave to
+    other machines (%): a virtual core ready to run but not running. Fit times measured
+    while it is high say more about the host than about the code. None without readings."""
+    if before is None or after is None or after[1] <= before[1]:
+        return None
+    return 100.0 * (after[0] - before[0]) / (after[1] - before[1])
+
+
 def reset_peak_rss() -> bool:
     """Reset this process's peak resident set size (Linux: ``/proc/self/clear_refs``);
     False where that is not possible."""
@@ -184,6 +210,7 @@ def run_worker(model_name: str, dataset: str) -> dict:
     # prediction's own peak, with the data resident, from here.
     reset = reset_peak_rss()
     model = make_model(model_name, regression)
+    ticks = cpu_ticks()
     start, cpu = time.perf_counter(), time.process_time()
     model.fit(X_train, y_train)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
@@ -201,7 +228,7 @@ def run_worker(model_name: str, dataset: str) -> dict:
             "predict_s": predict_s, "accuracy": score, "peak_mb": peak_kb / 1024,
             "peak_growth_mb": (peak_kb - before) / 1024, "fit_peak_mb": fit_peak_mb,
             "model_bytes": model_size_bytes(model_name, model),
-            "load_1min": os.getloadavg()[0]}
+            "load_1min": os.getloadavg()[0], "steal_pct": steal_percent(ticks, cpu_ticks())}
 
 
 PAIRED_MODELS = ("ours_gb_hist", "lightgbm")
@@ -220,6 +247,7 @@ def run_paired(dataset: str, runs: int) -> dict:
                                                                      y_train[:500])
     rng = np.random.default_rng(0)
     times: dict[str, list[float]] = {}
+    ticks = cpu_ticks()
     try:
         for _ in range(runs):
             for one_thread in (False, True):
@@ -234,7 +262,8 @@ def run_paired(dataset: str, runs: int) -> dict:
     finally:
         if all_cores is not None:
             os.sched_setaffinity(0, all_cores)
-    return {"dataset": dataset, "times": times, "load_1min": os.getloadavg()[0]}
+    return {"dataset": dataset, "times": times, "load_1min": os.getloadavg()[0],
+            "steal_pct": steal_percent(ticks, cpu_ticks())}
 
 
 def render_paired(results: list[dict]) -> str:
@@ -242,8 +271,8 @@ def render_paired(results: list[dict]) -> str:
     lines = ["Gradient boosting against LightGBM, fits alternated in one process per dataset "
              "(wall s):", "",
              "| dataset | threads | runs | ours (median) | LightGBM (median) | ratio of medians "
-             "| median of per-run ratios | per-run ratios (min-max) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| median of per-run ratios | per-run ratios (min-max) | CPU steal % (whole run) |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for result in results:
         for suffix, threads in (("", "all cores"), ("_1thread", "1")):
             ours = np.asarray(result["times"][f"ours_gb_hist{suffix}"])
@@ -252,7 +281,8 @@ def render_paired(results: list[dict]) -> str:
             lines.append(f"| {result['dataset']} | {threads} | {len(ours)} | "
                          f"{np.median(ours):.2f} | {np.median(peer):.2f} | "
                          f"{np.median(ours) / np.median(peer):.2f}× | "
-                         f"{np.median(ratios):.2f}× | {ratios.min():.2f}-{ratios.max():.2f} |")
+                         f"{np.median(ratios):.2f}× | {ratios.min():.2f}-{ratios.max():.2f} | "
+                         f"{_percent(result.get('steal_pct'))} |")
     return "\n".join(lines)
 
 
@@ -297,8 +327,9 @@ def aggregate(runs: list[dict]) -> list[dict]:
         for key in ("fit_s", "fit_cpu_s", "predict_s", "accuracy", "peak_mb", "model_bytes",
                     "load_1min"):
             row[key] = float(np.median([r[key] for r in ok]))
-        fit_peaks = [r["fit_peak_mb"] for r in ok if r.get("fit_peak_mb") is not None]
-        row["fit_peak_mb"] = float(np.median(fit_peaks)) if fit_peaks else None
+        for key in ("fit_peak_mb", "steal_pct"):  # None where not measured
+            values = [r[key] for r in ok if r.get(key) is not None]
+            row[key] = float(np.median(values)) if values else None
         row["fit_min_s"] = min(r["fit_s"] for r in ok)
         row["fit_max_s"] = max(r["fit_s"] for r in ok)
         out.append(row)
@@ -307,6 +338,10 @@ def aggregate(runs: list[dict]) -> list[dict]:
 
 def _mb(value: float | None) -> str:
     return "–" if value is None else f"{value:.0f}"
+
+
+def _percent(value: float | None) -> str:
+    return "–" if value is None else f"{value:.1f}"
 
 
 def _memory(row: dict) -> float:
@@ -321,18 +356,19 @@ def _ratio(a: float | None, b: float | None) -> str:
 def render(results: list[dict]) -> str:
     """Markdown tables: measurements, boosting side by side with ratios, targets."""
     lines = ["| dataset | model | runs | fit s (median) | fit s range | fit CPU s | predict s "
-             "| score | peak RSS MB | fit + predict peak RSS MB | model MB | load (1 min) |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| score | peak RSS MB | fit + predict peak RSS MB | model MB | load (1 min) "
+             "| CPU steal % |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         if "error" in r:
             lines.append(f"| {r['dataset']} | {r['model']} | failed: {r['error']} "
-                         "| | | | | | | | | |")
+                         "| | | | | | | | | | |")
             continue
         lines.append(f"| {r['dataset']} | {r['model']} | {r['runs']} | {r['fit_s']:.2f} | "
                      f"{r['fit_min_s']:.2f}–{r['fit_max_s']:.2f} | {r['fit_cpu_s']:.2f} | "
                      f"{r['predict_s']:.3f} | {r['accuracy']:.4f} | {r['peak_mb']:.0f} | "
                      f"{_mb(r.get('fit_peak_mb'))} | {r['model_bytes'] / 1e6:.2f} | "
-                     f"{r['load_1min']:.1f} |")
+                     f"{r['load_1min']:.1f} | {_percent(r.get('steal_pct'))} |")
     by_key = {(r["dataset"], r["model"]): r for r in results if "error" not in r}
     datasets = list(dict.fromkeys(r["dataset"] for r in results))
 

@@ -749,7 +749,7 @@ def compare_sources(dataset: str, before_src: Path, repeats: int) -> None:
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from ensembles import is_regression, load_dataset, make_model
+    from ensembles import cpu_ticks, is_regression, load_dataset, make_model, steal_percent
 
     sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
     before = importlib.import_module("cipherforest_before.ensemble")
@@ -770,6 +770,7 @@ def compare_sources(dataset: str, before_src: Path, repeats: int) -> None:
     cpus: dict[tuple, list[float]] = {v: [] for v in variants}
     loads = []
     order = np.random.default_rng(0)
+    ticks = cpu_ticks()
     for _ in range(repeats):
         for index in order.permutation(len(variants)):
             source, n_jobs = variants[index]
@@ -779,8 +780,10 @@ def compare_sources(dataset: str, before_src: Path, repeats: int) -> None:
             walls[variants[index]].append(time.perf_counter() - start)
             cpus[variants[index]].append(time.process_time() - cpu)
         loads.append(os.getloadavg()[0])
+    steal = steal_percent(ticks, cpu_ticks())
     print(f"{dataset}: boosting fits of this tree and {before_src}, one process, {repeats} "
-          f"shuffled repetitions; 1-min load average {min(loads):.1f}-{max(loads):.1f}")
+          f"shuffled repetitions; 1-min load average {min(loads):.1f}-{max(loads):.1f}; CPU "
+          f"time taken by the hypervisor {'–' if steal is None else f'{steal:.1f} %'}")
     print("| n_jobs | before wall s (median) | this wall s (median) | this / before (medians) "
           "| this / before (median of paired ratios) | before CPU s | this CPU s |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
