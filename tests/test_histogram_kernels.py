@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
 from cipherforest.tree._criteria import add_sample
@@ -164,6 +166,107 @@ def test_compact_scan_finds_the_generic_split(unit_weights, min_samples_leaf):
         for offset in (0, 1, 4, 5):
             assert compact_split[SPLIT_LEFT + offset] == pytest.approx(
                 generic_split[SPLIT_LEFT + offset])
+
+
+def _compact_children_oracle(l_w, l_c, l_s, node, min_samples_leaf):
+    """The compact scan's candidate value, by its divisions (min_weight_leaf 0)."""
+    n_w, n_c, n_s, n_q = node
+    r_w, r_c, r_s = n_w - l_w, n_c - l_c, n_s - l_s
+    if l_c < min_samples_leaf or r_c < min_samples_leaf or l_w <= 0.0 or r_w <= 0.0:
+        return np.inf
+    return n_q - (l_s * l_s / l_w + r_s * r_s / r_w)
+
+
+def _compact_choice_oracle(column, count, first, last, node, best, min_samples_leaf):
+    """(value, bin, missing left) the scan of one feature chooses, comparing every
+    candidate's divided-out value with the best so far (strictly better only), in the scan's
+    order; bin -1: nothing beat ``best``. ``last`` is the last occupied bin below the NaN
+    bin."""
+    missing = column[-1]
+    has_missing = missing[count] > 0.5
+    choice = (best, -1, False)
+    c_w = c_c = c_s = 0.0
+    for b in range(first, last):
+        c_w += column[b, HIST_WEIGHT]
+        c_c += column[b, count]
+        c_s += column[b, HIST_SUM]
+        if node[1] - c_c < min_samples_leaf:
+            break
+        candidates = [(c_w, c_c, c_s, False)]
+        if has_missing:
+            candidates.append((c_w + missing[HIST_WEIGHT], c_c + missing[count],
+                               c_s + missing[HIST_SUM], True))
+        for l_w, l_c, l_s, missing_left in candidates:
+            value = _compact_children_oracle(l_w, l_c, l_s, node, min_samples_leaf)
+            if value < choice[0]:
+                choice = (value, b, missing_left)
+    return choice
+
+
+@settings(max_examples=300, deadline=None)
+@given(data=st.data(), unit_weights=st.booleans(), has_missing=st.booleans(),
+       scale=st.sampled_from([1e-150, 1e-9, 1.0, 3.0, 1e9, 1e100]),
+       min_samples_leaf=st.sampled_from([1, 2, 5]), earlier_best=st.booleans())
+def test_compact_scan_screen_keeps_the_divided_choice(data, unit_weights, has_missing, scale,
+                                                      min_samples_leaf, earlier_best):
+    """The scan screens candidates without division and compares only those that pass: its
+    choice (bin, NaN side, value) must be exactly the one comparing every candidate's
+    divided-out value makes. Small integer counts and sums give many candidates whose values
+    tie exactly in real arithmetic, where only rounding orders them; a best from an earlier
+    feature may already beat them all."""
+    n_bins = data.draw(st.integers(3, 12))
+    counts = np.array(data.draw(st.lists(st.integers(0, 4), min_size=n_bins,
+                                         max_size=n_bins)), dtype=float)
+    counts[0] = max(counts[0], 1.0)  # the feature's first occupied bin is lo
+    sums = np.array(data.draw(st.lists(st.integers(-3, 3), min_size=n_bins,
+                                       max_size=n_bins)), dtype=float) * scale
+    weights = counts * (1.0 if unit_weights else
+                        data.draw(st.sampled_from([0.5, 1.5, 2.0])))
+    column = np.zeros((n_bins + 1, 2 if unit_weights else 3))  # + the NaN bin
+    column[:n_bins, HIST_WEIGHT] = weights
+    column[:n_bins, HIST_SUM] = sums * np.where(counts > 0, 1.0, 0.0)
+    count = HIST_WEIGHT if unit_weights else HIST_COUNT
+    if not unit_weights:
+        column[:n_bins, HIST_COUNT] = counts
+    if has_missing:
+        column[-1] = column[0]
+        column[-1, HIST_SUM] = data.draw(st.integers(-3, 3)) * scale
+    occupied = np.flatnonzero(column[:n_bins, count] > 0.5)
+    hist, last = column[np.newaxis], int(occupied[-1])
+    lo = np.zeros(1, dtype=np.int64)
+    hi = np.array([n_bins - 1 if has_missing else last], dtype=np.int64)
+    # The node's sum of w y^2 at least what its bins' sums need (sum^2 / weight each).
+    squares = np.divide(column[:, HIST_SUM] ** 2, column[:, HIST_WEIGHT],
+                        out=np.zeros(n_bins + 1), where=column[:, HIST_WEIGHT] > 0)
+    n_q = float(squares.sum()) + scale * scale
+    node = np.array([column[:, HIST_WEIGHT].sum(), column[:, count].sum(),
+                     column[:, HIST_SUM].sum(), n_q])
+    best = np.inf
+    if earlier_best:
+        best = n_q - data.draw(st.floats(0.0, 1.0)) * n_q
+    split = np.zeros(split_record_size(4))
+    reset_split(split)
+    split[SPLIT_CHILDREN] = best
+    thresholds = np.arange(n_bins, dtype=float)[np.newaxis]
+    scratch = [np.zeros(4) for _ in range(3)]
+    best_split_compact_feature(0, hist, lo, hi, thresholds, node, min_samples_leaf, 0.0, split,
+                               *scratch)
+    value, bin_, missing_left = _compact_choice_oracle(column, count, 0, last, node, best,
+                                                       min_samples_leaf)
+    if has_missing:  # all values left, NaN right: the last candidate
+        all_left = _compact_children_oracle(node[0] - column[-1, HIST_WEIGHT],
+                                            node[1] - column[-1, count],
+                                            node[2] - column[-1, HIST_SUM], node,
+                                            min_samples_leaf)
+        if all_left < value:
+            assert split[SPLIT_POSITION] == n_bins - 1 and split[SPLIT_CHILDREN] == all_left
+            return
+    if bin_ < 0:
+        assert split[SPLIT_CHILDREN] == best and split[SPLIT_FEATURE] == -1.0
+        return
+    assert (split[SPLIT_POSITION], split[SPLIT_CHILDREN]) == (bin_, value)
+    if has_missing:
+        assert split[SPLIT_MISSING_LEFT] == float(missing_left)
 
 
 @pytest.mark.parametrize("unit_weights", [False, True])

@@ -714,6 +714,12 @@ def _add_unit(h, yi):
     h[HIST_SUM] += yi
 
 
+#: Slack of ``_compact_may_beat``'s screen, relative to the node's sum of w y^2: far above
+#: the rounding of either side (a few units in the last place of that sum), so every
+#: candidate the divisions would prefer passes the screen.
+SCREEN_MARGIN = 1e-12
+
+
 @njit(**LEAF_JIT_OPTIONS)
 def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_samples_leaf,
                                min_weight_leaf, split, cum, left, right):
@@ -729,6 +735,8 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     order, to record it) and does not skip empty bins: an empty bin repeats the previous
     bin's candidates, which are never strictly better than the best so far, so the record
     is the one a scan skipping them would make, with no unpredictable branch per bin.
+    Candidates are first screened without division (``_compact_may_beat``); those that
+    pass are compared as above, so the choice is the one the divisions alone make.
     """
     count = compact_count_column(hist.shape[2])
     missing_bin = hist.shape[1] - 1
@@ -750,6 +758,8 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     m_w, m_c, m_s = (column[missing_bin, HIST_WEIGHT], column[missing_bin, count],
                      column[missing_bin, HIST_SUM])
     best = split[SPLIT_CHILDREN]
+    margin = SCREEN_MARGIN * abs(n_q)
+    bar = n_q - best - margin
     best_bin = -1
     best_missing_left = False
     c_w = c_c = c_s = 0.0
@@ -761,19 +771,22 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
             # The right child is too small here (NaN rows left or right) and at every later
             # bin: counts only grow on the left.
             break
-        c = _compact_children(c_w, c_c, c_s, n_w, n_c, n_s, n_q, min_samples_leaf,
-                              min_weight_leaf)
-        if c < best:
-            best = c
-            best_bin = b
-            best_missing_left = False
-        if has_missing:
+        if _compact_may_beat(c_w, c_s, n_w, n_s, bar):
+            c = _compact_children(c_w, c_c, c_s, n_w, n_c, n_s, n_q, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < best:
+                best = c
+                best_bin = b
+                best_missing_left = False
+                bar = n_q - best - margin
+        if has_missing and _compact_may_beat(c_w + m_w, c_s + m_s, n_w, n_s, bar):
             c = _compact_children(c_w + m_w, c_c + m_c, c_s + m_s, n_w, n_c, n_s, n_q,
                                   min_samples_leaf, min_weight_leaf)
             if c < best:
                 best = c
                 best_bin = b
                 best_missing_left = True
+                bar = n_q - best - margin
     if has_missing:
         # All values left, NaN right.
         l_w, l_c, l_s = n_w - m_w, n_c - m_c, n_s - m_s
@@ -799,6 +812,19 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     if not has_missing:
         split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
     return True
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _compact_may_beat(l_w, l_s, n_w, n_s, bar):
+    """Whether a left child of (weight, sum) ``l_w``, ``l_s`` may beat the best candidate so
+    far: ``l_s^2 / l_w + r_s^2 / r_w > bar`` multiplied out by ``l_w r_w`` (no division).
+    ``bar`` is ``n_q - best - SCREEN_MARGIN |n_q|``: the screen only spares divisions, what
+    passes is compared by ``_compact_children``'s value."""
+    r_w = n_w - l_w
+    r_s = n_s - l_s
+    # Passes what is not plainly refused (NaN: a -inf bar times a zero weight); a child
+    # without weight that passes is refused by ``_compact_children``.
+    return not (l_s * l_s * r_w + r_s * r_s * l_w <= bar * (l_w * r_w))
 
 
 @njit(inline="always", **JIT_OPTIONS)
