@@ -502,16 +502,27 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
     for n_jobs in (1, 2):  # compile, and start the worker's kernel once
         make_model("ours_gb_hist", regression).set_params(n_estimators=3, n_jobs=n_jobs).fit(X, y)
     kernel = fit.grow_tree
-    leave = NodeThreads.__exit__
+    enter, leave = NodeThreads.__enter__, NodeThreads.__exit__
     spent = [0.0]
     counts: list[tuple[int, ...]] = []
+    # Per tree: (n_jobs, whether a worker served it, kernel wall s).
+    worker_now = [False]
+    tree_times: list[tuple[int, bool, float]] = []
+    n_jobs_now = [1]
 
     def timed_kernel(*args):
         start = time.perf_counter()
         try:
             return kernel(*args)
         finally:
-            spent[0] += time.perf_counter() - start
+            took = time.perf_counter() - start
+            spent[0] += took
+            tree_times.append((n_jobs_now[0], worker_now[0], took))
+            worker_now[0] = False
+
+    def enter_and_mark(self):
+        worker_now[0] = True
+        return enter(self)
 
     def leave_and_count(self, *exc_info):
         leave(self, *exc_info)
@@ -522,6 +533,7 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
     kernels: dict[int, list[float]] = {1: [], 2: []}
     per_fit = []
     fit.grow_tree = timed_kernel
+    NodeThreads.__enter__ = enter_and_mark
     NodeThreads.__exit__ = leave_and_count
     try:
         order = np.random.default_rng(0)
@@ -530,6 +542,7 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
                 model = make_model("ours_gb_hist", regression).set_params(n_jobs=int(n_jobs))
                 spent[0] = 0.0
                 counts.clear()
+                n_jobs_now[0] = int(n_jobs)
                 start = time.perf_counter()
                 model.fit(X, y)
                 walls[n_jobs].append(time.perf_counter() - start)
@@ -539,6 +552,7 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
                                     (0, 0, 0, 0, 0, 0))
     finally:
         fit.grow_tree = kernel
+        NodeThreads.__enter__ = enter
         NodeThreads.__exit__ = leave
     print(f"{dataset}: boosting fits, wall s, median of {repeats} (shuffled order); "
           f"1-min load average {os.getloadavg()[0]:.1f}")
@@ -555,6 +569,15 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
           f"{posted:.0f} hand-offs posted, {served:.0f} claimed by the worker, "
           f"{taken_back:.0f} taken back; of them {scans:.0f} split scans "
           f"({scans_served:.0f} claimed)")
+    print("| trees | count | kernel ms per tree: median | p90 | max | total s |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for label, n_jobs, worker in (("n_jobs=1", 1, False), ("n_jobs=2, with a worker", 2, True),
+                                  ("n_jobs=2, without", 2, False)):
+        times = np.array([t for j, wk, t in tree_times if j == n_jobs and wk == worker]) * 1e3
+        if times.size:
+            print(f"| {label} | {times.size} | {np.median(times):.2f} | "
+                  f"{np.percentile(times, 90):.2f} | {times.max():.1f} | "
+                  f"{times.sum() / 1e3:.2f} |")
 
 
 def time_partition_layout(dataset: str, repeats: int) -> None:
@@ -848,7 +871,7 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
     node[:4] = n, n, gradient.sum(), (gradient * gradient).sum()
     split, cum, left, right = np.zeros(17), np.zeros(6), np.zeros(6), np.zeros(6)
 
-    def partition_unit(module):
+    def partition_unit_case(module):
         for f in range(n_features):
             samples[:] = rows
             partition_unit(module.partition_unit_squared_error, f, split_bins[f], samples,
@@ -886,7 +909,7 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
             scan_loops[module] = compact_scan_loop(module)
         scan_loops[module](hist, lo, last, data.bin_thresholds, node, split, cum, left, right)
 
-    cases = {f"partition, unit weights ({n_features} × {n:,} rows)": partition_unit,
+    cases = {f"partition, unit weights ({n_features} × {n:,} rows)": partition_unit_case,
              f"partition, weighted ({n_features} × {n:,} rows)":
                  lambda module: partition_stats(module, gradient, CRITERION_SQUARED_ERROR),
              f"partition, Gini, 2 classes ({n_features} × {n:,} rows)":
