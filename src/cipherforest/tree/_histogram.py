@@ -731,12 +731,12 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     stats carry weight, count and sum; their sum of w y^2 is left 0 (the grower reads only
     the counts, and sums each child's stats from its rows).
 
-    The scan loop only tracks the best bin (its sums are summed again once, in the same
-    order, to record it) and does not skip empty bins: an empty bin repeats the previous
-    bin's candidates, which are never strictly better than the best so far, so the record
-    is the one a scan skipping them would make, with no unpredictable branch per bin.
-    Candidates are first screened without division (``_compact_may_beat``); those that
-    pass are compared as above, so the choice is the one the divisions alone make.
+    The scan loop does not skip empty bins: an empty bin repeats the previous bin's
+    candidates, which are never strictly better than the best so far, so the record is the
+    one a scan skipping them would make, with no unpredictable branch per bin. Candidates
+    are first screened without division (``_compact_may_beat``); those that pass are
+    compared as above, so the choice is the one the divisions alone make (and the best's
+    sums, kept when it is found, are rare writes).
     """
     count = compact_count_column(hist.shape[2])
     missing_bin = hist.shape[1] - 1
@@ -762,6 +762,7 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
     bar = n_q - best - margin
     best_bin = -1
     best_missing_left = False
+    b_w = b_c = b_s = 0.0  # the best candidate's left child
     c_w = c_c = c_s = 0.0
     for b in range(first, last):
         c_w += column[b, HIST_WEIGHT]
@@ -778,6 +779,7 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
                 best = c
                 best_bin = b
                 best_missing_left = False
+                b_w, b_c, b_s = c_w, c_c, c_s
                 bar = n_q - best - margin
         if has_missing and _compact_may_beat(c_w + m_w, c_s + m_s, n_w, n_s, bar):
             c = _compact_children(c_w + m_w, c_c + m_c, c_s + m_s, n_w, n_c, n_s, n_q,
@@ -786,6 +788,7 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
                 best = c
                 best_bin = b
                 best_missing_left = True
+                b_w, b_c, b_s = c_w + m_w, c_c + m_c, c_s + m_s
                 bar = n_q - best - margin
     if has_missing:
         # All values left, NaN right.
@@ -799,14 +802,7 @@ def best_split_compact_feature(feature, hist, lo, hi, bin_thresholds, node, min_
             return True
     if best_bin < 0:
         return True
-    c_w = c_c = c_s = 0.0
-    for b in range(first, best_bin + 1):
-        c_w += column[b, HIST_WEIGHT]
-        c_c += column[b, count]
-        c_s += column[b, HIST_SUM]
-    if best_missing_left:
-        c_w, c_c, c_s = c_w + m_w, c_c + m_c, c_s + m_s
-    _record_compact(split, feature, best_bin, best_missing_left, best, c_w, c_c, c_s, node,
+    _record_compact(split, feature, best_bin, best_missing_left, best, b_w, b_c, b_s, node,
                     cum, right)
     split[SPLIT_THRESHOLD] = bin_thresholds[feature, best_bin]
     if not has_missing:
