@@ -25,6 +25,17 @@ Linux only; needs the right to set real-time priority (root or ``CAP_SYS_NICE``)
 kernel's real-time throttling (``/proc/sys/kernel/sched_rt_runtime_us``, 95 % by default)
 keeps a busy process from holding a CPU for good even if this script is killed.
 Prints the stolen share each CPU saw (busy time / elapsed time) when the command ends.
+
+``--probe SECONDS`` measures the real thing instead: it keeps ``--probe-cpus`` CPUs busy
+(one spinning process each, ordinary priority, placed by the scheduler) for that long and
+prints each CPU's steal time from ``/proc/stat`` (Linux), as a share of the time and as a
+strip of 100 ms slots (``.`` none, ``-`` under 10 %, ``+`` under 30 %, ``#`` more). A host
+that takes one virtual CPU more than the other slows whichever thread runs there, and
+threads that wait for each other wait for the slower one.
+
+::
+
+    python benchmarks/cpu_steal.py --probe 10 --probe-cpus 2
 """
 
 from __future__ import annotations
@@ -58,6 +69,56 @@ def steal_cpu(cpu: int, burst_s: float, gap_s: float, seed: int, stop, stolen) -
         stolen.value += busy
 
 
+def steal_ticks_per_cpu() -> dict[str, int]:
+    """Steal time of each CPU since boot, in clock ticks (``/proc/stat``)."""
+    ticks = {}
+    with open("/proc/stat") as stat:
+        for line in stat:
+            fields = line.split()
+            if fields[0].startswith("cpu") and fields[0][3:].isdigit():
+                ticks[fields[0]] = int(fields[8])  # user nice system idle iowait irq softirq steal
+    return ticks
+
+
+def spin(seconds: float) -> None:
+    """Keep one CPU busy for ``seconds``."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def probe_steal(seconds: float, n_busy: int, slot_s: float = 0.1) -> None:
+    """Keep ``n_busy`` CPUs busy for ``seconds`` and print each CPU's steal, overall and
+    slot by slot."""
+    tick_s = 1.0 / os.sysconf("SC_CLK_TCK")
+    context = multiprocessing.get_context("fork")
+    spinners = [context.Process(target=spin, args=(seconds + 0.5,), daemon=True)
+                for _ in range(n_busy)]
+    for spinner in spinners:
+        spinner.start()
+    time.sleep(0.25)  # let the spinners settle on their CPUs
+    before = previous = steal_ticks_per_cpu()
+    strips: dict[str, list[str]] = {cpu: [] for cpu in before}
+    began = time.perf_counter()
+    n_slots = max(1, round(seconds / slot_s))
+    for slot in range(n_slots):
+        time.sleep(max(0.0, began + (slot + 1) * slot_s - time.perf_counter()))
+        now = steal_ticks_per_cpu()
+        for cpu in strips:
+            share = (now[cpu] - previous[cpu]) * tick_s / slot_s
+            strips[cpu].append("." if share == 0 else "-" if share < 0.1
+                               else "+" if share < 0.3 else "#")
+        previous = now
+    elapsed = time.perf_counter() - began
+    for spinner in spinners:
+        spinner.join()
+    print(f"CPU steal with {n_busy} busy CPU(s), {elapsed:.1f} s, slots of "
+          f"{1000 * slot_s:.0f} ms:")
+    for cpu, strip in strips.items():
+        share = (previous[cpu] - before[cpu]) * tick_s / elapsed
+        print(f"{cpu:>6} {100 * share:5.1f} % {''.join(strip)}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--burst-ms", type=float, default=3.0,
@@ -68,9 +129,23 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated CPUs to steal from (default: all this process "
                              "may use)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--probe", type=float, default=None, metavar="SECONDS",
+                        help="instead: measure the host's steal per CPU for this long, with "
+                             "--probe-cpus CPUs busy")
+    parser.add_argument("--probe-cpus", type=int, default=None,
+                        help="CPUs kept busy by --probe (default: all this process may use)")
     parser.add_argument("command", nargs=argparse.REMAINDER,
                         help="the command to run, after --")
     args = parser.parse_args(argv)
+    if args.probe is not None:
+        if args.probe <= 0:
+            parser.error("--probe must be positive")
+        n_busy = (len(os.sched_getaffinity(0)) if args.probe_cpus is None
+                  else args.probe_cpus)
+        if n_busy < 0:
+            parser.error("--probe-cpus must not be negative")
+        probe_steal(args.probe, n_busy)
+        return 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("give the command to run after --")
