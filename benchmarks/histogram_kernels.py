@@ -489,7 +489,8 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
     and 2, alternated in a shuffled order: the whole fit, the grower kernel's calls
     (``tree._fit.grow_tree``) and the rest; and, per two-thread tree, what was handed to
     the worker thread (``tree._node_threads``): shard steps and split scans posted, claimed
-    by the worker or taken back by the grower."""
+    by the worker or taken back by the grower; and over the trees with a worker, how much of
+    their kernel time the worker spent working and the grower spent waiting for it."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -524,10 +525,14 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
         worker_now[0] = True
         return enter(self)
 
+    # Cycle-counter ticks of the trees with a worker: (worker busy, grower waiting).
+    worker_cycles: list[tuple[int, int]] = []
+
     def leave_and_count(self, *exc_info):
         leave(self, *exc_info)
         counts.append((self.posted, self.served, int(self.control[CONTROL_TAKEN_BACK]),
                        self.scans_posted, self.scans_served))
+        worker_cycles.append((self.busy_cycles, self.waited_cycles))
 
     walls: dict[int, list[float]] = {1: [], 2: []}
     kernels: dict[int, list[float]] = {1: [], 2: []}
@@ -578,6 +583,31 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
             print(f"| {label} | {times.size} | {np.median(times):.2f} | "
                   f"{np.percentile(times, 90):.2f} | {times.max():.1f} | "
                   f"{times.sum() / 1e3:.2f} |")
+    with_worker = sum(t for j, wk, t in tree_times if j == 2 and wk)
+    if worker_cycles and with_worker > 0 and hasattr(NodeThreads, "busy_cycles"):
+        hz = cycle_counter_hz()
+        busy, waited = (float(v) / hz for v in np.sum(worker_cycles, axis=0))
+        print(f"trees with a worker ({len(worker_cycles)}): grower kernel {with_worker:.2f} s; "
+              f"the worker busy {busy:.2f} s ({100 * busy / with_worker:.0f} % of it), the "
+              f"grower waiting for claimed work {waited:.2f} s "
+              f"({100 * waited / with_worker:.0f} %)")
+
+
+def cycle_counter_hz() -> float:
+    """Ticks per second of the kernels' cycle counter (``_atomics.cycle_counter``), against
+    ``time.perf_counter`` over 0.2 s."""
+    from numba import njit
+
+    from cipherforest.tree._atomics import cycle_counter
+
+    @njit(cache=False)
+    def ticks():
+        return cycle_counter()
+
+    ticks()
+    start, began = time.perf_counter(), ticks()
+    time.sleep(0.2)
+    return (ticks() - began) / (time.perf_counter() - start)
 
 
 def time_partition_layout(dataset: str, repeats: int) -> None:

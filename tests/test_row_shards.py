@@ -47,7 +47,7 @@ needs_spin_wait = pytest.mark.skipif(not _atomics.SPIN_WAIT_SUPPORTED,
 
 def record_hand_offs(monkeypatch):
     """A list that gets each sharded tree's ``(posted, served, taken back, scans posted,
-    scans served)`` hand-offs."""
+    scans served)`` hand-offs and ``(worker busy, grower waiting)`` cycle-counter ticks."""
     counts = []
     leave = _node_threads.NodeThreads.__exit__
 
@@ -55,7 +55,7 @@ def record_hand_offs(monkeypatch):
         leave(self, *exc_info)
         counts.append((self.posted, self.served,
                        int(self.control[_node_threads.CONTROL_TAKEN_BACK]), self.scans_posted,
-                       self.scans_served))
+                       self.scans_served, self.busy_cycles, self.waited_cycles))
 
     monkeypatch.setattr(_node_threads.NodeThreads, "__exit__", leave_and_count)
     return counts
@@ -89,7 +89,7 @@ def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything
                                       max_bins=40, subsample=0.8, random_state=0,
                                       n_jobs=n_jobs)
             .fit(X, y, sample_weight=weight) for n_jobs in (1, 3)]
-    posted, served, taken_back, _, _ = np.sum(counts, axis=0)
+    posted, served, taken_back, _, _, _, _ = np.sum(counts, axis=0)
     assert len(counts) == 5 and posted > 5 * 6  # the root and most splits of every tree
     assert served + taken_back == posted  # ran by the worker or by the grower, once each
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
@@ -231,8 +231,9 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
     for name in TREE_ARRAYS:
         assert np.array_equal(getattr(serial, name), getattr(tree, name))
     assert np.array_equal(serial_leaves, leaves)
-    [(posted, served, taken_back, _, _)] = counts
+    [(posted, served, taken_back, _, _, busy, waited)] = counts
     assert posted > 5 and served == 0 and taken_back == posted
+    assert busy == 0 and waited == 0  # nothing ran on the worker, nothing was waited for
 
 
 @needs_spin_wait
@@ -259,8 +260,10 @@ def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeyp
                                 row_shards=True)
             for name in TREE_ARRAYS:
                 assert np.array_equal(getattr(serial, name), getattr(tree, name))
-    posted, served, taken_back, scans_posted, scans_served = np.sum(counts, axis=0)
+    posted, served, taken_back, scans_posted, scans_served, busy, waited = np.sum(counts,
+                                                                                  axis=0)
     assert served + taken_back == posted and scans_posted > 0
+    assert (busy > 0) == (served > 0) and waited >= 0
     if scans_served < 10:  # the protocol itself is tested without timing below
         pytest.skip(f"the worker found a core for {scans_served} scans in 30 s (busy machine)")
     assert served > scans_served  # steps and scans both ran there

@@ -87,6 +87,7 @@ CONTROL_STEP = 0
 CONTROL_STOP = 8  # set (by Python) when the tree is grown: the worker returns
 CONTROL_SERVED = 9  # steps and scans the worker ran
 CONTROL_SCANS_SERVED = 10  # of which scans
+CONTROL_BUSY_CYCLES = 11  # cycle-counter ticks the worker spent on work (not spinning)
 CONTROL_MIN_ROWS = 16  # nodes of at least this many rows are handed off; 0: none
 CONTROL_POSTED = 17  # steps and scans the grower handed off
 CONTROL_TAKEN_BACK = 18  # of which it ran itself, unclaimed
@@ -99,6 +100,7 @@ CONTROL_MERGE_SLOT = 24  # a posted merge's smaller-child slot
 CONTROL_MERGE_PARENT = 25  # and the parent slot it turns into the larger child's (-1: none)
 CONTROL_MERGE_FEATURE = 26  # the worker merges features from this one on
 CONTROL_MERGES_POSTED = 27  # of the posted, merges
+CONTROL_WAITED_CYCLES = 28  # ticks the grower waited for claimed work after its own share
 CONTROL_SIZE = 32
 
 # States of the step word.
@@ -159,8 +161,10 @@ def collect(control, state, began):
             control[CONTROL_TAKEN_BACK] += 1
             return False
         spin_pause()
+    done = cycle_counter()
     # One thread would have done both shares, each about as long as the grower's own.
-    control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - cycle_counter()
+    control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - done
+    control[CONTROL_WAITED_CYCLES] += done - own_done
     atomic_store(control, CONTROL_STEP, STEP_IDLE)
     return True
 
@@ -302,6 +306,7 @@ def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w,
         state = atomic_load(control, CONTROL_STEP)
         if state == STEP_POSTED or state == SCAN_POSTED or state == MERGE_POSTED:
             if compare_exchange(control, CONTROL_STEP, state, STEP_CLAIMED):
+                claimed = cycle_counter()
                 if state == STEP_POSTED:
                     shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi,
                                child_stats, 1)
@@ -319,8 +324,9 @@ def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w,
                                       scan_record[n_stats:], cum, left, right)
                 served += 1
                 control[CONTROL_SERVED] = served
-                atomic_store(control, CONTROL_STEP, STEP_DONE)
                 last_work = cycle_counter()
+                control[CONTROL_BUSY_CYCLES] += last_work - claimed
+                atomic_store(control, CONTROL_STEP, STEP_DONE)
             continue
         if atomic_load(control, CONTROL_STOP) != 0:
             return served
@@ -460,6 +466,16 @@ class NodeThreads:
     def scans_served(self) -> int:
         """Split scans among ``served``."""
         return int(self.control[CONTROL_SCANS_SERVED])
+
+    @property
+    def busy_cycles(self) -> int:
+        """Cycle-counter ticks the worker spent running steps, scans and merges."""
+        return int(self.control[CONTROL_BUSY_CYCLES])
+
+    @property
+    def waited_cycles(self) -> int:
+        """Ticks the grower waited, its own share done, for work the worker had claimed."""
+        return int(self.control[CONTROL_WAITED_CYCLES])
 
     @property
     def posted(self) -> int:
