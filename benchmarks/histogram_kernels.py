@@ -525,14 +525,16 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
         worker_now[0] = True
         return enter(self)
 
-    # Cycle-counter ticks of the trees with a worker: (worker busy, grower waiting).
-    worker_cycles: list[tuple[int, int]] = []
+    # Cycle-counter ticks of the trees with a worker: (worker busy, grower waiting for
+    # steps, scans, merges).
+    worker_cycles: list[tuple[int, ...]] = []
 
     def leave_and_count(self, *exc_info):
         leave(self, *exc_info)
         counts.append((self.posted, self.served, int(self.control[CONTROL_TAKEN_BACK]),
                        self.scans_posted, self.scans_served))
-        worker_cycles.append((self.busy_cycles, self.waited_cycles))
+        if hasattr(self, "busy_cycles"):  # sources from 4497c64 on
+            worker_cycles.append((self.busy_cycles, *self.waited_cycles))
 
     walls: dict[int, list[float]] = {1: [], 2: []}
     kernels: dict[int, list[float]] = {1: [], 2: []}
@@ -584,13 +586,16 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
                   f"{np.percentile(times, 90):.2f} | {times.max():.1f} | "
                   f"{times.sum() / 1e3:.2f} |")
     with_worker = sum(t for j, wk, t in tree_times if j == 2 and wk)
-    if worker_cycles and with_worker > 0 and hasattr(NodeThreads, "busy_cycles"):
+    if worker_cycles and with_worker > 0:
         hz = cycle_counter_hz()
-        busy, waited = (float(v) / hz for v in np.sum(worker_cycles, axis=0))
+        busy, steps, scans, merges = (float(v) / hz for v in np.sum(worker_cycles, axis=0))
+        waited = steps + scans + merges
         print(f"trees with a worker ({len(worker_cycles)}): grower kernel {with_worker:.2f} s; "
               f"the worker busy {busy:.2f} s ({100 * busy / with_worker:.0f} % of it), the "
               f"grower waiting for claimed work {waited:.2f} s "
-              f"({100 * waited / with_worker:.0f} %)")
+              f"({100 * waited / with_worker:.0f} %: steps {100 * steps / with_worker:.0f} %, "
+              f"scans {100 * scans / with_worker:.0f} %, merges "
+              f"{100 * merges / with_worker:.0f} %)")
 
 
 def cycle_counter_hz() -> float:

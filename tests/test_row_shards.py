@@ -55,7 +55,7 @@ def record_hand_offs(monkeypatch):
         leave(self, *exc_info)
         counts.append((self.posted, self.served,
                        int(self.control[_node_threads.CONTROL_TAKEN_BACK]), self.scans_posted,
-                       self.scans_served, self.busy_cycles, self.waited_cycles))
+                       self.scans_served, self.busy_cycles, sum(self.waited_cycles)))
 
     monkeypatch.setattr(_node_threads.NodeThreads, "__exit__", leave_and_count)
     return counts

@@ -100,7 +100,10 @@ CONTROL_MERGE_SLOT = 24  # a posted merge's smaller-child slot
 CONTROL_MERGE_PARENT = 25  # and the parent slot it turns into the larger child's (-1: none)
 CONTROL_MERGE_FEATURE = 26  # the worker merges features from this one on
 CONTROL_MERGES_POSTED = 27  # of the posted, merges
-CONTROL_WAITED_CYCLES = 28  # ticks the grower waited for claimed work after its own share
+# Ticks the grower waited, its own share done, for claimed work: steps, scans, merges.
+CONTROL_WAITED_CYCLES = 28
+CONTROL_WAITED_SCAN_CYCLES = 29
+CONTROL_WAITED_MERGE_CYCLES = 30
 CONTROL_SIZE = 32
 
 # States of the step word.
@@ -164,7 +167,10 @@ def collect(control, state, began):
     done = cycle_counter()
     # One thread would have done both shares, each about as long as the grower's own.
     control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - done
-    control[CONTROL_WAITED_CYCLES] += done - own_done
+    waited = (CONTROL_WAITED_SCAN_CYCLES if state == SCAN_POSTED
+              else CONTROL_WAITED_MERGE_CYCLES if state == MERGE_POSTED
+              else CONTROL_WAITED_CYCLES)
+    control[waited] += done - own_done
     atomic_store(control, CONTROL_STEP, STEP_IDLE)
     return True
 
@@ -473,9 +479,12 @@ class NodeThreads:
         return int(self.control[CONTROL_BUSY_CYCLES])
 
     @property
-    def waited_cycles(self) -> int:
-        """Ticks the grower waited, its own share done, for work the worker had claimed."""
-        return int(self.control[CONTROL_WAITED_CYCLES])
+    def waited_cycles(self) -> tuple[int, int, int]:
+        """Ticks the grower waited, its own share done, for work the worker had claimed:
+        (steps, scans, merges)."""
+        return (int(self.control[CONTROL_WAITED_CYCLES]),
+                int(self.control[CONTROL_WAITED_SCAN_CYCLES]),
+                int(self.control[CONTROL_WAITED_MERGE_CYCLES]))
 
     @property
     def posted(self) -> int:
