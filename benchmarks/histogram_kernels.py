@@ -533,8 +533,9 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
         leave(self, *exc_info)
         counts.append((self.posted, self.served, int(self.control[CONTROL_TAKEN_BACK]),
                        self.scans_posted, self.scans_served))
-        if hasattr(self, "busy_cycles"):  # sources from 4497c64 on
-            worker_cycles.append((self.busy_cycles, *self.waited_cycles))
+        waited = getattr(self, "waited_cycles", None)
+        if isinstance(waited, tuple):  # sources from 8746450 on
+            worker_cycles.append((self.busy_cycles, *waited))
 
     walls: dict[int, list[float]] = {1: [], 2: []}
     kernels: dict[int, list[float]] = {1: [], 2: []}

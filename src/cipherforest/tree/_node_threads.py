@@ -47,7 +47,9 @@ busy core's other threads run. Whether the hand-offs pay depends on the other co
 free: the grower counts what they saved (its own share's time minus its wait, per claimed
 hand-off) and what it took back, and the fit's ``HandOffGovernor`` skips hand-offs for the
 next 1, 2, 4, ... (at most ``MAX_SKIPPED_TREES``) trees after a tree whose hand-offs lost
-time or were mostly taken back, and hands off again after that to check.
+time or were mostly taken back, and hands off again after that to check. For benchmarks,
+the worker also counts the ticks it spent working and the grower the ticks it waited, its
+own share done, for claimed work (``NodeThreads.busy_cycles``, ``waited_cycles``).
 
 Spinning needs x86-64 (``_atomics.SPIN_WAIT_SUPPORTED``); elsewhere nothing is handed off.
 """
@@ -101,7 +103,7 @@ CONTROL_MERGE_PARENT = 25  # and the parent slot it turns into the larger child'
 CONTROL_MERGE_FEATURE = 26  # the worker merges features from this one on
 CONTROL_MERGES_POSTED = 27  # of the posted, merges
 # Ticks the grower waited, its own share done, for claimed work: steps, scans, merges.
-CONTROL_WAITED_CYCLES = 28
+CONTROL_WAITED_STEP_CYCLES = 28
 CONTROL_WAITED_SCAN_CYCLES = 29
 CONTROL_WAITED_MERGE_CYCLES = 30
 CONTROL_SIZE = 32
@@ -169,7 +171,7 @@ def collect(control, state, began):
     control[CONTROL_SAVED_CYCLES] += 2 * own_done - began - done
     waited = (CONTROL_WAITED_SCAN_CYCLES if state == SCAN_POSTED
               else CONTROL_WAITED_MERGE_CYCLES if state == MERGE_POSTED
-              else CONTROL_WAITED_CYCLES)
+              else CONTROL_WAITED_STEP_CYCLES)
     control[waited] += done - own_done
     atomic_store(control, CONTROL_STEP, STEP_IDLE)
     return True
@@ -482,7 +484,7 @@ class NodeThreads:
     def waited_cycles(self) -> tuple[int, int, int]:
         """Ticks the grower waited, its own share done, for work the worker had claimed:
         (steps, scans, merges)."""
-        return (int(self.control[CONTROL_WAITED_CYCLES]),
+        return (int(self.control[CONTROL_WAITED_STEP_CYCLES]),
                 int(self.control[CONTROL_WAITED_SCAN_CYCLES]),
                 int(self.control[CONTROL_WAITED_MERGE_CYCLES]))
 
