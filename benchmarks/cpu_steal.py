@@ -69,15 +69,27 @@ def steal_cpu(cpu: int, burst_s: float, gap_s: float, seed: int, stop, stolen) -
         stolen.value += busy
 
 
+def cpu_times() -> dict[str, tuple[int, int]]:
+    """``(steal, total)`` time since boot in clock ticks of all CPUs together (``"cpu"``) and
+    of each (``"cpu0"``, ...), from Linux's ``/proc/stat``; empty where it cannot be read."""
+    try:
+        with open("/proc/stat") as stat:
+            lines = stat.read().splitlines()
+    except OSError:
+        return {}
+    times = {}
+    for line in lines:
+        fields = line.split()
+        if len(fields) >= 9 and fields[0].startswith("cpu"):
+            # user nice system idle iowait irq softirq steal (guest time is already in user)
+            ticks = [int(value) for value in fields[1:9]]
+            times[fields[0]] = (ticks[7], sum(ticks))
+    return times
+
+
 def steal_ticks_per_cpu() -> dict[str, int]:
-    """Steal time of each CPU since boot, in clock ticks (``/proc/stat``)."""
-    ticks = {}
-    with open("/proc/stat") as stat:
-        for line in stat:
-            fields = line.split()
-            if fields[0].startswith("cpu") and fields[0][3:].isdigit():
-                ticks[fields[0]] = int(fields[8])  # user nice system idle iowait irq softirq steal
-    return ticks
+    """Steal time of each CPU since boot, in clock ticks (``cpu_times``)."""
+    return {cpu: steal for cpu, (steal, _) in cpu_times().items() if cpu != "cpu"}
 
 
 def spin(seconds: float) -> None:

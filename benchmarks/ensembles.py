@@ -47,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cpu_steal import cpu_times  # this folder: the script's own, or put on sys.path by importers
+
 REPO = Path(__file__).resolve().parents[1]
 #: ../shared/data next to the checkout (or next to the folder holding a git worktree of it).
 PENDIGITS = next((parent / "shared" / "data" / "dataset_32_pendigits.csv"
@@ -143,18 +145,9 @@ def model_size_bytes(name: str, model) -> int:
 
 
 def cpu_ticks() -> tuple[int, int] | None:
-    """``(steal, total)`` time of all CPUs since boot in clock ticks (Linux ``/proc/stat``),
-    or None where it cannot be read."""
-    try:
-        with open("/proc/stat") as stat:
-            fields = stat.readline().split()
-    except OSError:
-        return None
-    if len(fields) < 9 or fields[0] != "cpu":
-        return None
-    # user nice system idle iowait irq softirq steal (guest time is already in user / nice)
-    ticks = [int(value) for value in fields[1:9]]
-    return ticks[7], sum(ticks)
+    """``(steal, total)`` time of all CPUs since boot in clock ticks (``cpu_steal.cpu_times``,
+    Linux), or None where it cannot be read."""
+    return cpu_times().get("cpu")
 
 
 def steal_percent(before: tuple[int, int] | None, after: tuple[int, int] | None) -> float | None:
