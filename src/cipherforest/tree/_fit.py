@@ -38,7 +38,7 @@ from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
 from ._split_record import split_record_size
 from ._tree import Tree
-from ._weights import UNIT_KERNEL_WEIGHTS, is_unit_weight_view
+from ._weights import UNIT_KERNEL_WEIGHTS, kernel_weights
 
 
 @dataclass(frozen=True)
@@ -223,11 +223,10 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     # ``weight_at``, so a unit-weight view goes to the kernel as no array at all.
     kernel_compact = (data.max_bins is not None and not params.is_random
                       and params.criterion == CRITERION_SQUARED_ERROR)
-    if kernel_compact and is_unit_weight_view(sample_weight):
-        w = UNIT_KERNEL_WEIGHTS
+    w = (kernel_weights(sample_weight) if kernel_compact
+         else np.ascontiguousarray(sample_weight, dtype=np.float64))
+    if w is UNIT_KERNEL_WEIGHTS:
         unit_weight = True
-    else:
-        w = np.ascontiguousarray(sample_weight, dtype=np.float64)
     y_kernel = np.ascontiguousarray(y, dtype=np.float64)
     if rows is None or data.max_bins is None:
         positive = np.asarray(sample_weight) > 0
