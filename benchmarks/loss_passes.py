@@ -9,6 +9,12 @@ take ``_add_log1p``'s series), labels uniform, unit weights unless ``--weighted`
     python benchmarks/loss_passes.py                                  # this checkout
     python benchmarks/loss_passes.py --src /tmp/main/src --src src     # before / after
     python benchmarks/loss_passes.py --scale 8 --weighted
+    python benchmarks/loss_passes.py --threads 2                       # sharing a pass
+
+``--threads N`` instead times whole passes (``chunked_gradient_and_loss``) in this process at
+pendigits', 100k and 1M rows: on the calling thread alone, shared with a pool of N threads,
+and as the fit runs them (shared only when the loss's ``row_ns`` estimate times the rows
+reaches ``POOL_MIN_PASS_NS``); ms per pass, median of ``--repeats`` alternated passes.
 """
 
 from __future__ import annotations
@@ -55,6 +61,55 @@ def time_kernels(rows: int, scale: float, weighted: bool, repeats: int) -> dict:
     return result
 
 
+THREAD_ROWS = (8_244, 100_000, 1_000_000)
+
+
+def time_sharing(n_threads: int, scale: float, repeats: int) -> None:
+    """Print ms per whole pass: one thread, shared with ``n_threads`` pool threads, and as
+    the fit decides (``POOL_MIN_PASS_NS``)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cipherforest.ensemble import _gb_losses as losses
+    from cipherforest.tree._weights import unit_weight_view
+
+    rng = np.random.default_rng(0)
+    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; pool of "
+          f"{n_threads} threads; unit weights, raw scale {scale}; ms per pass, median of "
+          f"{repeats} alternated passes; 1-min load average {os.getloadavg()[0]:.1f}\n")
+    print("| pass | rows | one thread | shared | as fitted | fit shares | est. one-thread ms |")
+    print("|---|---:|---:|---:|---:|---|---:|")
+    with ThreadPoolExecutor(n_threads) as pool:
+        for rows in THREAD_ROWS:
+            w = unit_weight_view(rows)
+            cases = {
+                "binomial": (losses._binomial_gradient_loss, losses.BINOMIAL_ROW_NS,
+                             rng.integers(0, 2, rows).astype(np.int8),
+                             rng.normal(scale=scale, size=rows), np.empty(rows)),
+                "multinomial (10 classes)": (
+                    losses._multinomial_gradient_loss, 10 * losses.MULTINOMIAL_CLASS_ROW_NS,
+                    rng.integers(0, 10, rows).astype(np.int8),
+                    np.asfortranarray(rng.normal(scale=scale, size=(rows, 10))),
+                    np.empty((rows, 10), order="F")),
+                "squared error": (losses._squared_error_gradient_loss,
+                                  losses.SQUARED_ERROR_ROW_NS, rng.normal(size=rows),
+                                  rng.normal(scale=scale, size=rows), np.empty(rows)),
+            }
+            for name, (kernel, row_ns, y, raw, out) in cases.items():
+                variants = {"one thread": (None, row_ns), "shared": (pool, float("inf")),
+                            "as fitted": (pool, row_ns)}
+                times = {label: [] for label in variants}
+                for _ in range(repeats + 1):  # the first round compiles / warms, not kept
+                    for label, (use_pool, cost) in variants.items():
+                        start = time.perf_counter()
+                        losses.chunked_gradient_and_loss(kernel, y, raw, w, out, use_pool, cost)
+                        times[label].append(time.perf_counter() - start)
+                ms = {label: 1e3 * float(np.median(t[1:])) for label, t in times.items()}
+                shares = rows * row_ns >= losses.POOL_MIN_PASS_NS
+                print(f"| {name} | {rows:,} | {ms['one thread']:.3f} | {ms['shared']:.3f} | "
+                      f"{ms['as fitted']:.3f} | {'yes' if shares else 'no'} | "
+                      f"{rows * row_ns / 1e6:.3f} |")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--src", action="append", type=Path, default=None,
@@ -66,8 +121,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="weights uniform in [0.5, 2] instead of 1")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=20, help="passes timed per run")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="time whole passes shared with a pool of this many threads")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.threads is not None:
+        time_sharing(args.threads, args.scale, args.repeats)
+        return 0
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     if args.worker:

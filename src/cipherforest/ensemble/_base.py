@@ -106,6 +106,11 @@ def effective_n_jobs(n_jobs: int | None) -> int:
     return max(1, int(n_jobs))
 
 
+def pool_size(pool: ThreadPoolExecutor) -> int:
+    """Most threads ``pool`` runs (its ``max_workers``)."""
+    return pool._max_workers
+
+
 def map_in_threads(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
                    verbose: int = 0, desc: str = "fitting") -> list[R]:
     """``[fn(x) for x in items]`` on a thread pool; results keep the order of ``items``.

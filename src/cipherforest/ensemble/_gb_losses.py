@@ -36,12 +36,15 @@ nothing loops over samples in Python.
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 from numba import njit
 from scipy.special import expit, logsumexp, softmax
 
 from ..tree._common import JIT_OPTIONS
 from ..tree._weights import is_unit_weight_view, kernel_weights, weight_at
+from ._base import pool_size
 
 #: Denominators below this make a leaf's Newton step 0 (no improvement possible), as
 #: scikit-learn's ``_safe_divide``.
@@ -245,20 +248,51 @@ def _gradient_array(out: np.ndarray | None, shape: tuple, order: str = "C") -> n
     return np.empty(shape, order=order)
 
 
-def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None) -> float:
+#: A pass expected to take less than this on one thread (ns) runs on the calling thread
+#: alone: waking a pool thread and collecting its result costs about as much as sharing
+#: such a pass saves (``benchmarks/loss_passes.py --threads``: a squared-error pass over
+#: 100k rows took 0.32 ms on one thread and 0.36 ms shared by two).
+POOL_MIN_PASS_NS = 400_000
+#: Rough one-thread cost per row of each fused pass (ns; ``loss_passes.py --threads``, 2-core
+#: VM): the squared error's subtraction, the binomial's exponential and division, the
+#: multinomial's exponential per class (times the number of classes).
+SQUARED_ERROR_ROW_NS = 3
+BINOMIAL_ROW_NS = 22
+MULTINOMIAL_CLASS_ROW_NS = 20
+
+
+def chunked_gradient_and_loss(kernel, y, raw, w, neg_gradient, pool=None,
+                              row_ns: float = 0.0) -> float:
     """Run a fused ``kernel(y, raw, w, neg_gradient, begin, end) -> (loss sum, weight sum)``
-    over chunks of ``gradient_chunk_rows`` rows (on ``pool``'s threads when given: the
-    kernels release the GIL); return the weighted mean loss (NaN for zero total weight)."""
+    over chunks of ``gradient_chunk_rows`` rows; return the weighted mean loss (NaN for zero
+    total weight).
+
+    With a ``pool`` and a pass worth sharing (``row_ns`` per row, at least
+    ``POOL_MIN_PASS_NS`` in all), the calling thread and the pool's threads claim chunks one
+    at a time until none is left (the kernels release the GIL), so a thread slow to wake
+    takes fewer. Each chunk's sums are kept by its index and added in chunk order: the loss
+    does not depend on which thread ran which chunk.
+    """
     n = y.shape[0]
     bounds = list(range(0, n, gradient_chunk_rows(n))) + [n]
+    n_chunks = len(bounds) - 1
     w = kernel_weights(w)
+    parts = [None] * n_chunks
+    claims = itertools.count()  # next() is atomic under the GIL: each chunk runs once
 
-    def run(chunk):
-        return kernel(y, raw, w, neg_gradient, bounds[chunk], bounds[chunk + 1])
+    def run_claimed_chunks():
+        for chunk in claims:
+            if chunk >= n_chunks:
+                return
+            parts[chunk] = kernel(y, raw, w, neg_gradient, bounds[chunk], bounds[chunk + 1])
 
-    chunks = range(len(bounds) - 1)
-    parts = list(pool.map(run, chunks)) if pool is not None and len(chunks) > 1 else [
-        run(chunk) for chunk in chunks]
+    helpers = []
+    if pool is not None and n_chunks > 1 and n * row_ns >= POOL_MIN_PASS_NS:
+        n_helpers = min(pool_size(pool) - 1, n_chunks - 1)
+        helpers = [pool.submit(run_claimed_chunks) for _ in range(max(1, n_helpers))]
+    run_claimed_chunks()
+    for helper in helpers:
+        helper.result()
     total = weight = 0.0
     for part_total, part_weight in parts:
         total += part_total
@@ -370,7 +404,7 @@ class SquaredError:
     def gradient_and_loss(self, y, raw, w, pool=None, out=None):
         neg_gradient = _gradient_array(out, (y.shape[0], 1))
         loss = chunked_gradient_and_loss(_squared_error_gradient_loss, y, raw[:, 0], w,
-                                         neg_gradient[:, 0], pool)
+                                         neg_gradient[:, 0], pool, SQUARED_ERROR_ROW_NS)
         return neg_gradient, float(loss)
 
 
@@ -522,7 +556,7 @@ class BinomialLoss:
     def gradient_and_loss(self, y, raw, w, pool=None, out=None):
         neg_gradient = _gradient_array(out, (y.shape[0], 1))
         half = chunked_gradient_and_loss(_binomial_gradient_loss, y, raw[:, 0], w,
-                                         neg_gradient[:, 0], pool)
+                                         neg_gradient[:, 0], pool, BINOMIAL_ROW_NS)
         return neg_gradient, 2.0 * float(half)
 
     def raw_to_proba(self, raw):
@@ -579,7 +613,8 @@ class MultinomialLoss:
         order = "F" if raw.flags.f_contiguous and not raw.flags.c_contiguous else "C"
         neg_gradient = _gradient_array(out, raw.shape, order)
         loss = chunked_gradient_and_loss(_multinomial_gradient_loss, y,
-                                         np.asarray(raw, order=order), w, neg_gradient, pool)
+                                         np.asarray(raw, order=order), w, neg_gradient, pool,
+                                         MULTINOMIAL_CLASS_ROW_NS * self.n_classes)
         return neg_gradient, float(loss)
 
     def raw_to_proba(self, raw):
