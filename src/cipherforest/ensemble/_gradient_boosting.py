@@ -62,6 +62,7 @@ from ._gb_losses import (
     make_regression_loss,
 )
 from ._gb_predict import PackedEnsemble, add_leaf_steps, pack_ensemble, raw_predict
+from ._round_threads import RoundThreads
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
@@ -322,9 +323,10 @@ class BaseGradientBoosting(BaseEstimator):
         # gradient-and-loss pass; none of this changes the model.
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         pool = ThreadPoolExecutor(max_workers=n_threads) if n_threads > 1 else None
-        tree_pool = pool if loss.n_trees > 1 else None
-        # One tree per round: its large nodes' histograms are shared with the threads instead.
-        root_pool = pool if tree_pool is None else None
+        # While the host takes CPU time from this machine, rounds' wall times decide whether
+        # the threads still pay (see _round_threads).
+        round_threads = RoundThreads() if pool is not None else None
+        self._round_threads = round_threads
         i = begin - 1
         next_gradient = None
         # The rows of positive weight, shared by every tree of a round (and by every round
@@ -361,10 +363,16 @@ class BaseGradientBoosting(BaseEstimator):
                     neg_gradient, next_gradient = next_gradient, None
                 seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
                 stage_rows = positive_rows(stage_weight > 0) if do_oob else weighted_rows
+                round_pool = (pool if round_threads is not None and round_threads.threaded()
+                              else None)
+                tree_pool = round_pool if loss.n_trees > 1 else None
+                # One tree per round: its large nodes' histograms are shared with the threads
+                # instead.
+                root_pool = round_pool if tree_pool is None else None
 
                 def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
                                    params=params, stage_loss=stage_loss, seeds=seeds,
-                                   stage_rows=stage_rows):
+                                   stage_rows=stage_rows, root_pool=root_pool):
                     # Tree k reads and updates only column k of raw: rounds' trees are
                     # independent, so threads give the same model.
                     return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
@@ -394,9 +402,11 @@ class BaseGradientBoosting(BaseEstimator):
                     # One pass: this round's training loss and the next round's gradient,
                     # written over this round's (its trees are grown).
                     next_gradient, self.train_score_[i] = loss.gradient_and_loss(
-                        y, raw, sample_weight, pool, out=neg_gradient)
+                        y, raw, sample_weight, round_pool, out=neg_gradient)
                 else:
                     self.train_score_[i] = stage_loss(y, raw, sample_weight)
+                if round_threads is not None:
+                    round_threads.round_done()
                 if bar is not None:
                     bar.update()
                 if monitor is not None and monitor(i, self, locals()):
