@@ -6,15 +6,15 @@ takes CPU time from the guest ("steal", Linux ``/proc/stat``), capping what two 
 get together, and time a thread spends waiting for the other (the node hand-offs, the
 round's last tree) is lost. In one run with 28 % of the CPUs taken, two-thread fits of 100k
 rows took 4.9-6.2 s and one-thread fits 3.0-3.6 s (docs/benchmarks.md, eighteenth
-session); on a quiet host two threads win by 1.2-1.5×.
+session); on a quiet host two threads win by 1.2-1.7×.
 
 ``RoundThreads`` lets the rounds' own wall times decide, but only while the host takes
 CPU time: it reads the guest's steal share every ``STEAL_WINDOW_S`` seconds, and while that
 share is at least ``STEAL_PROBE_SHARE`` it now and then runs ``PROBE_ROUNDS`` rounds on the
-calling thread (a probe). A probe whose median round beats the median of the last
-``RECENT_ROUNDS`` threaded rounds by ``SWITCH_MARGIN`` switches the fit to one thread; from
-then on it probes threaded rounds the same way (whatever the steal) and switches back when
-they win. Round times on a contended host scatter widely, hence medians and a wide margin:
+calling thread (a probe). A probe whose median round takes under ``SWITCH_MARGIN`` times
+the median of the last ``RECENT_ROUNDS`` threaded rounds switches the fit to one thread;
+from then on it probes threaded rounds the same way (whatever the steal) and switches back
+when they win. Round times on a contended host scatter widely, hence medians and a wide margin:
 with one-round probes and a 0.9 margin, fits at 8-19 % steal switched on noise and took
 1.10× the fits that kept their threads (``benchmarks/round_threads.py``). Probes are spaced
 ``MIN_PROBE_GAP`` rounds apart, the gap doubling (up to ``MAX_PROBE_GAP``) after each probe
@@ -28,9 +28,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-#: Steal share (of all CPUs' time) from which probes of one-thread rounds start: at 5-15 %
-#: two threads still won clearly (benchmarks/round_threads.py, nineteenth session), and a
-#: probe that loses costs its rounds' extra time.
+#: Steal share (of all CPUs' time) from which probes of one-thread rounds start: at 5-23 %
+#: two threads won or tied in every run (benchmarks/round_threads.py, nineteenth session),
+#: and a probe that loses costs its rounds' extra time.
 STEAL_PROBE_SHARE = 0.10
 #: Shortest window over which the steal share is read (``/proc/stat`` counts in 10 ms ticks).
 STEAL_WINDOW_S = 0.5
