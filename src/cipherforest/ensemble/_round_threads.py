@@ -29,9 +29,9 @@ from collections import deque
 from collections.abc import Callable
 
 #: Steal share (of all CPUs' time) from which probes of one-thread rounds start: at 5-23 %
-#: two threads won or tied in every run (benchmarks/round_threads.py, nineteenth session),
-#: and a probe that loses costs its rounds' extra time.
-STEAL_PROBE_SHARE = 0.10
+#: two threads won or tied in every run, one thread won at 21-28 %, and a probe that loses
+#: costs its rounds' extra time (benchmarks/round_threads.py, nineteenth session).
+STEAL_PROBE_SHARE = 0.20
 #: Shortest window over which the steal share is read (``/proc/stat`` counts in 10 ms ticks).
 STEAL_WINDOW_S = 0.5
 #: Rounds of one probe, and of the current mode whose median a probe's median is compared
