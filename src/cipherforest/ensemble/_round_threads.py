@@ -27,6 +27,7 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Callable
+from statistics import median
 
 #: Steal share (of all CPUs' time) from which probes of one-thread rounds start: at 5-23 %
 #: two threads won or tied in every run, one thread won at 21-28 %, and a probe that loses
@@ -110,7 +111,7 @@ class RoundThreads:
             return
         self.probes += 1
         self._rounds_since_probe = 0
-        if _median(self._probe) < SWITCH_MARGIN * _median(self._recent):
+        if median(self._probe) < SWITCH_MARGIN * median(self._recent):
             self.use_threads = not self.use_threads
             self.switches += 1
             self._recent.clear()
@@ -121,7 +122,8 @@ class RoundThreads:
         self._probe = None
 
     def _read_steal(self) -> None:
-        if self._last_ticks is None or self._clock() - self._window_start < STEAL_WINDOW_S:
+        now = self._clock()
+        if self._last_ticks is None or now - self._window_start < STEAL_WINDOW_S:
             return
         ticks = self._steal_ticks()
         if ticks is None:
@@ -132,10 +134,5 @@ class RoundThreads:
         if total > 0:
             self.contended = steal >= STEAL_PROBE_SHARE * total
         self._last_ticks = ticks
-        self._window_start = self._clock()
+        self._window_start = now
 
-
-def _median(values) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else 0.5 * (ordered[middle - 1] + ordered[middle])
