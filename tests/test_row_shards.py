@@ -6,6 +6,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -22,7 +23,12 @@ from cipherforest.tree._common import (
     n_criterion_stats,
 )
 from cipherforest.tree._criteria import add_sample
-from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
+from cipherforest.tree._fit import (
+    GrowthParams,
+    grow_tree_on,
+    no_column_copy,
+    prepare_tree_data,
+)
 from cipherforest.tree._histogram import build_compact_histogram
 from cipherforest.tree._node_threads import scan_compact_node
 from cipherforest.tree._shards import add_partial_histogram, gather_segments, shard_step
@@ -169,20 +175,49 @@ def test_partitions_from_the_column_copy_grow_the_same_trees(monkeypatch, shard_
         y, n_classes = target, 1
     w = rng.uniform(0.5, 2.0, 3000) if weighted else np.ones(3000)
     params = GrowthParams(criterion, False, 64, 5, -1, 2, 5, 0.0, 0.0, 20)
-    grown = []
+    grown, kernel_types = [], []
     for min_bytes in (1 << 62, 0):
         monkeypatch.setattr(_fit, "COLUMN_COPY_MIN_BYTES", min_bytes)
         data = prepare_tree_data(X, 64, 0)
         assert data.X_columns.flags.f_contiguous
-        assert data.X_columns.shape == ((0, 5) if min_bytes else X.shape)
+        if min_bytes:  # no copy: a stand-in the kernels tell by its rows
+            assert data.X_columns.shape[0] != X.shape[0]
+        else:
+            assert data.X_columns.shape == X.shape
+        kernel_types.append(numba.typeof(data.X_columns))
         grown.append(grow_tree_on(data, y, w, n_classes, params, 0,
                                   return_leaves=True,
                                   row_shards=row_shards and criterion != CRITERION_GINI))
+    # One grower specialisation for both (numba types the stand-in like the copy).
+    assert kernel_types[0] == kernel_types[1]
     (tree_rows, leaves_rows), (tree_columns, leaves_columns) = grown
     assert tree_rows.node_count > 20
     for name in TREE_ARRAYS:
         np.testing.assert_array_equal(getattr(tree_columns, name), getattr(tree_rows, name))
     np.testing.assert_array_equal(leaves_columns, leaves_rows)
+
+
+@pytest.mark.parametrize("shape", [(1, 3), (2, 3), (3, 3), (2, 1), (40, 1), (40, 7)])
+def test_no_column_copy_differs_from_a_copy_in_rows_not_in_kernel_type(shape):
+    X_binned = np.arange(np.prod(shape), dtype=np.uint8).reshape(shape)
+    stand_in = no_column_copy(X_binned)
+    assert stand_in.shape[1] == shape[1] and stand_in.shape[0] != shape[0]
+    assert stand_in.dtype == X_binned.dtype
+    # A fit large enough for a real copy types it as this (column-major unless 1 feature).
+    copy = np.asfortranarray(np.zeros((1000, shape[1]), dtype=np.uint8))
+    assert numba.typeof(stand_in) == numba.typeof(copy)
+
+
+@pytest.mark.parametrize("n_rows", [2, 3])
+def test_fits_on_two_or_three_rows_partition_from_the_rows(n_rows):
+    X = np.array([[0.0, 5.0], [1.0, 4.0], [2.0, 3.0]])[:n_rows]
+    y = np.arange(n_rows, dtype=np.float64)
+    data = prepare_tree_data(X, 16, 0)
+    assert data.X_columns.shape[0] != n_rows
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 16, 2, -1, 2, 1, 0.0, 0.0, -1)
+    tree = grow_tree_on(data, y, np.ones(n_rows), 1, params, 0)
+    assert tree.node_count == 2 * n_rows - 1  # every row its own leaf
+    np.testing.assert_array_equal(np.sort(tree.value[tree.children_left == -1, 0, 0]), y)
 
 
 def test_only_trees_asked_to_are_sharded(monkeypatch):

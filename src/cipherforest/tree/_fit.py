@@ -68,6 +68,20 @@ class GrowthParams:
 COLUMN_COPY_MIN_BYTES = 1 << 22
 
 
+def no_column_copy(X_binned: np.ndarray) -> np.ndarray:
+    """What stands for ``TreeData.X_columns`` when no column-major copy is made: a small
+    column-major array the kernels tell from a copy by its row count (not ``X_binned``'s).
+
+    An empty array would do for the kernels, but numba types an empty array as C-ordered, so
+    every grower kernel would exist twice — with and without a copy —, and a process that
+    fits both small and large data would load both (each grow_tree ~7-8 MB of memory at
+    load). Two rows (three when ``X_binned`` has two) and the copy's layout give one
+    specialisation; with one feature both are C-ordered to numba, still alike.
+    """
+    rows = 3 if X_binned.shape[0] == 2 else 2
+    return np.zeros((rows, X_binned.shape[1]), dtype=X_binned.dtype, order="F")
+
+
 @dataclass(frozen=True)
 class TreeData:
     """A training matrix prepared for one split finder; read-only once built.
@@ -89,7 +103,7 @@ class TreeData:
     def X_columns(self) -> np.ndarray | None:
         """What partitions read the split feature from, made at the first call: ``X_binned``
         in column-major (Fortran) order when it has at least ``COLUMN_COPY_MIN_BYTES``, else
-        an empty column-major array (partitions then read ``X_binned``); None in exact mode.
+        ``no_column_copy(X_binned)`` (partitions then read ``X_binned``); None in exact mode.
 
         Partitions read one feature of a node's rows: from ``X_binned``'s rows (the layout
         histogram builds read) each row touches its own cache line for one byte, from a
@@ -101,7 +115,7 @@ class TreeData:
         if self.X_binned is None:
             return None
         if self.X_binned.nbytes < COLUMN_COPY_MIN_BYTES:
-            return np.zeros((0, self.X_binned.shape[1]), dtype=self.X_binned.dtype, order="F")
+            return no_column_copy(self.X_binned)
         return np.asfortranarray(self.X_binned)
 
     @property

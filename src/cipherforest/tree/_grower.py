@@ -160,8 +160,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
     nodes on ``n_threads`` numba threads (1: all on the calling thread). Its partitions read
-    the split feature from ``X_columns`` (``TreeData.X_columns``, column-major) when that has
-    rows, else from ``X_binned``.
+    the split feature from ``X_columns`` (``TreeData.X_columns``, column-major) when that is a
+    copy of ``X_binned`` (as many rows), else from ``X_binned``.
     ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
     (slots × features) is the previous tree's pool as returned: reused when its shape fits
     (saves zeroing megabytes per tree), else a new one is made; pass empty arrays at first.
@@ -533,7 +533,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     for k in range(n_stats):
                         child_stats[1 - summed, k] = (node_stats[node_id, k]
                                                       - child_stats[summed, k])
-            elif X_columns.shape[0] > 0:  # the column-major copy (TreeData.X_columns)
+            elif X_columns.shape[0] == X_binned.shape[0]:  # a column-major copy (X_columns)
                 mid = partition_histogram_stable(
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
                     end, X_columns, n_hist_bins - 1, partition_buffer, y, w, criterion,

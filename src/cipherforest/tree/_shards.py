@@ -99,7 +99,7 @@ def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, c
         # the same partition either way).
         if hist.shape[2] == 2:  # unit weights
             summed = task[TASK_SUMMED]
-            if X_columns.shape[0] > 0:
+            if X_columns.shape[0] == X_binned.shape[0]:
                 mid = partition_unit_squared_error(
                     feature, split_bin, missing_left, samples, start, end, X_columns,
                     missing_bin, buffer[start:end], y, summed, child_stats[summed])
@@ -107,7 +107,7 @@ def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, c
                 mid = partition_unit_squared_error(
                     feature, split_bin, missing_left, samples, start, end, X_binned,
                     missing_bin, buffer[start:end], y, summed, child_stats[summed])
-        elif X_columns.shape[0] > 0:
+        elif X_columns.shape[0] == X_binned.shape[0]:
             mid = partition_histogram_stable(
                 feature, split_bin, missing_left, samples, start, end, X_columns, missing_bin,
                 buffer[start:end], y, w, CRITERION_SQUARED_ERROR, child_stats[0],
