@@ -57,7 +57,8 @@ per-repetition ratios (this / before), which cancels drift slower than one repet
 ``--ab-kernels DATASET --before-src PATH`` does the same for single kernels on DATASET's
 binned rows: the root's partition (squared error with unit and with random weights; Gini),
 its compact histogram (unit and random weights), the forests' four-statistic histogram
-(squared error; Gini) and the split scan of every feature, where a change too small to
+(squared error; Gini), a child's compact histogram subtracted from the root's (unit and
+random weights) and the split scan of every feature, where a change too small to
 show in whole fits can still be seen.
 """
 
@@ -933,6 +934,29 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
         module.build_histogram(generic_hist, lo, hi, X_binned, rows, 0, n, target, weights,
                                criterion, 1)
 
+    # The histogram of the root's left child by feature 0 (every row of some of feature 0's
+    # bins gone from the right child, part of every other feature's), subtracted from the
+    # root's as the grower derives a larger child; unit weights (two columns) and weights.
+    child_rows = rows[X_binned[:, 0] <= split_bins[0]]
+    weighted_root = np.zeros((n_features, n_bins, 3))
+    this.build_compact_histogram(weighted_root, lo.copy(), hi.copy(), X_binned, rows, 0, n,
+                                 gradient, weights, 1)
+    child_hists = {}
+    for width, w in ((2, unit), (3, weights)):
+        child = np.zeros((n_features, n_bins, width))
+        this.build_compact_histogram(child, np.zeros_like(lo), np.zeros_like(hi), X_binned,
+                                     child_rows, 0, child_rows.shape[0], gradient, w, 1)
+        child_hists[width] = child
+    difference = {2: np.empty_like(hist), 3: np.empty_like(weighted_root)}
+    out_lo, out_hi = np.empty_like(lo), np.empty_like(hi)
+
+    def subtraction(module, width):
+        parent = hist if width == 2 else weighted_root
+        count_column = 0 if width == 2 else 2  # compact_count_column
+        for _ in range(100):
+            module.subtract_histogram(parent, lo, hi, child_hists[width], difference[width],
+                                      out_lo, out_hi, count_column)
+
     scan_loops = {}
 
     # Each feature's first 4 occupied bins: the per-call cost of a scan (deep nodes).
@@ -958,6 +982,10 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
                  lambda module: histogram_generic(module, CRITERION_SQUARED_ERROR, gradient),
              f"histogram, Gini, 2 classes ({n:,} rows)":
                  lambda module: histogram_generic(module, CRITERION_GINI, classes),
+             f"histogram subtraction, unit weights (100 ×, {n_bins} bins)":
+                 lambda module: subtraction(module, 2),
+             f"histogram subtraction, weighted (100 ×, {n_bins} bins)":
+                 lambda module: subtraction(module, 3),
              f"split scan, every feature (20 ×, {n_bins} bins)": scan,
              "split scan, every feature (20 ×, 4 bins)":
                  lambda module: scan(module, short_hi)}

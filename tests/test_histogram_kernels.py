@@ -299,6 +299,54 @@ def test_compact_subtraction_gives_the_sibling_histogram(unit_weights):
     np.testing.assert_array_equal(in_hi, hi)
 
 
+@settings(max_examples=60, deadline=None)
+@given(width=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**31 - 1),
+       emptied=st.floats(0.0, 1.0), in_place=st.booleans())
+def test_subtraction_equals_the_difference_with_emptied_bins_zeroed(width, seed, emptied,
+                                                                   in_place):
+    """Oracle: parent - child in the parent's occupied bins, bins whose count drops to zero
+    exactly +0.0 (dust cleared), the range trimmed to the first and last bins left with
+    rows (none left: n_bins, -1), bins outside the parent's range untouched."""
+    rng = np.random.RandomState(seed)
+    n_features, n_bins = 4, 12
+    count = 0 if width == 2 else width - 1
+    lo = rng.randint(0, n_bins, n_features)
+    hi = np.minimum(lo + rng.randint(-1, n_bins, n_features), n_bins - 1)  # some empty
+    parent = np.zeros((n_features, n_bins, width))
+    child = np.zeros_like(parent)
+    for f in range(n_features):
+        for b in range(lo[f], hi[f] + 1):
+            rows = rng.randint(1, 30)
+            gone = rows if rng.rand() < emptied else rng.randint(0, rows)
+            parent[f, b, count], child[f, b, count] = rows, gone
+            others = [k for k in range(width) if k != count]
+            parent[f, b, others] = rng.normal(size=len(others)) * 10
+            # The child's sums differ from the parent's by rounding only when it took
+            # every row: what the subtraction must clear.
+            child[f, b, others] = (parent[f, b, others] * (1 + 1e-15) if gone == rows
+                                   else rng.normal(size=len(others)))
+    lo, hi = lo.astype(np.int64), hi.astype(np.int64)
+    expected = parent.copy() if in_place else np.full_like(parent, 7.0)
+    expected_lo = np.full(n_features, n_bins, dtype=np.int64)
+    expected_hi = np.full(n_features, -1, dtype=np.int64)
+    for f in range(n_features):
+        for b in range(lo[f], hi[f] + 1):
+            left = parent[f, b, count] - child[f, b, count] > 0.5
+            expected[f, b] = parent[f, b] - child[f, b] if left else 0.0
+            if left:
+                expected_lo[f] = min(expected_lo[f], b)
+                expected_hi[f] = b
+    if in_place:
+        out, out_lo, out_hi = parent.copy(), lo.copy(), hi.copy()
+        subtract_histogram(out, out_lo, out_hi, child, out, out_lo, out_hi, count)
+    else:
+        out, out_lo, out_hi = np.full_like(parent, 7.0), np.zeros_like(lo), np.zeros_like(hi)
+        subtract_histogram(parent, lo, hi, child, out, out_lo, out_hi, count)
+    np.testing.assert_array_equal(out.view(np.int64), expected.view(np.int64))  # +0.0 too
+    np.testing.assert_array_equal(out_lo, expected_lo)
+    np.testing.assert_array_equal(out_hi, expected_hi)
+
+
 @pytest.mark.parametrize("criterion", [CRITERION_SQUARED_ERROR, CRITERION_GINI])
 def test_stable_partition_keeps_order_and_sums_each_side(criterion):
     rng = np.random.RandomState(4)
