@@ -74,7 +74,7 @@ def no_column_copy(X_binned: np.ndarray) -> np.ndarray:
 
     An empty array would do for the kernels, but numba types an empty array as C-ordered, so
     every grower kernel would exist twice — with and without a copy —, and a process that
-    fits both small and large data would load both (each grow_tree ~7-8 MB of memory at
+    fits both small and large data would load both (each grow_tree 7-9 MB of memory at
     load). Two rows (three when ``X_binned`` has two) and the copy's layout give one
     specialisation; with one feature both are C-ordered to numba, still alike.
     """

@@ -221,8 +221,9 @@ def subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo
                 for k in range(n_stats):
                     flat_out[i + k] = flat_out[i + k] if keep else 0.0
         # The occupied range, found from its ends (where the occupied bins usually are)
-        # rather than by a running minimum and maximum in the loops above: that chain made
-        # the unit-weight loop ~25 % slower (benchmarks/histogram_kernels.py).
+        # rather than by a running minimum and maximum in the loops above: without that
+        # chain a unit-weight subtraction takes 0.75x the time (histogram_kernels.py
+        # --ab-kernels, twentieth session in docs/benchmarks.md).
         new_lo = first
         while new_lo <= last and not flat_out[(f * n_bins + new_lo) * n_stats
                                               + count_column] > 0.5:
