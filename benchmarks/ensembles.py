@@ -217,11 +217,17 @@ def run_worker(model_name: str, dataset: str) -> dict:
         score = float(r2_score(y_test, pred))
     else:
         score = float(np.mean(pred == y_test))
+    # Our threaded boosting's choice of rounds on one thread under steal (sources from the
+    # nineteenth session on; None for the others): probes, switches, rounds on one thread.
+    chooser = getattr(model, "_round_threads", None)
+    round_threads = (None if chooser is None else
+                     [chooser.probes, chooser.switches, chooser.single_thread_rounds])
     return {"model": model_name, "dataset": dataset, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
             "predict_s": predict_s, "accuracy": score, "peak_mb": peak_kb / 1024,
             "peak_growth_mb": (peak_kb - before) / 1024, "fit_peak_mb": fit_peak_mb,
             "model_bytes": model_size_bytes(model_name, model),
-            "load_1min": os.getloadavg()[0], "steal_pct": steal_percent(ticks, cpu_ticks())}
+            "load_1min": os.getloadavg()[0], "steal_pct": steal_percent(ticks, cpu_ticks()),
+            "round_threads": round_threads}
 
 
 PAIRED_MODELS = ("ours_gb_hist", "lightgbm")
@@ -325,6 +331,10 @@ def aggregate(runs: list[dict]) -> list[dict]:
             row[key] = float(np.median(values)) if values else None
         row["fit_min_s"] = min(r["fit_s"] for r in ok)
         row["fit_max_s"] = max(r["fit_s"] for r in ok)
+        # Runs whose fit probed rounds on one thread: (fit s, steal %, probes, switches,
+        # rounds on one thread).
+        row["probed_runs"] = [(r["fit_s"], r.get("steal_pct"), *r["round_threads"])
+                              for r in ok if r.get("round_threads") and r["round_threads"][0]]
         out.append(row)
     return out
 
@@ -433,7 +443,14 @@ def render(results: list[dict]) -> str:
     if forest_rows:
         lines += ["", "| dataset | ours | peer | fit ratio | predict ratio | accuracy diff "
                   "(points) | memory ratio |", "|---|---|---|---:|---:|---:|---:|"] + forest_rows
-    return "\n".join(lines + ["", "Targets (issue 15):"] + targets)
+    probed = [f"- {row['dataset']} {row['model']}: fit {fit_s:.2f} s, steal "
+              f"{_percent(steal)} %, {probes} probe(s), {switches} switch(es), {rounds} rounds "
+              "on one thread"
+              for row in results if "error" not in row
+              for fit_s, steal, probes, switches, rounds in row.get("probed_runs", [])]
+    threads = ["", "Fits that timed rounds on one thread under steal (RoundThreads):"]
+    threads += probed or ["- none"]
+    return "\n".join(lines + ["", "Targets (issue 15):"] + targets + threads)
 
 
 def main(argv: list[str] | None = None) -> int:
