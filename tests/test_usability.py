@@ -119,6 +119,19 @@ def test_compile_notice_is_one_line_for_our_kernels_only(capfd, monkeypatch):
     assert err.count("\n") == 1 and "compiling numba kernels" in err
 
 
+
+def test_compile_notice_lets_functions_without_a_module_compile(capfd, monkeypatch):
+    # exec() without __name__ makes functions whose __module__ is None: numba must still
+    # compile them in a process that imported cipherforest, silently.
+    from numba import njit
+
+    namespace = {}
+    exec("def anonymous(x):\n    return x * 3\n", namespace)
+    assert namespace["anonymous"].__module__ is None
+    monkeypatch.setattr(_compile_notice.NOTICE, "shown", False)
+    assert njit(namespace["anonymous"])(2) == 6
+    assert capfd.readouterr().err == ""
+
 # --------------------------------------------------------------------------------- CLI
 def test_cli_version_and_plain_help(capsys):
     with pytest.raises(SystemExit) as exit_info:

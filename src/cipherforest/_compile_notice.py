@@ -30,7 +30,8 @@ class CompileNotice(event.Listener):
         if self.shown:
             return
         function = getattr(ev.data.get("dispatcher"), "py_func", None)
-        if not getattr(function, "__module__", "").startswith(self.prefix):
+        # A function made by exec() or by a foreign tool may have no module (None).
+        if not (getattr(function, "__module__", None) or "").startswith(self.prefix):
             return
         with self._lock:
             if self.shown:
