@@ -27,17 +27,16 @@ from ._common import (
     JIT_OPTIONS,
     STAT_FIRST,
     STAT_WEIGHT,
-    TREE_LEAF,
     n_criterion_stats,
 )
-from ._grower import SHARD0_SAMPLES, grow_tree
+from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
 from ._grower_general import grow_tree_general
 from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
 from ._split_record import split_record_size
-from ._tree import Tree
+from ._tree import NODE_FIELDS, Tree
 from ._weights import UNIT_KERNEL_WEIGHTS, kernel_weights
 
 
@@ -313,30 +312,29 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     finally:
         if parallel:
             _PARALLEL_LOCK.release()
-    tree = _tree_from_growth(node_int, node_float, node_stats, data.n_features, n_classes,
-                             params.criterion in (CRITERION_GINI, CRITERION_ENTROPY))
+    is_classifier = params.criterion in (CRITERION_GINI, CRITERION_ENTROPY)
     if not return_leaves:
-        return tree
-    if partition_buffer.shape[0] == data.n_samples and partition_buffer.dtype == np.int32:
+        leaves = _NO_LEAVES
+    elif (partition_buffer.shape[0] == data.n_samples
+          and partition_buffer.dtype == np.int32):
         # The partitions' scratch is free now: the leaves take its memory (the fit's peak
         # holds one row-length array less).
         leaves = partition_buffer
-        leaves.fill(-1)
     else:
-        leaves = np.full(data.n_samples, -1, dtype=np.int32)  # node ids: far below 2^31
-    if data.max_bins is None:
-        leaves_from_partition(tree.children_left, tree.children_right, tree.n_node_samples,
-                              sorted_index[0], leaves)
-    else:  # each shard's rows on their own (one shard: all rows)
-        shard0_samples = np.ascontiguousarray(node_int[:, SHARD0_SAMPLES])
-        n_shard0 = int(shard0_samples[0])  # as the grower used it
-        leaves_from_partition(tree.children_left, tree.children_right, shard0_samples,
-                              samples[:n_shard0], leaves)
-        if n_shard0 < n_samples:
-            leaves_from_partition(tree.children_left, tree.children_right,
-                                  tree.n_node_samples - shard0_samples, samples[n_shard0:],
-                                  leaves)
-    return tree, leaves
+        leaves = np.empty(data.n_samples, dtype=np.int32)  # node ids: far below 2^31
+    # Histogram trees: each row shard's rows on their own (one shard: all rows).
+    arrays = finished_tree_arrays(
+        node_int, node_float, node_stats, n_stats - STAT_FIRST if is_classifier else 1,
+        samples if data.max_bins is not None else sorted_index[0], data.max_bins is not None,
+        leaves)
+    tree = Tree(data.n_features, np.array([n_classes]),
+                dict(zip(TREE_ARRAYS, arrays, strict=True)), check=False)
+    return (tree, leaves) if return_leaves else tree
+
+
+#: ``Tree``'s array names in ``finished_tree_arrays``' order.
+TREE_ARRAYS = (*NODE_FIELDS, "value")
+_NO_LEAVES = np.zeros(0, dtype=np.int32)
 
 
 #: Each thread keeps the histogram pool of its last tree (all zero) for its next tree, up to
@@ -439,28 +437,6 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
                                        tree.n_node_samples, sorted_index[0], leaves)
 
 
-@njit(**JIT_OPTIONS)
-def leaves_from_partition(children_left, children_right, n_node_samples, order, leaves):
-    """Write the leaf of every row of ``order`` into ``leaves``, from the grower's final
-    sample order (of one row shard); returns ``leaves``.
-
-    The grower leaves every node's rows (in a shard) as one contiguous segment of ``order``:
-    node ``t`` owns ``order[start[t] : start[t] + n_node_samples[t]]`` and its left child the
-    first ``n_node_samples[left]`` of them. Children have larger ids than parents. Rows not
-    in ``order`` are not written.
-    """
-    start = np.zeros(children_left.shape[0], dtype=np.int64)
-    for node in range(children_left.shape[0]):
-        left = children_left[node]
-        if left == TREE_LEAF:
-            for i in range(start[node], start[node] + n_node_samples[node]):
-                leaves[order[i]] = node
-        else:
-            start[left] = start[node]
-            start[children_right[node]] = start[node] + n_node_samples[left]
-    return leaves
-
-
 def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
                     params: GrowthParams, seed: int) -> Tree:
     """Prepare ``X`` and grow one tree on it (rows of zero weight are left out first, so
@@ -470,17 +446,6 @@ def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_c
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
     data = prepare_tree_data(X, params.max_bins, seed, sample_weight)
     return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
-
-
-def _tree_from_growth(node_int, node_float, node_stats, n_features, n_classes,
-                      is_classifier) -> Tree:
-    weight = node_stats[:, STAT_WEIGHT]
-    if is_classifier:
-        value = node_stats[:, STAT_FIRST:] / weight[:, np.newaxis]
-    else:
-        value = (node_stats[:, STAT_FIRST] / weight)[:, np.newaxis]
-    return Tree(n_features, np.array([n_classes]),
-                _node_arrays(node_int, node_float, weight, value[:, np.newaxis, :]), check=False)
 
 
 def _node_arrays(node_int, node_float, weight, value) -> dict[str, np.ndarray]:

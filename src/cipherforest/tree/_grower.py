@@ -29,6 +29,7 @@ from ._common import (
     JIT_OPTIONS,
     LEAF_JIT_OPTIONS,
     STAT_COUNT,
+    STAT_FIRST,
     STAT_WEIGHT,
     TREE_LEAF,
     TREE_UNDEFINED,
@@ -763,3 +764,79 @@ def _acquire_hist(pool, lo, hi, free, n_free, n_used, n_clean):
         lo[slot] = pool.shape[2]
         hi[slot] = -1
     return pool, lo, hi, free, n_free, n_used, n_clean, slot
+
+
+@njit(**JIT_OPTIONS)
+def finished_tree_arrays(node_int, node_float, node_stats, n_values, order, sharded, leaves):
+    """The ``Tree`` arrays of a grown tree from ``grow_tree``'s node tables, and, unless
+    ``leaves`` is empty, the leaf of every row of ``order`` written into ``leaves``.
+
+    Returns ``children_left, children_right, feature, threshold, impurity, n_node_samples,
+    weighted_n_node_samples, missing_go_to_left`` in ``Tree.NODE_FIELDS``' dtypes and
+    ``value`` of shape (nodes, 1, ``n_values``): the first ``n_values`` target statistics
+    over the node's weight (class proportions, or the mean with ``n_values`` 1). ``order``
+    is the grower's final sample order: one shard, or, when ``sharded``, the two row shards
+    (``SHARD0_SAMPLES`` counts each node's rows in the first) side by side. ``leaves`` is
+    set to -1 first, so rows not in ``order`` stay -1. One call per tree, where NumPy
+    took some twenty (per tree, Python cost ~8 % of a pendigits fit: docs/benchmarks.md,
+    twenty-first session).
+    """
+    n_nodes = node_int.shape[0]
+    children_left = np.empty(n_nodes, dtype=np.int32)
+    children_right = np.empty(n_nodes, dtype=np.int32)
+    feature = np.empty(n_nodes, dtype=np.int32)
+    threshold = np.empty(n_nodes, dtype=np.float64)
+    impurity = np.empty(n_nodes, dtype=np.float64)
+    n_node_samples = np.empty(n_nodes, dtype=np.int32)
+    weight = np.empty(n_nodes, dtype=np.float64)
+    missing_left = np.empty(n_nodes, dtype=np.uint8)
+    value = np.empty((n_nodes, 1, n_values), dtype=np.float64)
+    for node in range(n_nodes):
+        children_left[node] = node_int[node, _LEFT]
+        children_right[node] = node_int[node, _RIGHT]
+        feature[node] = node_int[node, _FEATURE]
+        n_node_samples[node] = node_int[node, _N_SAMPLES]
+        missing_left[node] = node_int[node, _MISSING_LEFT]
+        threshold[node] = node_float[node, 0]
+        impurity[node] = node_float[node, 1]
+        weight[node] = node_stats[node, STAT_WEIGHT]
+        for k in range(n_values):
+            value[node, 0, k] = node_stats[node, STAT_FIRST + k] / weight[node]
+    if leaves.shape[0] > 0:
+        leaves[:] = -1
+        if sharded:
+            shard0_samples = node_int[:, SHARD0_SAMPLES].copy()
+            n_shard0 = shard0_samples[0]  # as the grower used it
+            leaves_from_partition(children_left, children_right, shard0_samples,
+                                  order[:n_shard0], leaves)
+            if n_shard0 < order.shape[0]:
+                leaves_from_partition(children_left, children_right,
+                                      n_node_samples - shard0_samples, order[n_shard0:],
+                                      leaves)
+        else:
+            leaves_from_partition(children_left, children_right, n_node_samples, order,
+                                  leaves)
+    return (children_left, children_right, feature, threshold, impurity, n_node_samples,
+            weight, missing_left, value)
+
+
+@njit(**JIT_OPTIONS)
+def leaves_from_partition(children_left, children_right, n_node_samples, order, leaves):
+    """Write the leaf of every row of ``order`` into ``leaves``, from the grower's final
+    sample order (of one row shard); returns ``leaves``.
+
+    The grower leaves every node's rows (in a shard) as one contiguous segment of ``order``:
+    node ``t`` owns ``order[start[t] : start[t] + n_node_samples[t]]`` and its left child the
+    first ``n_node_samples[left]`` of them. Children have larger ids than parents. Rows not
+    in ``order`` are not written.
+    """
+    start = np.zeros(children_left.shape[0], dtype=np.int64)
+    for node in range(children_left.shape[0]):
+        left = children_left[node]
+        if left == TREE_LEAF:
+            for i in range(start[node], start[node] + n_node_samples[node]):
+                leaves[order[i]] = node
+        else:
+            start[left] = start[node]
+            start[children_right[node]] = start[node] + n_node_samples[left]
+    return leaves
