@@ -24,10 +24,11 @@ from cipherforest.ensemble._gb_losses import (
 )
 from cipherforest.ensemble._gb_predict import (
     PREDICT_BLOCK_ROWS,
-    add_leaf_steps,
+    leaf_steps,
     pack_ensemble,
     raw_predict,
 )
+from cipherforest.tree._common import TREE_LEAF
 
 
 def tree_by_tree(model, X):
@@ -269,15 +270,30 @@ def test_newton_leaf_values_equal_the_bincount_formulation(hessian):
     assert got[5] == 0.0 and np.count_nonzero(got) == n_nodes - 1
 
 
-def test_add_leaf_steps_equals_the_numpy_update():
+@pytest.mark.parametrize("line_search", [True, False])
+@pytest.mark.parametrize("with_rows", [True, False])
+def test_leaf_steps_equal_the_numpy_update(line_search, with_rows):
+    # The NumPy formulation the fit used before the kernel, on a small grown tree's layout:
+    # node 0 splits into 1 (leaf) and 2, which splits into leaves 3 and 4.
     rng = np.random.default_rng(2)
-    raw = rng.normal(size=(500, 3))
-    leaves = rng.integers(0, 9, size=500).astype(np.intp)
-    step = rng.normal(size=9)
-    expected = raw.copy()
-    expected[:, 2] += step[leaves]
-    add_leaf_steps(raw[:, 2], leaves, step)
-    assert np.array_equal(raw, expected)
+    children_left = np.array([1, TREE_LEAF, 3, TREE_LEAF, TREE_LEAF], dtype=np.int32)
+    value = rng.normal(size=(5, 1, 1))
+    leaf_values = rng.normal(size=5) if line_search else np.zeros(0)
+    raw = np.asfortranarray(rng.normal(size=(500, 3)))  # class-major, as during a fit
+    leaves = rng.choice(np.array([1, 3, 4], dtype=np.int32), size=500)
+    expected_value, expected_raw = value.copy(), raw.copy()
+    if line_search:
+        is_leaf = children_left == TREE_LEAF
+        expected_value[is_leaf, 0, 0] = leaf_values[is_leaf]
+    expected_step = 0.1 * expected_value[:, 0, 0]
+    if with_rows:
+        expected_raw[:, 2] += expected_step[leaves]
+    step = leaf_steps(children_left, value, leaf_values, 0.1, raw[:, 2],
+                      leaves if with_rows else np.zeros(0, dtype=np.int32))
+    assert np.array_equal(step, expected_step)  # bit for bit
+    assert np.array_equal(value, expected_value)
+    assert np.array_equal(raw, expected_raw)
+    assert value[0, 0, 0] == expected_value[0, 0, 0]  # internal nodes keep their value
 
 
 @pytest.mark.parametrize("n_classes", [2, 3])

@@ -106,11 +106,25 @@ GROUP_ROWS = 8
 
 
 @njit(**JIT_OPTIONS)
-def add_leaf_steps(raw_k, leaves, step):
-    """``raw_k += step[leaves]`` in place (one new tree's contribution to the training rows
-    during a fit, from each row's leaf), without the gathered temporary."""
+def leaf_steps(children_left, value, leaf_values, learning_rate, raw_k, leaves):
+    """A new tree's steps during a fit: its leaves' values set, its contribution added.
+
+    The leaves' ``value[:, 0, 0]`` become ``leaf_values`` (a loss's line search; when it is
+    empty the grown values stand); returns every node's step ``learning_rate * value[:, 0,
+    0]`` after adding ``step[leaves[i]]`` to ``raw_k[i]`` for each row ``i`` of ``leaves``
+    (none when ``leaves`` is empty). One call per tree where NumPy took five.
+    """
+    n_nodes = children_left.shape[0]
+    if leaf_values.shape[0] > 0:
+        for node in range(n_nodes):
+            if children_left[node] == TREE_LEAF:
+                value[node, 0, 0] = leaf_values[node]
+    step = np.empty(n_nodes)
+    for node in range(n_nodes):
+        step[node] = learning_rate * value[node, 0, 0]
     for i in range(leaves.shape[0]):
         raw_k[i] += step[leaves[i]]
+    return step
 
 
 @njit(**JIT_OPTIONS)

@@ -61,10 +61,15 @@ from ._gb_losses import (
     make_classification_loss,
     make_regression_loss,
 )
-from ._gb_predict import PackedEnsemble, add_leaf_steps, pack_ensemble, raw_predict
+from ._gb_predict import PackedEnsemble, leaf_steps, pack_ensemble, raw_predict
 from ._round_threads import RoundThreads
 
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
+
+
+#: ``leaf_steps``' "no line search" and "no rows" (the grown values stand; no row is added).
+_NO_LEAF_VALUES = np.zeros(0)
+_NO_LEAVES = np.zeros(0, dtype=np.int32)
 
 
 def _constant_tree(n_features: int, value: float) -> Tree:
@@ -446,6 +451,7 @@ class BaseGradientBoosting(BaseEstimator):
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)
         # Every row has a leaf (none of weight 0): the leaves need no gathers below.
         all_rows = n_tree_rows == leaves.shape[0]
+        values = _NO_LEAF_VALUES
         if not loss.tree_values_are_optimal:
             if all_rows:  # no gathers in the common case (no subsampling, no zero weights)
                 values = loss.leaf_values(leaves, y, raw[:, k], neg_gradient_k, sample_weight,
@@ -455,12 +461,10 @@ class BaseGradientBoosting(BaseEstimator):
                 values = loss.leaf_values(leaves[rows], y[rows], raw[rows, k],
                                           neg_gradient_k[rows], sample_weight[rows], k,
                                           tree.node_count)
-            is_leaf = tree.children_left == TREE_LEAF
-            tree.value[is_leaf, 0, 0] = values[is_leaf]
-        step = self.learning_rate * tree.value[:, 0, 0]
-        if all_rows:
-            add_leaf_steps(raw[:, k], leaves, step)
-        else:
+        # Under all_rows every row's step is added here, else none (the rows are split below).
+        step = leaf_steps(tree.children_left, tree.value, values, float(self.learning_rate),
+                          raw[:, k], leaves if all_rows else _NO_LEAVES)
+        if not all_rows:
             rows = leaves >= 0
             raw[rows, k] += step[leaves[rows]]
             others = np.flatnonzero(~rows)  # out-of-bag rows and rows of zero weight
