@@ -146,14 +146,23 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
                        criterion)
     # Many samples: find the occupied range once afterwards, cheaper than compares per add.
     for f in range(f_begin, f_end):
-        first = 0
-        while first < n_bins and hist[f, first, STAT_COUNT] < 0.5:
-            first += 1
-        last = n_bins - 1
-        while last > first and hist[f, last, STAT_COUNT] < 0.5:
-            last -= 1
-        lo[f] = first
-        hi[f] = last if first < n_bins else -1
+        lo[f], hi[f] = occupied_range(hist, f, 0, n_bins - 1, STAT_COUNT)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def occupied_range(hist, f, first, last, count_column):
+    """The first and last bins of feature ``f`` within ``first..last`` that hold a sample
+    (count column ``count_column`` above 0.5), scanning inwards from both ends; ``(n_bins,
+    -1)`` when none does (a slot's "empty" range)."""
+    lo = first
+    while lo <= last and not hist[f, lo, count_column] > 0.5:
+        lo += 1
+    if lo > last:
+        return np.int64(hist.shape[1]), np.int64(-1)
+    hi = last
+    while hi > lo and not hist[f, hi, count_column] > 0.5:
+        hi -= 1
+    return np.int64(lo), np.int64(hi)
 
 
 @njit(inline="always", **JIT_OPTIONS)
@@ -224,19 +233,7 @@ def subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo
         # rather than by a running minimum and maximum in the loops above: without that
         # chain a unit-weight subtraction takes 0.75x the time (histogram_kernels.py
         # --ab-kernels, twentieth session in docs/benchmarks.md).
-        new_lo = first
-        while new_lo <= last and not flat_out[(f * n_bins + new_lo) * n_stats
-                                              + count_column] > 0.5:
-            new_lo += 1
-        new_hi = last
-        while new_hi > new_lo and not flat_out[(f * n_bins + new_hi) * n_stats
-                                               + count_column] > 0.5:
-            new_hi -= 1
-        if new_lo > last:  # every bin emptied
-            new_lo = n_bins
-            new_hi = -1
-        out_lo[f] = new_lo
-        out_hi[f] = new_hi
+        out_lo[f], out_hi[f] = occupied_range(out, f, first, last, count_column)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -709,14 +706,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
                 _add_unit(hist[f, np.int64(X_binned[sample, f])], yi)
     count = compact_count_column(hist.shape[2])
     for f in range(f_begin, f_end):
-        first = 0
-        while first < n_bins and hist[f, first, count] < 0.5:
-            first += 1
-        last = n_bins - 1
-        while last > first and hist[f, last, count] < 0.5:
-            last -= 1
-        lo[f] = first
-        hi[f] = last if first < n_bins else -1
+        lo[f], hi[f] = occupied_range(hist, f, 0, n_bins - 1, count)
 
 
 @njit(inline="always", **JIT_OPTIONS)
