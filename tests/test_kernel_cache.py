@@ -110,3 +110,27 @@ def test_a_grower_compiled_after_a_cached_parallel_build_loads(tmp_path):
                              text=True, timeout=600)
         assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().endswith("fitted")
+
+
+_FIT_GENERAL_GROWER = """
+import numpy as np
+from cipherforest import DecisionTreeRegressor
+rng = np.random.RandomState(0)
+X = rng.normal(size=(300, 3))
+DecisionTreeRegressor(max_depth=3).fit(X, X[:, :2])  # two outputs: the general grower
+DecisionTreeRegressor(criterion="absolute_error", max_depth=3).fit(X, X[:, 0])
+print("fitted")
+"""
+
+
+def test_the_general_grower_compiles_in_a_first_fit(tmp_path):
+    """A fresh cache, and the general grower (multi-output, absolute error) as the first fit:
+    its node summary calls the weighted median, which sorts (allocates), and numba compiled
+    that sort for a caller without reference counting — "Only accept returning of array
+    passed into the function" — unless an earlier call had compiled the median on its own
+    (as the test suite's order happened to)."""
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "cache")}
+    run = subprocess.run([sys.executable, "-c", _FIT_GENERAL_GROWER], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip().endswith("fitted")

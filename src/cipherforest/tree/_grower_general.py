@@ -37,7 +37,6 @@ from ._common import (
     CRITERION_ABSOLUTE_ERROR,
     EPSILON,
     JIT_OPTIONS,
-    LEAF_JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
@@ -68,7 +67,9 @@ _LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
 _F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
 
 
-@njit(**LEAF_JIT_OPTIONS)
+# With reference counting (JIT_OPTIONS): the absolute error's median sorts, and a sort
+# compiled for a caller without it fails to compile (tests/test_kernel_cache.py).
+@njit(**JIT_OPTIONS)
 def _summarise_node(order, start, end, Y, w, criterion, block, stats, median, scratch,
                     scratch_add, values, weights):
     """Fill the stats vector (and, for the absolute error, the per-output medians) of the
