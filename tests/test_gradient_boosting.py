@@ -29,6 +29,7 @@ from sklearn.ensemble import GradientBoostingRegressor as SkGradientBoostingRegr
 from sklearn.model_selection import cross_val_score, train_test_split
 from sklearn.utils.stats import _weighted_percentile
 
+from cipherforest.ensemble import _gradient_boosting as gradient_boosting
 from cipherforest.ensemble._gb_losses import grouped_weighted_percentile, weighted_percentile
 from cipherforest.ensemble._gradient_boosting import (
     GradientBoostingClassifier,
@@ -572,9 +573,17 @@ def test_save_load_round_trip(est, dataset, tmp_path):
     assert loaded.estimators_.dtype == object
 
 
+@pytest.mark.parametrize("batch_trees", [None, 1, 3])
 @pytest.mark.parametrize("max_bins", [None, 32])
-def test_multiclass_trees_of_a_round_in_threads_give_the_same_model(max_bins):
+def test_multiclass_trees_of_a_round_in_threads_give_the_same_model(max_bins, batch_trees,
+                                                                      monkeypatch):
+    # One thread grows a round's 10 trees in batches (kernels back to back, then the trees
+    # finished): the whole round, one tree at a time, or 3 + 3 + 3 + 1. Threads grow them
+    # one at a time each.
     X, y = load_digits(return_X_y=True)
+    if batch_trees is not None:
+        monkeypatch.setattr(gradient_boosting, "BATCHED_ROUND_MAX_BYTES",
+                            batch_trees * 16 * X.shape[0])
     params = dict(n_estimators=8, max_leaf_nodes=15, max_depth=None, subsample=0.8,
                   max_bins=max_bins, random_state=0)
     serial = GradientBoostingClassifier(**params).fit(X, y)

@@ -597,3 +597,20 @@ def test_tree_with_a_bad_link_raises_its_message():
     arrays_["children_right"] = [2, -1, 0]
     with pytest.raises(ValueError, match="disagree on which nodes are leaves"):
         Tree(3, np.array([1]), {k: np.asarray(v) for k, v in arrays_.items()})
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("task", ["classification", "regression"])
+def test_grown_trees_arrays_need_no_conversion(task, mode):
+    # The grower's trees skip Tree's conversions (check=False): their arrays must already be
+    # what the converting, checking constructor makes of them.
+    from cipherforest.tree._tree import NODE_FIELDS, Tree
+
+    X, y = make_data(nan_fraction=0.05, task=task)
+    tree = estimator(task, random_state=0, max_bins=MODES[mode]).fit(X, y).tree_
+    checked = Tree(tree.n_features, tree.n_classes, tree.arrays())
+    for name, dtype in {**NODE_FIELDS, "value": np.float64}.items():
+        grown, converted = getattr(tree, name), getattr(checked, name)
+        assert grown.dtype == dtype and grown.flags.c_contiguous, name
+        assert grown.shape == converted.shape and np.array_equal(grown, converted), name
+    assert tree.value.ndim == 3

@@ -13,7 +13,9 @@ The feature matrix is prepared ONCE per fit (``prepare_tree_data``: presorted fo
 finder, binned for ``max_bins``); every round grows its tree(s) on that shared data, weighted
 by the sample weights (times the in-bag mask of stochastic boosting). The grower leaves the
 in-bag rows partitioned by leaf, so each row's leaf is read off the partition instead of
-walking the new tree again (``grow_tree_on(..., return_leaves=True)``).
+walking the new tree again (``prepare_growth(..., return_leaves=True)``). On one thread, a
+round's trees grow in one batch (``TreeGrowth``: the kernels back to back, then the trees
+finished).
 
 The fitted model is its public attributes: ``init_`` (the raw ``H0``, one value per tree of a
 round), ``estimators_`` (a list of rounds, each a list of fitted
@@ -48,7 +50,7 @@ from ..tree._common import (
     MAX_BINS,
     TREE_LEAF,
 )
-from ..tree._fit import grow_tree_on, positive_rows, prepare_tree_data
+from ..tree._fit import TreeGrowth, positive_rows, prepare_growth, prepare_tree_data
 from ..tree._histogram import unit_weights
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
@@ -67,6 +69,9 @@ from ._round_threads import RoundThreads
 __all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor"]
 
 
+#: Memory a round's batch of trees may hold beyond one tree's (row orders and partition
+#: scratch, up to 16 bytes a row each); above it the classes go in several batches.
+BATCHED_ROUND_MAX_BYTES = 32 << 20
 #: ``leaf_steps``' "no line search" and "no rows" (the grown values stand; no row is added).
 _NO_LEAF_VALUES = np.zeros(0)
 _NO_LEAVES = np.zeros(0, dtype=np.int32)
@@ -323,6 +328,8 @@ class BaseGradientBoosting(BaseEstimator):
             loss_history = np.full(self.n_iter_no_change, np.inf)
 
         bar = ProgressBar(self.n_estimators - begin, "boosting") if self.verbose > 0 else None
+        # Trees of a round grown in one batch hold a row order and partition scratch each.
+        batch_trees = max(1, BATCHED_ROUND_MAX_BYTES // (16 * n_samples))
         # Threads grow a round's trees side by side (multiclass) or build the histograms of
         # its one tree's large nodes with it (binary, regression), and share the rows of the
         # gradient-and-loss pass; none of this changes the model.
@@ -375,17 +382,36 @@ class BaseGradientBoosting(BaseEstimator):
                 # instead.
                 root_pool = round_pool if tree_pool is None else None
 
-                def fit_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
-                                   params=params, stage_loss=stage_loss, seeds=seeds,
-                                   stage_rows=stage_rows, root_pool=root_pool):
+                def start_class_tree(k, neg_gradient=neg_gradient, stage_weight=stage_weight,
+                                     params=params, seeds=seeds, stage_rows=stage_rows,
+                                     root_pool=root_pool):
+                    return self._start_tree(data, neg_gradient[:, k], stage_weight, stage_rows,
+                                            unit_weight, params, seeds[k], root_pool,
+                                            n_threads)
+
+                def finish_class_tree(k, growth, neg_gradient=neg_gradient,
+                                      stage_weight=stage_weight, stage_loss=stage_loss):
                     # Tree k reads and updates only column k of raw: rounds' trees are
-                    # independent, so threads give the same model.
-                    return self._fit_tree(data, X, y, raw, neg_gradient[:, k], stage_weight,
-                                          stage_rows, unit_weight, sample_weight, params,
-                                          stage_loss, k, seeds[k], root_pool, n_threads)
+                    # independent, so threads and batches give the same model.
+                    return self._finish_tree(growth, X, y, raw, neg_gradient[:, k],
+                                             stage_weight, sample_weight, stage_loss, k)
+
+                def fit_class_tree(k):
+                    growth = start_class_tree(k)
+                    return finish_class_tree(k, growth if growth is None else growth.run())
 
                 if tree_pool is None:
-                    trees = [fit_class_tree(k) for k in range(loss.n_trees)]
+                    # In batches of classes: the batch's kernels back to back, then its trees
+                    # finished (see TreeGrowth); each tree's rows held until then.
+                    trees = []
+                    for first in range(0, loss.n_trees, batch_trees):
+                        growths = [start_class_tree(k) for k in
+                                   range(first, min(first + batch_trees, loss.n_trees))]
+                        for growth in growths:
+                            if growth is not None:
+                                growth.run()
+                        trees += [finish_class_tree(first + j, growth)
+                                  for j, growth in enumerate(growths)]
                 else:
                     trees = list(tree_pool.map(fit_class_tree, range(loss.n_trees)))
                 stage = []
@@ -431,26 +457,33 @@ class BaseGradientBoosting(BaseEstimator):
                 pool.shutdown()
         return i + 1
 
-    def _fit_tree(self, data, X, y, raw, neg_gradient_k, stage_weight, tree_rows, unit_weight,
-                  sample_weight, params, loss, k, seed, root_pool=None, n_threads=1) -> Tree:
-        """Grow round ``k``'s tree on the negative gradient, set its leaves by line search and
-        add it to ``raw[:, k]`` (``tree_rows``: the rows of positive ``stage_weight``, as
+    @staticmethod
+    def _start_tree(data, neg_gradient_k, stage_weight, tree_rows, unit_weight, params, seed,
+                    root_pool=None, n_threads=1) -> TreeGrowth | None:
+        """Round ``k``'s tree on the negative gradient, prepared to grow (None when no row has
+        positive weight); ``tree_rows``: the rows of positive ``stage_weight``, as
         ``positive_rows`` gives them, or their number when that is every row;
-        ``unit_weight``: whether their weights are all 1;
-        ``root_pool``: threads sharing its large nodes' histograms)."""
+        ``unit_weight``: whether their weights are all 1; ``root_pool``: threads sharing its
+        large nodes' histograms."""
         n_tree_rows = tree_rows if isinstance(tree_rows, int) else tree_rows.shape[0]
         if n_tree_rows == 0:
-            tree = _constant_tree(X.shape[1], 0.0)
-            return tree
-        tree, leaves = grow_tree_on(data, neg_gradient_k, stage_weight, 1, params, seed,
-                                    return_leaves=True, pool=root_pool,
-                                    pool_threads=n_threads, row_shards=True, rows=tree_rows,
-                                    unit_weight=unit_weight)
+            return None
+        return prepare_growth(data, neg_gradient_k, stage_weight, 1, params, seed,
+                              return_leaves=True, pool=root_pool, pool_threads=n_threads,
+                              row_shards=True, rows=tree_rows, unit_weight=unit_weight)
+
+    def _finish_tree(self, growth, X, y, raw, neg_gradient_k, stage_weight, sample_weight,
+                     loss, k) -> Tree:
+        """The tree ``growth`` grew (``_start_tree``, then run), its leaves set by line
+        search, added to ``raw[:, k]``; a constant 0 tree for ``growth`` None."""
+        if growth is None:
+            return _constant_tree(X.shape[1], 0.0)
+        tree, leaves = growth.finish()
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
             leaves = np.where(stage_weight > 0, tree.apply(X), -1).astype(np.int32)
         # Every row has a leaf (none of weight 0): the leaves need no gathers below.
-        all_rows = n_tree_rows == leaves.shape[0]
+        all_rows = growth.samples.shape[0] == leaves.shape[0]
         values = _NO_LEAF_VALUES
         if not loss.tree_values_are_optimal:
             if all_rows:  # no gathers in the common case (no subsampling, no zero weights)

@@ -43,9 +43,11 @@ class Tree:
     arrays : dict of str to ndarray
         The node arrays named in ``NODE_FIELDS`` plus ``value``.
     check : bool, default=True
-        Check that the arrays form a tree (shapes, links between nodes, feature indices):
-        always for arrays from outside; the grower passes False for its own trees (boosting
-        makes thousands of them).
+        Convert the arrays to ``NODE_FIELDS``' dtypes (contiguous; a 2-D ``value`` gets its
+        outputs axis) and check that they form a tree (shapes, links between nodes, feature
+        indices): always for arrays from outside. The grower passes False for its own
+        trees, whose arrays are in that form already (boosting makes thousands of them);
+        they are taken as they are.
     """
 
     def __init__(self, n_features: int, n_classes: np.ndarray, arrays: dict[str, np.ndarray],
@@ -54,12 +56,17 @@ class Tree:
         self.n_classes = np.asarray(n_classes, dtype=np.intp)
         self.n_outputs = int(self.n_classes.shape[0])
         self.max_n_classes = max(self.n_classes.tolist())
-        for name, dtype in NODE_FIELDS.items():
-            setattr(self, name, np.ascontiguousarray(arrays[name], dtype=dtype))
-        value = np.asarray(arrays["value"], dtype=np.float64)
-        if value.ndim == 2:
-            value = value[:, np.newaxis, :]
-        self.value = np.ascontiguousarray(value)
+        if check:
+            for name, dtype in NODE_FIELDS.items():
+                setattr(self, name, np.ascontiguousarray(arrays[name], dtype=dtype))
+            value = np.asarray(arrays["value"], dtype=np.float64)
+            if value.ndim == 2:
+                value = value[:, np.newaxis, :]
+            self.value = np.ascontiguousarray(value)
+        else:
+            for name in NODE_FIELDS:
+                setattr(self, name, arrays[name])
+            self.value = arrays["value"]
         self.node_count = int(self.children_left.shape[0])
         self.capacity = self.node_count
         self._packed = None
