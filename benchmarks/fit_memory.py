@@ -68,16 +68,16 @@ def _watch_stages(stages: dict) -> None:
     after the 10th and 20th tree's."""
     from cipherforest.ensemble import _gradient_boosting as gb
 
-    grow = gb.grow_tree_on
+    finish = gb.BaseGradientBoosting._finish_tree
     grown = [0]
 
     def counted(*args, **kwargs):
-        result = grow(*args, **kwargs)
+        result = finish(*args, **kwargs)
         grown[0] += 1
         if grown[0] in (10, 20):
             stages[f"{grown[0]} trees"] = rss_mb()
         return result
-    gb.grow_tree_on = counted
+    gb.BaseGradientBoosting._finish_tree = counted
 
     def after(owner, name, stage):
         original = getattr(owner, name)
@@ -98,7 +98,7 @@ def _watch_stages(stages: dict) -> None:
 
     after(gb.GradientBoostingClassifier, "_encode_y", "labels encoded")
     after(gb, "prepare_tree_data", "binned")
-    before(gb, "grow_tree_on", "first tree")
+    before(gb, "prepare_growth", "first tree")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,6 +14,7 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
+    python benchmarks/histogram_kernels.py --python-after-kernel pendigits --repeats 20
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -60,11 +61,17 @@ its compact histogram (unit and random weights), the forests' four-statistic his
 (squared error; Gini), a child's compact histogram subtracted from the root's (unit and
 random weights) and the split scan of every feature, where a change too small to
 show in whole fits can still be seen.
+
+``--python-after-kernel DATASET`` times the Python that finishes a tree (``TreeGrowth.finish``)
+and a ``Tree`` alone, warm and right after a numba loop that wrote 1 MB or 8 MB: the cost of
+running Python with caches a tree's kernel has emptied, which is why boosting finishes a
+round's trees in one batch.
 """
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
 import time
 from pathlib import Path
@@ -125,7 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-handoff", action="store_true",
                         help="instead: one sharded node's split work on one thread vs its "
                              "second half handed to a Python thread, by node size (wall time)")
+    parser.add_argument("--python-after-kernel", metavar="DATASET",
+                        help="instead: the Python that finishes one of DATASET's boosting "
+                             "trees (TreeGrowth.finish) and a Tree alone, warm and right "
+                             "after a kernel that wrote 1 MB or 8 MB (--repeats × 10 calls)")
     args = parser.parse_args(argv)
+    if args.python_after_kernel:
+        time_python_after_kernel(args.python_after_kernel, args.repeats)
+        return 0
     if args.first_fit:
         time_first_fit(args.before_src)
         return 0
@@ -272,12 +286,17 @@ def profile_fit(dataset: str) -> None:
                 return original(*args, **kwargs)
             finally:
                 spent[key] += time.perf_counter() - start
-        setattr(owner, name, wrapper)
+        static = isinstance(inspect.getattr_static(owner, name), staticmethod)
+        setattr(owner, name, staticmethod(wrapper) if static else wrapper)
         return original
 
     timed(boosting, "prepare_tree_data", "binning")
     timed(fit, "grow_tree", "grower kernel")
-    timed(boosting.BaseGradientBoosting, "_fit_tree", "per tree in Python")
+    # A tree's Python: prepared (_start_tree), grown (TreeGrowth.run, less the kernel) and
+    # finished (_finish_tree).
+    timed(boosting.BaseGradientBoosting, "_start_tree", "per tree in Python")
+    timed(fit.TreeGrowth, "run", "per tree in Python")
+    timed(boosting.BaseGradientBoosting, "_finish_tree", "per tree in Python")
     for loss in (losses.BinomialLoss, losses.MultinomialLoss, losses.SquaredError):
         timed(loss, "gradient_and_loss", "gradient and loss")
     model = make_model("ours_gb_hist_1thread", regression)
@@ -298,6 +317,64 @@ def profile_fit(dataset: str) -> None:
     for key, value in spent.items():
         print(f"| {key} | {value:.3f} | {100 * value / total:.0f} % |")
     kernel_parts(X, y, model)
+
+
+def time_python_after_kernel(dataset: str, repeats: int) -> None:
+    """How much slower Python runs right after a kernel (``--python-after-kernel DATASET``).
+
+    A tree's kernel leaves the caches full of its own data; the Python that follows (making
+    the ``Tree``, the line search's calls) then misses where it hit when warm. Timed: the
+    finishing step of a tree grown on DATASET (``TreeGrowth.finish``: one kernel call that
+    makes the node arrays and leaves, and a ``Tree``) and the ``Tree`` alone, each with
+    nothing before it and after a numba loop that wrote every cache line of 1 MB or 8 MB.
+    """
+    import sys
+
+    from numba import njit
+
+    from cipherforest.tree._fit import TREE_ARRAYS, prepare_growth
+    from cipherforest.tree._tree import Tree
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ensembles import load_dataset
+
+    @njit(cache=False)
+    def touch(buffer):
+        for i in range(0, buffer.shape[0], 64):
+            buffer[i] += 1
+
+    X, _, y, _ = load_dataset(dataset)
+    data = prepare_tree_data(X, 255, 0)
+    n = data.n_samples
+    target = (y == y[0]).astype(np.float64) - 0.1  # a one-class-against-the-rest gradient
+    params = GrowthParams(CRITERION_SQUARED_ERROR, False, 255, data.n_features, -1, 2, 20,
+                          0.0, 0.0, 31)
+    growth = prepare_growth(data, target, np.ones(n), 1, params, 0, return_leaves=True,
+                            row_shards=True, rows=n, unit_weight=True).run()
+    tree, _ = growth.finish()
+    arrays = tree.arrays()
+    assert tuple(arrays) == TREE_ARRAYS
+    cases = {"TreeGrowth.finish (kernel + Tree)": growth.finish,
+             "Tree alone": lambda: Tree(data.n_features, np.array([1]), arrays, check=False)}
+    buffer = np.zeros(8 << 20, dtype=np.uint8)
+    touch(buffer)
+    print(f"{dataset}: one tree of {tree.node_count} nodes on {n:,} rows; wall us, median of "
+          f"{repeats * 10} calls; 1-min load average {os.getloadavg()[0]:.1f}")
+    print("| Python | warm | after writing 1 MB | after writing 8 MB | 8 MB / warm |")
+    print("|---|---:|---:|---:|---:|")
+    for name, case in cases.items():
+        medians = []
+        for size in (0, 1 << 20, 8 << 20):
+            part = buffer[:size]
+            times = []
+            for _ in range(repeats * 10):
+                touch(part)
+                start = time.perf_counter()
+                case()
+                times.append(time.perf_counter() - start)
+            medians.append(1e6 * float(np.median(times)))
+        print(f"| {name} | {medians[0]:.1f} | {medians[1]:.1f} | {medians[2]:.1f} | "
+              f"{medians[2] / medians[0]:.1f}× |")
 
 
 def kernel_parts(X, y, model) -> None:

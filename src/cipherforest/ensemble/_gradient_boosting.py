@@ -460,8 +460,8 @@ class BaseGradientBoosting(BaseEstimator):
     @staticmethod
     def _start_tree(data, neg_gradient_k, stage_weight, tree_rows, unit_weight, params, seed,
                     root_pool=None, n_threads=1) -> TreeGrowth | None:
-        """Round ``k``'s tree on the negative gradient, prepared to grow (None when no row has
-        positive weight); ``tree_rows``: the rows of positive ``stage_weight``, as
+        """A round's tree on one class's negative gradient, prepared to grow (None when no
+        row has positive weight); ``tree_rows``: the rows of positive ``stage_weight``, as
         ``positive_rows`` gives them, or their number when that is every row;
         ``unit_weight``: whether their weights are all 1; ``root_pool``: threads sharing its
         large nodes' histograms."""
