@@ -68,7 +68,13 @@ def _watch_stages(stages: dict) -> None:
     after the 10th and 20th tree's."""
     from cipherforest.ensemble import _gradient_boosting as gb
 
-    finish = gb.BaseGradientBoosting._finish_tree
+    # A tree is counted when finished (sources before the twenty-first session: grown).
+    if hasattr(gb.BaseGradientBoosting, "_finish_tree"):
+        tree_owner, tree_step = gb.BaseGradientBoosting, "_finish_tree"
+        first_step = "prepare_growth"
+    else:
+        tree_owner, tree_step, first_step = gb, "grow_tree_on", "grow_tree_on"
+    finish = getattr(tree_owner, tree_step)
     grown = [0]
 
     def counted(*args, **kwargs):
@@ -77,7 +83,7 @@ def _watch_stages(stages: dict) -> None:
         if grown[0] in (10, 20):
             stages[f"{grown[0]} trees"] = rss_mb()
         return result
-    gb.BaseGradientBoosting._finish_tree = counted
+    setattr(tree_owner, tree_step, counted)
 
     def after(owner, name, stage):
         original = getattr(owner, name)
@@ -98,7 +104,7 @@ def _watch_stages(stages: dict) -> None:
 
     after(gb.GradientBoostingClassifier, "_encode_y", "labels encoded")
     after(gb, "prepare_tree_data", "binned")
-    before(gb, "prepare_growth", "first tree")
+    before(gb, first_step, "first tree")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -412,6 +412,9 @@ class BaseGradientBoosting(BaseEstimator):
                                 growth.run()
                         trees += [finish_class_tree(first + j, growth)
                                   for j, growth in enumerate(growths)]
+                        # Each growth holds its row ids and the leaves (row-length arrays):
+                        # freed now, not while the next batch is prepared (peak memory).
+                        del growths, growth
                 else:
                     trees = list(tree_pool.map(fit_class_tree, range(loss.n_trees)))
                 stage = []
