@@ -36,6 +36,7 @@ from ._common import (
     STAT_WEIGHT,
 )
 from ._criteria import add_sample
+from ._prefetch import PREFETCH_ROWS, prefetch, worth_prefetching
 from ._rng import rand_int
 from ._split_record import (
     MISSING_UNSEEN,
@@ -108,12 +109,14 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
     then set those features' occupied ranges (the many-samples path of ``build_histogram``).
     """
     n_bins = hist.shape[1]
+    prefetching = worth_prefetching(X_binned, samples, start, end, X_binned.strides[0] + 8)
     # Four rows per step where the criterion is known (see accumulate_compact_features):
     # each bin still receives its rows in row order, so the sums are the same bit for bit.
     n_quads = (end - start) // 4
     if criterion == CRITERION_SQUARED_ERROR:
         for q in range(n_quads):
             i = start + 4 * q
+            prefetch_quad(prefetching, samples, i, end, X_binned, y, w, True)
             s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
             w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
             wy0, wy1, wy2, wy3 = w0 * y[s0], w1 * y[s1], w2 * y[s2], w3 * y[s3]
@@ -127,6 +130,7 @@ def _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, crit
     elif criterion == CRITERION_GINI or criterion == CRITERION_ENTROPY:
         for q in range(n_quads):
             i = start + 4 * q
+            prefetch_quad(prefetching, samples, i, end, X_binned, y, w, True)
             s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
             w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
             k0, k1 = STAT_FIRST + np.int64(y[s0]), STAT_FIRST + np.int64(y[s1])
@@ -163,6 +167,24 @@ def occupied_range(hist, f, first, last, count_column):
     while hi > lo and not hist[f, hi, count_column] > 0.5:
         hi -= 1
     return np.int64(lo), np.int64(hi)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def prefetch_quad(prefetching, samples, i, end, X_binned, y, w, weighted):
+    """With ``prefetching`` (``worth_prefetching``), prefetch the binned row (both ends: a
+    row may straddle two cache lines), target and, if ``weighted``, weight of the four rows
+    ``PREFETCH_ROWS`` after ``samples[i]`` (none near ``end``): the histogram builds add
+    four rows per step (see ``_prefetch``)."""
+    ahead = i + PREFETCH_ROWS
+    if prefetching and ahead + 4 <= end:
+        last_column = X_binned.shape[1] - 1
+        for k in range(4):
+            sample = samples[ahead + k]
+            prefetch(X_binned, (sample, 0))
+            prefetch(X_binned, (sample, last_column))
+            prefetch(y, sample)
+            if weighted:
+                prefetch(w, sample)
 
 
 @njit(inline="always", **JIT_OPTIONS)
@@ -510,7 +532,12 @@ def _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
+    # One byte per row of the column-major copy, a row of the row-major matrix.
+    prefetching = worth_prefetching(X_binned, samples, start, end, X_binned.strides[0])
+    last = end - 1
     for i in range(start, end):
+        if prefetching:
+            prefetch(X_binned, (samples[min(i + PREFETCH_ROWS, last)], split_feature))
         sample = samples[i]
         b = np.int64(X_binned[sample, split_feature])
         go = np.int64(b <= split_bin)
@@ -541,8 +568,10 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
-    _sum_side(samples, start, n_left, y, w, criterion, left_stats)
-    _sum_side(samples, n_left, end, y, w, criterion, right_stats)
+    _sum_side(worth_prefetching(X_binned, samples, start, n_left, 16), samples, start, n_left,
+              y, w, criterion, left_stats)
+    _sum_side(worth_prefetching(X_binned, samples, n_left, end, 16), samples, n_left, end, y,
+              w, criterion, right_stats)
     return n_left
 
 
@@ -561,9 +590,11 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
     if summed == 0:
-        _sum_unit_squared_error_side(samples, start, n_left, y, stats)
+        _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, start, n_left, 8),
+                                     samples, start, n_left, y, stats)
     else:
-        _sum_unit_squared_error_side(samples, n_left, end, y, stats)
+        _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, n_left, end, 8),
+                                     samples, n_left, end, y, stats)
     return n_left
 
 
@@ -572,16 +603,24 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
 # partition loop (benchmarks/histogram_kernels.py --ab-kernels), and sums the same rows in
 # the same order, so the values are the same bit for bit.
 @njit(**LEAF_JIT_OPTIONS)
-def _sum_side(samples, start, end, y, w, criterion, stats):
+def _sum_side(prefetching, samples, start, end, y, w, criterion, stats):
+    last = end - 1
     for i in range(start, end):
+        if prefetching:
+            ahead = samples[min(i + PREFETCH_ROWS, last)]
+            prefetch(y, ahead)
+            prefetch(w, ahead)
         sample = samples[i]
         add_sample(stats, y[sample], w[sample], criterion)
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def _sum_unit_squared_error_side(samples, start, end, y, stats):
+def _sum_unit_squared_error_side(prefetching, samples, start, end, y, stats):
     s_s = s_q = 0.0
+    last = end - 1
     for i in range(start, end):
+        if prefetching:
+            prefetch(y, samples[min(i + PREFETCH_ROWS, last)])
         yi = y[samples[i]]
         s_s += yi
         s_q += yi * yi
@@ -666,6 +705,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
     """Add ``samples[start:end]`` to the compact bins of features ``f_begin..f_end-1``, then
     set those features' occupied ranges."""
     n_bins = hist.shape[1]
+    prefetching = worth_prefetching(X_binned, samples, start, end, X_binned.strides[0] + 8)
     # Four rows per step, interleaved feature by feature: their loads and adds overlap
     # instead of each row's adds waiting on the previous row's. A bin still receives its
     # rows in row order, so the sums are the same bit for bit
@@ -674,6 +714,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
     if hist.shape[2] > 2:
         for q in range(n_quads):
             i = start + 4 * q
+            prefetch_quad(prefetching, samples, i, end, X_binned, y, w, True)
             s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
             w0, w1, w2, w3 = w[s0], w[s1], w[s2], w[s3]
             wy0, wy1, wy2, wy3 = w0 * y[s0], w1 * y[s1], w2 * y[s2], w3 * y[s3]
@@ -692,6 +733,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
         # Unit weights: the weight is 1 and w y is y exactly, so w is not read.
         for q in range(n_quads):
             i = start + 4 * q
+            prefetch_quad(prefetching, samples, i, end, X_binned, y, w, False)
             s0, s1, s2, s3 = samples[i], samples[i + 1], samples[i + 2], samples[i + 3]
             y0, y1, y2, y3 = y[s0], y[s1], y[s2], y[s3]
             for f in range(f_begin, f_end):
