@@ -14,6 +14,7 @@ repetitions, so other processes on the machine disturb it less than wall-clock t
     python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
     python benchmarks/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
+    python benchmarks/histogram_kernels.py --node-density synthetic_1m --before-src /tmp/b/src
     python benchmarks/histogram_kernels.py --python-after-kernel pendigits --repeats 20
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
@@ -60,7 +61,11 @@ binned rows: the root's partition (squared error with unit and with random weigh
 its compact histogram (unit and random weights), the forests' four-statistic histogram
 (squared error; Gini), a child's compact histogram subtracted from the root's (unit and
 random weights) and the split scan of every feature, where a change too small to
-show in whole fits can still be seen.
+show in whole fits can still be seen. ``--node-density DATASET --before-src PATH`` times, the
+same way, the compact histogram (unit weights) and the unit-weight partition on nodes holding
+a fraction of DATASET's rows (a sorted random subset, as nodes below the root hold them), in
+ns per row and feature (histogram) or per row (partition): where rows far apart in memory
+make the kernels wait on cache misses (what ``tree._prefetch`` addresses).
 
 ``--python-after-kernel DATASET`` times the Python that finishes a tree (``TreeGrowth.finish``)
 and a ``Tree`` alone, warm and right after a numba loop that wrote 1 MB or 8 MB: the cost of
@@ -119,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ab-kernels", metavar="DATASET",
                         help="instead: single kernels of this source tree and --before-src's "
                              "on DATASET's root node, alternated in one process")
+    parser.add_argument("--node-density", metavar="DATASET",
+                        help="instead: the compact histogram and the partition of this source "
+                             "tree and --before-src's on nodes holding a fraction of "
+                             "DATASET's rows, alternated in one process")
     parser.add_argument("--ab", metavar="DATASET",
                         help="instead: boosting fits of DATASET with this source tree and "
                              "--before-src's, alternated in one process (--repeats rounds)")
@@ -143,13 +152,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.first_fit:
         time_first_fit(args.before_src)
         return 0
-    if args.ab or args.ab_kernels:
+    if args.ab or args.ab_kernels or args.node_density:
         if args.before_src is None:
-            parser.error("--ab and --ab-kernels need --before-src")
+            parser.error("--ab, --ab-kernels and --node-density need --before-src")
         if not os.environ.get(_AB_CHILD):
             return _run_with_private_kernel_cache(argv)
         if args.ab:
             compare_sources(args.ab, args.before_src, args.repeats)
+        elif args.node_density:
+            compare_node_density(args.node_density, args.before_src, args.repeats)
         else:
             compare_kernels(args.ab_kernels, args.before_src, args.repeats)
         return 0
@@ -1089,6 +1100,84 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
         b, t = np.asarray(times[(name, "before")]), np.asarray(times[(name, "this")])
         print(f"| {name} | {1000 * np.median(b):.3f} | {1000 * np.median(t):.3f} | "
               f"{np.median(t) / np.median(b):.3f} | {np.median(t / b):.3f} |")
+
+
+def compare_node_density(dataset: str, before_src: Path, repeats: int) -> None:
+    """CPU time per row of the compact histogram (unit weights, every feature) and of the
+    unit-weight partition (one feature) of this source tree and ``before_src`` on nodes
+    holding a fraction of ``dataset``'s rows (a sorted random subset), alternated in one
+    process in a new shuffled order each repetition."""
+    import importlib
+    import sys
+
+    import cipherforest.tree._histogram as this
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from ensembles import load_dataset
+
+    sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
+    before = importlib.import_module("cipherforest_before.tree._histogram")
+    X, _, _, _ = load_dataset(dataset)
+    data = prepare_tree_data(X, 255, 0)
+    X_binned, n_bins = data.X_binned, data.n_hist_bins
+    # The grower partitions from the column-major copy when the data have one.
+    n, n_features = X_binned.shape
+    X_split = data.X_columns if data.X_columns.shape[0] == n else X_binned
+    rng = np.random.RandomState(0)
+    gradient = rng.normal(size=n)
+    unit = np.ones(n)
+    feature = 0
+    split_bin = int(np.median(X_binned[:, feature]))
+    hist = np.zeros((n_features, n_bins, 2))
+    lo, hi = np.zeros(n_features, dtype=np.int64), np.zeros(n_features, dtype=np.int64)
+    stats = np.zeros((2, 4))
+    fractions = (1.0, 0.5, 0.25, 0.1, 0.03, 0.01)
+    nodes = {fraction: np.sort(rng.choice(n, max(1, int(fraction * n)),
+                                          replace=False)).astype(ROW_IDS)
+             for fraction in fractions}
+    buffer = np.empty(n, dtype=ROW_IDS)
+
+    def histogram(module, rows):
+        hist[:] = 0.0
+        module.build_compact_histogram(hist, lo, hi, X_binned, rows, 0, rows.shape[0],
+                                       gradient, unit, 1)
+
+    def partition(module, rows):
+        samples = rows.copy()  # outside the timing would need a second list per node
+        stats[:] = 0.0
+        partition_unit(module.partition_unit_squared_error, feature, split_bin, samples,
+                       X_split, n_bins - 1, buffer, gradient, stats, 0)
+
+    modules = {"before": before, "this": this}
+    cases = {"histogram": histogram, "partition": partition}
+    keys = [(case, fraction, label) for case in cases for fraction in fractions
+            for label in modules]
+    for case, fraction, label in keys:
+        cases[case](modules[label], nodes[fraction])  # compile / load
+    times = {key: [] for key in keys}
+    order = np.random.default_rng(0)
+    for _ in range(repeats):
+        for index in order.permutation(len(keys)):
+            case, fraction, label = keys[index]
+            start = time.process_time()
+            cases[case](modules[label], nodes[fraction])
+            times[keys[index]].append(time.process_time() - start)
+    print(f"{dataset}: kernels of this tree and {before_src} on nodes of a fraction of its "
+          f"{n:,} rows (sorted random subsets), one process, {repeats} shuffled repetitions, "
+          f"CPU ns per row and feature (histogram, {n_features} features) or per row "
+          f"(partition, with the node's copy); 1-min load average {os.getloadavg()[0]:.1f}")
+    print("| kernel | node rows | before (median) | this (median) | this / before (medians) | "
+          "this / before (median of paired ratios) |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for case in cases:
+        for fraction in fractions:
+            rows = nodes[fraction].shape[0]
+            per = 1e9 / (rows * (n_features if case == "histogram" else 1))
+            b = np.asarray(times[(case, fraction, "before")])
+            t = np.asarray(times[(case, fraction, "this")])
+            print(f"| {case} | {rows:,} ({fraction:g}) | {per * np.median(b):.2f} | "
+                  f"{per * np.median(t):.2f} | {np.median(t) / np.median(b):.3f} | "
+                  f"{np.median(t / b):.3f} |")
 
 
 def time_first_fit(before_src: Path | None) -> None:
