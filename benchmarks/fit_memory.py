@@ -16,6 +16,12 @@ estimator's steps that every version of the sources has:
 * ``fitted``: after ``fit`` returned;
 * ``peak``: the process's high-water mark (``VmHWM``) over fit and prediction.
 
+A second table splits the resident memory at the start into anonymous memory (the heap,
+arrays) and pages mapped from files (shared libraries), and gives the pages of numba's LLVM
+library (``libllvmlite.so``) among the latter: clean pages of a file, counted in RSS as
+soon as the process maps them, and how many a kernel maps at a library's first use depends
+on the kernel version (how much of the file it maps around each page fault).
+
 ::
 
     PYTHONPATH=src python benchmarks/fit_memory.py                          # this checkout
@@ -45,6 +51,28 @@ def rss_mb() -> float:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
 
 
+def resident_split_mb() -> dict[str, float]:
+    """Resident memory of this process now: anonymous, mapped from files, and mapped from
+    numba's LLVM library (``/proc/self/status``, ``/proc/self/smaps``)."""
+    split = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            name = line.split(":")[0]
+            if name in ("RssAnon", "RssFile"):
+                split[name] = int(line.split()[1]) / 1024
+    llvm_kb = 0
+    in_llvm = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            first = line.split(maxsplit=1)[0]
+            if "-" in first and not first.endswith(":"):  # a mapping's header line
+                in_llvm = "libllvmlite" in line
+            elif in_llvm and first == "Rss:":
+                llvm_kb += int(line.split()[1])
+    return {"anonymous": split.get("RssAnon", float("nan")),
+            "files": split.get("RssFile", float("nan")), "libllvmlite.so": llvm_kb / 1024}
+
+
 def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     """One fit and prediction in this process; RSS at each stage."""
     sys.path.insert(0, str(HERE))
@@ -55,12 +83,14 @@ def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     _watch_stages(stages)
     reset_peak_rss()
     stages["start"] = rss_mb()
+    start_split = resident_split_mb()
     model = make_model(model_name, regression).set_params(n_estimators=n_estimators)
     model.fit(X_train, y_train)
     stages["fitted"] = rss_mb()
     model.predict(X_test)
     stages["peak"] = peak_rss_since_reset_mb()
-    return {"model": model_name, "dataset": dataset, "stages": stages}
+    return {"model": model_name, "dataset": dataset, "stages": stages,
+            "start_split": start_split}
 
 
 def _watch_stages(stages: dict) -> None:
@@ -159,6 +189,16 @@ def main(argv: list[str] | None = None) -> int:
             value = values[len(values) // 2]
             cells.append(f"{value:.0f}" if stage == "start"
                          else f"{value:.0f} (+{value - start:.0f})")
+        print(f"| {label} | " + " | ".join(cells) + " |")
+    print("\nResident at the start, MB (median over runs): anonymous, mapped from files, and "
+          "of the latter numba's LLVM library\n")
+    print("| sources | anonymous | files | libllvmlite.so |")
+    print("|---|---:|---:|---:|")
+    for label, runs in results.items():
+        cells = []
+        for part in ("anonymous", "files", "libllvmlite.so"):
+            values = sorted(r.get("start_split", {}).get(part, float("nan")) for r in runs)
+            cells.append(f"{values[len(values) // 2]:.0f}")
         print(f"| {label} | " + " | ".join(cells) + " |")
     return 0
 
