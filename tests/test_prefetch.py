@@ -1,4 +1,5 @@
-"""The prefetch hint and the kernels that use it on training sets too large for the caches.
+"""The prefetch hint and the kernels that use it on training sets too large for the caches,
+and the paired additions of the histogram builds (``tree._pair_add``).
 
 The histogram and partition kernels prefetch rows only when ``worth_prefetching`` says the
 binned rows and targets outgrow the caches, so the small nodes of the other kernel tests
@@ -25,6 +26,7 @@ from cipherforest.tree._histogram import (
     partition_histogram_stable,
     partition_unit_squared_error,
 )
+from cipherforest.tree._pair_add import add_pair
 from cipherforest.tree._prefetch import (
     PREFETCH_MIN_BYTES,
     PREFETCH_MIN_GAP,
@@ -215,3 +217,42 @@ def test_partitions_of_a_large_set_keep_order_and_sum_each_side(request, node, c
             total_squares += y[row] * y[row]
         np.testing.assert_array_equal(unit_stats, [rows.shape[0], rows.shape[0], total,
                                                    total_squares])
+
+
+# ------------------------------------------------------------------ add_pair (tree._pair_add)
+@njit
+def _add_rows(hist, bins, values):
+    for i in range(bins.shape[0]):
+        for f in range(bins.shape[1]):
+            add_pair(hist, f, bins[i, f], 0, 1.0, values[i])
+            add_pair(hist, f, bins[i, f], 2, values[i], values[i] * values[i])
+
+
+@pytest.mark.parametrize("layout", ["C", "strided"])
+def test_add_pair_adds_to_both_items_in_row_order(layout):
+    rng = np.random.RandomState(3)
+    bins = rng.randint(0, 5, size=(300, 3))
+    values = rng.normal(size=300) * 10.0 ** rng.randint(-8, 9, size=300)
+    storage = np.zeros((3, 5, 4 if layout == "C" else 8))
+    hist = storage if layout == "C" else storage[:, :, ::2]  # the latter: scalar fallback
+    _add_rows(hist, bins, values)
+    expected = np.zeros((3, 5, 4))
+    for i in range(300):  # NumPy scalars, the same additions in the same order
+        for f in range(3):
+            expected[f, bins[i, f], 0] += 1.0
+            expected[f, bins[i, f], 1] += values[i]
+            expected[f, bins[i, f], 2] += values[i]
+            expected[f, bins[i, f], 3] += values[i] * values[i]
+    np.testing.assert_array_equal(hist, expected)
+    if layout == "strided":
+        assert not storage[:, :, 1::2].any()  # nothing written between the strided items
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                    reason="the instruction checked is x86's")
+def test_add_pair_is_one_vector_add_on_a_contiguous_array():
+    hist, bins, values = np.zeros((1, 2, 4)), np.zeros((1, 1), dtype=np.int64), np.zeros(1)
+    _add_rows(hist, bins, values)
+    c_layout = [asm for sig, asm in _add_rows.inspect_asm().items()
+                if sig[0].layout == "C"]
+    assert c_layout and "vaddpd" in c_layout[0]
