@@ -962,10 +962,9 @@ def compact_scan_loop(module):
     return loop
 
 
-def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
-    """CPU time of single kernels of this source tree and of ``before_src`` on the root node
-    of ``dataset`` (its binned rows, a normal gradient, unit or random weights), alternated
-    in one process in a new shuffled order each repetition."""
+def _histogram_kernels_of_both(dataset: str, before_src: Path):
+    """``tree._histogram`` of this source tree and of ``before_src`` (imported beside it as
+    ``cipherforest_before``), and ``dataset``'s training rows binned (255 bins)."""
     import importlib
     import sys
 
@@ -977,7 +976,14 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
     sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
     before = importlib.import_module("cipherforest_before.tree._histogram")
     X, _, _, _ = load_dataset(dataset)
-    data = prepare_tree_data(X, 255, 0)
+    return this, before, prepare_tree_data(X, 255, 0)
+
+
+def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
+    """CPU time of single kernels of this source tree and of ``before_src`` on the root node
+    of ``dataset`` (its binned rows, a normal gradient, unit or random weights), alternated
+    in one process in a new shuffled order each repetition."""
+    this, before, data = _histogram_kernels_of_both(dataset, before_src)
     X_binned, n_bins = data.X_binned, data.n_hist_bins
     n, n_features = X_binned.shape
     rng = np.random.RandomState(0)
@@ -1107,18 +1113,7 @@ def compare_node_density(dataset: str, before_src: Path, repeats: int) -> None:
     unit-weight partition (one feature) of this source tree and ``before_src`` on nodes
     holding a fraction of ``dataset``'s rows (a sorted random subset), alternated in one
     process in a new shuffled order each repetition."""
-    import importlib
-    import sys
-
-    import cipherforest.tree._histogram as this
-
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from ensembles import load_dataset
-
-    sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
-    before = importlib.import_module("cipherforest_before.tree._histogram")
-    X, _, _, _ = load_dataset(dataset)
-    data = prepare_tree_data(X, 255, 0)
+    this, before, data = _histogram_kernels_of_both(dataset, before_src)
     X_binned, n_bins = data.X_binned, data.n_hist_bins
     # The grower partitions from the column-major copy when the data have one.
     n, n_features = X_binned.shape
