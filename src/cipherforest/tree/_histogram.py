@@ -572,6 +572,7 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
+    # The sums gather a target and a weight per row: 16 bytes.
     _sum_side(worth_prefetching(X_binned, samples, start, n_left, 16), samples, start, n_left,
               y, w, criterion, left_stats)
     _sum_side(worth_prefetching(X_binned, samples, n_left, end, 16), samples, n_left, end, y,
@@ -593,12 +594,10 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
                              X_binned, missing_bin, buffer)
-    if summed == 0:
-        _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, start, n_left, 8),
-                                     samples, start, n_left, y, stats)
-    else:
-        _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, n_left, end, 8),
-                                     samples, n_left, end, y, stats)
+    first, last = (start, n_left) if summed == 0 else (n_left, end)
+    # The sum gathers a target per row: 8 bytes.
+    _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, first, last, 8), samples,
+                                 first, last, y, stats)
     return n_left
 
 

@@ -32,12 +32,18 @@ def add_pair(array, i, j, k, first, second):
     array[i, j, k + 1] += second
 
 
+def _has_adjacent_pairs(array) -> bool:
+    """Whether numba type ``array`` is a C-contiguous 3-D float64 array, whose items ``k``
+    and ``k + 1`` of the last axis are adjacent in memory."""
+    return (isinstance(array, types.Array) and array.ndim == 3
+            and array.dtype == types.float64 and array.layout == "C")
+
+
 @intrinsic
 def _add_two_lanes(typingctx, array, i, j, k, first, second):
-    """``add_pair`` on a C-contiguous 3-D float64 array: items ``k`` and ``k + 1`` of the last
-    axis are adjacent, loaded, added to and stored as one 2-lane vector."""
-    if not (isinstance(array, types.Array) and array.ndim == 3
-            and array.dtype == types.float64 and array.layout == "C"):
+    """``add_pair`` on an array with adjacent pairs (``_has_adjacent_pairs``): items ``k``
+    and ``k + 1`` loaded, added to and stored as one 2-lane vector."""
+    if not _has_adjacent_pairs(array):
         return None
     sig = types.void(array, types.intp, types.intp, types.intp, types.float64, types.float64)
 
@@ -59,8 +65,7 @@ def _add_two_lanes(typingctx, array, i, j, k, first, second):
 
 @overload(add_pair, inline="always")
 def _add_pair_kernel(array, i, j, k, first, second):
-    if (isinstance(array, types.Array) and array.ndim == 3
-            and array.dtype == types.float64 and array.layout == "C"):
+    if _has_adjacent_pairs(array):
         def vector_add(array, i, j, k, first, second):
             _add_two_lanes(array, i, j, k, first, second)
         return vector_add

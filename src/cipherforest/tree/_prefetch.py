@@ -6,7 +6,7 @@ caches once the data outgrow them (1M rows × 20 features: 20 MB of bins, 8 MB o
 gradients). The hardware prefetcher cannot guess such addresses, and a histogram build
 keeps too few of the misses in flight to hide them; asking for the rows some way ahead
 does: a histogram of a tenth of 1M rows (a sorted random subset) took 3.1 ns per row and
-feature without the hints and 0.8 with them, so did a fit 0.64-0.69x as long
+feature without the hints and 0.8 with them, and a 1M-row fit 0.64-0.69x as long
 (``benchmarks/histogram_kernels.py --node-density`` and ``--ab``, docs/benchmarks.md,
 twenty-second session). Numba has no prefetch, so
 ``prefetch`` emits LLVM's (``prefetcht0`` on x86; whatever the target has, or nothing,
