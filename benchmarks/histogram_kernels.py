@@ -76,6 +76,7 @@ round's trees in one batch.
 from __future__ import annotations
 
 import argparse
+import functools
 import inspect
 import os
 import time
@@ -979,6 +980,23 @@ def _histogram_kernels_of_both(dataset: str, before_src: Path):
     return this, before, prepare_tree_data(X, 255, 0)
 
 
+def shuffled_cpu_times(calls: dict, repeats: int) -> dict:
+    """CPU seconds of each of ``calls`` (key: a function of no arguments), each called once
+    first (compile / load) and then ``repeats`` times, all of them in a new shuffled order
+    each repetition; the times by key."""
+    for call in calls.values():
+        call()
+    keys = list(calls)
+    times: dict = {key: [] for key in keys}
+    order = np.random.default_rng(0)
+    for _ in range(repeats):
+        for index in order.permutation(len(keys)):
+            start = time.process_time()
+            calls[keys[index]]()
+            times[keys[index]].append(time.process_time() - start)
+    return times
+
+
 def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
     """CPU time of single kernels of this source tree and of ``before_src`` on the root node
     of ``dataset`` (its binned rows, a normal gradient, unit or random weights), alternated
@@ -1084,18 +1102,9 @@ def compare_kernels(dataset: str, before_src: Path, repeats: int) -> None:
              "split scan, every feature (20 ×, 4 bins)":
                  lambda module: scan(module, short_hi)}
     modules = {"before": before, "this": this}
-    for case in cases.values():
-        for module in modules.values():
-            case(module)  # compile / load
-    times = {(name, label): [] for name in cases for label in modules}
-    keys = list(times)
-    order = np.random.default_rng(0)
-    for _ in range(repeats):
-        for index in order.permutation(len(keys)):
-            name, label = keys[index]
-            start = time.process_time()
-            cases[name](modules[label])
-            times[keys[index]].append(time.process_time() - start)
+    times = shuffled_cpu_times({(name, label): functools.partial(case, module)
+                                for name, case in cases.items()
+                                for label, module in modules.items()}, repeats)
     print(f"{dataset}: kernels of this tree and {before_src} on the root node, one process, "
           f"{repeats} shuffled repetitions, CPU ms; 1-min load average "
           f"{os.getloadavg()[0]:.1f}")
@@ -1115,8 +1124,8 @@ def compare_node_density(dataset: str, before_src: Path, repeats: int) -> None:
     process in a new shuffled order each repetition."""
     this, before, data = _histogram_kernels_of_both(dataset, before_src)
     X_binned, n_bins = data.X_binned, data.n_hist_bins
-    # The grower partitions from the column-major copy when the data have one.
     n, n_features = X_binned.shape
+    # The grower partitions from the column-major copy when the data have one.
     X_split = data.X_columns if data.X_columns.shape[0] == n else X_binned
     rng = np.random.RandomState(0)
     gradient = rng.normal(size=n)
@@ -1145,18 +1154,10 @@ def compare_node_density(dataset: str, before_src: Path, repeats: int) -> None:
 
     modules = {"before": before, "this": this}
     cases = {"histogram": histogram, "partition": partition}
-    keys = [(case, fraction, label) for case in cases for fraction in fractions
-            for label in modules]
-    for case, fraction, label in keys:
-        cases[case](modules[label], nodes[fraction])  # compile / load
-    times = {key: [] for key in keys}
-    order = np.random.default_rng(0)
-    for _ in range(repeats):
-        for index in order.permutation(len(keys)):
-            case, fraction, label = keys[index]
-            start = time.process_time()
-            cases[case](modules[label], nodes[fraction])
-            times[keys[index]].append(time.process_time() - start)
+    times = shuffled_cpu_times({(case, fraction, label): functools.partial(run, module,
+                                                                           nodes[fraction])
+                                for case, run in cases.items() for fraction in fractions
+                                for label, module in modules.items()}, repeats)
     print(f"{dataset}: kernels of this tree and {before_src} on nodes of a fraction of its "
           f"{n:,} rows (sorted random subsets), one process, {repeats} shuffled repetitions, "
           f"CPU ns per row and feature (histogram, {n_features} features) or per row "
