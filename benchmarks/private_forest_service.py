@@ -102,7 +102,7 @@ class Run:
     def stage(self) -> str:
         if not (self.model / "client.npz").exists():
             return "new"
-        from cipherforest.privacy._client_state import model_stage
+        from cipherforest.privacy.package import model_stage
 
         return model_stage(self.model)
 
@@ -259,9 +259,9 @@ def run_segment(run: Run, stop_after: float | None, memory_report: float | None,
 def accuracies(run: Run) -> dict:
     """Accuracy of the encrypted forest's predictions, of the plaintext forest, and of the
     forest on the client's GIPE ciphers (the oracle), and the agreement with it."""
+    from cipherforest.cli.client import read_csv
     from cipherforest.ensemble import RandomForestClassifier
     from cipherforest.privacy import PrivateForestClient
-    from cipherforest.service.client_cli import read_csv
 
     params = run.params
     X_train, y_train, _ = read_csv(str(run.train_csv), "y")

@@ -1,4 +1,5 @@
-"""Row sums of the encrypted forest's predictions (privacy/_row_sums.py), three measurements.
+"""Row sums of the encrypted forest's predictions (privacy/protocol/server/row_sums.py), three
+measurements.
 
 * ``replay`` (default): the row-sum kernel alone under real CKKS, on random leaf positions
   for a given number of store ciphertexts, test rows, trees and classes; prints the wall
@@ -30,10 +31,8 @@ import numpy as np
 import seal
 
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer
-from cipherforest.privacy._blocks import BlockLayout
-from cipherforest.privacy._row_sums import row_sum_ciphertexts
-from cipherforest.privacy.he import PublicContext, SecretContext
-from cipherforest.privacy.server import _leaf_totals
+from cipherforest.privacy.he import BlockLayout, PublicContext, SecretContext
+from cipherforest.privacy.protocol.server.row_sums import row_sum_ciphertexts
 from private_forest import load, machine_line
 
 _SEAL_CALLS = {"multiply_plain": "mask multiplications", "rotate_vector": "rotations",
@@ -69,10 +68,10 @@ def replay(n_stores: int, n_rows: int, n_trees: int, n_classes: int, seed: int =
 def noise(train_rows: int, n_trees: int) -> None:
     X_train, X_test, y_train, _ = load("pendigits", train_rows, 500)
     client = PrivateForestClient(n_trees, random_state=0).fit(X_train, y_train)
-    session = client.server_._session(client.session_)
-    layout = client._layout
-    totals = _leaf_totals(session)
-    decrypted = [layout.leaf_counts(client._he.decrypt(ct, complex_slots=True))
+    session = client.server_.session(client.session_)
+    layout = client.client_session_.layout
+    totals = session.leaf_totals()
+    decrypted = [layout.leaf_counts(client.client_session_.he.decrypt(ct, complex_slots=True))
                  for ct in session.leaf_store]
     errors = []
     for t, tree in enumerate(session.trees):
@@ -99,7 +98,8 @@ class _Probe:
     def handle(self, data: bytes) -> bytes:
         reply = self.inner.handle(data)
         self.messages += 1
-        session = next(iter(self.inner._sessions.values()), None)
+        ids = self.inner.session_ids
+        session = self.inner.session(ids[0]) if ids else None
         rotations = sum(len(d) for d in session.label_copies) if session else 0
         with open("/proc/self/status") as status:
             rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))

@@ -88,7 +88,7 @@ def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
 
     from cipherforest.ensemble import RandomForestClassifier
     from cipherforest.privacy import PrivateForestClient
-    from cipherforest.service import HTTPTransport
+    from cipherforest.privacy.protocol import HTTPTransport
 
     class TimedTransport(HTTPTransport):
         def __init__(self, *args, **kwargs):

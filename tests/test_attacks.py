@@ -23,7 +23,8 @@ from cipherforest.privacy import (
     ProtocolError,
     attacks,
 )
-from cipherforest.privacy.client import choose_splits
+from cipherforest.privacy.protocol.decisions import choose_splits
+from cipherforest.privacy.protocol.replies import query_squares
 
 TOLERANCE = 0.05  # "falls to the baseline": within 5 points
 
@@ -367,10 +368,11 @@ def test_pair_oracle_positive_control_without_the_plan_check(wine_small):
     with pytest.raises(ProtocolError, match="plan"):
         client.fit(X, y)
     query = oracle.crafted_query
-    squares = client._decrypt_blocks(query)  # what the client would decrypt
+    engine = client.client_session_
+    squares = query_squares(engine.he, engine.layout, query)  # what the client would decrypt
     choice = choose_splits(squares, query.arrays["weight"], query.arrays["tree_weight"],
                            query.arrays["n_candidates"], query.arrays["left_weight"],
-                           client._n_classes)
+                           len(client.classes_))
     rows = query.arrays["node"]
     assert rows.tolist() == list(range(1, 30))
     truth = y[rows] == y[0]

@@ -19,9 +19,15 @@ import seal
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cipherforest.privacy import he
-from cipherforest.privacy._blocks import BlockLayout
-from cipherforest.privacy.he import HEError, PublicContext, SecretContext
+from cipherforest.privacy.he import (
+    BlockLayout,
+    HEError,
+    PublicContext,
+    SecretContext,
+    bundles,
+    scheme_named,
+)
+from cipherforest.privacy.he.schemes import POLY_MODULUS_DEGREE
 
 SCHEMES = ("ckks", "bfv")
 SEAL_HEADER = 16
@@ -138,7 +144,7 @@ def _packed_squares(secret, public, y, n_classes, split):
 def test_public_context_matches_secret_context(contexts, scheme):
     secret, public = contexts[scheme]
     assert public.scheme == secret.scheme == scheme
-    n_slots = he.POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else he.POLY_MODULUS_DEGREE
+    n_slots = POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else POLY_MODULUS_DEGREE
     assert public.n_slots == secret.n_slots == n_slots
     assert public.fingerprint_public == secret.fingerprint_public
     assert len(public.fingerprint_public) == 32
@@ -240,7 +246,7 @@ def _rotating_contexts(scheme, stride):
 
 
 def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weights=None):
-    """Query blocks made as the server makes them (``_blocks``): labels uploaded in packs,
+    """Query blocks made as the server makes them (``he.blocks``): labels uploaded in packs,
     the server's lane rotations of each pack, block ``b`` filled through its lane's part
     mask (lane ``b // 2``, part ``b % 2``) by a running sum of the first ``splits[b]`` rows
     bound to that lane (sums of lanes 1, 3, ... moved there from the previous lane by a
@@ -250,14 +256,14 @@ def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weigh
     ``4^shift``) and the exact values. ``weights``: how often each row is added (as the
     server adds a bootstrap-drawn row), splits count rows.
     """
-    from cipherforest.privacy.server import _lane_rotations
+    from cipherforest.privacy.protocol.server.level import lane_rotations
 
     y = np.asarray(y)
     weights = np.ones(len(y), dtype=int) if weights is None else np.asarray(weights)
     layout = BlockLayout(scheme, SecretContext.slot_count(scheme), n_classes, len(y), pack_rows)
     assert len(splits) <= layout.blocks_per_ciphertext
     secret, public = _rotating_contexts(scheme, layout.stride)
-    packs = [_lane_rotations(public, layout, public.load_fresh_ciphertext(blob))
+    packs = [lane_rotations(public, layout, public.load_fresh_ciphertext(blob))
              for blob in secret.encrypt_packed_labels(y, layout)]
 
     def lane_sum(stop, lane):
@@ -424,15 +430,15 @@ def test_public_context_cannot_decrypt(contexts, scheme):
 
 
 def _parts(secret):
-    return he._unpack_bundle(secret.public_bytes())
+    return bundles.unpack_bundle(secret.public_bytes())
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_bundle_round_trip(contexts, scheme):
     secret, _ = contexts[scheme]
     parts = _parts(secret)
-    assert set(parts) == set(he._PARTS)
-    rebuilt = he._pack_bundle(parts)
+    assert set(parts) == set(bundles.PUBLIC_PARTS)
+    rebuilt = bundles.pack_bundle(parts)
     assert rebuilt == secret.public_bytes()
     assert PublicContext.from_bytes(bytearray(rebuilt)).scheme == scheme
     assert PublicContext.from_bytes(memoryview(rebuilt)).fingerprint_public == \
@@ -456,7 +462,7 @@ def test_from_bytes_rejects_non_bytes(data):
 
 def test_from_bytes_rejects_header_garbage(contexts):
     bundle = contexts["ckks"][0].public_bytes()
-    magic = he._BUNDLE_MAGIC
+    magic = bundles.BUNDLE_MAGIC
     bad_json = magic + (5).to_bytes(4, "little") + b"{nope" + bundle[len(magic) + 4:]
     with pytest.raises(HEError, match="not valid JSON"):
         PublicContext.from_bytes(bad_json)
@@ -473,7 +479,7 @@ def test_from_bytes_rejects_header_garbage(contexts):
 @pytest.mark.parametrize("scheme", SCHEMES)
 def test_from_bytes_rejects_truncated_or_padded(contexts, scheme):
     bundle = contexts[scheme][0].public_bytes()
-    for cut in (len(bundle) - 1, len(bundle) // 2, 200, len(he._BUNDLE_MAGIC) + 3):
+    for cut in (len(bundle) - 1, len(bundle) // 2, 200, len(bundles.BUNDLE_MAGIC) + 3):
         with pytest.raises(HEError):
             PublicContext.from_bytes(bundle[:cut])
     with pytest.raises(HEError, match="trailing"):
@@ -483,13 +489,13 @@ def test_from_bytes_rejects_truncated_or_padded(contexts, scheme):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-@pytest.mark.parametrize("part", he._PARTS)
+@pytest.mark.parametrize("part", bundles.PUBLIC_PARTS)
 def test_from_bytes_rejects_secret_key_in_place_of_a_part(contexts, scheme, part):
     secret, _ = contexts[scheme]
     parts = _parts(secret)
     parts[part] = secret._secret_key.to_string()
     with pytest.raises(HEError):
-        PublicContext.from_bytes(he._pack_bundle(parts))
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -497,7 +503,7 @@ def test_from_bytes_rejects_swapped_keys(contexts, scheme):
     parts = _parts(contexts[scheme][0])
     parts["public_key"], parts["relin_keys"] = parts["relin_keys"], parts["public_key"]
     with pytest.raises(HEError, match="public or relinearisation key"):
-        PublicContext.from_bytes(he._pack_bundle(parts))
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
 
 
 def test_from_bytes_rejects_keys_of_the_other_scheme(contexts):
@@ -506,11 +512,11 @@ def test_from_bytes_rejects_keys_of_the_other_scheme(contexts):
         mixed = dict(ckks)
         mixed[name] = bfv[name]
         with pytest.raises(HEError, match="public or relinearisation key"):
-            PublicContext.from_bytes(he._pack_bundle(mixed))
+            PublicContext.from_bytes(bundles.pack_bundle(mixed))
 
 
 def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
-    bundle = he._pack_bundle({"params": foreign_ckks["parms"].to_bytes(),
+    bundle = bundles.pack_bundle({"params": foreign_ckks["parms"].to_bytes(),
                               "public_key": foreign_ckks["public_key"],
                               "relin_keys": foreign_ckks["relin_keys"], "galois_keys": b""})
     with pytest.raises(HEError, match="only the library's 128-bit parameter set"):
@@ -520,7 +526,7 @@ def test_from_bytes_rejects_non_library_parameters(foreign_ckks, contexts):
     parts["public_key"], parts["relin_keys"] = (foreign_ckks["public_key"],
                                                 foreign_ckks["relin_keys"])
     with pytest.raises(HEError, match="public or relinearisation key"):
-        PublicContext.from_bytes(he._pack_bundle(parts))
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
 
 
 def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
@@ -540,23 +546,23 @@ def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
     parts = _parts(secret)
     parts["galois_keys"] = keys.to_string()
     with pytest.raises(HEError, match="invalid Galois keys"):
-        PublicContext.from_bytes(he._pack_bundle(parts))
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
 
 
 def test_from_bytes_rejects_other_bfv_plain_modulus(contexts):
-    parms = he._parameters("bfv")
+    parms = scheme_named("bfv").parameters()
     parms.set_plain_modulus(seal.PlainModulus.Batching(8192, 20))
     parts = _parts(contexts["bfv"][0])
     parts["params"] = parms.to_bytes()
     with pytest.raises(HEError, match="unexpected bfv parameters"):
-        PublicContext.from_bytes(he._pack_bundle(parts))
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
 
 
 def test_from_bytes_rejects_insecure_parameters():
     parms = seal.EncryptionParameters(seal.scheme_type.ckks)
     parms.set_poly_modulus_degree(4096)
     parms.set_coeff_modulus(seal.CoeffModulus.Create(4096, [60, 60, 60]))  # 180 > 109 bits
-    bundle = he._pack_bundle({"params": parms.to_bytes(), "public_key": b"",
+    bundle = bundles.pack_bundle({"params": parms.to_bytes(), "public_key": b"",
                               "relin_keys": b"", "galois_keys": b""})
     with pytest.raises(HEError, match="unexpected ckks parameters"):
         PublicContext.from_bytes(bundle)

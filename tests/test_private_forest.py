@@ -29,8 +29,7 @@ from cipherforest.privacy import (
     PrivateForestServer,
     ProtocolError,
 )
-from cipherforest.privacy._blocks import BlockLayout
-from cipherforest.privacy.he import PublicContext, SecretContext
+from cipherforest.privacy.he import BlockLayout, PublicContext, SecretContext
 from cipherforest.privacy.protocol import Message, decode_message, encode_message
 
 WORD = 8
@@ -156,7 +155,7 @@ def test_ckks_wine_equals_plain_forest(wine):
     # CKKS counts are rounded to exact integers: in practice the very same forest.
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
     # Training over, the server forgot the label rotations; prediction needs none.
-    assert client.server_._session(client.session_).label_copies == []
+    assert client.server_.session(client.session_).label_copies == []
     expected = rf.predict_proba(X_test_cipher)
     # Row sums (the default): approximate frequencies, ties resolved as argmax does.
     np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-5)
@@ -180,7 +179,7 @@ def test_ckks_row_sums_are_a_few_ciphertexts(cancer):
     X_many = np.vstack([X_test] * (4096 // X_test.shape[0] + 1))
     proba = client.predict_proba(X_many)
     reply = recorder.replies[-1]
-    layout = client._layout
+    layout = client.client_session_.layout
     assert reply.meta["reply"] == "sums" and layout.rows_per_sum == 2 * 4096 // 2
     assert len(reply.blobs["sums"]) == -(-X_many.shape[0] // layout.rows_per_sum) == 2
     assert "leaf" not in reply.arrays
@@ -213,7 +212,7 @@ def test_level_workers_die_on_sigterm_under_a_server_handler():
     server's) have the default handlers back: the pool's terminate can end them."""
     import signal
 
-    from cipherforest.privacy.server import level_worker_pool
+    from cipherforest.privacy.protocol.server.level import level_worker_pool
 
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
@@ -236,7 +235,7 @@ def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monk
     import signal
     import threading
 
-    import cipherforest.privacy.server as server_module
+    import cipherforest.privacy.protocol.server.level as server_module
 
     monkeypatch.setattr(server_module, "_level_part_in_worker", _failing_level_part)
     noted = []
@@ -659,7 +658,7 @@ def test_setup_rejected(wine, baseline, case):
              "X-nan": r"setup: X must be a finite cipher matrix",
              "n_classes": r"setup: n_classes=1 out of range"}[case]
     tamper, _ = _fit_tampered(wine, baseline, lambda m, t: m.kind == "setup", corrupt, match)
-    assert len(tamper.inner._sessions) == 1  # the rejected setup left no session behind
+    assert len(tamper.inner.session_ids) == 1  # the rejected setup left no session behind
 
 
 def test_setup_with_secret_key_as_public_key(wine, baseline):
@@ -904,7 +903,7 @@ class ForeignLabels:
         message = decode_message(data)
         if message.kind == "labels":
             start = message.meta["start"]
-            layout = self.inner._sessions[message.meta["session"]].layout
+            layout = self.inner.session(message.meta["session"]).layout
             n = min(len(message.blobs["labels"]) * layout.rows_per_pack, 124 - start)
             data = _with(message, blobs={"labels": self.other.encrypt_packed_labels(
                 np.arange(n) % self.n_classes, layout)})
@@ -916,7 +915,7 @@ def test_ckks_client_rejects_query_made_under_another_key(wine, foreign):
     with pytest.raises(ProtocolError, match="decrypted squared counts are not integers: the "
                                             "query was not made with this client's key"):
         PrivateForestClient(**SMALL, scheme="ckks", server=server).fit(wine[0], wine[2])
-    session = next(iter(server.inner._sessions.values()))
+    session = server.inner.session(server.inner.session_ids[0])
     assert session.state == "training" and session.round == 1  # failed on the first query
 
 
@@ -1142,7 +1141,7 @@ def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     # Test ciphers are drawn at random in their half-gap: compare on the same cipher rows.
     X_cipher = free.encryptor_.transform(X_test).astype(float)
     for client in (free, capped):
-        leaves = [tree.apply(X_cipher) for tree in client.server_._session(
+        leaves = [tree.apply(X_cipher) for tree in client.server_.session(
             client.session_).trees]
         client.leaves_of_test_rows = np.stack(leaves)
     np.testing.assert_array_equal(free.leaves_of_test_rows, capped.leaves_of_test_rows)
@@ -1158,10 +1157,11 @@ def test_close_forgets_the_session(wine):
     client = PrivateForestClient(n_estimators=2, max_depth=2, random_state=0).fit(X_train, y_train)
     session, server = client.session_, client.server_
     client.close()
-    assert session not in server._sessions
+    assert not server.has_session(session)
     with pytest.raises(NotFittedError):
         client.predict(X_test)
-    stale = Message("predict", {"session": session, "context": client._he.fingerprint_public},
+    fingerprint = client.client_session_.he.fingerprint_public
+    stale = Message("predict", {"session": session, "context": fingerprint},
                     {"X": client.encryptor_.transform(X_test).astype(np.float64)})
     with pytest.raises(ProtocolError, match="unknown session"):
         server.handle(encode_message(stale))

@@ -26,12 +26,9 @@ from sklearn.model_selection import train_test_split
 
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer, ProtocolError
-from cipherforest.privacy.client import (
-    choose_splits,
-    exponential_mechanism,
-    split_sensitivity,
-)
+from cipherforest.privacy.dp import split_sensitivity
 from cipherforest.privacy.protocol import Message, decode_message, encode_message
+from cipherforest.privacy.protocol.decisions import choose_splits, exponential_mechanism
 
 SMALL = {"n_estimators": 3, "random_state": 0, "max_depth": 4}
 
@@ -354,7 +351,7 @@ def test_server_limits():
         server.handle(_setup_bytes(X))
     server.session_ttl = 0.0  # every session is now idle for too long
     server.handle(_setup_bytes(X))  # the old one expired: room again
-    assert len(server._sessions) == 1
+    assert len(server.session_ids) == 1
 
 
 def test_breast_cancer_defaults_predict_as_plain_forest():

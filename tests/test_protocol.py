@@ -21,8 +21,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from cipherforest.privacy import protocol
 from cipherforest.privacy.protocol import Message, ProtocolError, decode_message, encode_message
+from cipherforest.privacy.protocol import messages as protocol
 
 MAGIC = b"CFMSG1\n"
 ALLOWED = ("int8", "uint8", "int32", "int64", "float64")

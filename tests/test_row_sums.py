@@ -1,5 +1,5 @@
-"""Row sums of the CKKS prediction (privacy/_row_sums.py): the baby-step giant-step moves
-and masks, checked in the clear against the formula Σ_t frequencies per test row.
+"""Row sums of the CKKS prediction (privacy/protocol/server/row_sums.py): the baby-step
+giant-step moves and masks, checked in the clear against the formula Σ_t frequencies per test row.
 
 The ciphertexts are replaced by their slot vectors (rotation = cyclic shift of the slots,
 mask multiplication = slot-wise product), so any leaf placement, row count and tree count
@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cipherforest.privacy._blocks import BlockLayout
-from cipherforest.privacy._row_sums import _mask_scale, row_sum_ciphertexts
+from cipherforest.privacy.he import BlockLayout
+from cipherforest.privacy.protocol.server.row_sums import mask_scale, row_sum_ciphertexts
 
 
 class SlotContext:
@@ -96,16 +96,16 @@ def test_giant_step_balances_baby_and_giant_rotations(n_classes, cycle, giant):
 def test_mask_scale_keeps_sums_on_the_last_prime(store_bits, n_trees, mask_bits):
     """Output scale 2^(store + mask - 40): n_trees times it stays below 2^48, and the mask
     scale never exceeds 2^50."""
-    scale = _mask_scale(2.0 ** store_bits, n_trees)
+    scale = mask_scale(2.0 ** store_bits, n_trees)
     assert scale == 2.0 ** mask_bits
     assert n_trees * 2.0 ** (store_bits + mask_bits - 40) < 2.0 ** 48
 
 
 def test_row_sums_with_masks_beyond_the_cache(monkeypatch):
     """More (lane, part) masks than the cache keeps: the rest are encoded per move."""
-    import cipherforest.privacy._row_sums as row_sums
+    import cipherforest.privacy.protocol.server.row_sums as row_sums
 
-    monkeypatch.setattr(row_sums, "_MAX_CACHED_MASKS", 3)
+    monkeypatch.setattr(row_sums, "MAX_CACHED_MASKS", 3)
     layout = BlockLayout("ckks", 256, 2, 10_000)
     rng = np.random.default_rng(5)
     frequencies = rng.dirichlet(np.ones(2), size=300)

@@ -30,8 +30,13 @@ uvicorn = pytest.importorskip("uvicorn")
 from cipherforest.ensemble import RandomForestClassifier  # noqa: E402
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
 from cipherforest.privacy.he import SecretContext  # noqa: E402
-from cipherforest.privacy.protocol import Message, decode_message, encode_message  # noqa: E402
-from cipherforest.service import HTTPTransport, ServiceRequestError  # noqa: E402
+from cipherforest.privacy.protocol import (  # noqa: E402  # noqa: E402
+    HTTPTransport,
+    Message,
+    ServiceRequestError,
+    decode_message,
+    encode_message,
+)
 from cipherforest.service.serve import build_app  # noqa: E402
 from cipherforest.service.sessions import Limits  # noqa: E402
 

@@ -18,8 +18,8 @@ from sklearn.datasets import load_wine
 pytest.importorskip("fastapi")
 
 from cipherforest.cli import main  # noqa: E402
+from cipherforest.cli.client import read_csv  # noqa: E402
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
-from cipherforest.service.client_cli import read_csv  # noqa: E402
 from test_service import KEY, start_server  # noqa: E402
 
 

@@ -23,12 +23,15 @@ from sklearn.datasets import load_wine
 pytest.importorskip("fastapi")
 
 from cipherforest.cli import main  # noqa: E402
+from cipherforest.cli.client import read_csv  # noqa: E402
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
-from cipherforest.privacy._client_state import model_stage  # noqa: E402
 from cipherforest.privacy.he import PublicContext  # noqa: E402
-from cipherforest.privacy.protocol import decode_message  # noqa: E402
-from cipherforest.service.client_cli import read_csv  # noqa: E402
-from cipherforest.service.transport import HTTPTransport, ServiceUnavailableError  # noqa: E402
+from cipherforest.privacy.package import model_stage  # noqa: E402
+from cipherforest.privacy.protocol import (  # noqa: E402
+    HTTPTransport,
+    ServiceUnavailableError,
+    decode_message,  # noqa: E402
+)
 from test_service import KEY, bearer, forest_on_ciphers_proba, request, start_server  # noqa: E402
 from test_service_cli import write_csv  # noqa: E402
 
@@ -207,7 +210,7 @@ def test_encrypt_keeps_the_split_options(files, tmp_path, capsys):
     """alpha and the split selection given to encrypt are the package's (the setup message
     carries them to the server); train cannot change them; a dp selection without its
     epsilon is refused before anything is written."""
-    from cipherforest.privacy._client_state import load_package, setup_message_path
+    from cipherforest.privacy.package import load_package, setup_message_path
 
     model = tmp_path / "model"
     assert _encrypt(files, model, "--min-samples-split", "7", "--split-selection", "dp",
@@ -277,8 +280,8 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
 
 
 def _record(model):
-    from cipherforest.privacy._client_state import _FORMAT, _VERSION
-    from cipherforest.privacy._state_file import read_state_file
+    from cipherforest.privacy.package import CLIENT_FORMAT, CLIENT_VERSION
+    from cipherforest.privacy.state_file import read_state_file
 
-    meta, _ = read_state_file(os.path.join(model, "client.npz"), _FORMAT, _VERSION)
+    meta, _ = read_state_file(os.path.join(model, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION)
     return meta

@@ -27,8 +27,10 @@ pytest.importorskip("uvicorn")
 
 import cipherforest  # noqa: E402
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
-from cipherforest.privacy.protocol import decode_message  # noqa: E402
-from cipherforest.service import HTTPTransport  # noqa: E402
+from cipherforest.privacy.protocol import (
+    HTTPTransport,  # noqa: E402
+    decode_message,  # noqa: E402
+)
 from test_service import forest_on_ciphers_proba  # noqa: E402
 
 KEY = "restart-test-key"

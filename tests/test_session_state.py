@@ -14,13 +14,7 @@ import pytest
 from sklearn.datasets import load_wine
 
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer, ProtocolError
-from cipherforest.privacy._session_state import (
-    SessionState,
-    export_session_state,
-    restore_session,
-    session_progress,
-)
-from cipherforest.privacy.protocol import decode_message
+from cipherforest.privacy.protocol import SessionState, decode_message
 from test_service import forest_on_ciphers_proba
 
 
@@ -42,14 +36,14 @@ class RestartingRelay:
         if kind in ("setup", "labels"):
             self.uploads.append(data)
         if kind in ("train", "answer"):
-            state = export_session_state(self.server, self.session, skip_stores=set(self.stores))
+            state = self.server.export_state(self.session, skip_stores=set(self.stores))
             assert not set(state.stores) & set(self.stores)  # only new stores were exported
             self.stores.update(state.stores)
             state = SessionState(state.meta, {k: v.copy() for k, v in state.arrays.items()},
                                  dict(self.stores))
             self.server = PrivateForestServer()
-            restore_session(self.server, self.session, self.uploads, state)
-            _assert_same_state(export_session_state(self.server, self.session), state)
+            self.server.restore_session(self.session, self.uploads, state)
+            _assert_same_state(self.server.export_state(self.session), state)
             self.restarts += 1
         return reply
 
@@ -85,7 +79,7 @@ def test_restarts_after_every_round_give_the_same_forest(wine_small, params):
     # them between runs; the predictions may not.
     np.testing.assert_allclose(restarted.predict_proba(X_test),
                                forest_on_ciphers_proba(restarted, X, y, X_test, kwargs), atol=1e-5)
-    progress = session_progress(relay.server, restarted.session_)
+    progress = relay.server.session_progress(restarted.session_)
     assert progress["state"] == "trained" and progress["open_nodes"] == 0
 
 
@@ -94,13 +88,13 @@ def test_restore_rejects_a_state_of_another_forest(wine_small):
     relay = RestartingRelay()
     PrivateForestClient(n_estimators=2, max_depth=2, random_state=0, scheme="bfv",
                         server=relay).fit(X, y)
-    state = export_session_state(relay.server, relay.session)
+    state = relay.server.export_state(relay.session)
     state.meta["n_trees"] = 5
     server = PrivateForestServer()
     with pytest.raises(ProtocolError, match="does not belong"):
-        restore_session(server, relay.session, relay.uploads, state)
-    assert relay.session not in server._sessions  # nothing half-restored is left behind
-    state = export_session_state(relay.server, relay.session)
+        server.restore_session(relay.session, relay.uploads, state)
+    assert not server.has_session(relay.session)  # nothing half-restored is left behind
+    state = relay.server.export_state(relay.session)
     with pytest.raises(ProtocolError, match="has no ciphertext"):
-        restore_session(server, relay.session, relay.uploads,
+        server.restore_session(relay.session, relay.uploads,
                         SessionState(state.meta, state.arrays, {}))

@@ -1,17 +1,22 @@
-"""Privacy: Gini-impurity-preserving encryption (GIPE) of features and its leakage analysis.
+"""Privacy random forests: GIPE feature encryption, encrypted labels, the protocol, attacks.
 
-* :class:`GiniPreservingEncryptor` — the paper's scheme as a scikit-learn transformer;
-  ``fit_transform`` / ``transform`` give the integer cipher matrix a
+* :class:`GiniPreservingEncryptor` — the paper's scheme as a scikit-learn transformer
+  (:mod:`.gipe`); ``fit_transform`` / ``transform`` give the integer cipher matrix a
   :class:`~cipherforest.ensemble.RandomForestClassifier` trains and predicts on.
-* :class:`PrivateForestClient` / :class:`PrivateForestServer` — the paper's encrypted random
-  forest: GIPE features, CKKS (or exact BFV) labels, one round trip per tree level.
+* :class:`PrivateForestClient` / :class:`PrivateForestServer` — the encrypted random
+  forest: GIPE features, CKKS (or exact BFV) labels (:mod:`.he`), one round trip per tree
+  level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
+  labels for experiments.
+* :mod:`.dp` — label-DP mechanisms and the budget accountant.
+* :mod:`.package` — a fitted or staged client saved to a private directory.
 * :mod:`cipherforest.privacy.leakage` — the bitwise leakage matrix (Roy et al., CCS 2022;
   the paper's appendix E) of a column under GIPE or order-preserving encryption.
 * :mod:`cipherforest.privacy.attacks` — attacks on the encrypted forest from what a server
   holds (cipher matrix, transcript, trees), each scored against the majority-class baseline.
 
-The public names are imported on first use (see :mod:`cipherforest._lazy`), so that SEAL and
-the protocol code load only when used.
+docs/architecture.md draws the layers and the data flow of a private fit. The public names
+are imported on first use (see :mod:`cipherforest._lazy`), so that SEAL and the protocol
+code load only when used.
 """
 
 from typing import TYPE_CHECKING
@@ -21,15 +26,17 @@ from .._lazy import lazy_exports
 _EXPORTS = {
     "MAX_CIPHER": ".gipe",
     "CipherSpaceError": ".gipe",
+    "ClientSession": ".protocol",
     "GiniPreservingEncryptor": ".gipe",
     "GipeDecryptionError": ".gipe",
     "GipeRekeyWarning": ".gipe",
     "HEError": ".he",
     "PrivateForestClient": ".client",
-    "PrivateForestServer": ".server",
+    "PrivateForestServer": ".protocol",
+    "PrivateForestSimulator": ".simulation",
     "ProtocolError": ".protocol",
-    "ProtocolStats": ".client",
-    "StateFileError": "._state_file",
+    "ProtocolStats": ".protocol",
+    "StateFileError": ".state_file",
     "cipher_max": ".gipe",
 }
 
@@ -37,9 +44,7 @@ __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
-    from ._state_file import StateFileError as StateFileError
     from .client import PrivateForestClient as PrivateForestClient
-    from .client import ProtocolStats as ProtocolStats
     from .gipe import MAX_CIPHER as MAX_CIPHER
     from .gipe import CipherSpaceError as CipherSpaceError
     from .gipe import GiniPreservingEncryptor as GiniPreservingEncryptor
@@ -47,5 +52,9 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .gipe import GipeRekeyWarning as GipeRekeyWarning
     from .gipe import cipher_max as cipher_max
     from .he import HEError as HEError
+    from .protocol import ClientSession as ClientSession
+    from .protocol import PrivateForestServer as PrivateForestServer
     from .protocol import ProtocolError as ProtocolError
-    from .server import PrivateForestServer as PrivateForestServer
+    from .protocol import ProtocolStats as ProtocolStats
+    from .simulation import PrivateForestSimulator as PrivateForestSimulator
+    from .state_file import StateFileError as StateFileError

@@ -32,7 +32,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_dat
 from ..ensemble._base import map_in_threads
 from ._gipe_codebook import build_state, encrypt_column
 from ._gipe_tree import GRID, CipherSpaceError, ColumnState, WordSource
-from ._state_file import StateFileError, read_state_file, write_state_file
+from .state_file import StateFileError, read_state_file, write_state_file
 
 __all__ = [
     "DEFAULT_MODE",

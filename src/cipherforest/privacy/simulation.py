@@ -3,17 +3,16 @@
 The protocol's outcome depends on the labels only through the client's decisions, and the
 client decides from exact integer squared class counts (CKKS results are rounded and checked,
 BFV is exact). This module computes those counts in the clear and runs the *same* planner
-(:class:`~cipherforest.privacy._plan.ForestGrowth`) and the *same* decision function
-(:func:`~cipherforest.privacy.client.decide_splits`) as the client and server, so its forests
-are distributed exactly as the encrypted ones (identical for the deterministic choices:
-``reveal_leaves=True`` Gini and label-blind) at a fraction of the cost: no homomorphic
-arithmetic, no rounds. Experiments and the label-privacy curves use it to measure accuracy
+(:class:`~cipherforest.privacy.protocol.planner.ForestGrowth`) and the *same* decision
+function (:func:`~cipherforest.privacy.protocol.decisions.decide_splits`) as the client and
+server, so its forests are distributed exactly as the encrypted ones (identical for the
+deterministic choices: ``reveal_leaves=True`` Gini and label-blind) at a fraction of the
+cost: no homomorphic arithmetic, no rounds. Experiments and the label-privacy curves use it to measure accuracy
 and attacks across many settings; the tests check it against the real protocol.
 """
 
 from __future__ import annotations
 
-import math
 import secrets
 
 import numpy as np
@@ -22,16 +21,19 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._plan import ForestGrowth, ForestSpec, NodePlan
-from .client import PrivateForestClient, decide_splits, forest_meta
+from .dp import LabelPrivacyAccountant
 from .gipe import GiniPreservingEncryptor
+from .protocol.decisions import decide_splits
+from .protocol.params import (
+    SIMULATED_PARAMETERS,
+    ForestSpec,
+    check_selection_params,
+    constraints,
+    forest_meta,
+)
+from .protocol.planner import ForestGrowth, NodePlan
 
 __all__ = ["PrivateForestSimulator", "node_squares"]
-
-_SIMULATED_PARAMS = ("n_estimators", "max_features", "max_depth", "min_samples_split",
-                     "min_samples_leaf", "bootstrap", "max_samples", "max_bins", "random_state",
-                     "security_parameter", "gipe_mode", "gipe_bins", "reveal_leaves",
-                     "split_selection", "label_epsilon")
 
 
 def node_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
@@ -76,8 +78,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         Query rounds the protocol would take (one per level; 0 in label-blind mode).
     """
 
-    _parameter_constraints = {name: PrivateForestClient._parameter_constraints[name]
-                              for name in _SIMULATED_PARAMS}
+    _parameter_constraints = constraints(SIMULATED_PARAMETERS)
 
     def __init__(self, n_estimators=100, *, max_features="sqrt", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
@@ -103,7 +104,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
         """Encrypt ``X`` with GIPE and grow the forest the protocol would grow."""
-        PrivateForestClient._check_selection_params(self)  # the client's rules, its messages
+        check_selection_params(self.get_params())
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         encoder = LabelEncoder().fit(y)
@@ -117,13 +118,12 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
             self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
         ).set_output(transform="default")
         X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
-        meta = {**forest_meta(self, n_samples, n_features),
-                "max_round_bytes": None}
+        meta = forest_meta(self.get_params(), n_samples, n_features)
         growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples, n_features))
         onehot = np.eye(n_classes)[codes]
         rng = secrets.SystemRandom()
         leaves: list[tuple[int, object]] = []
-        levels_chosen = 0
+        accountant = LabelPrivacyAccountant(self.split_selection, self.label_epsilon)
         self.n_rounds_ = 0
         if self.split_selection == "blind":
             leaves = growth.grow_label_blind()
@@ -142,7 +142,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
                 choices = decide_splits(growth, plans, squares, n_classes,
                                         self.split_selection, self.reveal_leaves,
                                         self.label_epsilon, rng)
-                levels_chosen += len({p.tree for p in plans})
+                accountant.spend(len({p.tree for p in plans}))
                 for plan in growth.apply_level(plans, choices.tolist()):
                     leaves.append((plan.tree, plan.node))
         self.leaf_counts_ = [{} for _ in growth.trees]
@@ -151,12 +151,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
             self.leaf_counts_[t][node.node_id] = onehot[node.samples].T @ weights
         self.trees_ = [tree.arrays() for tree in growth.trees]
         self._growth_trees = growth.trees
-        if self.split_selection == "blind":
-            self.epsilon_spent_ = 0.0
-        elif self.split_selection == "gini":
-            self.epsilon_spent_ = math.inf
-        else:
-            self.epsilon_spent_ = float(self.label_epsilon) * levels_chosen
+        self.epsilon_spent_ = accountant.epsilon_spent
         return self
 
     def predict_proba(self, X) -> np.ndarray:

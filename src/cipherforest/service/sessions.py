@@ -20,15 +20,7 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..privacy._session_state import (
-    export_session_state,
-    forget_session,
-    has_session,
-    restore_session,
-    session_progress,
-)
-from ..privacy.protocol import Message, ProtocolError, decode_message
-from ..privacy.server import PrivateForestServer
+from ..privacy.protocol import Message, PrivateForestServer, ProtocolError, decode_message
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError, sha256_hex
 
 __all__ = ["Limits", "ServiceError", "SessionManager"]
@@ -241,8 +233,8 @@ class SessionManager:
                 return last[1]  # the same request again: its reply, not a replay error
             reply = self._handle(data)
             with self._server_lock:
-                state = export_session_state(
-                    self.server, record.protocol_id,
+                state = self.server.export_state(
+                    record.protocol_id,
                     skip_stores=self._store_digests.setdefault(record.id, {}))
             self.storage.save_state(record.id, state, digest, reply,
                                     self._store_digests[record.id])
@@ -274,7 +266,7 @@ class SessionManager:
             else:
                 self._ensure_live(record, None)
                 with self._server_lock:
-                    status.update(session_progress(self.server, record.protocol_id))
+                    status.update(self.server.session_progress(record.protocol_id))
             return status
 
     def delete(self, record: SessionRecord) -> None:
@@ -284,7 +276,7 @@ class SessionManager:
     def _forget(self, session_id: str, protocol_id: str | None) -> None:
         if protocol_id is not None:
             with self._server_lock:
-                forget_session(self.server, protocol_id)
+                self.server.forget_session(protocol_id)
         self._last.pop(session_id, None)
         self._store_digests.pop(session_id, None)
         self.storage.delete_session(session_id)
@@ -330,13 +322,13 @@ class SessionManager:
             raise ServiceError(403, "other_session", "the message names protocol session "
                                f"{message.meta.get('session')!r}, not this session's")
         with self._server_lock:
-            if has_session(self.server, record.protocol_id):
+            if self.server.has_session(record.protocol_id):
                 return
         try:
             uploads = self.storage.committed_uploads(record.id)
             saved = self.storage.load_state(record.id)
             with self._server_lock:
-                restore_session(self.server, record.protocol_id, uploads,
+                self.server.restore_session(record.protocol_id, uploads,
                                 None if saved is None else saved[0])
         except (StorageError, ProtocolError) as exc:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..io import atomic_write
-from ..privacy._session_state import SessionState
-from ..privacy._state_file import StateFileError, read_state_file, write_state_file
+from ..privacy.protocol import SessionState
+from ..privacy.state_file import StateFileError, read_state_file, write_state_file
 
 __all__ = ["SessionRecord", "Storage", "StorageError", "sha256_hex"]
 

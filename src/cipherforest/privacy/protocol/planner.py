@@ -1,9 +1,9 @@
 """The label-free part of growing the encrypted forest, shared by server and client.
 
 Everything the server decides without the labels is a deterministic function of the cipher
-matrix and the forest parameters (:class:`ForestSpec`, which carries the forest seed): the
+matrix and the forest parameters (:class:`~.params.ForestSpec`, which carries the forest seed): the
 bootstrap counts of every tree, each node's feature draws (a generator seeded by the node's
-position, ``tree._rng.child_seed``), the candidate thresholds and their left weights. The
+position, ``cipherforest.core.child_seed``), the candidate thresholds and their left weights. The
 server plans its queries with :class:`ForestGrowth`; the client, which holds the same cipher
 matrix and seed, runs the same planner and refuses any query that differs (a malicious
 server that invents nodes to probe labels is caught there).
@@ -26,67 +26,17 @@ from functools import lru_cache
 
 import numpy as np
 
-from ..ensemble._base import bootstrap_counts, draw_seeds
-from ..tree._fit import prepare_tree_data
-from ..tree._rng import child_seed, make_state, rand_int
-from .protocol import ProtocolError
+from ...core import (
+    bootstrap_counts,
+    child_seed,
+    draw_seeds,
+    make_state,
+    prepare_tree_data,
+    rand_int,
+)
+from .params import ForestSpec
 
-__all__ = ["Candidate", "ForestGrowth", "ForestSpec", "NodePlan", "OpenNode", "TreeGrowth",
-           "SPLIT_SELECTIONS"]
-
-#: How a node's split is chosen: by the client ("gini", "dp") or at random by the server.
-SPLIT_SELECTIONS = ("gini", "dp", "blind")
-
-
-@dataclass(frozen=True)
-class ForestSpec:
-    """Validated training parameters (the client's, in RandomForestClassifier's meaning)."""
-
-    n_estimators: int
-    max_features: int
-    max_depth: int  # -1: unlimited
-    min_samples_split: int
-    min_samples_leaf: int
-    bootstrap: bool
-    n_draws: int
-    max_bins: int | None
-    random_state: int
-    max_round_bytes: int | None  # None: one round per tree level for the whole forest
-    split_selection: str  # "gini" or "dp": the client chooses; "blind": the server draws
-
-    @classmethod
-    def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
-        def integer(name, low, high=None, allow_none=False):
-            value = meta.get(name)
-            if value is None and allow_none:
-                return None
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ProtocolError(f"setup: {name} must be an integer, got {value!r}")
-            if value < low or (high is not None and value > high):
-                raise ProtocolError(f"setup: {name}={value} must be in [{low}, {high}]")
-            return value
-
-        if not isinstance(meta.get("bootstrap"), bool):
-            raise ProtocolError("setup: bootstrap must be true or false")
-        if meta.get("split_selection") not in SPLIT_SELECTIONS:
-            raise ProtocolError(f"setup: split_selection must be one of {SPLIT_SELECTIONS}, "
-                                f"got {meta.get('split_selection')!r}")
-        max_depth = integer("max_depth", 1, allow_none=True)
-        min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
-        return cls(
-            n_estimators=integer("n_estimators", 1, 10_000),
-            max_features=integer("max_features", 1, n_features),
-            max_depth=-1 if max_depth is None else max_depth,
-            min_samples_split=max(integer("min_samples_split", 2), 2 * min_samples_leaf),
-            min_samples_leaf=min_samples_leaf,
-            bootstrap=meta["bootstrap"],
-            n_draws=integer("n_draws", 1, n_samples),
-            max_bins=integer("max_bins", 2, 255, allow_none=True),
-            random_state=integer("random_state", 0, 2**32 - 1),
-            max_round_bytes=integer("max_round_bytes", 1 << 18, allow_none=True),
-            split_selection=meta["split_selection"],
-        )
-
+__all__ = ["Candidate", "ForestGrowth", "NodePlan", "OpenNode", "TreeGrowth"]
 
 @dataclass
 class OpenNode:

@@ -1,4 +1,4 @@
-"""Saving a fitted :class:`~cipherforest.privacy.PrivateForestClient` to a private directory.
+"""A private forest client saved to a private directory: trained, or staged for upload.
 
 The directory (created 0700) holds files written atomically with mode 0600 from their
 creation, none of them a pickle::
@@ -37,20 +37,21 @@ from typing import Any
 import numpy as np
 
 from ..io import atomic_write
-from ._blocks import BlockLayout
-from ._session_state import (
-    embedded_setup,
-    export_session_state,
-    restore_session,
-    state_from_arrays,
-    state_to_arrays,
-)
-from ._state_file import StateFileError, read_state_file, write_state_file
 from .gipe import GiniPreservingEncryptor
 from .he import HEError, SecretContext
-from .protocol import Message, encode_message
+from .protocol import (
+    ClientSession,
+    InProcessTransport,
+    Message,
+    PrivateForestServer,
+    encode_message,
+)
+from .protocol.http import HTTPTransport
+from .protocol.server import state_from_arrays, state_to_arrays
+from .state_file import StateFileError, read_state_file, write_state_file
 
-__all__ = ["PACKAGE_STAGES", "answer_path", "label_message_path", "load_client", "load_package",
+__all__ = ["CLIENT_FORMAT", "CLIENT_VERSION", "PACKAGE_STAGES", "answer_path",
+           "label_message_path", "load_client", "load_package",
            "model_stage", "record_answer", "save_client", "save_package", "setup_message_path",
            "update_package"]
 
@@ -59,9 +60,9 @@ PACKAGE_STAGES = ("encrypted", "uploading", "uploaded", "training", "trained")
 _PACKAGE_DIR = "package"
 _HEADER_KEYS = ("format", "format_version", "library_version")
 
-_FORMAT = "cipherforest-private-forest-client"
+CLIENT_FORMAT = "cipherforest-private-forest-client"
 _SERVER_FORMAT = "cipherforest-private-forest-server-session"
-_VERSION = 3  # 3: CKKS leaf store one leaf per lane (server state), giant-step key
+CLIENT_VERSION = 3  # 3: CKKS leaf store one leaf per lane (server state), giant-step key
 _JSON_PARAMS = (type(None), bool, int, float, str)
 
 
@@ -71,10 +72,9 @@ def _write_private(path: str, data: bytes) -> None:
 
 def save_client(client, path: str | os.PathLike[str]) -> None:
     """Write a fitted client's secret material (and embedded server state) under ``path``."""
-    from ..service.transport import HTTPTransport
-
     path = os.fspath(path)
     params, server, transport = _params(client)
+    engine = client.client_session_
     meta: dict[str, Any] = {
         **_client_meta(client, params), "stage": "trained",
         "transport": (transport.session_info() if isinstance(transport, HTTPTransport)
@@ -83,26 +83,26 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
     os.makedirs(path, mode=0o700, exist_ok=True)
     _write_secrets(client, path)
     if server is None:
-        state = export_session_state(transport, client.session_)
+        embedded = transport.server
+        state = embedded.export_state(client.session_)
         if state.meta["state"] != "trained":
             raise ValueError("the embedded server's session is not trained; nothing to save")
         _write_private(os.path.join(path, "server_setup.msg"),
-                       embedded_setup(transport, client.session_, client._he.public_bytes()))
+                       embedded.setup_message(client.session_, engine.he.public_bytes()))
         state_meta, state_arrays = state_to_arrays(state)
-        write_state_file(os.path.join(path, "server_state.npz"), _SERVER_FORMAT, _VERSION,
+        write_state_file(os.path.join(path, "server_state.npz"), _SERVER_FORMAT, CLIENT_VERSION,
                          {"state": json.dumps(state_meta)}, state_arrays)
     # Written last: a directory with client.npz is complete.
-    write_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION, meta,
+    write_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION, meta,
                      {"classes": _classes(client)})
 
 
 def _params(client) -> tuple[dict, Any, Any]:
     """The client's parameters (server as its URL or None), the server and its transport."""
-    from ..service.transport import HTTPTransport
-
     params = client.get_params()
     server = params.pop("server")
-    transport = getattr(client, "server_", None)
+    engine = getattr(client, "client_session_", None)
+    transport = None if engine is None else engine.transport
     if isinstance(server, HTTPTransport):  # saved as its URL and session
         transport, server = server, server.url
     if server is not None and not isinstance(server, str):
@@ -117,10 +117,11 @@ def _params(client) -> tuple[dict, Any, Any]:
 
 
 def _client_meta(client, params: dict) -> dict[str, Any]:
+    engine = client.client_session_
     return {"params": params, "session": getattr(client, "session_", None),
-            "n_classes": client._n_classes, "n_draws": client._n_draws,
+            "n_classes": engine.n_classes, "n_draws": engine.n_draws,
             "n_features_in": int(client.n_features_in_),
-            "rows_per_pack": int(client._layout.rows_per_pack)}
+            "rows_per_pack": int(engine.layout.rows_per_pack)}
 
 
 def _classes(client) -> np.ndarray:
@@ -129,7 +130,7 @@ def _classes(client) -> np.ndarray:
 
 
 def _write_secrets(client, path: str) -> None:
-    _write_private(os.path.join(path, "he_keys.bin"), client._he.secret_bytes())
+    _write_private(os.path.join(path, "he_keys.bin"), client.client_session_.he.secret_bytes())
     client.encryptor_.save_state(os.path.join(path, "gipe.npz"))
 
 
@@ -194,7 +195,7 @@ def save_package(client, path: str | os.PathLike[str], setup: Message,
     meta = {**_client_meta(client, params), "stage": "encrypted", "transport": None,
             "n_label_messages": n_messages, "setup_committed": False,
             "label_messages_committed": 0, "answers_recorded": 0}
-    write_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION, meta,
+    write_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION, meta,
                      {"classes": _classes(client)})
     return n_messages
 
@@ -219,7 +220,7 @@ def load_package(cls, path: str | os.PathLike[str]):
     the directory's record (``stage``, ``transport``, ``n_label_messages``,
     ``setup_committed``, ``label_messages_committed``)."""
     path = os.fspath(path)
-    meta, arrays = read_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION)
+    meta, arrays = read_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION)
     stage = meta.get("stage", "trained")
     if stage == "trained":
         raise ValueError(f"{path} holds a trained model, not a package to upload or train "
@@ -233,7 +234,7 @@ def update_package(path: str | os.PathLike[str], client=None, **changes) -> dict
     with ``client``, also its parameters and session id. Returns the new record."""
     path = os.fspath(path)
     file = os.path.join(path, "client.npz")
-    meta, arrays = read_state_file(file, _FORMAT, _VERSION)
+    meta, arrays = read_state_file(file, CLIENT_FORMAT, CLIENT_VERSION)
     meta = {k: v for k, v in meta.items() if k not in _HEADER_KEYS}
     if client is not None:
         meta["params"] = {**client.get_params(), "server": meta["params"]["server"]}
@@ -241,17 +242,14 @@ def update_package(path: str | os.PathLike[str], client=None, **changes) -> dict
     meta.update(changes)
     if meta["stage"] not in PACKAGE_STAGES:
         raise ValueError(f"unknown stage {meta['stage']!r}")
-    write_state_file(file, _FORMAT, _VERSION, meta, arrays)
+    write_state_file(file, CLIENT_FORMAT, CLIENT_VERSION, meta, arrays)
     return meta
 
 
 def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None):
     """A client of class ``cls`` as :func:`save_client` left it."""
-    from ..service.transport import HTTPTransport
-    from .server import PrivateForestServer
-
     path = os.fspath(path)
-    meta, arrays = read_state_file(os.path.join(path, "client.npz"), _FORMAT, _VERSION)
+    meta, arrays = read_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION)
     stage = meta.get("stage", "trained")
     if stage != "trained":
         raise ValueError(f"{path} holds an encrypted package at stage {stage!r}, not a trained "
@@ -264,18 +262,22 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
         params["server_key"] = server_key
     client = _client_from_meta(cls, path, meta, arrays, params)
     target = params["server"]
+    engine = client.client_session_
     if isinstance(target, str):
         info = meta["transport"] or {}
-        client.server_ = HTTPTransport(target, client.server_key, timeout=client.timeout,
-                                       session=info)
+        engine.transport = client.server_ = HTTPTransport(
+            target, client.server_key, timeout=client.timeout, session=info)
     elif target is None:
         with open(os.path.join(path, "server_setup.msg"), "rb") as file:
             setup = file.read()
         state_meta, state_arrays = read_state_file(os.path.join(path, "server_state.npz"),
-                                                   _SERVER_FORMAT, _VERSION)
+                                                   _SERVER_FORMAT, CLIENT_VERSION)
         state = state_from_arrays(json.loads(state_meta["state"]), state_arrays)
         client.server_ = PrivateForestServer(n_jobs=client.n_jobs)
-        restore_session(client.server_, client.session_, [setup], state)
+        client.server_.restore_session(client.session_, [setup], state)
+        engine.transport = InProcessTransport(client.server_)
+    else:
+        engine.transport = client.server_ = target
     return client
 
 
@@ -284,27 +286,27 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
     client = cls(**params)
     client.classes_ = arrays["classes"]
     client.n_features_in_ = int(meta["n_features_in"])
-    if meta["session"] is not None:
-        client.session_ = str(meta["session"])
-    client._n_classes = int(meta["n_classes"])
-    client._n_draws = int(meta["n_draws"])
-    rows_per_pack = int(meta["rows_per_pack"])
-    client._layout = BlockLayout(client.scheme, SecretContext.slot_count(client.scheme),
-                                 client._n_classes, rows_per_pack, rows_per_pack)
+    session = None if meta["session"] is None else str(meta["session"])
+    if session is not None:
+        client.session_ = session
     with open(os.path.join(path, "he_keys.bin"), "rb") as file:
         try:
-            client._he = SecretContext.from_secret_bytes(file.read())
+            he = SecretContext.from_secret_bytes(file.read())
         except HEError as exc:
             raise StateFileError(f"{path}: he_keys.bin: {exc}") from None
-    if client._he.scheme != client.scheme:
-        raise StateFileError(f"{path}: he_keys.bin holds {client._he.scheme} keys, the client "
+    if he.scheme != client.scheme:
+        raise StateFileError(f"{path}: he_keys.bin holds {he.scheme} keys, the client "
                              f"was fitted with {client.scheme}")
     client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
+    client.client_session_ = ClientSession(client.get_params()).restore(
+        client.classes_, client.encryptor_, he, int(meta["n_draws"]),
+        int(meta["rows_per_pack"]), session)
     return client
 
 
 def model_stage(path: str | os.PathLike[str]) -> str:
     """The stage recorded in a model directory's ``client.npz`` (see
     :data:`PACKAGE_STAGES`; a directory saved by :func:`save_client` is ``trained``)."""
-    meta, _ = read_state_file(os.path.join(os.fspath(path), "client.npz"), _FORMAT, _VERSION)
+    meta, _ = read_state_file(os.path.join(os.fspath(path), "client.npz"), CLIENT_FORMAT,
+                              CLIENT_VERSION)
     return str(meta.get("stage", "trained"))

@@ -37,6 +37,10 @@ import math
 
 import numpy as np
 
+from .schemes import scheme_named
+
+__all__ = ["BlockLayout"]
+
 
 def _power_of_two_at_least(value: int) -> int:
     return 1 << max(0, int(value) - 1).bit_length()
@@ -61,20 +65,22 @@ class BlockLayout:
 
     def __init__(self, scheme: str, n_slots: int, n_classes: int, n_rows: int,
                  pack_rows: int | None = None):
+        kind = scheme_named(scheme)
+        self._kind = kind
         self.scheme = scheme
         self.n_slots = n_slots
         self.tau = n_classes
-        self.stride = _power_of_two_at_least(n_classes if scheme == "ckks" else 2 * n_classes)
+        self.stride = _power_of_two_at_least(kind.lane_width * n_classes)
         self.block_size = self.stride
-        row_slots = n_slots if scheme == "ckks" else n_slots // 2
-        self.cycle = row_slots // self.stride
+        self.row_slots = n_slots // kind.slot_rows  # what one rotation moves cyclically
+        self.cycle = self.row_slots // self.stride
         self.rows_per_pack = max(1, min(self.cycle, int(n_rows),
                                         self.cycle if pack_rows is None else int(pack_rows)))
-        # Lanes per slot-matrix row; BFV has two rows.
+        # Lanes per slot-matrix row (BFV has two rows).
         self.lanes_per_row = self.rows_per_pack
-        self.per_ciphertext = self.lanes_per_row * (1 if scheme == "ckks" else 2)
+        self.per_ciphertext = self.lanes_per_row * kind.slot_rows
         self.blocks_per_ciphertext = 2 * self.per_ciphertext  # two query blocks per lane
-        self.leaves_per_ciphertext = self.per_ciphertext * (1 if scheme == "ckks" else 2)
+        self.leaves_per_ciphertext = self.per_ciphertext * kind.leaves_per_lane
         # Row sums: two test rows per lane (real, imaginary) over the whole cycle of lanes;
         # the giant step is the power of two nearest sqrt(cycle), which balances the baby
         # rotations (per store ciphertext) against the giant ones (per sum ciphertext).
@@ -85,8 +91,7 @@ class BlockLayout:
     def lane_start(self, lane: int) -> int:
         """First slot of ``lane``."""
         row, k = divmod(int(lane), self.lanes_per_row)
-        return row * (self.n_slots // 2) + k * self.stride if self.scheme == "bfv" \
-            else k * self.stride
+        return row * self.row_slots + k * self.stride
 
     def lane_position(self, lane: int) -> int:
         """Lane index within its slot-matrix row (what rotations move)."""
@@ -109,45 +114,32 @@ class BlockLayout:
         y = np.asarray(y, dtype=np.int64)
         if y.shape[0] > self.rows_per_pack:
             raise ValueError(f"a pack holds at most {self.rows_per_pack} rows")
-        values = np.zeros(self.n_slots, dtype=np.float64 if self.scheme == "ckks" else np.int64)
+        values = np.zeros(self.n_slots, dtype=self._kind.slot_dtype)
         base = np.arange(y.shape[0]) * self.stride + y
-        if self.scheme == "ckks":
-            values[base] = 1
-        else:
-            half = self.n_slots // 2
-            for offset in (0, self.tau, half, half + self.tau):
-                values[base + offset] = 1
+        for offset in self._kind.pack_offsets(self.tau, self.row_slots):
+            values[base + offset] = 1
         return values
 
     # ------------------------------------------------------------------ masks
     def empty_mask(self) -> np.ndarray:
-        return np.zeros(self.n_slots, dtype=np.complex128 if self.scheme == "ckks" else np.int64)
+        return np.zeros(self.n_slots, dtype=self._kind.mask_dtype)
 
     def block_mask(self, lane: int, part: int, value: float) -> np.ndarray:
         """Mask putting ``value`` times a running sum bound to ``lane`` into the lane's
         first (``part`` 0) or second (``part`` 1) query block."""
         mask = self.empty_mask()
-        start = self.lane_start(lane)
-        if self.scheme == "ckks":
-            mask[start: start + self.tau] = complex(0.0, value) if part else value
-        else:
-            start += self.tau if part else 0
-            mask[start: start + self.tau] = value
+        self._kind.block_slots(mask, self.lane_start(lane), self.tau, part, value)
         return mask
 
     def leaf_lane(self, position: int) -> int:
         """The lane of leaf-store ``position`` (CKKS: one leaf per lane; BFV: two)."""
-        return int(position) if self.scheme == "ckks" else int(position) // 2
+        return int(position) // self._kind.leaves_per_lane
 
     def leaf_mask(self, position: int) -> np.ndarray:
         """Mask putting a leaf's counts ``T`` at ``position`` of a leaf-store ciphertext."""
         mask = self.empty_mask()
-        start = self.lane_start(self.leaf_lane(position))
-        if self.scheme == "ckks":
-            mask[start: start + self.tau] = 1.0
-        else:
-            start += (int(position) % 2) * self.tau
-            mask[start: start + self.tau] = 1
+        self._kind.leaf_slots(mask, self.lane_start(self.leaf_lane(position)), self.tau,
+                              position)
         return mask
 
     def row_sum_moves(self, leaf_lane: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -180,20 +172,14 @@ class BlockLayout:
         """``(blocks_per_ciphertext, τ)``: per query block (``2 · lane + part``) and class
         the squared count of a decrypted squared query ciphertext (unscaled: CKKS values
         still carry ``v²``)."""
-        if self.scheme == "ckks":
-            z2 = self._lane_slots(slots, self.tau)
-            difference, cross = z2.real, z2.imag  # v²(a² - b²), 2 v² a b
-            first = 0.5 * (difference + np.hypot(difference, cross))
-            pairs = np.stack([first, first - difference], axis=1)
-        else:
-            pairs = self._lane_slots(slots, 2 * self.tau).astype(np.float64)
+        lanes = self._lane_slots(slots, self._kind.lane_width * self.tau)
+        pairs = self._kind.squares_of_lanes(lanes, self.tau)
         return pairs.reshape(self.blocks_per_ciphertext, self.tau)
 
     def leaf_counts(self, slots: np.ndarray) -> np.ndarray:
         """``(leaves_per_ciphertext, τ)`` class counts of a decrypted leaf-store ciphertext."""
-        if self.scheme == "ckks":
-            return self._lane_slots(slots, self.tau).real
-        return self._lane_slots(slots, 2 * self.tau).reshape(-1, self.tau)
+        lanes = self._lane_slots(slots, self._kind.lane_width * self.tau)
+        return self._kind.leaves_of_lanes(lanes, self.tau)
 
     def row_sums(self, slots: np.ndarray) -> np.ndarray:
         """``(rows_per_sum, τ)`` per-row class sums of a decrypted row-sum ciphertext."""

@@ -24,9 +24,9 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from ..privacy.protocol import Message, ProtocolError, decode_message, encode_message
+from .messages import Message, ProtocolError, decode_message, encode_message
 
-__all__ = ["HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"]
+__all__ = ["ACCESS_KEY_ENV", "HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 _RETRY_STATUS = (502, 503, 504)

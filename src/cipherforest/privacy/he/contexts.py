@@ -1,19 +1,9 @@
-"""Homomorphic encryption of labels: a small interface over Microsoft SEAL (``seal-python``).
+"""Homomorphic encryption of labels: the two roles over Microsoft SEAL (``seal-python``).
 
-The encrypted forest needs few operations (docs/private_forest.md): encrypt a label's one-hot vector
-replicated over all slots, add ciphertexts, multiply by pre-encoded 0/±1 block masks, square
+The encrypted forest needs few operations (docs/private_forest.md): encrypt packed one-hot
+labels, add ciphertexts, rotate them by a lane, multiply by pre-encoded block masks, square
 (+ relinearise, + rescale), decrypt, serialise and load untrusted bytes with validation.
-Two schemes sit behind one interface:
-
-* ``"ckks"`` — approximate arithmetic (the paper's choice); ``N = 8192``, coefficient moduli
-  of 50 + 40 + 40 + 60 bits (190 ≤ 218, 128-bit security), masks at scale 2^40, packed labels
-  at 2^37. A mask multiplication and the square each use one 40-bit level; what reaches the
-  client sits on the 50-bit prime (the 60-bit special prime only serves key switching, whose
-  noise grows with the largest data prime: ~100 times smaller than with a 60-bit first
-  prime, which made rotated labels too noisy for exact counts at 3,000 rows).
-* ``"bfv"`` — exact integer arithmetic (the exact mode): SEAL's default 128-bit modulus for
-  ``N = 8192`` and a 30-bit batching plain modulus. Counts and squared counts are exact
-  integers as long as they stay below the plain modulus.
+What differs between CKKS and BFV is in :mod:`.schemes`; this module is scheme-free.
 
 ``benchmarks/he_backends.py`` measured seal-python against TenSEAL on these operations: equal
 on encryption, addition, squaring and decryption (both wrap SEAL), 4.3× faster on mask
@@ -22,10 +12,10 @@ faster at serialising. Hence seal-python.
 
 Roles: :class:`SecretContext` (the data owner: key generation, encryption, decryption) and
 :class:`PublicContext` (the server: evaluation only). The public context is serialised as a
-tagged bundle of encryption parameters, public key, relinearisation keys and (optionally)
-the Galois keys of one rotation step in both directions, which the server needs to expand
-packed labels (``_blocks``); it never contains the secret key, and loading one rejects
-anything else.
+tagged bundle (:mod:`.bundles`) of encryption parameters, public key, relinearisation keys
+and (optionally) the Galois keys of the rotation steps the server needs to expand packed
+labels (:mod:`.blocks`); it never contains the secret key, and loading one rejects anything
+else.
 
 seal-python 4.1 as installed exposes neither compressed serialisation (no zstd/zlib in
 ``compr_mode_type``) nor seeded symmetric ciphertexts (``encrypt_symmetric`` returns an
@@ -34,58 +24,22 @@ expanded ciphertext): upload bytes shrink by packing, not by serialisation.
 
 from __future__ import annotations
 
-import hashlib
-import json
-import struct
 from collections.abc import Callable
 
 import numpy as np
 import seal
 
-__all__ = [
-    "HEError",
-    "PublicContext",
-    "SecretContext",
-    "SCHEMES",
-]
+from .bundles import (
+    PUBLIC_PARTS,
+    SECRET_MAGIC,
+    SECRET_PARTS,
+    fingerprint,
+    pack_bundle,
+    unpack_bundle,
+)
+from .schemes import POLY_MODULUS_DEGREE, SCHEMES, HEError, scheme_named, scheme_of
 
-SCHEMES = ("ckks", "bfv")
-POLY_MODULUS_DEGREE = 8192
-CKKS_COEFF_BITS = (50, 40, 40, 60)
-CKKS_SCALE_BITS = 40
-# Packed labels are encoded at 2^37 (with masks at 2^40, query blocks reach the square at
-# ~2^37; see server._CKKS_MAX_SCALED_COUNT). Key switching (the server's rotations) adds noise
-# of fixed absolute size that grows with the largest data prime over the special prime: a
-# 50-bit first prime keeps it ~100 times below a 60-bit one's (measured per slot: 7.5e3 vs
-# 7.7e5 in coefficient units). The label scale balances that noise against the masks'
-# encoding error (the smaller mask value 2^-shift a larger label scale forces).
-CKKS_LABEL_SCALE_BITS = 37
-BFV_PLAIN_BITS = 30
-_BUNDLE_MAGIC = b"CFHE1\n"
-_PARTS = ("params", "public_key", "relin_keys", "galois_keys")
-_SECRET_MAGIC = b"CFHESECRET2\n"
-_SECRET_PARTS = (*_PARTS, "secret_key")
-
-
-class HEError(ValueError):
-    """Malformed, foreign or tampered homomorphic-encryption material."""
-
-
-def _parameters(scheme: str) -> seal.EncryptionParameters:
-    if scheme == "ckks":
-        parms = seal.EncryptionParameters(seal.scheme_type.ckks)
-        parms.set_poly_modulus_degree(POLY_MODULUS_DEGREE)
-        parms.set_coeff_modulus(seal.CoeffModulus.Create(POLY_MODULUS_DEGREE,
-                                                         list(CKKS_COEFF_BITS)))
-    elif scheme == "bfv":
-        parms = seal.EncryptionParameters(seal.scheme_type.bfv)
-        parms.set_poly_modulus_degree(POLY_MODULUS_DEGREE)
-        parms.set_coeff_modulus(seal.CoeffModulus.BFVDefault(POLY_MODULUS_DEGREE))
-        parms.set_plain_modulus(seal.PlainModulus.Batching(POLY_MODULUS_DEGREE,
-                                                           BFV_PLAIN_BITS))
-    else:
-        raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-    return parms
+__all__ = ["HEError", "PublicContext", "SecretContext", "SCHEMES", "galois_element"]
 
 
 def _context(parms: seal.EncryptionParameters) -> seal.SEALContext:
@@ -96,30 +50,33 @@ def _context(parms: seal.EncryptionParameters) -> seal.SEALContext:
     return context
 
 
-def _scheme_of(parms: seal.EncryptionParameters) -> str:
-    if parms.scheme() == seal.scheme_type.ckks:
-        return "ckks"
-    if parms.scheme() == seal.scheme_type.bfv:
-        return "bfv"
-    raise HEError(f"unsupported homomorphic scheme {parms.scheme()}")
+def _library_parameters(data: bytes) -> seal.EncryptionParameters:
+    """Encryption parameters loaded from ``data``, accepted only if they are exactly the
+    library's 128-bit set for their scheme."""
+    parms = seal.EncryptionParameters(seal.scheme_type.none)
+    try:
+        parms.load_bytes(data)
+    except (RuntimeError, ValueError) as exc:
+        raise HEError(f"invalid encryption parameters: {exc}") from None
+    kind = scheme_of(parms)
+    if parms.to_bytes() != kind.parameters().to_bytes():
+        raise HEError(f"unexpected {kind.name} parameters: only the library's 128-bit "
+                      "parameter set is accepted")
+    return parms
 
 
 class _Base:
     """What both roles share: parameters, encoders, ciphertext (de)serialisation."""
 
     def __init__(self, parms: seal.EncryptionParameters):
-        self.scheme = _scheme_of(parms)
+        self.kind = scheme_of(parms)
+        self.scheme = self.kind.name
         self._parms = parms
         self.context = _context(parms)
-        if self.scheme == "ckks":
-            self._encoder = seal.CKKSEncoder(self.context)
-            self.scale = 2.0 ** CKKS_SCALE_BITS
-            self.label_scale = 2.0 ** CKKS_LABEL_SCALE_BITS
-        else:
-            self._encoder = seal.BatchEncoder(self.context)
-            self.scale = 1.0
-            self.label_scale = 1.0
-            self.plain_modulus = int(parms.plain_modulus().value())
+        self._encoder = self.kind.encoder(self.context)
+        self.scale = self.kind.scale
+        self.label_scale = self.kind.label_scale
+        self.plain_modulus = int(parms.plain_modulus().value())
         self.n_slots = int(self._encoder.slot_count())
         self.fingerprint_public = ""  # digest of the public bundle, set by each role
 
@@ -150,12 +107,7 @@ class _Base:
         ct = self.load_ciphertext(data)
         if ct.parms_id() != self.context.first_parms_id():
             raise HEError("ciphertext is not at the first level (not freshly encrypted)")
-        if ct.is_ntt_form() != (self.scheme == "ckks"):
-            raise HEError(f"ciphertext NTT flag is {ct.is_ntt_form()}, a fresh {self.scheme} "
-                          "ciphertext has the other")
-        if self.scheme == "ckks" and ct.scale() != self.label_scale:
-            raise HEError(f"ciphertext scale {ct.scale()!r} is not the label scale "
-                          f"{self.label_scale!r}")
+        self.kind.check_fresh(ct)
         return ct
 
     @staticmethod
@@ -164,15 +116,7 @@ class _Base:
         return ct.to_string()
 
     def _encode(self, values: np.ndarray, scale: float | None = None) -> seal.Plaintext:
-        if self.scheme == "ckks":
-            scale = self.scale if scale is None else scale
-            values = np.asarray(values)
-            if np.iscomplexobj(values):
-                return self._encoder.encode_complex(
-                    np.ascontiguousarray(values, dtype=np.complex128), scale)
-            return self._encoder.encode(np.ascontiguousarray(values, dtype=np.float64), scale)
-        # Signed integers in (-t/2, t/2), as SEAL's batch encoder takes int64 input.
-        return self._encoder.encode(np.ascontiguousarray(values, dtype=np.int64))
+        return self.kind.encode(self._encoder, values, scale)
 
 
 def galois_element(step: int) -> int:
@@ -197,7 +141,7 @@ class SecretContext(_Base):
 
     def __init__(self, scheme: str = "ckks", rotation_step: int | None = None,
                  extra_rotations=()):
-        super().__init__(_parameters(scheme))
+        super().__init__(scheme_named(scheme).parameters())
         keygen = seal.KeyGenerator(self.context)
         self._secret_key = keygen.secret_key()
         self._public_key = keygen.create_public_key()
@@ -205,8 +149,7 @@ class SecretContext(_Base):
         self._galois_keys = b""
         if rotation_step is not None:
             steps = [rotation_step, -rotation_step, *(int(s) for s in extra_rotations)]
-            row_slots = self.n_slots // (2 if self.scheme == "bfv" else 1)
-            if not all(0 < abs(step) < row_slots for step in steps):
+            if not all(0 < abs(step) < self.kind.row_slots for step in steps):
                 raise ValueError(f"rotation steps {steps} out of range")
             keys = seal.GaloisKeys()
             keygen.create_galois_keys(sorted(set(steps)), keys)
@@ -217,36 +160,30 @@ class SecretContext(_Base):
         self._encryptor = seal.Encryptor(self.context, self._public_key)
         self._encryptor.set_secret_key(self._secret_key)
         self._decryptor = seal.Decryptor(self.context, self._secret_key)
-        self._public_bundle = _pack_bundle({
+        self._public_bundle = pack_bundle({
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
             "relin_keys": self._relin_keys.to_string(), "galois_keys": self._galois_keys})
-        self.fingerprint_public = _fingerprint(self._public_bundle)
+        self.fingerprint_public = fingerprint(self._public_bundle)
 
     @staticmethod
     def slot_count(scheme: str) -> int:
         """Slots of a ciphertext of ``scheme`` (CKKS: complex slots, N/2; BFV: N)."""
-        if scheme not in SCHEMES:
-            raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
-        return POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else POLY_MODULUS_DEGREE
+        return scheme_named(scheme).n_slots
 
     def secret_bytes(self) -> bytes:
         """Parameters and all keys, *including the secret key*: for the owner's 0600 files
         only (:meth:`from_secret_bytes` reads them back)."""
-        return _pack_bundle({
+        return pack_bundle({
             "params": self._parms.to_bytes(), "public_key": self._public_key.to_string(),
             "relin_keys": self._relin_keys.to_string(), "galois_keys": self._galois_keys,
-            "secret_key": self._secret_key.to_string()}, _SECRET_PARTS, _SECRET_MAGIC)
+            "secret_key": self._secret_key.to_string()}, SECRET_PARTS, SECRET_MAGIC)
 
     @classmethod
     def from_secret_bytes(cls, data: bytes) -> SecretContext:
         """The context :meth:`secret_bytes` saved (same keys, same public fingerprint)."""
-        parts = _unpack_bundle(data, _SECRET_PARTS, _SECRET_MAGIC)
-        parms = seal.EncryptionParameters(seal.scheme_type.none)
+        parts = unpack_bundle(data, SECRET_PARTS, SECRET_MAGIC)
+        parms = _library_parameters(parts["params"])
         try:
-            parms.load_bytes(parts["params"])
-            scheme = _scheme_of(parms)
-            if parms.to_bytes() != _parameters(scheme).to_bytes():
-                raise HEError(f"unexpected {scheme} parameters")
             self = cls.__new__(cls)
             _Base.__init__(self, parms)
             self._secret_key = self.context.from_secret_str(parts["secret_key"])
@@ -270,7 +207,7 @@ class SecretContext(_Base):
         if values.ndim != 1 or values.shape[0] > self.n_slots:
             raise ValueError(f"expected a vector of at most {self.n_slots} values, "
                              f"got shape {values.shape}")
-        padded = np.zeros(self.n_slots, dtype=np.float64 if self.scheme == "ckks" else np.int64)
+        padded = np.zeros(self.n_slots, dtype=self.kind.slot_dtype)
         padded[: values.shape[0]] = values
         return self._encryptor.encrypt_symmetric(self._encode(padded))
 
@@ -305,19 +242,11 @@ class SecretContext(_Base):
     def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
         """Decrypt and decode all slots (float64, or complex128 with ``complex_slots``, for
         CKKS; int64 in [0, t) for BFV)."""
-        plain = self._decryptor.decrypt(ct)
-        if self.scheme == "ckks":
-            if complex_slots:
-                return np.asarray(self._encoder.decode_complex(plain), dtype=np.complex128)
-            return np.asarray(self._encoder.decode(plain), dtype=np.float64)
-        return np.asarray(self._encoder.decode(plain), dtype=np.int64)
+        return self.kind.decode(self._encoder, self._decryptor.decrypt(ct), complex_slots)
 
     def centered(self, slots: np.ndarray) -> np.ndarray:
         """BFV slots as signed integers in (-t/2, t/2]; CKKS slots unchanged."""
-        if self.scheme == "ckks":
-            return slots
-        slots = slots.astype(np.int64)
-        return np.where(slots > self.plain_modulus // 2, slots - self.plain_modulus, slots)
+        return self.kind.centered(slots, self.plain_modulus)
 
 
 class PublicContext(_Base):
@@ -336,16 +265,8 @@ class PublicContext(_Base):
     @classmethod
     def from_bytes(cls, data: bytes) -> PublicContext:
         """Load and validate a public bundle; anything but params + public + relin keys fails."""
-        parts = _unpack_bundle(data)
-        parms = seal.EncryptionParameters(seal.scheme_type.none)
-        try:
-            parms.load_bytes(parts["params"])
-        except (RuntimeError, ValueError) as exc:
-            raise HEError(f"invalid encryption parameters: {exc}") from None
-        scheme = _scheme_of(parms)
-        if parms.to_bytes() != _parameters(scheme).to_bytes():
-            raise HEError(f"unexpected {scheme} parameters: only the library's 128-bit "
-                          "parameter set is accepted")
+        parts = unpack_bundle(data, PUBLIC_PARTS)
+        parms = _library_parameters(parts["params"])
         context = _context(parms)
         try:
             context.from_public_str(parts["public_key"])
@@ -359,7 +280,7 @@ class PublicContext(_Base):
             except (RuntimeError, ValueError, TypeError) as exc:
                 raise HEError(f"invalid Galois keys: {exc}") from None
         public = cls(parms, relin_keys, galois_keys)
-        public.fingerprint_public = _fingerprint(bytes(data))
+        public.fingerprint_public = fingerprint(bytes(data))
         return public
 
     def has_rotation(self, step: int, both_ways: bool = True) -> bool:
@@ -372,14 +293,7 @@ class PublicContext(_Base):
     # ------------------------------------------------------------------ evaluation
     def rotate(self, ct: seal.Ciphertext, step: int) -> seal.Ciphertext:
         """Slots moved ``step`` places to the left (cyclically; BFV: within each row)."""
-        if self.scheme == "ckks":
-            return self._evaluator.rotate_vector(ct, step, self._galois_keys)
-        if not ct.is_ntt_form():
-            return self._evaluator.rotate_rows(ct, step, self._galois_keys)
-        out = self._evaluator.transform_from_ntt(ct)  # BFV rotates in coefficient form
-        self._evaluator.rotate_rows_inplace(out, step, self._galois_keys)
-        self._evaluator.transform_to_ntt_inplace(out)
-        return out
+        return self.kind.rotate(self._evaluator, ct, step, self._galois_keys)
 
     def clear_masks(self) -> None:
         """Forget the cached pre-encoded masks."""
@@ -387,9 +301,7 @@ class PublicContext(_Base):
 
     def prepare(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """Put a fresh ciphertext in the form masks multiply fastest (BFV: NTT form)."""
-        if self.scheme == "bfv" and not ct.is_ntt_form():
-            self._evaluator.transform_to_ntt_inplace(ct)
-        return ct
+        return self.kind.prepare(self._evaluator, ct)
 
     def add_inplace(self, acc: seal.Ciphertext, ct: seal.Ciphertext) -> None:
         self._evaluator.add_inplace(acc, ct)
@@ -417,10 +329,7 @@ class PublicContext(_Base):
         ``scale``: CKKS encoding scale (default 2^40)."""
         plain = self._encode(values, scale)
         parms_id = self.context.first_parms_id() if like is None else like.parms_id()
-        if self.scheme == "bfv":
-            self._evaluator.transform_to_ntt_inplace(plain, parms_id)
-        elif plain.parms_id() != parms_id:
-            self._evaluator.mod_switch_to_inplace(plain, parms_id)
+        self.kind.place_mask(self._evaluator, plain, parms_id)
         return plain
 
     def multiply_mask(self, ct: seal.Ciphertext, plain: seal.Plaintext) -> seal.Ciphertext:
@@ -429,28 +338,24 @@ class PublicContext(_Base):
 
     def finish_sum(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """After masked products were added up: rescale (CKKS) or leave NTT form (BFV)."""
-        if self.scheme == "ckks":
-            self._evaluator.rescale_to_next_inplace(ct)
-        else:
-            self._evaluator.transform_from_ntt_inplace(ct)
+        self.kind.finish_sum(self._evaluator, ct)
         return ct
 
     def square(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """Slot-wise square, relinearised, rescaled (CKKS), switched to the last level."""
         out = self._evaluator.square(ct)
         self._evaluator.relinearize_inplace(out, self._relin_keys)
-        if self.scheme == "ckks":
-            self._evaluator.rescale_to_next_inplace(out)
+        self.kind.after_square(self._evaluator, out)
         self._to_last_level(out)
         return out
 
     def finish_leaf_store(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """A finished leaf-store sum: rescaled (CKKS, keeping one level for the row-sum
         masks of prediction) or out of NTT form and switched down (BFV)."""
-        if self.scheme == "ckks":
-            self._evaluator.rescale_to_next_inplace(ct)
-            return ct
-        return self.finish_plain(ct)
+        self.kind.finish_sum(self._evaluator, ct)
+        if not self.kind.leaf_store_keeps_level:
+            self._to_last_level(ct)
+        return ct
 
     def last_level(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """A copy of ``ct`` switched to the last level (the fewest bytes to send)."""
@@ -477,42 +382,3 @@ class PublicContext(_Base):
         last = self.context.last_parms_id()
         if ct.parms_id() != last:
             self._evaluator.mod_switch_to_inplace(ct, last)
-
-
-# ---------------------------------------------------------------------- bundle format
-def _fingerprint(bundle: bytes) -> str:
-    return hashlib.sha256(bundle).hexdigest()[:32]
-
-
-def _pack_bundle(parts: dict[str, bytes], names: tuple[str, ...] = _PARTS,
-                 magic: bytes = _BUNDLE_MAGIC) -> bytes:
-    header = json.dumps({name: len(parts[name]) for name in names}).encode()
-    return magic + struct.pack("<I", len(header)) + header + b"".join(
-        parts[name] for name in names)
-
-
-def _unpack_bundle(data: bytes, names: tuple[str, ...] = _PARTS,
-                   magic: bytes = _BUNDLE_MAGIC) -> dict[str, bytes]:
-    if not isinstance(data, (bytes, bytearray, memoryview)):
-        raise HEError(f"a public context must be bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if not data.startswith(magic) or len(data) < len(magic) + 4:
-        raise HEError("not a cipherforest public context (bad magic)")
-    offset = len(magic)
-    (header_size,) = struct.unpack_from("<I", data, offset)
-    offset += 4
-    try:
-        sizes = json.loads(data[offset: offset + header_size])
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise HEError("public context header is not valid JSON") from None
-    if not isinstance(sizes, dict) or sorted(sizes) != sorted(names) or not all(
-            isinstance(sizes[k], int) and sizes[k] >= 0 for k in names):
-        raise HEError(f"a public context holds exactly the parts {names}")
-    offset += header_size
-    if offset + sum(sizes.values()) != len(data):
-        raise HEError("public context is truncated or has trailing bytes")
-    parts = {}
-    for name in names:
-        parts[name] = data[offset: offset + sizes[name]]
-        offset += sizes[name]
-    return parts

@@ -5,7 +5,8 @@ Leaf ``(t, leaf)`` of store ciphertext ``k`` sits in store lane ``j`` with its c
 frequencies ``c / T`` (the server knows the leaf's bootstrap total ``T``: the rows that reach
 it and their weights; it weighs the leaf's mask by ``1/T`` when it stores it). Test row ``r``
 needs ``Σ_t c_t(r) / T_t(r)``: each of its leaves moved from lane ``j`` to the row's lane
-``l`` (:class:`~._blocks.BlockLayout` documents the layout), a rotation by ``d = j - l``
+``l`` (:class:`~cipherforest.privacy.he.BlockLayout` documents the layout), a rotation by
+``d = j - l``
 lanes. With ``d = G·i + b``::
 
     sum_o = Σ_i rot(Q_oi, G·i),   Q_oi = Σ_{moves} mask(lane j - b, part) ⊙ rot(store_k, b)
@@ -19,7 +20,7 @@ ciphertext, each from the previous one), the giant steps run Horner's scheme
 (``sum_o = Q_o0 + rot(Q_o1 + rot(Q_o2 + …, G), G)``: ``cycle/G - 1`` rotations per sum
 ciphertext). Rotations happen above the last level, before the single rescale, so their
 key-switching noise is divided by the rescaling prime; masks cost one level, which the leaf
-store keeps for this purpose (:meth:`~.he.PublicContext.finish_leaf_store`).
+store keeps for this purpose (:meth:`~cipherforest.privacy.he.PublicContext.finish_leaf_store`).
 """
 
 from __future__ import annotations
@@ -28,10 +29,9 @@ import math
 
 import numpy as np
 
-from ._blocks import BlockLayout
-from .he import PublicContext
+from ...he import BlockLayout, PublicContext
 
-__all__ = ["can_sum_rows", "row_sum_ciphertexts"]
+__all__ = ["MAX_CACHED_MASKS", "can_sum_rows", "mask_scale", "row_sum_ciphertexts"]
 
 # The sums land on the last (50-bit) prime: values up to n_trees at the output scale must
 # stay below 2^48. A large output scale matters: the final rescale adds noise of ~3e3 in
@@ -41,10 +41,10 @@ _RESCALE_PRIME_BITS = 40
 _MAX_MASK_SCALE_BITS = 50
 # Encoded masks kept during one prediction: 2,048 plaintexts of 131 KB (two primes), every
 # (lane, part) mask for three or more classes; two classes' 4,096 masks are half cached.
-_MAX_CACHED_MASKS = 2048
+MAX_CACHED_MASKS = 2048
 
 
-def _mask_scale(store_scale: float, n_trees: int) -> float:
+def mask_scale(store_scale: float, n_trees: int) -> float:
     """Encoding scale of the row-sum masks: the largest that keeps the sums in range."""
     output_bits = _LAST_PRIME_HEADROOM_BITS - math.ceil(math.log2(n_trees + 1))
     bits = output_bits - math.log2(store_scale) + _RESCALE_PRIME_BITS
@@ -53,7 +53,7 @@ def _mask_scale(store_scale: float, n_trees: int) -> float:
 
 def can_sum_rows(context: PublicContext, layout: BlockLayout, stores: list) -> bool:
     """Whether the context's keys and the stores' levels allow row sums."""
-    return (context.scheme == "ckks"
+    return (context.kind.approximate
             and context.has_rotation(layout.stride, both_ways=False)
             and (layout.giant_step >= layout.cycle
                  or context.has_rotation(layout.giant_step * layout.stride, both_ways=False))
@@ -79,14 +79,14 @@ def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: lis
         ``ceil(n_rows / layout.rows_per_sum)`` ciphertexts on the last level.
     """
     n_rows, n_trees = positions.shape
-    scale = _mask_scale(context.scale_of(stores[0]), n_trees) if stores else 1.0
+    scale = mask_scale(context.scale_of(stores[0]), n_trees) if stores else 1.0
     n_sums = -(-n_rows // layout.rows_per_sum)
     n_giant = -(-layout.cycle // layout.giant_step)
     partial: list[list] = [[None] * n_giant for _ in range(n_sums)]
     store_of, lane_of = np.divmod(positions.reshape(-1), layout.leaves_per_ciphertext)
     baby, out, giant, lane, part = layout.row_sum_moves(
         lane_of, np.repeat(np.arange(n_rows), n_trees))
-    # One mask per (lane, part), encoded once (up to _MAX_CACHED_MASKS: 2·cycle of them is
+    # One mask per (lane, part), encoded once (up to MAX_CACHED_MASKS: 2·cycle of them is
     # 537 MB for two classes): a move is then one multiplication and one addition.
     masks: dict[tuple[int, int], object] = {}
     order = np.lexsort((baby, store_of))
@@ -101,7 +101,7 @@ def row_sum_ciphertexts(context: PublicContext, layout: BlockLayout, stores: lis
             mask = masks.get(key)
             if mask is None:
                 mask = context.encode_mask(layout.row_sum_mask(*key), like=rotated, scale=scale)
-                if len(masks) < _MAX_CACHED_MASKS:
+                if len(masks) < MAX_CACHED_MASKS:
                     masks[key] = mask
             product = context.multiply_mask(rotated, mask)
             o, i = int(out[n]), int(giant[n])

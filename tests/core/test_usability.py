@@ -30,8 +30,9 @@ DEFINED_IN = {
                           "_classes", "Tree": "_tree", "export_text": "_export",
                           "plot_tree": "_export"},
     "cipherforest.privacy": {"GiniPreservingEncryptor": "gipe", "PrivateForestClient":
-                             "client", "PrivateForestServer": "server", "HEError": "he",
-                             "ProtocolError": "protocol", "StateFileError": "_state_file"},
+                             "client", "PrivateForestServer": "protocol.server.server", "HEError":
+                             "he.schemes", "ProtocolError": "protocol.messages",
+                             "StateFileError": "state_file"},
 }
 
 

@@ -1,14 +1,5 @@
-"""Command-line interface.
-
-* ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
-  embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
-* ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
-* ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
-* ``cipherforest client encrypt | upload | train | predict | status`` — the data owner's side
-  against a server (encrypt offline, upload resumably, train, predict).
-* ``cipherforest experiments`` — the paper's evaluation (accuracy, time, leakage) as a report
-  folder; ``--quick`` for a run of a few minutes.
-"""
+"""``cipherforest compare`` and ``cipherforest demo``: our models side by side with
+scikit-learn's, and the encrypted forest end to end, on data bundled with scikit-learn."""
 
 from __future__ import annotations
 
@@ -17,9 +8,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-# Plain text for ``--help`` (the module docstring is reStructuredText for the API docs).
-_DESCRIPTION = ("cipherforest: scikit-learn compatible decision trees and tree ensembles, "
-                "and a random forest trained on encrypted data.")
+__all__ = ["COMPARE_DATASETS", "add_compare_parser", "add_demo_parser", "run_comparison",
+           "run_compare_command", "run_demo_command", "run_private_demo"]
 
 
 def _timed(fn, *args):
@@ -56,8 +46,8 @@ def run_comparison(out=sys.stdout, datasets: Sequence[str] = COMPARE_DATASETS,
     from sklearn.model_selection import train_test_split
     from sklearn.tree import DecisionTreeClassifier as SklearnTree
 
-    from .ensemble import RandomForestClassifier
-    from .tree import DecisionTreeClassifier
+    from ..ensemble import RandomForestClassifier
+    from ..tree import DecisionTreeClassifier
 
     loaders = {"breast_cancer": load_breast_cancer, "wine": load_wine, "digits": load_digits}
     unknown = sorted(set(datasets) - set(loaders))
@@ -114,8 +104,8 @@ def run_private_demo(n_estimators: int = 20, scheme: str = "ckks", n_jobs: int |
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
 
-    from .ensemble import RandomForestClassifier
-    from .privacy import PrivateForestClient
+    from ..ensemble import RandomForestClassifier
+    from ..privacy import PrivateForestClient
 
     X, y = load_breast_cancer(return_X_y=True)
     X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25,
@@ -174,71 +164,28 @@ def run_private_demo(n_estimators: int = 20, scheme: str = "ckks", n_jobs: int |
     return result
 
 
-def _add_experiments_parser(sub) -> None:
-    p = sub.add_parser("experiments", help="the paper's evaluation as a report folder",
-                       description="Cross-validate every method on every dataset, measure "
-                       "bitwise leakage, write Markdown + HTML + CSV + PNG to --out. Every "
-                       "(method, dataset, fold) result is cached: rerun to resume.")
-    p.add_argument("--out", required=True, help="report folder (created)")
-    p.add_argument("--quick", action="store_true",
-                   help="small run: 2 bundled datasets, 1 x 3-fold CV, 10 trees")
-    p.add_argument("--datasets", nargs="+", default=None,
-                   help="bundled names, CSV names from --data-dir, or openml:NAME_OR_ID")
-    p.add_argument("--data-dir", default=None, help="folder of CSV datasets (label last)")
-    p.add_argument("--openml-cache", default=None, help="OpenML cache folder")
-    p.add_argument("--cache", default=None, help="result cache (default OUT/cache)")
-    p.add_argument("--methods", nargs="+", default=None, help="method keys to run")
-    for name, kind, text in (
-            ("trials", int, "CV repetitions (paper 5)"), ("folds", int, "CV folds (paper 5)"),
-            ("trees", int, "trees per forest (paper 100)"),
-            ("max-rows", int, "stratified subsample of each dataset"),
-            ("protocol-trees", int, "trees of the encrypted protocol runs"),
-            ("protocol-rows", int, "training rows per fold of the protocol runs"),
-            ("protocol-trials", int, "run the protocol (and simulations) in the first N "
-             "trials only"),
-            ("sim-trees", int, "trees of the simulated encrypted forests"),
-            ("sim-rows", int, "training rows per fold of the simulated encrypted forests"),
-            ("reference", str, "method key for win/tie/loss (default gipe_ckks_gini)"),
-            ("jobs", int, "n_jobs of the forests (default 1)")):
-        p.add_argument(f"--{name}", type=kind, default=None, help=text)
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+def add_demo_parser(sub) -> None:
+    demo = sub.add_parser("demo", help="encrypted random forest end to end on breast cancer",
+                          description="A plaintext forest, a forest on GIPE ciphers and the "
+                          "encrypted protocol (embedded server) on breast cancer, side by "
+                          "side: accuracy, time, rounds and bytes.")
+    demo.add_argument("--trees", type=int, default=20,
+                      help="trees of each forest (default 20)")
+    demo.add_argument("--scheme", choices=("ckks", "bfv"), default="ckks",
+                      help="label encryption: ckks (approximate, the paper's) or bfv "
+                      "(exact integers) (default ckks)")
+    demo.add_argument("--jobs", type=int, default=-1,
+                      help="server worker processes (default -1: all cores)")
 
 
-def _run_experiments_command(args, parser) -> int:
-    from .experiments import ExperimentConfig, quick_config, run_experiments
-
-    changes = {k: v for k, v in {
-        "datasets": tuple(args.datasets) if args.datasets else None,
-        "csv_dir": args.data_dir, "openml_cache": args.openml_cache,
-        "methods": tuple(args.methods) if args.methods else None,
-        "trials": args.trials, "folds": args.folds, "n_estimators": args.trees,
-        "max_rows": args.max_rows, "protocol_trees": args.protocol_trees,
-        "protocol_max_train_rows": args.protocol_rows,
-        "protocol_trials": args.protocol_trials, "reference": args.reference,
-        "simulated_trees": args.sim_trees, "simulated_max_train_rows": args.sim_rows,
-        "n_jobs": args.jobs}.items() if v is not None}
-    try:
-        config = quick_config(**changes) if args.quick else ExperimentConfig(**changes)
-        result = run_experiments(config, args.out, cache_dir=args.cache,
-                                 progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
-        parser.error(str(exc))
-    print(f"report: {result.folder / 'report.md'} and {result.folder / 'report.html'}")
+def run_demo_command(args, parser: argparse.ArgumentParser) -> int:
+    if args.trees < 1:
+        parser.error("--trees must be at least 1")
+    run_private_demo(args.trees, args.scheme, args.jobs)
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``cipherforest`` console script."""
-    from ._version import __version__
-
-    parser = argparse.ArgumentParser(prog="cipherforest", description=_DESCRIPTION)
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
-    demo = sub.add_parser("demo", help="encrypted random forest end to end on breast cancer")
-    demo.add_argument("--trees", type=int, default=20, help="number of trees (default 20)")
-    demo.add_argument("--scheme", choices=("ckks", "bfv"), default="ckks")
-    demo.add_argument("--jobs", type=int, default=-1,
-                      help="server worker processes (default -1: all cores)")
+def add_compare_parser(sub) -> None:
     compare = sub.add_parser("compare", help="our trees and forests vs scikit-learn on bundled "
                              "data (accuracy, fit and predict times)")
     compare.add_argument("--datasets", nargs="+", choices=COMPARE_DATASETS,
@@ -249,51 +196,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                          help="trees per forest (default 100)")
     compare.add_argument("--seed", type=int, default=0,
                          help="random_state of every model and of the split (default 0)")
-    serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
-                           "default)")
-    serve.add_argument("--host", default="127.0.0.1",
-                       help="address to listen on (default 127.0.0.1: this machine only)")
-    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    serve.add_argument("--data-dir", default="cipherforest-data",
-                       help="sessions, uploads and the access key (default ./cipherforest-data)")
-    serve.add_argument("--jobs", type=int, default=1,
-                       help="worker processes per tree level of a training (trees are split "
-                       "among them; default 1, -1 one per core)")
-    from .service.client_cli import add_client_parser, run_client
 
-    add_client_parser(sub)
-    _add_experiments_parser(sub)
-    args = parser.parse_args(argv)
-    if args.command == "experiments":
-        return _run_experiments_command(args, parser)
-    if args.command == "serve":
-        import importlib.util
 
-        if not 0 <= args.port <= 65535:
-            parser.error("--port must be in [0, 65535]")
-        if args.jobs == 0:
-            parser.error("--jobs must not be 0 (1 or more processes, or -1 for one per core)")
-        missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
-        if missing:
-            parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
-                         "pip install 'cipherforest[service]'")
-        from .service.serve import serve as run_server
-
-        run_server(args.host, args.port, args.data_dir, n_jobs=args.jobs)
-        return 0
-    if args.command == "client":
-        return run_client(args, parser)
-    if args.command == "demo":
-        if args.trees < 1:
-            parser.error("--trees must be at least 1")
-        run_private_demo(args.trees, args.scheme, args.jobs)
-    else:
-        if args.trees < 1:
-            parser.error("--trees must be at least 1")
-        run_comparison(datasets=args.datasets, n_estimators=args.trees,
-                       random_state=args.seed)
+def run_compare_command(args, parser: argparse.ArgumentParser) -> int:
+    if args.trees < 1:
+        parser.error("--trees must be at least 1")
+    run_comparison(datasets=args.datasets, n_estimators=args.trees, random_state=args.seed)
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

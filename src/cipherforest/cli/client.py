@@ -100,14 +100,22 @@ _FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
 
 def _add_forest_options(parser) -> None:
     defaults = _FOREST_DEFAULTS
-    parser.add_argument("--trees", type=int, default=defaults["trees"])
-    parser.add_argument("--max-depth", type=int, default=defaults["max_depth"])
-    parser.add_argument("--max-bins", type=int, default=defaults["max_bins"])
+    parser.add_argument("--trees", type=int, default=defaults["trees"],
+                        help="trees of the forest (default 100)")
+    parser.add_argument("--max-depth", type=int, default=defaults["max_depth"],
+                        help="deepest level of a tree (default: no limit)")
+    parser.add_argument("--max-bins", type=int, default=defaults["max_bins"],
+                        help="at most this many bins (2-255) of candidate thresholds per "
+                        "feature (default: every midpoint)")
     parser.add_argument("--min-samples-split", type=int, default=defaults["min_samples_split"],
                         help="fewest training rows a node needs to be split (the paper's "
                         "alpha: 10 below 20,000 rows, 100 above; default 2)")
-    parser.add_argument("--scheme", choices=("ckks", "bfv"), default=defaults["scheme"])
-    parser.add_argument("--random-state", type=int, default=defaults["random_state"])
+    parser.add_argument("--scheme", choices=("ckks", "bfv"), default=defaults["scheme"],
+                        help="label encryption: ckks (approximate, the paper's) or bfv "
+                        "(exact integers, needed beyond a few thousand rows) (default ckks)")
+    parser.add_argument("--random-state", type=int, default=defaults["random_state"],
+                        help="seed of the forest's bootstrap and feature draws (default: "
+                        "from the OS; keys always come from the OS)")
     parser.add_argument("--split-selection", choices=("gini", "blind", "dp"),
                         default=defaults["split_selection"],
                         help="how the splits are chosen: gini (default: the client picks each "
@@ -179,8 +187,8 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
     from ..privacy import PrivateForestClient
-    from ..privacy._client_state import load_package, model_stage
-    from .transport import HTTPTransport, ServiceUnavailableError
+    from ..privacy.package import load_package, model_stage
+    from ..privacy.protocol import HTTPTransport, ServiceUnavailableError
 
     try:
         if args.action == "encrypt":
@@ -264,12 +272,11 @@ def _forest_client(args, parser, **params):
 
 def _encrypt(args, parser, out) -> None:
     """``encrypt``: the client's keys and the package to upload, written offline."""
-    from ..privacy._client_state import save_package
+    from ..privacy.package import save_package
 
     X, y, _ = read_csv(args.data, args.target)
     client = _forest_client(args, parser)
-    client._validate_params()
-    setup, labels = client._encrypt(X, y)
+    setup, labels = client.encrypt(X, y)
     n_messages = save_package(client, args.model, setup, labels, force=args.force)
     size = _package_bytes(args.model, n_messages)
     print(f"encrypted {X.shape[0]} rows x {X.shape[1]} features into {args.model}: setup + "
@@ -278,7 +285,7 @@ def _encrypt(args, parser, out) -> None:
 
 
 def _package_bytes(path: str, n_messages: int) -> int:
-    from ..privacy._client_state import label_message_path, setup_message_path
+    from ..privacy.package import label_message_path, setup_message_path
 
     return os.path.getsize(setup_message_path(path)) + sum(
         os.path.getsize(label_message_path(path, i)) for i in range(n_messages))
@@ -299,20 +306,15 @@ def _server_url(args, parser, meta: dict) -> str:
 def _upload(args, parser, out) -> None:
     """``upload``: open (or continue) the session, send what the server has not committed;
     the directory records each committed message, so a re-run sends nothing twice."""
-    from ..privacy import PrivateForestClient
-    from ..privacy._client_state import (
+    from ..privacy import PrivateForestClient, ProtocolStats
+    from ..privacy.package import (
         label_message_path,
         load_package,
         setup_message_path,
         update_package,
     )
-    from ..privacy.client import ProtocolStats
-    from .transport import (
-        ACCESS_KEY_ENV,
-        HTTPTransport,
-        ServiceRequestError,
-        ServiceUnavailableError,
-    )
+    from ..privacy.protocol import HTTPTransport, ServiceRequestError, ServiceUnavailableError
+    from ..privacy.protocol.http import ACCESS_KEY_ENV
 
     client, meta = load_package(PrivateForestClient, args.model)
     url = _server_url(args, parser, meta)
@@ -340,9 +342,12 @@ def _upload(args, parser, out) -> None:
                               setup_committed=False, label_messages_committed=0,
                               answers_recorded=0)
         client.__dict__.pop("session_", None)
+        client.client_session_.session_id = None
     progress = ProgressBar()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
+    engine = client.client_session_
+    engine.transport = transport
     sent = 0
     try:
         if transport.session_id is None:
@@ -353,7 +358,8 @@ def _upload(args, parser, out) -> None:
             setup = _read_bytes(setup_message_path(args.model))
             reply = decode_message(transport.upload(setup, "setup", kind="setup"), "session")
             transport.protocol_id = reply.value("session", str)
-            client._accept_session(reply)
+            engine.accept_session(reply)
+            client.session_ = engine.session_id
             sent += len(setup)
             meta = update_package(args.model, client, transport=transport.session_info(),
                                   setup_committed=True)
@@ -361,7 +367,7 @@ def _upload(args, parser, out) -> None:
         for index in range(meta["label_messages_committed"], meta["n_label_messages"]):
             message = decode_message(_read_bytes(label_message_path(args.model, index)),
                                      "labels")
-            client._exchange(transport, client._session_labels(message), "ack", stats)
+            engine.exchange(engine.addressed(message), "ack", stats)
             meta = update_package(args.model, label_messages_committed=index + 1)
         sent += stats.bytes_sent
         meta = update_package(args.model, stage="uploaded")
@@ -379,16 +385,14 @@ def _upload(args, parser, out) -> None:
 def _train_package(args, parser, out) -> None:
     """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
     from ..privacy import PrivateForestClient
-    from ..privacy._client_state import (
+    from ..privacy.package import (
         answer_path,
         load_package,
         record_answer,
         setup_message_path,
         update_package,
     )
-    from ..privacy.client import ProtocolStats
-    from ..privacy.protocol import encode_message
-    from .transport import HTTPTransport
+    from ..privacy.protocol import HTTPTransport, encode_message
 
     client, meta = load_package(PrivateForestClient, args.model)
     if meta["stage"] in ("encrypted", "uploading"):
@@ -400,6 +404,7 @@ def _train_package(args, parser, out) -> None:
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
     client.set_params(server=url, timeout=args.timeout, verbose=int(args.verbose))
+    client.client_session_.params.update(verbose=int(args.verbose))
     client.server_ = transport
     setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
     # A client that stopped during the rounds left its answers: replay them and continue.
@@ -417,10 +422,8 @@ def _train_package(args, parser, out) -> None:
         answered.append(answer)
         record_answer(args.model, len(answered), encode_message(answer))
 
-    started = time.perf_counter()
     try:
-        client._train(transport, setup, ProtocolStats(), started, answered=list(answered),
-                      on_answer=record)
+        client.train(setup, transport, answered=list(answered), on_answer=record)
     finally:
         progress.close()
     client.save(args.model)  # stage "trained", with the server's URL and session

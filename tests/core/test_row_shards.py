@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from numba import njit
 from sklearn.datasets import make_classification, make_regression
+from test_gb_kernels import with_nan  # the tests directory is on sys.path
 
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.tree import _atomics, _fit, _node_threads, _shards
@@ -33,7 +34,6 @@ from cipherforest.tree._histogram import build_compact_histogram
 from cipherforest.tree._node_threads import scan_compact_node
 from cipherforest.tree._shards import add_partial_histogram, gather_segments, shard_step
 from cipherforest.tree._split_record import split_record_size
-from test_gb_kernels import with_nan  # the tests directory is on sys.path
 
 TREE_ARRAYS = ("threshold", "feature", "children_left", "children_right", "n_node_samples",
                "missing_go_to_left", "value", "impurity")

@@ -5,10 +5,10 @@ machine itself never touches a file. What a session holds splits in two:
 
 * what the client *uploaded* (the ``setup`` message: public context, cipher matrix, forest
   parameters; the ``labels`` messages): the service keeps those messages as they arrived and
-  :func:`restore_session` replays them through :meth:`PrivateForestServer.handle`, which
-  re-derives everything computed from them (bootstrap counts, bins, prepared label
-  ciphertexts);
-* what *training* produced: :func:`export_session_state` returns it as a
+  :meth:`PrivateForestServer.restore_session` replays them through
+  :meth:`PrivateForestServer.handle`, which re-derives everything computed from them
+  (bootstrap counts, bins, prepared label ciphertexts);
+* what *training* produced: :func:`export_state` returns it as a
   :class:`SessionState` — every tree's node arrays, its open nodes (row ids, depth, seed),
   each leaf's position in the packed leaf store, the store's ciphertexts as bytes (finished
   ones, which never change, and the partial sums still being filled), and the protocol
@@ -16,26 +16,23 @@ machine itself never touches a file. What a session holds splits in two:
   the open query covers).
 
 The open query's node plans are not stored: planning is a deterministic function of a tree's
-open nodes, so :func:`restore_session` plans them again, exactly as the query was made.
+open nodes, so :func:`apply_state` plans them again, exactly as the query was made.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ._plan import OpenNode
-from .he import HEError
-from .protocol import Message, ProtocolError, decode_message, encode_message
+from ...he import HEError
+from ..messages import Message, ProtocolError, encode_message
+from ..planner import OpenNode
+from .session import SESSION_STATES, ServerSession
 
-__all__ = ["SessionState", "embedded_setup", "export_session_state", "forget_session",
-           "has_session", "restore_session", "session_progress", "state_from_arrays",
-           "state_to_arrays"]
-
-_STATES = ("receiving labels", "training", "trained")
+__all__ = ["SessionState", "apply_state", "export_state", "setup_message",
+           "state_from_arrays", "state_to_arrays"]
 
 
 @dataclass
@@ -62,9 +59,9 @@ def _unpack_blobs(data: np.ndarray, offsets: np.ndarray) -> list[bytes]:
     return [raw[bounds[k]: bounds[k + 1]] for k in range(len(bounds) - 1)]
 
 
-def export_session_state(server, session_id: str,
-                         skip_stores: frozenset | set | dict = frozenset()) -> SessionState:
-    """The training state of ``session_id`` on ``server`` (a :class:`PrivateForestServer`).
+def export_state(session: ServerSession,
+                 skip_stores: frozenset | set | dict = frozenset()) -> SessionState:
+    """The training state of ``session``.
 
     Parameters
     ----------
@@ -72,7 +69,6 @@ def export_session_state(server, session_id: str,
         Finished leaf-store ciphertexts the caller has saved already; their bytes are not
         exported (their count is, in ``meta["n_stores"]``).
     """
-    session = server._session(session_id)
     if session.pending_leaves:  # queued leaves are computed before a message returns
         raise ProtocolError("export: the session is between levels")
     offsets, open_offsets, sample_offsets = [0], [0], [0]
@@ -122,47 +118,10 @@ def export_session_state(server, session_id: str,
     return SessionState(meta, arrays, stores)
 
 
-def restore_session(server, session_id: str, uploads: list[bytes],
-                    state: SessionState | None) -> None:
-    """Rebuild session ``session_id`` on ``server`` from its uploaded messages and state.
-
-    Parameters
-    ----------
-    uploads : list of bytes
-        The session's ``setup`` message followed by its ``labels`` messages, as received.
-        A trained session may be restored from its setup alone (prediction needs no label).
-    state : SessionState or None
-        From :func:`export_session_state` (with every finished store's bytes); None: the
-        session had not started training.
-
-    Raises
-    ------
-    ProtocolError
-        If the uploads or the state do not describe a valid session (the server is left
-        without ``session_id``).
-    """
-    if not uploads:
-        raise ProtocolError("restore: no setup message")
-    if session_id in server._sessions:
-        raise ProtocolError(f"restore: session {session_id!r} exists already")
-    reply = decode_message(server.handle(uploads[0]), "session")
-    fresh_id = reply.value("session", str)
-    session = server._sessions.pop(fresh_id)
-    session.id = session_id
-    server._sessions[session_id] = session
-    try:
-        for message in uploads[1:]:
-            server.handle(message)
-        if state is not None:
-            _apply_state(session, state)
-    except BaseException:
-        del server._sessions[session_id]
-        raise
-
-
-def _apply_state(session, state: SessionState) -> None:
+def apply_state(session: ServerSession, state: SessionState) -> None:
+    """Bring a session rebuilt from its uploads to the exported ``state``."""
     meta, arrays = state.meta, state.arrays
-    if meta.get("state") not in _STATES or meta.get("n_trees") != len(session.trees):
+    if meta.get("state") not in SESSION_STATES or meta.get("n_trees") != len(session.trees):
         raise ProtocolError("restore: state does not belong to this session's forest")
     trained_without_labels = meta["state"] == "trained" and not session.n_labels
     if meta.get("n_labels") != session.n_labels and not trained_without_labels:
@@ -221,34 +180,12 @@ def _apply_state(session, state: SessionState) -> None:
     session.stats.rounds = session.round
 
 
-def session_progress(server, session_id: str) -> dict[str, Any]:
-    """Where a session stands: state, round, label count, open nodes and leaves so far."""
-    session = server._session(session_id)
-    return {"state": session.state, "round": session.round,
-            "labels_received": session.n_labels, "n_labels": int(session.X.shape[0]),
-            "n_trees": len(session.trees),
-            "open_nodes": sum(len(t.open) for t in session.trees),
-            "leaves": sum(len(t.leaves) for t in session.trees)}
-
-
-def has_session(server, session_id: str) -> bool:
-    """Whether ``server`` holds ``session_id`` in memory."""
-    return session_id in server._sessions
-
-
-def forget_session(server, session_id: str) -> None:
-    """Drop ``session_id`` from ``server`` if it is there (the service deleted it)."""
-    server._sessions.pop(session_id, None)
-
-
-def embedded_setup(server, session_id: str, public_context: bytes) -> bytes:
-    """A ``setup`` message that recreates ``session_id``'s forest parameters and cipher
-    matrix (for saving an embedded server's trained session, whose uploads were not kept);
+def setup_message(session: ServerSession, public_context: bytes) -> bytes:
+    """A ``setup`` message that recreates the session's forest parameters and cipher matrix
+    (for saving an embedded server's trained session, whose uploads were not kept);
     ``public_context`` is the client's :meth:`~cipherforest.privacy.he.SecretContext.public_bytes`.
     """
-    session = server._session(session_id)
-    meta = dataclasses.asdict(session.spec)
-    meta["max_depth"] = None if meta["max_depth"] < 0 else meta["max_depth"]
+    meta = session.spec.to_meta()
     meta["n_classes"] = session.n_classes
     meta["label_pack_rows"] = session.layout.rows_per_pack
     return encode_message(Message("setup", meta, {"X": session.X},

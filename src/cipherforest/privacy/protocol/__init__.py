@@ -1,0 +1,70 @@
+"""The encrypted-forest protocol: messages, parameters, planning, decisions, both sides.
+
+* :mod:`.messages` — :class:`Message` and its byte format (:func:`encode_message`,
+  :func:`decode_message`), :class:`ProtocolError`.
+* :mod:`.params` — the one table of the forest's parameters (:data:`PARAMETERS`) and the
+  validated :class:`ForestSpec` a ``setup`` message carries.
+* :mod:`.planner` — the label-free growth plan that server and client both compute.
+* :mod:`.decisions` — the client's split choices from decrypted squared counts.
+* :mod:`.replies` — the client's checked reading of decrypted replies.
+* :mod:`.transport` — the :class:`Transport` protocol, :class:`InProcessTransport`;
+  :mod:`.http` — :class:`HTTPTransport` to a ``cipherforest serve`` process.
+* :mod:`.session` — :class:`ClientSession`: ``encrypt / upload / train / predict_proba``.
+* :mod:`.server` — :class:`PrivateForestServer` and its sessions.
+
+The names are imported on first use (SEAL and numba load only when needed).
+"""
+
+from typing import TYPE_CHECKING
+
+from ..._lazy import lazy_exports
+
+_EXPORTS = {
+    "ClientSession": ".session",
+    "ForestSpec": ".params",
+    "HTTPTransport": ".http",
+    "InProcessTransport": ".transport",
+    "MAX_MESSAGE_BYTES": ".messages",
+    "Message": ".messages",
+    "PARAMETERS": ".params",
+    "PrivateForestServer": ".server",
+    "ProtocolError": ".messages",
+    "ProtocolStats": ".session",
+    "ResumableTransport": ".transport",
+    "SPLIT_SELECTIONS": ".params",
+    "ServiceRequestError": ".http",
+    "ServiceUnavailableError": ".http",
+    "SessionState": ".server",
+    "Transport": ".transport",
+    "check_selection_params": ".params",
+    "constraints": ".params",
+    "decode_message": ".messages",
+    "encode_message": ".messages",
+    "forest_meta": ".params",
+}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
+    from .http import HTTPTransport as HTTPTransport
+    from .http import ServiceRequestError as ServiceRequestError
+    from .http import ServiceUnavailableError as ServiceUnavailableError
+    from .messages import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
+    from .messages import Message as Message
+    from .messages import ProtocolError as ProtocolError
+    from .messages import decode_message as decode_message
+    from .messages import encode_message as encode_message
+    from .params import PARAMETERS as PARAMETERS
+    from .params import SPLIT_SELECTIONS as SPLIT_SELECTIONS
+    from .params import ForestSpec as ForestSpec
+    from .params import check_selection_params as check_selection_params
+    from .params import constraints as constraints
+    from .params import forest_meta as forest_meta
+    from .server import PrivateForestServer as PrivateForestServer
+    from .server import SessionState as SessionState
+    from .session import ClientSession as ClientSession
+    from .session import ProtocolStats as ProtocolStats
+    from .transport import InProcessTransport as InProcessTransport
+    from .transport import ResumableTransport as ResumableTransport
+    from .transport import Transport as Transport

@@ -1,0 +1,138 @@
+"""The client's split decisions from decrypted squared class counts.
+
+Given, per planned node, ``(ΣL², ΣR²)`` of every candidate and ``ΣT²`` of the node (what the
+client decrypts, or what the simulator computes in the clear), :func:`decide_splits` answers
+each node with a candidate index — the paper's Gini choice (:func:`choose_splits`), with
+pure nodes hidden behind a random candidate unless ``reveal_leaves``, or a label-DP draw by
+the exponential mechanism (:func:`exponential_mechanism`). Every squared sum is checked to lie
+in the range the node's weight allows before it is used, so a wrong key or a corrupted query
+cannot pass as counts.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..dp import ExponentialMechanism, split_sensitivity
+from .messages import ProtocolError
+from .planner import ForestGrowth, NodePlan
+
+__all__ = ["choose_splits", "decide_splits", "exponential_mechanism", "node_scores"]
+
+_EPSILON = np.finfo(np.float64).eps
+
+
+def node_scores(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,
+                 left_weight: np.ndarray, n_classes: int):
+    """Per node: ``(index, W, ΣT², children)`` with ``children[c] = W_l - ΣL²/W_l + W_r -
+    ΣR²/W_r`` (the weighted children impurity of candidate ``c``), after checking that the
+    decrypted squares can be this node's (a wrong key or corruption cannot pass)."""
+    n_nodes = weight.shape[0]
+    expected_blocks = n_nodes + int(n_candidates.sum())
+    if squares.shape[0] < expected_blocks:
+        raise ProtocolError(f"query describes {expected_blocks} blocks, its ciphertexts "
+                            f"hold {squares.shape[0]}")
+    block = 0
+    cand = 0
+    for i in range(n_nodes):
+        w = float(weight[i])
+        k = int(n_candidates[i])
+        sq = squares[block: block + k]
+        sq_total = squares[block + k, 0]
+        w_left = left_weight[cand: cand + k].astype(np.float64)
+        block += k + 1
+        cand += k
+        # Σ over classes of squared counts lies in [W²/τ, W²] for W rows: anything else did
+        # not come from this client's labels (another key, corruption).
+        if (not w * w / n_classes - 0.5 <= sq_total <= w * w
+                or (sq[:, 0] > w_left ** 2).any() or (sq[:, 1] > (w - w_left) ** 2).any()
+                or (sq[:, 0] < w_left ** 2 / n_classes - 0.5).any()
+                or (sq[:, 1] < (w - w_left) ** 2 / n_classes - 0.5).any()):
+            raise ProtocolError("decrypted squared counts are out of range for the node's "
+                                "weight: the query was not made with this client's key or "
+                                "is corrupted")
+        w_right = w - w_left
+        children = (w_left - sq[:, 0] / w_left) + (w_right - sq[:, 1] / w_right)
+        yield i, w, sq_total, children
+
+
+def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,
+                  n_candidates: np.ndarray, left_weight: np.ndarray,
+                  n_classes: int) -> np.ndarray:
+    """The paper's decision per node: index of the best candidate, or -1 for a leaf.
+
+    Parameters
+    ----------
+    squares : ndarray of shape (n_blocks, 2)
+        Decrypted blocks in query order: per node, one ``(ΣL², ΣR²)`` block per candidate
+        followed by the node's total block ``(ΣT², 0)``; exact integers.
+    weight, tree_weight, n_candidates : ndarray of shape (n_nodes,)
+        Node weight ``W``, its tree's root weight, number of candidates.
+    left_weight : ndarray of shape (n_candidates_total,)
+        Left child weight ``W_l`` of every candidate.
+    n_classes : int
+        τ; with the weights it bounds every squared sum (a check against wrong keys).
+
+    Returns
+    -------
+    choice : ndarray of int64
+        As the plaintext grower decides: a pure node (Gini ≤ eps) is a leaf; otherwise the
+        candidate with the smallest weighted children impurity
+        ``W_l - ΣL²/W_l + W_r - ΣR²/W_r`` (first in the server's order on ties), unless it
+        does not decrease the impurity.
+    """
+    choice = np.full(weight.shape[0], -1, dtype=np.int64)
+    for i, w, sq_total, children in node_scores(squares, weight, n_candidates, left_weight,
+                                                  n_classes):
+        impurity = 1.0 - sq_total / (w * w)
+        if impurity <= _EPSILON or children.shape[0] == 0:
+            continue
+        best = int(np.argmin(children))
+        improvement = (w * impurity - children[best]) / float(tree_weight[i])
+        if improvement + _EPSILON < 0.0:
+            continue
+        choice[i] = best
+    return choice
+
+
+def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarray,
+                  n_classes: int, split_selection: str, reveal_leaves: bool,
+                  label_epsilon: float | None, rng) -> np.ndarray:
+    """The client's answer for the planned nodes of one round, from their decrypted squares.
+
+    ``"gini"`` takes the paper's choice (:func:`choose_splits`); unless ``reveal_leaves``, a
+    node the paper would close ("leaf") gets a uniformly random candidate instead. ``"dp"``
+    draws by the exponential mechanism with ε = ``label_epsilon``. ``rng`` is a
+    ``random.Random``-like source (the client uses the OS's).
+    """
+    weight = np.array([p.weight for p in plans], dtype=np.int64)
+    n_candidates = np.array([p.n_candidates for p in plans], dtype=np.int64)
+    left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
+                           dtype=np.int64)
+    if split_selection == "dp":
+        max_count = np.array([int(growth.weights(p.tree)[p.node.samples].max())
+                              for p in plans], dtype=np.int64)
+        return exponential_mechanism(squares, weight, n_candidates, left_weight, n_classes,
+                                     label_epsilon, split_sensitivity(max_count), rng)
+    tree_weight = np.array([growth.trees[p.tree].total_weight for p in plans],
+                           dtype=np.int64)
+    choice = choose_splits(squares, weight, tree_weight, n_candidates, left_weight, n_classes)
+    if not reveal_leaves:
+        hidden = np.flatnonzero(choice < 0)
+        choice[hidden] = [rng.randrange(int(n_candidates[i])) for i in hidden]
+    return choice
+
+
+def exponential_mechanism(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,
+                          left_weight: np.ndarray, n_classes: int, epsilon: float,
+                          sensitivity: np.ndarray, rng) -> np.ndarray:
+    """Label-DP split choice per node: candidate ``c`` with probability proportional to
+    ``exp(ε·u_c / (2Δ))``, ``u_c`` the negated weighted children impurity
+    (:class:`~cipherforest.privacy.dp.ExponentialMechanism`, one ε-label-DP choice per node).
+    """
+    mechanism = ExponentialMechanism(epsilon)
+    choice = np.empty(weight.shape[0], dtype=np.int64)
+    for i, _, _, children in node_scores(squares, weight, n_candidates, left_weight,
+                                         n_classes):
+        choice[i] = mechanism.choose(-children, float(sensitivity[i]), rng)
+    return choice

@@ -1,0 +1,161 @@
+"""The client's reading of what the server sends back encrypted, each value checked.
+
+Decrypted values must be what the client's own keys and labels can produce: squared class
+counts that are squares of counts within the node's weight, row sums of class frequencies
+over the trees, leaf counts that add up to the leaves' bootstrap draws. Anything else was
+made under another key, corrupted, or (CKKS, very large nodes) ran out of precision, and is
+refused with a :class:`~.messages.ProtocolError` before any decision is taken from it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..he import BlockLayout, HEError, SecretContext
+from .messages import Message, ProtocolError
+
+__all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
+           "query_squares", "row_sums"]
+
+# CKKS returns squared counts with an error far below this; more means a wrong key or a
+# corrupted ciphertext, not rounding.
+CKKS_INTEGER_TOLERANCE = 0.25
+# Row sums (predict_proba) carry CKKS noise of ~1e-6 per tree (measured); this bound per
+# tree flags a wrong key or a corrupted ciphertext, whose slots are far off.
+CKKS_SUM_TOLERANCE = 1e-4
+# Probabilities from row sums closer than this count as tied in predict. Their noise comes
+# from the labels' rotations (leaf frequencies in the store: median 1.9e-7, max 5.7e-7 on
+# pendigits) and reached 7.6e-7 in probability with 5 trees (benchmarks/row_sums.py
+# noise); two classes' probabilities that truly differ differ by far more
+# (1 / (n_trees · T · T') for leaf draws T, T').
+CKKS_TIE_TOLERANCE = 1e-5
+
+
+def integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
+    """CKKS results that must be integers, rounded; a larger residue is not rounding error."""
+    rounded = np.rint(values)
+    if np.abs(values - rounded).max(initial=0.0) > CKKS_INTEGER_TOLERANCE:
+        raise ProtocolError(f"decrypted {what} are not integers: {source} not made with "
+                            "this client's key or corrupted, or (large nodes) CKKS ran out of "
+                            "precision: nodes of several thousand rows need scheme='bfv'")
+    return rounded
+
+
+def decrypt_blob(he: SecretContext, blob: bytes, where: str,
+                 complex_slots: bool = False) -> np.ndarray:
+    """One ciphertext of a reply, decrypted; foreign or broken bytes name ``where``."""
+    try:
+        ct = he.load_ciphertext(blob)
+    except HEError as exc:
+        raise ProtocolError(f"{where}: {exc}") from None
+    return he.decrypt(ct, complex_slots=complex_slots)
+
+
+def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
+    """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's candidates
+    followed by its total block ``(ΣT², 0)``. The query carries each node's candidates' ``L``
+    and then its ``T`` (per class); ``R = T - L``, checked to be a count."""
+    shift = query.value("shift", int)
+    if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
+            layout.block_size, layout.blocks_per_ciphertext):
+        raise ProtocolError("query: block layout differs from this client's "
+                            f"({layout.block_size} slots × {layout.blocks_per_ciphertext})")
+    if not 0 <= shift <= 60:
+        raise ProtocolError(f"query: shift {shift} out of range")
+    ciphertexts = query.blob_list("squares")
+    positions = query.array("block_position", "int64", 1)
+    n_candidates = query.array("n_candidates", "int64", 1)
+    n_blocks = int((n_candidates + 1).sum())
+    if (n_candidates < 1).any() or positions.shape[0] != n_blocks:
+        raise ProtocolError(f"query: {positions.shape[0]} block positions for "
+                            f"{int(n_candidates.sum())} candidates and "
+                            f"{n_candidates.shape[0]} node totals (each node needs >= 1 "
+                            "candidate)")
+    per_ct = layout.blocks_per_ciphertext
+    n_places = len(ciphertexts) * per_ct
+    if positions.size and (positions.min() < 0 or positions.max() >= n_places
+                           or np.unique(positions).shape[0] != positions.shape[0]):
+        raise ProtocolError(f"query: block positions must be distinct blocks of the "
+                            f"{len(ciphertexts)} ciphertexts")
+    squares = np.zeros((max(n_places, 1), layout.tau))
+    for i, blob in enumerate(ciphertexts):
+        slots = decrypt_blob(he, blob, "query", complex_slots=True)
+        squares[i * per_ct: (i + 1) * per_ct] = layout.block_squares(slots)
+    squares = squares[positions]  # (blocks, τ) in query order
+    if he.kind.approximate:
+        squares = integers(squares * 4.0 ** shift, "squared counts", "the query was")
+    else:
+        squares = he.centered(squares.astype(np.int64)).astype(np.float64)
+    counts = np.sqrt(np.maximum(squares, 0.0))
+    if (squares < 0).any() or (np.rint(counts) ** 2 != squares).any():
+        raise ProtocolError("decrypted squared counts are not squares of counts: the "
+                            "query was not made with this client's key or is corrupted")
+    counts = np.rint(counts)
+    blocks, start = [], 0
+    for k in n_candidates.tolist():
+        left, total = counts[start: start + k], counts[start + k]
+        right = total - left
+        if (right < 0).any():
+            raise ProtocolError("query: a candidate's left counts exceed its node's class "
+                                "totals: not made with this client's key or corrupted")
+        blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)], axis=1))
+        blocks.append([[float((total ** 2).sum()), 0.0]])
+        start += k + 1
+    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+
+def row_sums(he: SecretContext, layout: BlockLayout, reply: Message, n_rows: int,
+             n_trees: int) -> np.ndarray:
+    """``(rows, τ)`` per-row sums over trees of leaf class frequencies (CKKS), checked:
+    every frequency is in [0, 1] per tree, and each row's sum over classes is the number of
+    trees."""
+    if reply.value("rows_per_sum", int) != layout.rows_per_sum:
+        raise ProtocolError("scores: row-sum layout differs from this client's "
+                            f"({layout.rows_per_sum} rows per ciphertext)")
+    blobs = reply.blob_list("sums")
+    if len(blobs) != -(-n_rows // layout.rows_per_sum):
+        raise ProtocolError(f"scores: {len(blobs)} row-sum ciphertexts for {n_rows} rows")
+    sums = np.concatenate([layout.row_sums(decrypt_blob(he, blob, "scores", complex_slots=True))
+                           for blob in blobs])[:n_rows] if blobs else np.zeros((0, layout.tau))
+    tolerance = CKKS_SUM_TOLERANCE * n_trees
+    if (sums < -tolerance).any() or (sums > n_trees + tolerance).any() or \
+            (np.abs(sums.sum(axis=1) - n_trees) > tolerance).any():
+        raise ProtocolError("decrypted row sums are not sums of class frequencies over "
+                            f"{n_trees} trees: the scores were not made with this client's "
+                            "key or are corrupted")
+    return np.clip(sums, 0.0, None)
+
+
+def leaf_counts(he: SecretContext, layout: BlockLayout, reply: Message, n_rows: int,
+                n_trees: int) -> np.ndarray:
+    """``(rows, trees, τ)`` leaf class counts from a scores reply: the leaf-store
+    ciphertexts decrypted once, each (row, tree) reading its leaf's position."""
+    if reply.value("leaves_per_ciphertext", int) != layout.leaves_per_ciphertext:
+        raise ProtocolError("scores: leaf layout differs from this client's "
+                            f"({layout.leaves_per_ciphertext} leaves per ciphertext)")
+    blobs = reply.blob_list("leaves")
+    positions = reply.array("leaf", "int32", 2)
+    if positions.shape != (n_rows, n_trees):
+        raise ProtocolError(f"scores: leaf positions have shape {positions.shape}, "
+                            f"expected {(n_rows, n_trees)}")
+    n_leaves = len(blobs) * layout.leaves_per_ciphertext
+    if positions.size and (positions.min() < 0 or positions.max() >= n_leaves):
+        raise ProtocolError(f"scores: leaf positions must lie in [0, {n_leaves})")
+    table = np.zeros((max(n_leaves, 1), layout.tau))
+    for i, blob in enumerate(blobs):
+        rows = slice(i * layout.leaves_per_ciphertext, (i + 1) * layout.leaves_per_ciphertext)
+        table[rows] = layout.leaf_counts(decrypt_blob(he, blob, "scores", complex_slots=True))
+    draws = reply.array("draws", "int32", 2)
+    if draws.shape != (n_rows, n_trees):
+        raise ProtocolError(f"scores: leaf draws have shape {draws.shape}, expected "
+                            f"{(n_rows, n_trees)}")
+    if he.kind.approximate:  # the store holds frequencies: counts / draws
+        counts = integers(table[positions] * draws[:, :, None], "leaf counts",
+                          "the scores were")
+    else:
+        counts = he.centered(table[positions])
+    if (counts.sum(axis=2) != draws).any():
+        raise ProtocolError("scores: decrypted leaf counts do not add up to the leaves' "
+                            "bootstrap draws: the scores were not made with this client's "
+                            "key or are corrupted")
+    return counts.astype(np.float64)

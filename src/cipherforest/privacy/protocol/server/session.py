@@ -1,0 +1,136 @@
+"""One session of the encrypted-forest server: :class:`ServerSession`.
+
+A session holds what one client uploaded — the GIPE cipher matrix, the forest parameters,
+the client's public homomorphic context, the label packs (each expanded into the lane
+rotations the running sums need) — and what training has produced so far: the trees grown
+level by level (:class:`~..planner.ForestGrowth`), the packed leaf store, and the protocol
+position (state, round, the open query's token and node plans).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...he import BlockLayout, PublicContext
+from ..params import ForestSpec
+from ..planner import ForestGrowth, NodePlan, OpenNode
+
+__all__ = ["SESSION_STATES", "ServerSession", "ServerStats"]
+
+#: A session's states, in order.
+SESSION_STATES = ("receiving labels", "training", "trained")
+
+
+@dataclass
+class ServerStats:
+    """What a session cost the server: seconds and bytes per message kind, rounds."""
+
+    seconds: float = 0.0
+    rounds: int = 0
+    bytes_in: int = 0
+    bytes_out: int = 0
+    bytes_per_round: list[int] = field(default_factory=list)
+    query_ciphertexts: int = 0
+    candidates: int = 0
+
+
+class ServerSession:
+    """The server's state for one client's forest (see the module docstring).
+
+    Attributes
+    ----------
+    id : str
+    context : PublicContext
+        The client's public context (evaluation only).
+    X : ndarray
+        The GIPE cipher matrix.
+    spec : ForestSpec
+    layout : BlockLayout
+    label_copies : list of dict
+        ``label_copies[p][d]``: label pack ``p`` rotated by ``d`` lanes
+        (:meth:`BlockLayout.offsets`); emptied once the forest is trained.
+    leaf_store : list
+        Finished leaf-store ciphertexts; ``leaf_open`` holds the partial sums of the others.
+    trees : list of TreeGrowth
+    state, round, query_token, plans
+        The protocol position: the open query's round, token and node plans.
+    """
+
+    def __init__(self, session_id: str, context: PublicContext, X: np.ndarray,
+                 n_classes: int, spec: ForestSpec, layout: BlockLayout):
+        self.id = session_id
+        self.context = context
+        self.X = X
+        self.n_classes = n_classes
+        self.spec = spec
+        self.layout = layout
+        self.label_copies: list[dict[int, object]] = []
+        self.n_labels = 0
+        self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
+        self._leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
+        self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
+        self.n_leaves = 0  # leaf positions handed out
+        self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
+        self.mask_shift = None  # the shift of the cached query masks
+        self.next_tree = 0  # where the next byte-capped round starts
+        self.state = SESSION_STATES[0]
+        self.round = 0
+        self.query_token = ""
+        self.plans: list[NodePlan] = []
+        self.stats = ServerStats()
+        self.last_used = time.monotonic()
+        self.growth = ForestGrowth(X, spec)
+        self.trees = self.growth.trees
+        self.block_size = self.layout.block_size
+        self.blocks_per_ciphertext = self.layout.blocks_per_ciphertext
+
+    def label_copy(self, row: int, lane_position: int):
+        """The label rotation holding ``row``'s one-hot label in lane ``lane_position``."""
+        pack, b = divmod(int(row), self.layout.rows_per_pack)
+        return self.label_copies[pack][self.layout.copy_index(b, lane_position)]
+
+    def leaf_totals(self) -> list[np.ndarray]:
+        """Per tree and node id, the bootstrap draws of the training rows reaching the node
+        (public to the server: the rows and their seeded weights); computed once per
+        session. A leaf reply sends them: the client turns CKKS frequencies back into exact
+        counts."""
+        if self._leaf_totals is None:
+            self._leaf_totals = [
+                np.bincount(tree.apply(self.X), weights=self.growth.weights(t),
+                            minlength=len(tree.left))
+                for t, tree in enumerate(self.trees)]
+        return self._leaf_totals
+
+    def queue_leaf(self, tree: int, node: OpenNode) -> None:
+        """A leaf decided by an answer: its counts go to the leaf store with the next
+        level's work."""
+        self.pending_leaves.append((tree, node))
+
+    def finish_leaf_store(self, everything: bool) -> None:
+        """Finish (rescale, switch to the last level) the leaf-store ciphertexts whose
+        positions are all handed out, or all of them at the end of training."""
+        per_store = self.layout.leaves_per_ciphertext
+        complete = -(-self.n_leaves // per_store) if everything else self.n_leaves // per_store
+        while len(self.leaf_store) < complete:
+            index = len(self.leaf_store)
+            self.leaf_store.append(self.context.finish_leaf_store(self.leaf_open.pop(index)))
+
+    def finish_training(self) -> None:
+        """The last leaves into the store; then forget what only training needs: the label
+        rotations (one ciphertext per training row, most of a session's memory) and the
+        masks. Prediction needs the trees and the leaf store alone."""
+        self.finish_leaf_store(everything=True)
+        self.state = "trained"
+        self.label_copies = []
+        self.context.clear_masks()
+
+    def progress(self) -> dict:
+        """Where the session stands: state, round, label count, open nodes, leaves."""
+        return {"state": self.state, "round": self.round,
+                "labels_received": self.n_labels, "n_labels": int(self.X.shape[0]),
+                "n_trees": len(self.trees),
+                "open_nodes": sum(len(t.open) for t in self.trees),
+                "leaves": sum(len(t.leaves) for t in self.trees)}

@@ -1,0 +1,414 @@
+"""The data owner's side of the protocol as public steps: :class:`ClientSession`.
+
+One :class:`ClientSession` holds a private forest's client state — the GIPE encryptor, the
+homomorphic secret context, the slot layout, the classes, the server session — and runs the
+protocol in four steps that the estimator (:class:`~cipherforest.privacy.PrivateForestClient`),
+the staged CLI (``cipherforest client encrypt / upload / train``) and the experiments all
+use:
+
+1. :meth:`~ClientSession.encrypt` — offline: GIPE ciphers, keys, the ``setup`` message and
+   the ``labels`` messages (nothing is sent);
+2. :meth:`~ClientSession.upload` — open the server session with ``setup``, send the labels;
+3. :meth:`~ClientSession.train` — ask the server to train and answer its rounds: each query
+   is checked against the client's own replay of the server's plan, decrypted, checked
+   again, and answered with one candidate per node (:mod:`.decisions`);
+4. :meth:`~ClientSession.predict_proba` — encrypt test rows, decrypt the scores.
+
+Secret keys never leave this object (:mod:`cipherforest.privacy.package` saves them to a
+0600 directory).
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..dp import LabelPrivacyAccountant
+from ..gipe import GiniPreservingEncryptor
+from ..he import BlockLayout, SecretContext
+from .decisions import decide_splits
+from .messages import Message, ProtocolError, decode_message, encode_message
+from .params import ForestSpec, forest_meta
+from .planner import ForestGrowth, NodePlan
+from .replies import leaf_counts, query_squares, row_sums
+from .transport import ResumableTransport, Transport
+
+__all__ = ["ClientSession", "ProtocolStats"]
+
+
+@dataclass
+class ProtocolStats:
+    """Costs of one fit or predict as seen by the client."""
+
+    client_seconds: float = 0.0
+    server_seconds: float = 0.0
+    rounds: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    bytes_per_round: list[int] = field(default_factory=list)
+    reply: str = ""  # predict: "sums" or "leaves", what the server answered with
+
+
+class ClientSession:
+    """A private forest's client: keys, encryptor, layout, server session, protocol steps.
+
+    Parameters
+    ----------
+    params : mapping
+        :class:`~cipherforest.privacy.PrivateForestClient`'s parameters (its
+        ``get_params()``), validated by it.
+    transport : Transport or None
+        Where the server is; may be set later (:attr:`transport`), before :meth:`upload`.
+
+    Attributes
+    ----------
+    classes : ndarray
+        The class labels, in the order of the encoded labels.
+    encryptor : GiniPreservingEncryptor
+        The GIPE state (secret).
+    he : SecretContext
+        The homomorphic keys (secret).
+    layout : BlockLayout
+        The slot layout shared with the server.
+    session_id : str or None
+        The server's session, once ``setup`` is accepted.
+    n_draws : int
+        Bootstrap draws per tree (bounds every leaf's counts).
+    accountant : LabelPrivacyAccountant
+        The label-privacy budget spent by the last :meth:`train`.
+    """
+
+    def __init__(self, params: Mapping[str, Any], transport: Transport | None = None):
+        self.params = dict(params)
+        self.transport = transport
+        self.session_id: str | None = None
+        self.classes: np.ndarray | None = None
+        self.encryptor: GiniPreservingEncryptor | None = None
+        self.he: SecretContext | None = None
+        self.layout: BlockLayout | None = None
+        self.n_draws = 0
+        self.accountant = LabelPrivacyAccountant(params["split_selection"],
+                                                 params["label_epsilon"])
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.classes)
+
+    @property
+    def verbose(self) -> int:
+        return int(self.params["verbose"])
+
+    def restore(self, classes: np.ndarray, encryptor: GiniPreservingEncryptor,
+                he: SecretContext, n_draws: int, rows_per_pack: int,
+                session_id: str | None) -> ClientSession:
+        """Set the state a saved client directory holds (:mod:`..package`)."""
+        if he.scheme != self.params["scheme"]:
+            raise ValueError(f"the keys are {he.scheme} keys, the client was fitted with "
+                             f"{self.params['scheme']}")
+        self.classes = np.asarray(classes)
+        self.encryptor = encryptor
+        self.he = he
+        self.n_draws = int(n_draws)
+        self.layout = BlockLayout(he.scheme, he.n_slots, self.n_classes, rows_per_pack,
+                                  rows_per_pack)
+        self.session_id = session_id
+        return self
+
+    # ------------------------------------------------------------------ 1. encrypt
+    def encrypt(self, X: np.ndarray, y_codes: np.ndarray, classes: np.ndarray,
+                encryptor: GiniPreservingEncryptor | None = None,
+                ) -> tuple[Message, Iterator[Message]]:
+        """Offline: fit GIPE on ``X``, make the keys and layout, and the messages to upload.
+
+        Parameters
+        ----------
+        X : ndarray of shape (n_samples, n_features), float64
+        y_codes : ndarray of shape (n_samples,)
+            Labels as indices into ``classes``.
+        classes : ndarray
+            At least two classes.
+        encryptor : GiniPreservingEncryptor or None
+            Unfitted, to fit here; None makes one with keys and jitter from the operating
+            system (nothing the server receives seeds it), as every private fit should.
+
+        Returns
+        -------
+        setup : Message
+            GIPE ciphers, forest parameters and the *public* homomorphic context.
+        labels : iterator of Message
+            The label packs, ``label_chunk`` per message, encrypted as they are taken.
+            Neither carries the server's session id: :meth:`addressed` adds it.
+        """
+        if len(classes) < 2:
+            raise ValueError("a private forest needs at least two classes")
+        self.classes = np.asarray(classes)
+        params = self.params
+        n_samples, n_features = X.shape
+        if encryptor is None:
+            encryptor = GiniPreservingEncryptor(params["security_parameter"],
+                                                mode=params["gipe_mode"],
+                                                n_bins=params["gipe_bins"])
+        self.encryptor = encryptor.set_output(transform="default")
+        X_cipher = self.encryptor.fit_transform(X, y_codes).astype(np.float64)
+        scheme = params["scheme"]
+        layout = BlockLayout(scheme, SecretContext.slot_count(scheme), self.n_classes,
+                             n_samples, params["label_pack_rows"])
+        # CKKS predicts by row sums, which need the giant-step key as well.
+        giant = ([layout.giant_step * layout.stride]
+                 if scheme == "ckks" and layout.giant_step < layout.cycle else [])
+        self.he = SecretContext(scheme, rotation_step=layout.stride, extra_rotations=giant)
+        self.layout = layout
+        meta = {"n_classes": self.n_classes, **forest_meta(params, n_samples, n_features),
+                "label_pack_rows": None if params["label_pack_rows"] is None
+                else int(params["label_pack_rows"])}
+        self.n_draws = meta["n_draws"]
+        setup = Message("setup", meta, {"X": X_cipher}, {"context": [self.he.public_bytes()]})
+        return setup, self._label_messages(np.asarray(y_codes, dtype=np.int64))
+
+    def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
+        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
+        for start in range(0, y_codes.shape[0], rows_per_message):
+            packs = self.he.encrypt_packed_labels(y_codes[start: start + rows_per_message],
+                                                  self.layout)
+            yield Message("labels", {"context": self.he.fingerprint_public, "start": start},
+                          blobs={"labels": packs})
+
+    # ------------------------------------------------------------------ 2. upload
+    def upload(self, setup: Message, labels: Iterable[Message], stats: ProtocolStats,
+               started: float | None = None) -> None:
+        """Open the server session with ``setup`` and send every labels message."""
+        started = time.perf_counter() if started is None else started
+        self.accept_session(self.exchange(setup, "session", stats))
+        n_samples = setup.arrays["X"].shape[0]
+        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
+        for message in labels:
+            self.exchange(self.addressed(message), "ack", stats)
+            if self.verbose:
+                done = min(n_samples, message.value("start", int) + rows_per_message)
+                self._progress(f"labels {done}/{n_samples} rows, "
+                               f"{stats.bytes_sent / 1e6:.1f} MB sent, "
+                               f"{time.perf_counter() - started:.1f} s")
+
+    def accept_session(self, reply: Message) -> None:
+        """Take the session id of the server's reply to ``setup`` (checking its layout)."""
+        session_id = reply.value("session", str)
+        if reply.value("rows_per_pack", int) != self.layout.rows_per_pack:
+            raise ProtocolError(f"session: the server packs {reply.meta['rows_per_pack']} "
+                                f"label rows per ciphertext, this client "
+                                f"{self.layout.rows_per_pack}")
+        self.session_id = session_id
+
+    def addressed(self, labels: Message) -> Message:
+        """A labels message of :meth:`encrypt` addressed to the current session."""
+        return Message("labels", self._meta({"start": labels.value("start", int)}),
+                       blobs={"labels": labels.blob_list("labels")})
+
+    # ------------------------------------------------------------------ 3. train
+    def train(self, setup: Message, stats: ProtocolStats, started: float | None = None, *,
+              answered: Sequence[Message] = (),
+              on_answer: Callable[[Message], None] | None = None) -> None:
+        """Ask the uploaded session to train and answer its rounds until it is trained.
+
+        The client grows the same label-free plan as the server (from the ciphers and forest
+        parameters of ``setup``) and refuses any query that differs from it.
+
+        Parameters
+        ----------
+        answered : sequence of Message
+            To resume a session whose client stopped during the rounds: the answers that
+            client sent (as ``on_answer`` recorded them), replayed on the plan to bring it to
+            the server's level; the rounds then continue from the server's current reply
+            (the transport must be a :class:`~.transport.ResumableTransport`).
+        on_answer : callable or None
+            Called with each answer before it is sent (to record it for a resume).
+        """
+        started = time.perf_counter() if started is None else started
+        X_cipher = setup.arrays["X"]
+        n_samples, n_features = X_cipher.shape
+        self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
+                                                                   n_features))
+        self.accountant = LabelPrivacyAccountant(self.params["split_selection"],
+                                                 self.params["label_epsilon"])
+        self._rng = secrets.SystemRandom()
+        blind = self.params["split_selection"] == "blind"
+        try:
+            if answered:
+                reply = self._resume(answered, stats)
+            else:
+                reply = self.exchange(Message("train", self._meta({})), ("query", "trained"),
+                                      stats)
+            while reply.kind == "query":
+                if blind:
+                    raise ProtocolError("the server sent a query in label-blind mode, where "
+                                        "the client answers none")
+                stats.rounds += 1
+                round_started = time.perf_counter()
+                answer = self.answer(reply)
+                if on_answer is not None:
+                    on_answer(answer)
+                reply_bytes = stats.bytes_per_round[-1]
+                reply = self.exchange(answer, ("query", "trained"), stats)
+                if self.verbose:
+                    self._progress(f"round {stats.rounds}: {answer.arrays['node'].shape[0]} "
+                                   f"open nodes, {reply_bytes / 1e6:.1f} MB query, "
+                                   f"{time.perf_counter() - round_started:.1f} s")
+            if not blind:
+                self._check_finished()
+        finally:
+            del self._growth
+        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+
+    def _resume(self, answered: Sequence[Message], stats: ProtocolStats) -> Message:
+        """Replay the recorded answers on the plan, then take the server's current reply;
+        if the last answer never reached the server (its query is still open), send it."""
+        if not isinstance(self.transport, ResumableTransport):
+            raise TypeError("resuming the rounds needs a transport that keeps the session "
+                            "(HTTPTransport), not " + type(self.transport).__name__)
+        for answer in answered:
+            trees = np.unique(answer.array("tree", "int64", 1)).tolist()
+            plans = [p for t in trees for p in self._growth.plan_tree(t)[0]]
+            if not np.array_equal(answer.array("node", "int64", 1),
+                                  [p.node.node_id for p in plans]):
+                raise ProtocolError("the recorded answers do not replay on this forest's "
+                                    "plan: they belong to another package")
+            self.accountant.spend(len(trees))
+            self._growth.apply_level(plans, answer.array("choice", "int64", 1).tolist())
+        last = answered[-1].value("round", int)
+        data = self.transport.current_reply()
+        reply = decode_message(data, ("query", "trained"))
+        stats.bytes_received += len(data)
+        if reply.kind == "query":
+            stats.bytes_per_round.append(len(data))
+            if reply.value("round", int) == last:
+                return self.exchange(answered[-1], ("query", "trained"), stats)
+            if reply.value("round", int) != last + 1:
+                raise ProtocolError(f"the server's open query is round "
+                                    f"{reply.value('round', int)}; this client's recorded "
+                                    f"answers end at round {last}")
+        return reply
+
+    def answer(self, query: Message) -> Message:
+        """The answer to one query: plan checked, squares decrypted and checked, one
+        candidate per node chosen."""
+        plans = self._check_plan(query)
+        squares = query_squares(self.he, self.layout, query)
+        params = self.params
+        choice = decide_splits(self._growth, plans, squares, self.n_classes,
+                               params["split_selection"], params["reveal_leaves"],
+                               params["label_epsilon"], self._rng)
+        self.accountant.spend(len({p.tree for p in plans}))
+        self._growth.apply_level(plans, choice.tolist())
+        arrays = {"tree": query.array("tree", "int64", 1),
+                  "node": query.array("node", "int64", 1), "choice": choice}
+        return Message("answer", self._meta({"round": query.value("round", int),
+                                             "token": query.value("token", str)}), arrays)
+
+    def _check_plan(self, query: Message) -> list[NodePlan]:
+        """The client's own plan of the trees a query covers; a query that differs from it
+        (other nodes, weights, candidates) is refused before anything is decrypted."""
+        growth = self._growth
+        trees = query.array("tree", "int64", 1)
+        n_trees = len(growth.trees)
+        if trees.size == 0 or (trees[:-1] > trees[1:]).any() or trees.min() < 0 \
+                or trees.max() >= n_trees:
+            raise ProtocolError("query: tree ids must be sorted ids of this forest's trees")
+        covered = np.unique(trees).tolist()
+        plans: list[NodePlan] = []
+        for t in covered:
+            tree_plans, _ = growth.plan_tree(t)
+            plans.extend(tree_plans)
+        if self.params["max_round_bytes"] is None:  # one round covers every growing tree
+            for t in sorted(set(range(n_trees)) - set(covered)):
+                if growth.trees[t].open and growth.plan_tree(t)[0]:
+                    raise ProtocolError(f"query: tree {t} has open nodes but is not in the "
+                                        "round")
+        expected = {
+            "tree": [p.tree for p in plans],
+            "node": [p.node.node_id for p in plans],
+            "weight": [p.weight for p in plans],
+            "tree_weight": [growth.trees[p.tree].total_weight for p in plans],
+            "n_candidates": [p.n_candidates for p in plans],
+            "left_weight": [c.left_weight for p in plans for cs in p.candidates for c in cs],
+        }
+        for name, values in expected.items():
+            got = query.array(name, "int64", 1)
+            if got.shape[0] != len(values) or not np.array_equal(got, values):
+                raise ProtocolError(f"query: {name!r} differs from the forest's plan (the "
+                                    "server asked about nodes or candidates this forest "
+                                    "does not have)")
+        return plans
+
+    def _check_finished(self) -> None:
+        growth = self._growth
+        for t in range(len(growth.trees)):
+            if growth.trees[t].open and growth.plan_tree(t)[0]:
+                raise ProtocolError(f"the server declared the forest trained, but tree {t} "
+                                    "still has nodes to split")
+
+    # ------------------------------------------------------------------ 4. predict
+    def predict_proba(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
+        """Class probabilities of the rows ``X`` (validated float64): the mean over trees of
+        the leaf class frequencies, decrypted here."""
+        started = time.perf_counter()
+        n_trees = int(self.params["n_estimators"])
+        X_cipher = self.encryptor.transform(X).astype(np.float64)
+        request = Message("predict", self._meta({"reply": self.params["prediction_reply"]}),
+                          {"X": X_cipher})
+        reply = self.exchange(request, "scores", stats)
+        if reply.value("n_rows", int) != X.shape[0] or reply.value("n_trees", int) != n_trees:
+            raise ProtocolError(f"scores: expected {X.shape[0]} rows × {n_trees} trees")
+        kind = reply.value("reply", str)
+        if kind == "sums" and self.he.kind.approximate:
+            # Each row sums to n_trees up to noise; dividing by the row's own sum keeps the
+            # probabilities summing to one, as a forest's do.
+            sums = row_sums(self.he, self.layout, reply, X.shape[0], n_trees)
+            proba = sums / sums.sum(axis=1, keepdims=True)
+        elif kind == "leaves":
+            counts = leaf_counts(self.he, self.layout, reply, X.shape[0], n_trees)
+            totals = counts.sum(axis=2, keepdims=True)
+            if (counts < 0).any() or (totals <= 0).any() or (totals > self.n_draws).any():
+                raise ProtocolError("decrypted leaf counts are not counts of at most "
+                                    f"{self.n_draws} bootstrap draws: the scores were not "
+                                    "made with this client's key or are corrupted")
+            proba = (counts / totals).mean(axis=1)
+        else:
+            raise ProtocolError(f"scores: unknown reply {kind!r} for a {self.he.scheme} "
+                                "client")
+        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+        stats.reply = kind
+        return proba
+
+    def close(self) -> None:
+        """Ask the server to forget this session (its ciphertexts and trees)."""
+        self.exchange(Message("close", self._meta({})), "closed", ProtocolStats())
+        self.session_id = None
+
+    # ------------------------------------------------------------------ messages
+    def exchange(self, message: Message, expected, stats: ProtocolStats) -> Message:
+        """Send ``message`` through the transport, count its costs, return the decoded reply
+        (required to be of the ``expected`` kind or kinds)."""
+        if self.transport is None:
+            raise ValueError("the client session has no transport")
+        data = encode_message(message)
+        started = time.perf_counter()
+        reply = self.transport.handle(data)
+        stats.server_seconds += time.perf_counter() - started
+        stats.bytes_sent += len(data)
+        stats.bytes_received += len(reply)
+        decoded = decode_message(reply, expected)
+        if decoded.kind == "query":
+            stats.bytes_per_round.append(len(reply))
+        return decoded
+
+    def _meta(self, extra: dict) -> dict:
+        return {"session": self.session_id, "context": self.he.fingerprint_public, **extra}
+
+    @staticmethod
+    def _progress(text: str) -> None:
+        print(f"[PrivateForestClient] {text}", file=sys.stderr, flush=True)
