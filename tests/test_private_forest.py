@@ -663,11 +663,11 @@ def test_setup_rejected(wine, baseline, case):
 
 def test_setup_with_secret_key_as_public_key(wine, baseline):
     def corrupt(message, data, tamper):
-        from cipherforest.privacy import he
+        from cipherforest.privacy.he import bundles
         secret = SecretContext("ckks")
-        parts = he._unpack_bundle(secret.public_bytes())
+        parts = bundles.unpack_bundle(secret.public_bytes())
         parts["public_key"] = secret._secret_key.to_string()
-        return _with(message, blobs={"context": [he._pack_bundle(parts)]})
+        return _with(message, blobs={"context": [bundles.pack_bundle(parts)]})
     _fit_tampered(wine, baseline, lambda m, t: m.kind == "setup", corrupt,
                   r"setup: invalid public or relinearisation key")
 

@@ -24,7 +24,7 @@ pytest.importorskip("fastapi")
 
 from cipherforest.cli import main  # noqa: E402
 from cipherforest.cli.client import read_csv  # noqa: E402
-from cipherforest.privacy import PrivateForestClient  # noqa: E402
+from cipherforest.privacy import ClientSession, PrivateForestClient  # noqa: E402
 from cipherforest.privacy.he import PublicContext  # noqa: E402
 from cipherforest.privacy.package import model_stage  # noqa: E402
 from cipherforest.privacy.protocol import (  # noqa: E402
@@ -263,7 +263,7 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
     def die(self, query):
         raise RuntimeError("client killed (test)")
 
-    monkeypatch.setattr(PrivateForestClient, "_answer", die)
+    monkeypatch.setattr(ClientSession, "answer", die)
     with pytest.raises(RuntimeError, match="client killed"):
         main(["client", "train", "--model", str(model)])
     assert "after 1 recorded answers" in capsys.readouterr().err

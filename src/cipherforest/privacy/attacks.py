@@ -394,9 +394,10 @@ def server_bootstrap_counts(setup: Message) -> np.ndarray:
     """Bootstrap counts of every tree, shape (n_estimators, n_samples), from the setup message.
 
     The server derives them deterministically from the forest seed and parameters the client
-    sends (its label-free planning, :class:`~cipherforest.privacy._plan.ForestGrowth`).
+    sends (its label-free planning, :class:`~cipherforest.privacy.protocol.planner.ForestGrowth`).
     """
-    from ._plan import ForestGrowth, ForestSpec
+    from .protocol.params import ForestSpec
+    from .protocol.planner import ForestGrowth
 
     X = setup.arrays["X"]
     growth = ForestGrowth(X, ForestSpec.from_meta(setup.meta, X.shape[0], X.shape[1]))
@@ -666,10 +667,10 @@ class PairOracleServer:
 
     def _crafted_query(self) -> Message:
         # The real server's packing, reused as is: what a malicious server would run.
-        from . import server as server_module
-        from ._plan import Candidate, NodePlan, OpenNode, midpoint
+        from .protocol.planner import Candidate, NodePlan, OpenNode, midpoint
+        from .protocol.server.level import level_part
 
-        session = self.server._sessions[self._session_id]
+        session = self.server.session(self._session_id)
         X = session.X
         n = X.shape[0]
         ref = self.reference_row
@@ -690,7 +691,7 @@ class PairOracleServer:
                                   midpoint(float(X[low, f]), float(X[high, f])), 1, 1)
             plans.append(NodePlan(0, OpenNode(i, np.sort(pair), 0, 0), 2, [pair],
                                   [[candidate]]))
-        _, blobs, positions = server_module._level_part(fake, [], plans, 0, serialize=False)
+        _, blobs, positions = level_part(fake, [], plans, 0, serialize=False)
         self._token = secrets.token_hex(8)
         meta = {"session": self._session_id, "round": 1, "token": self._token, "shift": 0,
                 "block_size": session.block_size,
@@ -714,7 +715,7 @@ def pair_oracle_attack(client, X, y, reference_row: int = 0) -> PairOracleResult
     """
     from sklearn.base import clone
 
-    from .server import PrivateForestServer
+    from .protocol import PrivateForestServer
 
     oracle = PairOracleServer(PrivateForestServer(), reference_row)
     y = np.asarray(y)

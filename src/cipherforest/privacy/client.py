@@ -229,7 +229,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def _new_encryptor(self) -> GiniPreservingEncryptor:
         """GIPE with keys and jitter from the OS: nothing the server receives seeds it."""
         return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins)
+                                       n_bins=self.gipe_bins).set_output(transform="default")
 
     def _fitted(self, stats: ProtocolStats):
         """Fitted attributes after :meth:`ClientSession.train`."""

@@ -7,8 +7,9 @@ BFV is exact). This module computes those counts in the clear and runs the *same
 function (:func:`~cipherforest.privacy.protocol.decisions.decide_splits`) as the client and
 server, so its forests are distributed exactly as the encrypted ones (identical for the
 deterministic choices: ``reveal_leaves=True`` Gini and label-blind) at a fraction of the
-cost: no homomorphic arithmetic, no rounds. Experiments and the label-privacy curves use it to measure accuracy
-and attacks across many settings; the tests check it against the real protocol.
+cost: no homomorphic arithmetic, no rounds. Experiments and the label-privacy curves use it
+to measure accuracy and attacks across many settings; the tests check it against the real
+protocol.
 """
 
 from __future__ import annotations

@@ -19,29 +19,17 @@ from typing import TYPE_CHECKING
 
 from ..._lazy import lazy_exports
 
-_EXPORTS = {
-    "ClientSession": ".session",
-    "ForestSpec": ".params",
-    "HTTPTransport": ".http",
-    "InProcessTransport": ".transport",
-    "MAX_MESSAGE_BYTES": ".messages",
-    "Message": ".messages",
-    "PARAMETERS": ".params",
-    "PrivateForestServer": ".server",
-    "ProtocolError": ".messages",
-    "ProtocolStats": ".session",
-    "ResumableTransport": ".transport",
-    "SPLIT_SELECTIONS": ".params",
-    "ServiceRequestError": ".http",
-    "ServiceUnavailableError": ".http",
-    "SessionState": ".server",
-    "Transport": ".transport",
-    "check_selection_params": ".params",
-    "constraints": ".params",
-    "decode_message": ".messages",
-    "encode_message": ".messages",
-    "forest_meta": ".params",
+_MODULES = {  # submodule -> the public names it defines
+    ".messages": ("MAX_MESSAGE_BYTES", "Message", "ProtocolError", "decode_message",
+                  "encode_message"),
+    ".params": ("PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "check_selection_params",
+                "constraints", "forest_meta"),
+    ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
+    ".http": ("HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"),
+    ".session": ("ClientSession", "ProtocolStats"),
+    ".server": ("PrivateForestServer", "SessionState"),
 }
+_EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -154,8 +154,8 @@ class ClientSession:
             encryptor = GiniPreservingEncryptor(params["security_parameter"],
                                                 mode=params["gipe_mode"],
                                                 n_bins=params["gipe_bins"])
-        self.encryptor = encryptor.set_output(transform="default")
-        X_cipher = self.encryptor.fit_transform(X, y_codes).astype(np.float64)
+        self.encryptor = encryptor
+        X_cipher = np.asarray(encryptor.fit_transform(X, y_codes), dtype=np.float64)
         scheme = params["scheme"]
         layout = BlockLayout(scheme, SecretContext.slot_count(scheme), self.n_classes,
                              n_samples, params["label_pack_rows"])
@@ -357,7 +357,7 @@ class ClientSession:
         the leaf class frequencies, decrypted here."""
         started = time.perf_counter()
         n_trees = int(self.params["n_estimators"])
-        X_cipher = self.encryptor.transform(X).astype(np.float64)
+        X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
         request = Message("predict", self._meta({"reply": self.params["prediction_reply"]}),
                           {"X": X_cipher})
         reply = self.exchange(request, "scores", stats)

@@ -20,7 +20,7 @@ from ...he import BlockLayout, PublicContext
 from ..planner import NodePlan
 from .session import ServerSession
 
-__all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "compute_level", "lane_rotations",
+__all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "compute_level", "lane_rotations", "level_part",
            "level_worker_pool"]
 
 # CKKS: labels sit at scale 2^37 and masks at 2^40, so a query block z reaches the square at
@@ -74,7 +74,7 @@ _FORK_STATE = None  # (session, tasks, shift) inherited by forked level workers
 _MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it saves
 
 
-def _level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: bool):
+def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: bool):
     """For some trees of one level: the leaves' counts added into their leaf-store
     ciphertexts (unfinished partial sums by store index) and the packed query ciphertexts
     (with each block's position)."""
@@ -124,7 +124,7 @@ def _default_stop_signals() -> None:
 def _level_part_in_worker(index: int):
     session, tasks, shift = _FORK_STATE
     leaf_jobs, plans = tasks[index]
-    return _level_part(session, leaf_jobs, plans, shift, serialize=True)
+    return level_part(session, leaf_jobs, plans, shift, serialize=True)
 
 
 def _tree_ranges(session: ServerSession, leaf_jobs, plans, n_parts: int) -> list[tuple[int, int]]:
@@ -261,7 +261,7 @@ def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: 
     if n_jobs > 1 and work >= _MIN_PARALLEL_WORK:
         bounds = _tree_ranges(session, leaf_jobs, plans, n_jobs)
     if len(bounds) == 1:
-        parts = [_level_part(session, leaf_jobs, plans, shift, serialize=False)]
+        parts = [level_part(session, leaf_jobs, plans, shift, serialize=False)]
     else:
         # Encode the lane masks once here: masks a worker encodes die with the worker.
         LanePacker(session, shift).encode_all_masks()
@@ -274,7 +274,7 @@ def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: 
             # pages (the summed memory peak is during these levels), nothing serialised.
             with level_worker_pool(len(tasks) - 1) as pool:
                 forked = pool.map_async(_level_part_in_worker, range(1, len(tasks)))
-                own = _level_part(session, *tasks[0], shift, serialize=False)
+                own = level_part(session, *tasks[0], shift, serialize=False)
                 parts = [own, *forked.get()]
                 pool.close()  # the workers exit on their own; terminate is for errors
                 pool.join()
