@@ -29,3 +29,39 @@ def test_demo_rejects_a_bad_tree_count(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--trees", "0"])
     assert "--trees must be at least 1" in capsys.readouterr().err
+
+
+def test_no_command_prints_help_and_succeeds(capsys):
+    assert main([]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("usage: cipherforest") and "experiments" in out
+
+
+@pytest.mark.parametrize("flag", ["-V", "--version"])
+def test_version_flags(flag, capsys):
+    from cipherforest import __version__
+
+    with pytest.raises(SystemExit) as exit_info:
+        main([flag])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip() == f"cipherforest {__version__}"
+
+
+def _parsers(parser):
+    """``(prog, parser)`` of ``parser`` and every subcommand below it."""
+    import argparse
+
+    yield parser.prog, parser
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                yield from _parsers(sub)
+
+
+def test_every_option_has_help():
+    from cipherforest.cli import build_parser
+
+    missing = [f"{prog} {action.option_strings}" for prog, parser in _parsers(build_parser())
+               for action in parser._actions
+               if action.option_strings and not (action.help or "").strip()]
+    assert missing == []

@@ -155,7 +155,7 @@ def add_client_parser(sub) -> None:
     _add_forest_options(encrypt)
     upload = actions.add_parser("upload", help="upload an encrypted model directory to a "
                                 "server session (a re-run continues an interrupted upload)")
-    upload.add_argument("--model", required=True)
+    upload.add_argument("--model", required=True, help="the model directory made by encrypt")
     _add_server_options(upload)
     upload.add_argument("--new-session", action="store_true", help="delete the saved session "
                         "on the server and upload everything to a new one")
@@ -169,7 +169,7 @@ def add_client_parser(sub) -> None:
     _add_server_options(train)
     _add_forest_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
-    predict.add_argument("--model", required=True)
+    predict.add_argument("--model", required=True, help="the trained model directory")
     predict.add_argument("--data", required=True, help="CSV file with a header row")
     predict.add_argument("--target", default=None, help="label column to leave out (and "
                          "score against), if the file has one")
@@ -180,7 +180,7 @@ def add_client_parser(sub) -> None:
                          "reach (exact counts, more bytes) instead of the server's per-row "
                          "sums over the trees (CKKS; BFV models always get leaves)")
     status = actions.add_parser("status", help="where the saved model's server session stands")
-    status.add_argument("--model", required=True)
+    status.add_argument("--model", required=True, help="the model directory")
 
 
 def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
