@@ -50,14 +50,28 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     * ``reveal_leaves`` — the paper's rule answers "leaf" exactly for pure nodes, which tells
       the server that the node's rows share a label. By default the client never does: nodes
       stop by public rules only and a pure node gets a uniformly random candidate.
-    * ``split_selection`` — ``"gini"`` (the paper: the best candidate), ``"dp"`` (the
-      exponential mechanism on the candidates' Gini scores, ``label_epsilon`` per choice,
-      total in ``epsilon_spent_``), or ``"blind"`` (the server draws feature and threshold
-      at random and only sums leaf label ciphertexts: no query rounds, nothing in its view
-      depends on the labels).
+    * ``split_selection`` — what the split choices may learn from the labels:
+
+      - ``"rr"`` (default, ε = 2 per row for the whole fit): the client randomizes every
+        label once (k-ary randomized response at ``label_epsilon``) and hands the
+        randomized labels to the server, which grows the trees by Gini on them with no
+        query round; the true labels stay encrypted and only give the leaf values.
+        ε-label-DP against the server by post-processing.
+      - ``"dp"``: the exponential mechanism on the candidates' Gini scores, ``label_epsilon``
+        per (tree, level), composed in zCDP and reported as ``(ε, δ)`` at ``label_delta``.
+      - ``"blind"``: the server draws feature and threshold at random and only sums leaf
+        label ciphertexts: no query rounds, nothing in its view depends on the labels (ε = 0).
+      - ``"gini"``: the paper's selection, the best candidate from decrypted class counts.
+        As accurate as a plaintext forest, but the trees' structure gives the labels away
+        (no finite ε): a proximity attack on the server's trees recovered 94.7 % of breast
+        cancer's labels against a 76–78 % floor (docs/threat_model.md).
 
     The client replays the server's deterministic plan (bootstrap counts, feature draws,
-    candidates, node weights) and refuses a query that differs from it.
+    candidates, node weights) and refuses a query that differs from it; in the modes that
+    decrypt counts (``"gini"``, ``"dp"``) it also recomputes every candidate's class counts
+    from its own labels and refuses a round on any difference, so a server that substitutes
+    ciphertext contents learns nothing from the answers.
+
 
     Parameters
     ----------
@@ -89,10 +103,13 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         Quantile bins per feature in ``gipe_mode="quantile"``.
     reveal_leaves : bool, default=False
         True restores the paper's rule: answer "leaf" for pure and no-gain nodes.
-    split_selection : {"gini", "dp", "blind"}, default="gini"
+    split_selection : {"rr", "dp", "blind", "gini"}, default="rr"
     label_epsilon : float or None, default=None
-        ε of each exponential-mechanism choice with ``split_selection="dp"`` (required
-        there, unused otherwise). 0 chooses uniformly; ``inf`` is the Gini choice.
+        ``"rr"``: ε of the randomized response (None: 2); ``"dp"``: ε of each
+        exponential-mechanism choice (required). A finite number > 0; unused by the other
+        selections.
+    label_delta : float, default=1e-6
+        δ of the ``(ε, δ)`` guarantee reported for ``"dp"``.
     max_round_bytes : int or None, default=None
         None: one round per tree level for all trees (the paper's O(depth) rounds). An int
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
@@ -142,10 +159,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         The protocol engine holding the keys, the layout and the transport
         (:class:`~cipherforest.privacy.protocol.ClientSession`).
     epsilon_spent_ : float
-        Label-DP budget spent against the server: 0 for ``"blind"``, ``inf`` for
-        ``"gini"``, for ``"dp"`` ``label_epsilon`` times the number of (tree, level) pairs
-        with a choice (parallel composition over a level's disjoint nodes, sequential over
-        levels and trees).
+        ε of the label-DP guarantee against the server: 0 for ``"blind"``, ``inf`` for
+        ``"gini"``, ``label_epsilon`` for ``"rr"``; for ``"dp"`` the zCDP composition of one
+        choice per (tree, level) (parallel over a level's disjoint nodes), at δ
+        ``delta_spent_``.
+    delta_spent_ : float
+        δ of that guarantee (``label_delta`` for ``"dp"``, else 0).
+    privacy_report_ : dict
+        The guarantee in words and numbers: split selection, ε, δ, what the server saw and
+        what it did not (:meth:`privacy_report` prints it).
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
@@ -157,7 +179,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
-                 split_selection="gini", label_epsilon=None, max_round_bytes=None,
+                 split_selection="rr", label_epsilon=None, label_delta=1e-6,
+                 max_round_bytes=None,
                  server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
                  prediction_reply="sums", verbose=0, server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
@@ -176,6 +199,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.reveal_leaves = reveal_leaves
         self.split_selection = split_selection
         self.label_epsilon = label_epsilon
+        self.label_delta = label_delta
         self.max_round_bytes = max_round_bytes
         self.server = server
         self.n_jobs = n_jobs

@@ -85,7 +85,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
-                 split_selection="gini", label_epsilon=None):
+                 split_selection="rr", label_epsilon=None, label_delta=1e-6):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -101,6 +101,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         self.reveal_leaves = reveal_leaves
         self.split_selection = split_selection
         self.label_epsilon = label_epsilon
+        self.label_delta = label_delta
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
