@@ -10,6 +10,7 @@ experiments use too.
 
 from __future__ import annotations
 
+import sys
 import time
 from numbers import Integral
 
@@ -19,6 +20,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .dp import format_privacy_report, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .protocol import (
     ClientSession,
@@ -167,7 +169,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         δ of that guarantee (``label_delta`` for ``"dp"``, else 0).
     privacy_report_ : dict
         The guarantee in words and numbers: split selection, ε, δ, what the server saw and
-        what it did not (:meth:`privacy_report` prints it).
+        what it did not (:func:`cipherforest.privacy.dp.format_privacy_report` turns it into
+        text; ``verbose`` and the CLI print it after training).
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
@@ -257,9 +260,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
 
     def _fitted(self, stats: ProtocolStats):
         """Fitted attributes after :meth:`ClientSession.train`."""
-        self.session_ = self.client_session_.session_id
-        self.epsilon_spent_ = self.client_session_.accountant.epsilon_spent
+        engine = self.client_session_
+        self.session_ = engine.session_id
+        self.epsilon_spent_ = engine.accountant.epsilon_spent
+        self.delta_spent_ = engine.accountant.delta_spent
+        self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
+                                              self.gipe_mode, self.reveal_leaves)
         self.fit_stats_ = stats
+        if self.verbose:
+            print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
         return self
 
     def _new_transport(self) -> Transport:

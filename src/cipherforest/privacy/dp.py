@@ -23,7 +23,8 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["DEFAULT_LABEL_DELTA", "ExponentialMechanism", "LabelPrivacyAccountant",
-           "RandomizedResponse", "split_sensitivity"]
+           "RandomizedResponse", "format_privacy_report", "privacy_report",
+           "split_sensitivity"]
 
 #: δ of the reported (ε, δ) guarantee: far below 1/n for every data size one server holds
 #: (a δ near 1/n would allow publishing one row's label outright).
@@ -194,3 +195,49 @@ class LabelPrivacyAccountant:
     def basic_composition_epsilon(self) -> float:
         """``"dp"``: what adding ε over every choice would report (for comparison)."""
         return float(self.label_epsilon) * self.choices
+
+
+_SERVER_SAW = {
+    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1))",
+           "trees grown by Gini on them"],
+    "dp": ["one exponential-mechanism choice per node", "the trees those choices make"],
+    "blind": ["random trees drawn from the ciphers and the forest seed alone"],
+    "gini": ["the best split of every node (the trees reveal which rows share labels)"],
+}
+
+
+def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
+                   gipe_mode: str, reveal_leaves: bool = False) -> dict:
+    """What a fit guarantees about the labels against the server, as a dict."""
+    epsilon, delta = accountant.epsilon_spent, accountant.delta_spent
+    if math.isinf(epsilon):
+        guarantee = ("none: the paper's selection (split choices from exact class counts); "
+                     "docs/threat_model.md measures what the trees reveal")
+    elif epsilon == 0:
+        guarantee = "nothing the server sees depends on the labels (ε = 0)"
+    else:
+        guarantee = (f"ε = {epsilon:.4g}-label-DP per row for the whole fit"
+                     + (f", δ = {delta:.1e}" if delta else "")
+                     + ": any attack's posterior odds on a row's label are at most "
+                     f"e^ε = {math.exp(epsilon):.3g} times its prior odds"
+                     + (" (except with probability δ)" if delta else ""))
+    saw = ["the GIPE cipher matrix ("
+           + ("label-dependent runs: the paper's scheme" if gipe_mode == "paper"
+              else "its order and equalities are functions of X alone") + ")",
+           "label ciphertexts and the public homomorphic keys (no secret key)",
+           *_SERVER_SAW[split_selection]]
+    if reveal_leaves:
+        saw.append("which nodes are pure (the paper's leaf rule)")
+    return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,
+            "guarantee": guarantee, "server_saw": saw,
+            "server_did_not_see": ["the labels", "the feature values",
+                                   "any secret key", "leaf class counts",
+                                   "the predictions"]}
+
+
+def format_privacy_report(report: dict) -> str:
+    """:func:`privacy_report` as a few lines of text."""
+    lines = [f"label privacy ({report['split_selection']}): {report['guarantee']}",
+             "the server saw: " + "; ".join(report["server_saw"]),
+             "it did not see: " + ", ".join(report["server_did_not_see"])]
+    return "\n".join(lines)

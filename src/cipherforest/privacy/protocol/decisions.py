@@ -18,7 +18,7 @@ from .messages import ProtocolError
 from .planner import ForestGrowth, NodePlan
 
 __all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
-           "exponential_mechanism", "grow_on_labels", "node_scores"]
+           "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores"]
 
 _EPSILON = np.finfo(np.float64).eps
 
@@ -207,10 +207,10 @@ def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndar
         block -= k + 1
 
 
-def grow_on_labels(growth: ForestGrowth, onehot: np.ndarray) -> list:
-    """Grow every tree of ``growth`` by the paper's Gini rule on labels known in the clear
-    (randomized-response labels on the server, any labels in the simulator); returns the
-    ``(tree, leaf node)`` pairs. Nodes pure in these labels are leaves."""
+def grow_levels(growth: ForestGrowth, decide) -> list:
+    """Grow every tree of ``growth`` level by level, all trees at once, as the rounds do:
+    ``decide(plans)`` returns a choice per planned node (negative: a leaf). Returns the
+    ``(tree, leaf node)`` pairs."""
     leaves = []
     while any(tree.open for tree in growth.trees):
         plans = []
@@ -221,7 +221,17 @@ def grow_on_labels(growth: ForestGrowth, onehot: np.ndarray) -> list:
                 leaves.extend((t, node) for node in rule_leaves)
         if not plans:
             break
-        squares = clear_squares(plans, onehot, growth.weights)
-        choice = choose_splits(squares, *_plan_arrays(growth, plans), onehot.shape[1])
-        leaves.extend((p.tree, p.node) for p in growth.apply_level(plans, choice.tolist()))
+        choices = np.asarray(decide(plans), dtype=np.int64)
+        leaves.extend((p.tree, p.node) for p in growth.apply_level(plans, choices.tolist()))
     return leaves
+
+
+def grow_on_labels(growth: ForestGrowth, onehot: np.ndarray) -> list:
+    """Grow every tree of ``growth`` by the paper's Gini rule on labels known in the clear
+    (randomized-response labels on the server, any labels in the simulator); returns the
+    ``(tree, leaf node)`` pairs. Nodes pure in these labels are leaves."""
+    def decide(plans):
+        squares = clear_squares(plans, onehot, growth.weights)
+        return choose_splits(squares, *_plan_arrays(growth, plans), onehot.shape[1])
+
+    return grow_levels(growth, decide)
