@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(VENV)/bin/cipherforest demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks dev
 
 test: lint
 	$(PY) -m pytest -n 2 -q
