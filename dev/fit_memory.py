@@ -99,7 +99,7 @@ def _watch_stages(stages: dict) -> None:
     after the 10th and 20th tree's."""
     from cipherforest.ensemble import _gradient_boosting as gb
 
-    # A tree is counted when finished (sources before the twenty-first session: grown).
+    # A tree is counted when finished (sources without ``_finish_tree``: when grown).
     if hasattr(gb.BaseGradientBoosting, "_finish_tree"):
         tree_owner, tree_step = gb.BaseGradientBoosting, "_finish_tree"
         first_step = "prepare_growth"

@@ -860,8 +860,8 @@ _AB_CHILD = "CIPHERFOREST_AB_CHILD"
 def _run_with_private_kernel_cache(argv: list[str] | None) -> int:
     """Run this script again in a child process whose numba cache is a new temporary
     directory. Two copies of the package compiled in one process left cache entries behind
-    that crashed later, ordinary fits (a segfault in the grower, seen in the eleventh
-    session), so an A/B run never writes to the cache other processes use."""
+    that crashed later, ordinary fits (a segfault in the grower), so an A/B run never writes
+    to the cache other processes use."""
     import subprocess
     import sys
     import tempfile
