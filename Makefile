@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
 
-.PHONY: demo test sklearn-tests lint bench clean clean-cache
+.PHONY: demo test test-fast sklearn-tests lint bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,10 +20,14 @@ demo: $(STAMP)
 	$(VENV)/bin/cipherforest demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks dev
 
 test: lint
 	$(PY) -m pytest -n 2 -q
+
+# the same without the tests marked slow (fresh numba caches, the whole encrypted protocol)
+test-fast: lint
+	$(PY) -m pytest -n 2 -q -m "not slow"
 
 # scikit-learn's own tree/ensemble tests against ours (minutes; see tests/sklearn_upstream)
 sklearn-tests: $(STAMP)

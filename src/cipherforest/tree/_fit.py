@@ -61,7 +61,7 @@ class GrowthParams:
 
 #: Binned matrices from this size on get a column-major copy for the partitions
 #: (``TreeData.X_columns``). At 100k x 20 (2 MB, within a core's L2 cache on the benchmark
-#: machine) the copy made boosting fits no faster (``histogram_kernels.py --ab``: 1.04x one
+#: machine) the copy made boosting fits no faster (``dev/histogram_kernels.py --ab``: 1.04x one
 #: thread, 1.09x two, paired) — reading the rows also brings the lines the next histogram
 #: build reads into cache; at 1M x 20 one-thread fits took 0.82x (``ensembles.py``).
 COLUMN_COPY_MIN_BYTES = 1 << 22
@@ -108,7 +108,7 @@ class TreeData:
         histogram builds read) each row touches its own cache line for one byte, from a
         column the rows of a node share lines. At 1M rows, partitioning a node of 5 % of the
         rows took 29.0 ns a row reading the rows and 4.8 reading a column, of 25 % 14.1 and
-        4.0 (``benchmarks/histogram_kernels.py --partition-layout``). One more byte per
+        4.0 (``dev/histogram_kernels.py --partition-layout``). One more byte per
         value.
         """
         if self.X_binned is None:
@@ -249,10 +249,10 @@ class TreeGrowth:
     them all, runs the kernels back to back and then finishes them: the Python around each
     kernel runs with caches the kernel has emptied, several times slower than warm (a
     ``Tree`` built in 5.4 us, in 20.4 us after a kernel wrote 8 MB:
-    ``histogram_kernels.py --python-after-kernel pendigits``), so doing it tree after tree
-    in one batch costs less (docs/benchmarks.md, twenty-first session). Each growth holds
-    its row order and partition scratch until finished. Not for the general finder
-    (multi-output ``y``, absolute error, monotonic constraints).
+    ``dev/histogram_kernels.py --python-after-kernel pendigits``), so doing it tree after
+    tree in one batch costs less. Each growth holds its row order and partition scratch
+    until finished. Not for the general finder (multi-output ``y``, absolute error,
+    monotonic constraints).
     """
 
     __slots__ = ("data", "n_classes", "params", "return_leaves", "n_threads", "pool",
@@ -409,15 +409,16 @@ _NO_LEAVES = np.zeros(0, dtype=np.int32)
 
 #: Each thread keeps the histogram pool of its last tree (all zero) for its next tree, up to
 #: this size: allocating and zeroing ~2 MB per tree cost 4-9 % of a pendigits fit's kernel
-#: time (docs/benchmarks.md, seventh session).
+#: time (``dev/histogram_kernels.py --profile pendigits``, before and after keeping it).
 KEPT_HIST_POOL_BYTES = 64 << 20
 _THREAD_STATE = threading.local()
 _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
                     np.zeros((0, 0), dtype=np.int64))
 
 #: Nodes with fewer rows run both shards' steps on the growing thread: below this, handing
-#: a node's step to the spinning worker saved little or lost (``benchmarks/histogram_kernels.py
-#: --node-handoff``, ``--node-threads``; docs/benchmarks.md, twelfth session).
+#: a node's step to the spinning worker saved little or lost: one node's step broke even at
+#: 1,000-2,000 rows, and fits handing off from 1,000 to 5,000 rows differed by less than
+#: their run-to-run drift (``dev/histogram_kernels.py --node-handoff``, ``--node-threads``).
 NODE_THREADS_MIN_ROWS = 2_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))

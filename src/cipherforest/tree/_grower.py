@@ -779,7 +779,7 @@ def finished_tree_arrays(node_int, node_float, node_stats, n_values, order, shar
     (``SHARD0_SAMPLES`` counts each node's rows in the first) side by side. ``leaves`` is
     set to -1 first, so rows not in ``order`` stay -1. One call per tree, where NumPy
     took some twenty (the Python around each tree was 11-13 % of a pendigits fit:
-    ``histogram_kernels.py --profile``, docs/benchmarks.md, twenty-first session).
+    ``dev/histogram_kernels.py --profile``).
     """
     n_nodes = node_int.shape[0]
     children_left = np.empty(n_nodes, dtype=np.int32)

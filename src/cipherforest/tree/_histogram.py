@@ -199,7 +199,7 @@ def _add_squared_error(hist, f, b, wi, wy, wyy):
 @njit(inline="always", **JIT_OPTIONS)
 def _add_class(hist, f, b, wi, k):
     # Three single adds: a pair (``add_pair``) and one add were no faster here
-    # (histogram_kernels.py --ab-kernels pendigits, 1.03x).
+    # (dev/histogram_kernels.py --ab-kernels pendigits, 1.03x).
     h = hist[f, b]
     h[STAT_WEIGHT] += wi
     h[STAT_COUNT] += 1.0
@@ -257,8 +257,8 @@ def subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo
                     flat_out[i + k] = flat_out[i + k] if keep else 0.0
         # The occupied range, found from its ends (where the occupied bins usually are)
         # rather than by a running minimum and maximum in the loops above: without that
-        # chain a unit-weight subtraction takes 0.75x the time (histogram_kernels.py
-        # --ab-kernels, twentieth session in docs/benchmarks.md).
+        # chain a unit-weight subtraction takes 0.75x the time (dev/histogram_kernels.py
+        # --ab-kernels).
         out_lo[f], out_hi[f] = occupied_range(out, f, first, last, count_column)
 
 
@@ -603,7 +603,7 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
 
 # Sums of a child's rows, after the partition rather than during it: a second pass over the
 # child's (contiguous) rows costs less than selecting each row's side for its sums in the
-# partition loop (benchmarks/histogram_kernels.py --ab-kernels), and sums the same rows in
+# partition loop (dev/histogram_kernels.py --ab-kernels), and sums the same rows in
 # the same order, so the values are the same bit for bit.
 @njit(**LEAF_JIT_OPTIONS)
 def _sum_side(prefetching, samples, start, end, y, w, criterion, stats):
@@ -712,7 +712,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
     # Four rows per step, interleaved feature by feature: their loads and adds overlap
     # instead of each row's adds waiting on the previous row's. A bin still receives its
     # rows in row order, so the sums are the same bit for bit
-    # (benchmarks/histogram_kernels.py --ab-kernels).
+    # (dev/histogram_kernels.py --ab-kernels).
     n_quads = (end - start) // 4
     if hist.shape[2] > 2:
         for q in range(n_quads):
