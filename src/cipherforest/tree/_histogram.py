@@ -59,6 +59,9 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
 
     With ``n_threads > 1``, nodes of at least ``PARALLEL_MIN_SAMPLES`` samples are built on
     that many numba threads (``accumulate_parallel``); the histogram is the same either way.
+    ``n_threads=None`` is one thread in a specialisation without the parallel build: the
+    estimators pass it, so a first fit does not compile the ``parallel=True`` kernels (numba
+    prunes the branch on a None argument before typing).
     """
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
@@ -77,10 +80,11 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                            n_threads)
-        return
+    if n_threads is not None:  # None: this specialisation holds no parallel build
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                                n_threads)
+            return
     _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                          np.int64(0), n_features)
 
@@ -684,10 +688,11 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
-                                    n_threads)
-        return
+    if n_threads is not None:
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                        n_threads)
+            return
     accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                         n_features)
 
