@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -276,12 +275,10 @@ def breakdown_table(result: dict, top: int) -> list[str]:
 
 
 def machine_line() -> str:
-    import numba
-    import sklearn
+    """The machine and library versions (``ensembles.machine_line``), the load and the time."""
+    from ensembles import machine_line as machine  # this folder (the script's sys.path[0])
 
-    return (f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; Python "
-            f"{sys.version.split()[0]}, numba {numba.__version__}, scikit-learn "
-            f"{sklearn.__version__}; 1-min load average {os.getloadavg()[0]:.2f} at the end; "
+    return (f"{machine()}; 1-min load average {os.getloadavg()[0]:.2f} at the end; "
             f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
 
 

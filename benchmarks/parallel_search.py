@@ -26,11 +26,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 REPO_SRC = Path(__file__).resolve().parents[1] / "src"
@@ -133,14 +131,9 @@ def main(argv: list[str] | None = None) -> None:
         imports.append(import_times(args.src))
         workers.append(last_json(run(["-c", WORKER_CHILD], args.src)))
 
-    import numba
-    import sklearn
+    from first_run import machine_line  # this folder (the script's sys.path[0])
 
-    print(f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; Python "
-          f"{sys.version.split()[0]}, numba {numba.__version__}, scikit-learn "
-          f"{sklearn.__version__}; 1-min load average {os.getloadavg()[0]:.2f} at the end; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; medians of "
-          f"{args.repeats} fresh processes each\n")
+    print(f"{machine_line()}; medians of {args.repeats} fresh processes each\n")
     print("GridSearchCV(RandomForestClassifier(50), {max_depth: [3, None]}, cv=3) on breast "
           "cancer, wall s:\n")
     print("| estimator | first search, n_jobs=1 | first search, n_jobs=2 | n_jobs=2 − n_jobs=1 |"
