@@ -16,7 +16,8 @@ numba cache (as after the install step; one warm-up process fills it first):
   (which loads the kernels from the cache).
 
 Processes alternate between the variants (``--repeats`` rounds) and medians are printed, with
-the machine, the load and the date. Run from the repository root::
+the machine, the load and the date. Children write bytecode (``.pyc``) as a user's Python
+does, whatever ``PYTHONDONTWRITEBYTECODE`` says here. Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/parallel_search.py --repeats 5
 """
@@ -25,11 +26,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+from first_run import child_environment  # this folder (the script's sys.path[0])
 
 REPO_SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -70,7 +72,7 @@ print(json.dumps({"import": [imported[0] - start[0], imported[1] - start[1]],
 
 
 def run(args: list[str], src: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(src))
+    env = child_environment(src)
     proc = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True,
                           check=False)
     if proc.returncode != 0:
