@@ -30,7 +30,6 @@ from ._common import (
     n_criterion_stats,
 )
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
-from ._grower_general import grow_tree_general
 from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
@@ -468,6 +467,10 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
                   params: GrowthParams, seed: int, return_leaves: bool):
     """``grow_tree_on`` for multi-output ``y``, the absolute error or monotonic constraints
     (``_grower_general``)."""
+    # Imported here: most fits never grow on it, and every process that fits (each worker of
+    # a parallel search) would import its kernel modules for nothing.
+    from ._grower_general import grow_tree_general
+
     if data.max_bins is not None:
         raise ValueError("max_bins (histogram split finding) supports single-output y with "
                          "the gini, entropy, squared_error and poisson criteria without "
