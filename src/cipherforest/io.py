@@ -26,8 +26,8 @@ A scikit-learn class of the allow-list in :mod:`cipherforest._sklearn_models` (`
 ``ColumnTransformer`` and well-known transformers) is named by its public path
 (``"sklearn.preprocessing.StandardScaler"``); its spec may also hold ``"state"`` (the
 private fitted attributes its entry lists, same specs as ``attributes``) and
-``"fitted_params"`` (parameters holding fitted estimators, such as ``Pipeline.steps``), and
-``meta.json`` then records ``"sklearn_version"``.
+``"fitted_params"`` (parameters holding fitted estimators, such as ``Pipeline.steps``).
+``meta.json`` records ``"sklearn_version"``, which loading checks for those classes only.
 
 Array members are named after the attribute path (``estimators_.3.tree_.value``). JSON values
 that JSON cannot represent faithfully are tagged: ``{"$tuple": [...]}``,
