@@ -4,12 +4,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
 
-.PHONY: demo test test-fast sklearn-tests lint bench clean clean-cache
+.PHONY: demo test test-fast sklearn-tests lint bench precompile clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test,plot]"
+	$(PY) -m cipherforest.precompile
 	touch $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)
@@ -36,6 +37,11 @@ sklearn-tests: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/trees.py --markdown docs/benchmarks-trees-latest.md
+
+# Compile the numba kernels into the cache again (the install step does it once; a changed
+# source file drops the whole cache, see cipherforest/_kernel_cache.py).
+precompile: $(STAMP)
+	$(PY) -m cipherforest.precompile
 
 clean-cache:
 	find src -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -30,7 +30,6 @@ from ._common import (
     n_criterion_stats,
 )
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
-from ._grower_general import grow_tree_general
 from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
@@ -258,7 +257,7 @@ class TreeGrowth:
     __slots__ = ("data", "n_classes", "params", "return_leaves", "n_threads", "pool",
                  "pool_threads", "kernel_args", "samples", "partition_buffer",
                  "sorted_index", "n_stats", "node_tables", "scan_record", "shard",
-                 "y_kernel", "w", "n_shard0")
+                 "y_kernel", "w", "n_shard0", "compact")
 
     def run(self) -> TreeGrowth:
         """Grow the tree (the kernel); returns ``self``."""
@@ -266,7 +265,9 @@ class TreeGrowth:
         # Taken out while the kernel uses it, put back when it returned (zeroed): a kernel
         # that never returns leaves no half-used pool behind.
         pool_arrays = _THREAD_STATE.__dict__.pop("hist_pool", _EMPTY_HIST_POOL)
-        node_threads = contextlib.nullcontext(NO_NODE_THREADS)
+        # None selects the grower's specialisation without compact histograms (see
+        # ``grow_tree``): every tree but a compact one.
+        node_threads = contextlib.nullcontext(NO_NODE_THREADS if self.compact else None)
         governor = None
         n_samples = samples.shape[0]
         if (self.pool is not None and self.pool_threads > 1 and self.n_shard0 < n_samples
@@ -287,7 +288,7 @@ class TreeGrowth:
         try:
             with node_threads as node_threads_array:
                 node_int, node_float, node_stats, *pool_arrays = grow_tree(
-                    *head, self.n_threads if parallel else 1, node_threads_array,
+                    *head, self.n_threads if parallel else None, node_threads_array,
                     *pool_arrays, *tail)
             if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
                 _THREAD_STATE.hist_pool = pool_arrays
@@ -389,6 +390,7 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     growth.sorted_index, growth.n_stats = sorted_index, n_stats
     growth.scan_record, growth.shard, growth.n_shard0 = scan_record, shard, n_shard0
     growth.y_kernel, growth.w = y_kernel, w
+    growth.compact = kernel_compact
     # grow_tree's arguments before its thread count and after its histogram pool.
     growth.kernel_args = (
         (params.is_random, params.criterion, n_stats, y_kernel, w, samples, sorted_index,
@@ -466,6 +468,10 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
                   params: GrowthParams, seed: int, return_leaves: bool):
     """``grow_tree_on`` for multi-output ``y``, the absolute error or monotonic constraints
     (``_grower_general``)."""
+    # Imported here: most fits never grow on it, and every process that fits (each worker of
+    # a parallel search) would import its kernel modules for nothing.
+    from ._grower_general import grow_tree_general
+
     if data.max_bins is not None:
         raise ValueError("max_bins (histogram split finding) supports single-output y with "
                          "the gini, entropy, squared_error and poisson criteria without "
