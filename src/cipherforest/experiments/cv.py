@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from .common import stratified_subsample
 from .datasets import Dataset
 from .methods import ForestSetting, Method
-from .methods.gipe_ckks import stratified_subsample
 
 __all__ = ["Progress", "run_cross_validation", "subsample_dataset"]
 
