@@ -222,8 +222,12 @@ def node_counts(weights: np.ndarray, right: np.ndarray, Y: np.ndarray, features:
     return left_counts, right_counts
 
 
-def train_tree(right: np.ndarray, Y: np.ndarray, plan: TreePlan) -> SoftTree:
-    """One complete soft tree: the server's sums in float64, the client's choices."""
+def train_tree(right: np.ndarray, Y: np.ndarray, plan: TreePlan,
+               trace: list | None = None) -> SoftTree:
+    """One complete soft tree: the server's sums in float64, the client's choices.
+
+    ``trace`` (optional list) receives, per node, the ``(right, totals)`` counts the client
+    decrypts in the encrypted protocol."""
     n_internal, t = plan.features.shape[0], right.shape[1]
     weights = [plan.bootstrap.astype(np.float64)]
     feature = np.empty(n_internal, dtype=np.int64)
@@ -231,6 +235,8 @@ def train_tree(right: np.ndarray, Y: np.ndarray, plan: TreePlan) -> SoftTree:
     for node in range(n_internal):
         w = weights[node]
         left_c, right_c = node_counts(w, right, Y, plan.features[node])
+        if trace is not None:
+            trace.append((right_c, left_c[0, 0] + right_c[0, 0]))
         best = choose_split(left_c, right_c)
         feature[node] = plan.features[node][best // t]
         threshold[node] = best % t
