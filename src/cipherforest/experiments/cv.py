@@ -3,12 +3,15 @@
 Each result is one small JSON file under ``<cache>/<dataset>/<method>-<hash>/``, written
 atomically (temporary file, then rename), so an interrupted run resumes at the first missing
 file and never reads a half-written one. The hash covers the method's parameters, the shared
-forest setting, the dataset's shape and content and the fold layout: a changed parameter
-starts afresh instead of reusing stale numbers. No pickle anywhere.
+forest setting, the dataset's shape and content, the fold layout, the versions of
+cipherforest, NumPy and scikit-learn, and a digest of the source of the code the method runs
+(:attr:`Method.code`, plus the shared helpers): a changed parameter or a changed line of that
+code starts afresh instead of reusing stale numbers. No pickle anywhere.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -25,7 +28,10 @@ from .common import stratified_subsample
 from .datasets import Dataset
 from .methods import ForestSetting, Method
 
-__all__ = ["Progress", "run_cross_validation", "subsample_dataset"]
+__all__ = ["Progress", "code_digest", "run_cross_validation", "subsample_dataset"]
+
+# Code every method's result depends on: the forest setting and the subsampling.
+_SHARED_CODE = ("experiments/methods/base.py", "experiments/common.py")
 
 
 class Progress:
@@ -66,10 +72,38 @@ def _fingerprint(data: Dataset) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
+def code_digest(paths: tuple[str, ...]) -> str:
+    """SHA-256 (16 hex digits) of the named files and folders of the installed package
+    (paths relative to the ``cipherforest`` folder; folders: every ``.py`` file below)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in sorted(set(paths)):
+        path = root / rel
+        if not path.exists():
+            raise FileNotFoundError(f"method code {rel!r} not found under {root}")
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(file.relative_to(root).as_posix().encode() + b"\0")
+            h.update(file.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> dict[str, str]:
+    import sklearn
+
+    from .._version import __version__
+
+    return {"cipherforest": __version__, "numpy": np.__version__,
+            "scikit-learn": sklearn.__version__}
+
+
 def _cache_dir(root: Path, data: Dataset, method: Method, setting: ForestSetting,
                folds: int) -> Path:
     key = json.dumps({"method": method.key, "params": method.params,
-                      "setting": asdict(setting), "data": _fingerprint(data), "folds": folds},
+                      "setting": asdict(setting), "data": _fingerprint(data), "folds": folds,
+                      "versions": _versions(),
+                      "code": code_digest((*_SHARED_CODE, *method.code))},
                      sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return root / data.name / f"{method.key}-{digest}"

@@ -35,10 +35,12 @@ def build_methods(config) -> list[Method]:
     selections = config.split_selections
     protocol = {"n_estimators": config.protocol_trees,
                 "max_train_rows": config.protocol_max_train_rows}
+    protocol_epsilons = (config.label_epsilons if config.protocol_label_epsilons is None
+                         else config.protocol_label_epsilons)
     for selection in selections:
         if selection == "dp":
             methods += [gipe_ckks.method("dp", label_epsilon=eps, **protocol)
-                        for eps in config.label_epsilons]
+                        for eps in protocol_epsilons]
         else:
             methods.append(gipe_ckks.method(selection, **protocol))
     sim = {"n_estimators": config.simulated_trees,

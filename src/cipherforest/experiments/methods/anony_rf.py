@@ -29,8 +29,8 @@ def method(k: int = 10) -> Method:
         pred = forest.predict(X_test)
         return MethodOutput(pred, fitted - start, time.perf_counter() - fitted)
 
-    return Method(f"anony_rf_k{k}", f"AnonyRFs (k = {k})", run, {"k": k},
-                  kind="re-implementation",
+    return Method(f"anony_rf_k{k}", f"AnonyRFs (re-implementation, k = {k})", run,
+                  {"k": k}, kind="re-implementation",
                   code=(*FOREST_CODE, "experiments/baselines.py",
                         "experiments/methods/anony_rf.py"),
                   description=f"Mondrian k-anonymity (own implementation of the paper's "
