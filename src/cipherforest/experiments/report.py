@@ -162,7 +162,7 @@ def build_report(result, config, full, heatmaps, tradeoff: bool,
                 "value baseline", "value Spearman"]
         rows = []
         for a in result.attacks:
-            rows.append([a["dataset"], a["scheme"],
+            rows.append([a["dataset"], SCHEME_TITLES.get(a["scheme"], a["scheme"]),
                          *[_fmt(100 * a[c], 1) if c != "value Spearman" and c in a
                            else _fmt(a.get(c, math.nan), 3) for c in cols]])
         r.table(["dataset", "view", "accuracy %", "majority %", "alternation %",

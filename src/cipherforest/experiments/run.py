@@ -122,6 +122,7 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
                               attacks, methods, datasets, heldp_case, heldp_costs)
     _write_tables(result)
     figures.time_figure([t for t in times if t["measured"]], labels,
+                        {m.key: _workload(m, config) for m in methods},
                         folder / "figures" / "times.png")
     tradeoff = _value_tradeoff(result, config)
     if tradeoff:
@@ -187,12 +188,25 @@ def _attach_accuracy(rows: list[dict], accuracy: list[dict]) -> None:
         row["best label attack"] = max(best) if best else np.nan
 
 
+def _workload(method: Method, config: ExperimentConfig) -> str:
+    """What a method's time measures: the forest size and the training rows."""
+    rows = "all training rows" if config.max_rows is None else (
+        f"datasets cut to {config.max_rows} rows")
+    if not method.protocol:
+        return f"{config.n_estimators} trees, {rows}"
+    trees = method.params.get("n_estimators") or config.n_estimators
+    limit = method.params.get("max_train_rows")
+    return f"encrypted protocol, {trees} trees, " + (
+        f"≤ {limit} training rows" if limit else rows)
+
+
 def _label_tradeoff(rows: list[dict]) -> list[dict]:
     points = []
     for scheme in dict.fromkeys(r["scheme"] for r in rows):
         mine = [r for r in rows if r["scheme"] == scheme and not np.isnan(r["accuracy"])]
         if mine:
-            points.append({"label": scheme, "accuracy": float(np.mean(
+            points.append({"label": SCHEME_TITLES.get(scheme, scheme),
+                           "accuracy": float(np.mean(
                 [r["accuracy"] for r in mine])), "privacy": float(np.mean(
                     [r["best label attack"] for r in mine]))})
     return points
