@@ -1,4 +1,4 @@
-"""HEldpRFs: the soft step, the clear-text forest, the same training through CKKS, the cost model."""
+"""HEldpRFs: the soft step, the clear forest, the same training through CKKS, the cost model."""
 
 from __future__ import annotations
 
