@@ -22,6 +22,7 @@ _NUMBERS = (
     ("protocol-trees", int, "trees of the encrypted protocol runs"),
     ("protocol-rows", int, "training rows per fold of the protocol runs"),
     ("protocol-trials", int, "run the protocol (and simulations) in the first N trials only"),
+    ("protocol-folds", int, "run the protocol in the first N folds only"),
     ("sim-trees", int, "trees of the simulated encrypted forests"),
     ("sim-rows", int, "training rows per fold of the simulated encrypted forests"),
     ("reference", str, "method key for win/tie/loss"),
@@ -30,6 +31,7 @@ _NUMBERS = (
 _FIELDS = {"trials": "trials", "folds": "folds", "trees": "n_estimators",
            "max_rows": "max_rows", "protocol_trees": "protocol_trees",
            "protocol_rows": "protocol_max_train_rows", "protocol_trials": "protocol_trials",
+           "protocol_folds": "protocol_folds",
            "sim_trees": "simulated_trees", "sim_rows": "simulated_max_train_rows",
            "reference": "reference", "jobs": "n_jobs"}
 

@@ -51,10 +51,10 @@ class ExperimentConfig:
         else 100 (decided on the dataset's full size).
     max_rows : int or None
         Stratified subsample of each dataset before CV (None: all rows).
-    protocol_trees, protocol_max_train_rows, protocol_trials : int or None
+    protocol_trees, protocol_max_train_rows, protocol_trials, protocol_folds : int or None
         Reductions of the expensive GIPE + CKKS protocol runs: trees, training rows per fold
-        (stratified subsample), and the first trials only. None: no reduction.
-        ``protocol_trials`` also applies to the simulated encrypted forests.
+        (stratified subsample), the first trials and the first folds of each only. None: no
+        reduction. ``protocol_trials`` also applies to the simulated encrypted forests.
     simulated_variants : tuple of str
         Privacy settings of the simulated encrypted forest: ``"gini"`` (library defaults),
         ``"paper"`` (paper GIPE + the paper's leaf rule), ``"blind"``, ``"dp"`` (one per
@@ -90,6 +90,7 @@ class ExperimentConfig:
     protocol_trees: int | None = None
     protocol_max_train_rows: int | None = None
     protocol_trials: int | None = None
+    protocol_folds: int | None = None
     simulated_variants: tuple[str, ...] = ("gini", "paper", "blind", "dp")
     simulated_trees: int | None = None
     simulated_max_train_rows: int | None = None
@@ -123,7 +124,7 @@ class ExperimentConfig:
         if not self.datasets:
             raise ValueError("datasets must not be empty")
         for name in ("max_rows", "protocol_trees", "protocol_max_train_rows",
-                     "protocol_trials"):
+                     "protocol_trials", "protocol_folds"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be None or at least 1, got {value!r}")

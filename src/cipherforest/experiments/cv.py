@@ -132,11 +132,15 @@ def _read_json(path: Path) -> dict | None:
 
 def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, trials: int,
                          folds: int, n_estimators: int, cache_dir, alpha_rows: dict[str, int],
-                         protocol_trials: int | None = None, seed: int = 0, n_jobs: int = 1,
+                         protocol_trials: int | None = None,
+                         protocol_folds: int | None = None, seed: int = 0, n_jobs: int = 1,
                          progress: bool = True, stream=None) -> list[dict]:
     """Run (or read from the cache) every method on every fold; return one record per run.
 
     ``alpha_rows[name]`` is the dataset's full row count, which decides α (10 or 100).
+    Protocol methods (and their simulations) run in the first ``protocol_trials`` trials;
+    the real protocol runs (not the simulations) in the first ``protocol_folds`` folds of
+    each (None: all).
     The order is trial by trial (every dataset's first trial, then the second, ...), so a
     long run stopped early has results for every dataset.
     A record holds dataset, method, trial, fold, accuracy, fit/predict seconds, train/test
@@ -149,8 +153,10 @@ def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, tria
             splitter = StratifiedKFold(folds, shuffle=True, random_state=seed + trial)
             for fold, (train, test) in enumerate(splitter.split(data.X, data.y)):
                 for method in methods:
-                    if method.protocol and protocol_trials is not None \
-                            and trial >= protocol_trials:
+                    if method.protocol and (
+                            (protocol_trials is not None and trial >= protocol_trials)
+                            or (protocol_folds is not None and fold >= protocol_folds
+                                and method.time_measured)):
                         continue
                     plan.append((data, trial, fold, train, test, method))
     bar = Progress(len(plan), stream=stream, enabled=progress)

@@ -39,6 +39,8 @@ def build_report(result, config, full, heatmaps, tradeoff: bool,
         f"integers, {config.leakage_samples} samples; local DP ε = "
         f"{config.leakage_dp_epsilon:g}, k-anonymity k = {config.leakage_k}.",
         *(config.notes or ()),
+        *([f"The encrypted protocol ran in the first {config.protocol_folds} fold(s) of "
+           "each of its trials only."] if config.protocol_folds else []),
     ])
     rows = []
     for data, original in zip(result.datasets, full, strict=True):

@@ -98,7 +98,8 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     records = run_cross_validation(
         datasets, methods, trials=config.trials, folds=config.folds,
         n_estimators=config.n_estimators, cache_dir=cache, alpha_rows=alpha_rows,
-        protocol_trials=config.protocol_trials, seed=config.seed, n_jobs=config.n_jobs,
+        protocol_trials=config.protocol_trials, protocol_folds=config.protocol_folds,
+        seed=config.seed, n_jobs=config.n_jobs,
         progress=progress, stream=stream)
     accuracy = stats.accuracy_table(records)
     comparisons = stats.compare_to_reference(records, config.reference)
