@@ -12,21 +12,13 @@
 Command line: ``cipherforest experiments [--quick | --full] --out DIR`` (:mod:`.command`).
 """
 
-from .config import PAPER_DATASETS, ExperimentConfig, full_config, quick_config
-from .datasets import Dataset, load_bundled, load_csv, load_csv_folder, load_openml
-from .run import ExperimentResult, load_datasets, run_experiments
+from .._lazy import lazy_exports
 
-__all__ = [
-    "PAPER_DATASETS",
-    "Dataset",
-    "ExperimentConfig",
-    "ExperimentResult",
-    "full_config",
-    "load_bundled",
-    "load_csv",
-    "load_csv_folder",
-    "load_datasets",
-    "load_openml",
-    "quick_config",
-    "run_experiments",
-]
+_EXPORTS = {"PAPER_DATASETS": ".config", "ExperimentConfig": ".config",
+            "full_config": ".config", "quick_config": ".config", "Dataset": ".datasets",
+            "load_bundled": ".datasets", "load_csv": ".datasets",
+            "load_csv_folder": ".datasets", "load_openml": ".datasets",
+            "ExperimentResult": ".run", "load_datasets": ".run", "run_experiments": ".run"}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

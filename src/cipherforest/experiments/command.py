@@ -71,8 +71,8 @@ def run_command(args: argparse.Namespace, parser: argparse.ArgumentParser) -> in
     try:
         result = run_experiments(preset(**changes), args.out, cache_dir=args.cache,
                                  progress=not args.no_progress)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
-        parser.error(str(exc))
+    except (ValueError, OSError, ImportError) as exc:  # OSError: files, network (URLError)
+        parser.error(str(exc) or type(exc).__name__)
     print(f"report: {result.folder / 'report.md'} and {result.folder / 'report.html'}")
     return 0
 

@@ -245,7 +245,12 @@ def load_openml(name_or_id: str | int, *, cache_dir=None,
     if fetch is None:
         from sklearn.datasets import fetch_openml as fetch
     kwargs = {"data_id": int(key)} if key.isdigit() else {"name": key, "version": "active"}
-    X, y = fetch(**kwargs, return_X_y=True, as_frame=False)
+    try:
+        X, y = fetch(**kwargs, return_X_y=True, as_frame=False)
+    except OSError as exc:  # urllib's URLError and socket errors: offline, DNS, refused
+        reason = getattr(exc, "reason", exc)
+        raise OSError(f"OpenML {key}: cannot download it ({reason}); this machine may be "
+                      f"offline, and no cached copy is in {cache}") from None
     try:
         X = np.asarray(X, dtype=np.float64)
     except (TypeError, ValueError):

@@ -83,9 +83,8 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
                     progress: bool = True, stream=None) -> ExperimentResult:
     """Run every method on every dataset, the leakage analysis, and write the report."""
     folder = Path(out_dir)
-    (folder / "tables").mkdir(parents=True, exist_ok=True)
-    (folder / "figures").mkdir(parents=True, exist_ok=True)
     cache = Path(cache_dir) if cache_dir is not None else folder / "cache"
+    # Everything that can refuse the run is checked before any folder is made.
     full = load_datasets(config)
     alpha_rows = {d.name: d.y.shape[0] for d in full}
     datasets = [subsample_dataset(d, config.max_rows, config.seed) for d in full]
@@ -94,6 +93,8 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     if config.reference not in keys:
         raise ValueError(f"reference method {config.reference!r} is not among the methods "
                          f"run: {', '.join(keys)}")
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    (folder / "figures").mkdir(parents=True, exist_ok=True)
     _warm_up(methods, datasets[0])
     records = run_cross_validation(
         datasets, methods, trials=config.trials, folds=config.folds,
