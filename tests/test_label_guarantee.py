@@ -27,7 +27,6 @@ from cipherforest.privacy import (
     PrivateForestClient,
     PrivateForestServer,
     PrivateForestSimulator,
-    ProtocolError,
     attacks,
 )
 from cipherforest.privacy.dp import LabelPrivacyAccountant, RandomizedResponse
