@@ -58,8 +58,8 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png",
                        "tradeoff_labels.png", "tradeoff_value.png"]
     attacks = _csv(folder / "tables" / "attacks.csv")
-    # per dataset: plaintext, 3 GIPE modes, OPE, and the protocol in 2 configurations
-    assert len(attacks) == n_datasets * 7
+    # per dataset: plaintext, 3 GIPE modes, OPE, and the protocol in 3 configurations
+    assert len(attacks) == n_datasets * 8
     for row in attacks:
         assert 0.0 <= float(row["majority baseline"]) <= 1.0
         assert 0.0 <= float(row["best label attack"]) <= 1.0

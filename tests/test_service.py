@@ -109,7 +109,7 @@ def data():
     return X[idx[:40]], y[idx[:40]], X[idx[40:70]]
 
 
-PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5}
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5, "split_selection": "gini"}
 
 
 @pytest.fixture(scope="module")

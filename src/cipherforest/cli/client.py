@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..privacy.dp import format_privacy_report
 from ..privacy.protocol import ProtocolError, decode_message
 
 __all__ = ["ProgressBar", "add_client_parser", "read_csv", "run_client"]
@@ -94,7 +95,7 @@ def _server_key(args) -> str | None:
 #: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
 _FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
                     "min_samples_split": 2, "scheme": "ckks", "random_state": None,
-                    "split_selection": "gini", "label_epsilon": None,
+                    "split_selection": "rr", "label_epsilon": None,
                     "label_pack_rows": None, "label_chunk": 2}
 
 
@@ -116,14 +117,17 @@ def _add_forest_options(parser) -> None:
     parser.add_argument("--random-state", type=int, default=defaults["random_state"],
                         help="seed of the forest's bootstrap and feature draws (default: "
                         "from the OS; keys always come from the OS)")
-    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"),
+    parser.add_argument("--split-selection", choices=("rr", "dp", "blind", "gini"),
                         default=defaults["split_selection"],
-                        help="how the splits are chosen: gini (default: the client picks each "
-                        "node's best split), blind (no labels used: no rounds), dp (label-DP "
-                        "choices, with --label-epsilon); see docs/threat_model.md")
+                        help="how the splits are chosen, and what that guarantees about the "
+                        "labels (docs/threat_model.md): rr (default: splits by Gini on "
+                        "randomized-response labels, epsilon-label-DP per row, no rounds), "
+                        "dp (label-DP choices in rounds, with --label-epsilon), blind (no "
+                        "labels used, no rounds), gini (the paper's best split: no finite "
+                        "epsilon, the trees leak the labels)")
     parser.add_argument("--label-epsilon", type=float, default=defaults["label_epsilon"],
-                        help="epsilon of each split choice (the exponential mechanism "
-                        "of --split-selection dp; required there)")
+                        help="rr: epsilon of the randomized response (default 2); dp: epsilon "
+                        "of each split choice (required)")
     parser.add_argument("--label-pack-rows", type=int, default=defaults["label_pack_rows"],
                         help="at most this many rows' labels per label ciphertext")
     parser.add_argument("--label-chunk", type=int, default=defaults["label_chunk"],
@@ -219,6 +223,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             stats = client.fit_stats_
             print(f"trained {args.trees} trees in {stats.rounds} rounds; uploaded "
                   f"{stats.bytes_sent / 1e6:.1f} MB; model saved to {args.model}", file=out)
+            print(format_privacy_report(client.privacy_report_), file=out)
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
             client.set_params(prediction_reply="leaves" if args.exact else "sums")
@@ -429,4 +434,5 @@ def _train_package(args, parser, out) -> None:
     client.save(args.model)  # stage "trained", with the server's URL and session
     print(f"trained {client.n_estimators} trees in {client.fit_stats_.rounds} rounds; model "
           f"saved to {args.model}", file=out)
+    print(format_privacy_report(client.privacy_report_), file=out)
 

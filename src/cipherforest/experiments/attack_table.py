@@ -92,8 +92,9 @@ def _protocol_attacks(X: np.ndarray, y: np.ndarray, params: dict, n_trees: int, 
 
 
 PROTOCOL_CONFIGS = {"protocol, paper (GIPE paper, paper's leaf rule)":
-                    {"gipe_mode": "paper", "reveal_leaves": True},
-                    "protocol, library defaults": {}}
+                    {"gipe_mode": "paper", "reveal_leaves": True, "split_selection": "gini"},
+                    "protocol, Gini selection (hidden leaves)": {"split_selection": "gini"},
+                    "protocol, library defaults (rr, ε = 2)": {}}
 
 
 def attack_rows(datasets: list[Dataset], *, max_rows: int = 600, proximity_trees: int = 30,

@@ -84,14 +84,14 @@ class ExperimentConfig:
     methods: tuple[str, ...] | None = None
     gipe_modes: tuple[str, ...] = ("paper", "order", "quantile")
     quantile_bins: int | None = None
-    split_selections: tuple[str, ...] = ("gini", "blind", "dp")
+    split_selections: tuple[str, ...] = ("rr", "gini", "blind", "dp")
     label_epsilons: tuple[float, ...] = (1.0, 10.0)
     protocol_label_epsilons: tuple[float, ...] | None = None
     protocol_trees: int | None = None
     protocol_max_train_rows: int | None = None
     protocol_trials: int | None = None
     protocol_folds: int | None = None
-    simulated_variants: tuple[str, ...] = ("gini", "paper", "blind", "dp")
+    simulated_variants: tuple[str, ...] = ("rr", "gini", "paper", "blind", "dp")
     simulated_trees: int | None = None
     simulated_max_train_rows: int | None = None
     diffpriv_epsilon: float = 1.0

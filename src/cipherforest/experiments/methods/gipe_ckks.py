@@ -16,7 +16,7 @@ from .plaintext import FOREST_CODE
 
 __all__ = ["CLIENT_GIPE_MODE", "SPLIT_SELECTIONS", "method"]
 
-SPLIT_SELECTIONS = ("gini", "blind", "dp")
+SPLIT_SELECTIONS = ("rr", "gini", "blind", "dp")
 # PrivateForestClient's default GIPE mode, which the protocol rows run unless told otherwise.
 CLIENT_GIPE_MODE = "quantile"
 

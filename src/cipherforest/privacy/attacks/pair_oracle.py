@@ -92,9 +92,11 @@ class PairOracleServer:
     def handle(self, data: bytes) -> bytes:
         message = decode_message(data)
         if message.kind == "train" and self._held_reply is None:
-            self._held_reply = self.server.handle(data)  # the real first query, held back
             self._session_id = message.meta["session"]
+            # Crafted first, from the label ciphertexts (a server that trains without
+            # rounds drops them once trained); the real first reply is held back.
             self.crafted_query = self._crafted_query()
+            self._held_reply = self.server.handle(data)
             return encode_message(self.crafted_query)
         if (message.kind == "answer" and self._token
                 and message.meta.get("token") == self._token):

@@ -15,7 +15,7 @@ from ..he import BlockLayout, HEError, SecretContext
 from .messages import Message, ProtocolError
 
 __all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
-           "query_squares", "row_sums"]
+           "query_counts", "query_squares", "row_sums", "squares_of_counts"]
 
 # CKKS returns squared counts with an error far below this; more means a wrong key or a
 # corrupted ciphertext, not rounding.
@@ -51,10 +51,12 @@ def decrypt_blob(he: SecretContext, blob: bytes, where: str,
     return he.decrypt(ct, complex_slots=complex_slots)
 
 
-def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
-    """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's candidates
-    followed by its total block ``(ΣT², 0)``. The query carries each node's candidates' ``L``
-    and then its ``T`` (per class); ``R = T - L``, checked to be a count."""
+def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
+    """``(blocks, τ)`` class counts a query carries, decrypted and checked, in query order:
+    per node, each candidate's left counts ``L`` and then the node's total ``T``.
+
+    The server sends their squares; each must be the square of a count (exact with BFV;
+    CKKS rounded within :data:`CKKS_INTEGER_TOLERANCE`)."""
     shift = query.value("shift", int)
     if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
             layout.block_size, layout.blocks_per_ciphertext):
@@ -90,9 +92,14 @@ def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.
     if (squares < 0).any() or (np.rint(counts) ** 2 != squares).any():
         raise ProtocolError("decrypted squared counts are not squares of counts: the "
                             "query was not made with this client's key or is corrupted")
-    counts = np.rint(counts)
+    return np.rint(counts)
+
+
+def squares_of_counts(counts: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:
+    """Per candidate ``(ΣL², ΣR²)`` and per node ``(ΣT², 0)``, in query order, from the
+    blocks' class counts (``R = T - L``, checked to be a count)."""
     blocks, start = [], 0
-    for k in n_candidates.tolist():
+    for k in np.asarray(n_candidates).tolist():
         left, total = counts[start: start + k], counts[start + k]
         right = total - left
         if (right < 0).any():
@@ -102,6 +109,13 @@ def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.
         blocks.append([[float((total ** 2).sum()), 0.0]])
         start += k + 1
     return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+
+def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
+    """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's candidates
+    followed by its total block ``(ΣT², 0)`` (:func:`query_counts`, :func:`squares_of_counts`)."""
+    return squares_of_counts(query_counts(he, layout, query),
+                             query.array("n_candidates", "int64", 1))
 
 
 def row_sums(he: SecretContext, layout: BlockLayout, reply: Message, n_rows: int,

@@ -42,6 +42,7 @@ import numpy as np
 
 from ....core import effective_n_jobs
 from ...he import BlockLayout, HEError, PublicContext
+from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode
@@ -235,7 +236,9 @@ class PrivateForestServer:
         if len(self._sessions) >= self.max_sessions:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
+        randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
+        session.randomized_labels = randomized
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
                                     "max_label_chunk": MAX_LABEL_CHUNK,
@@ -280,17 +283,38 @@ class PrivateForestServer:
         if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
             raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
                                 f"labels received; session is {session.state}")
-        if session.spec.split_selection == "blind":
-            return session, self._train_label_blind(session)
+        if session.spec.split_selection in ("blind", "rr"):
+            return session, self._train_without_rounds(session)
         reply = self._next_query(session)
         if reply.kind == "query":
             session.state = "training"
         return session, reply
 
-    def _train_label_blind(self, session: ServerSession) -> Message:
-        """Grow every tree from the ciphers alone and sum each leaf's label ciphertexts:
-        no query round, nothing label-dependent in the server's view."""
-        leaf_jobs = session.growth.grow_label_blind()
+    @staticmethod
+    def _randomized_labels(message: Message, spec: ForestSpec, n_rows: int,
+                           n_classes: int) -> np.ndarray | None:
+        """The randomized-response labels a ``"rr"`` setup carries (None otherwise)."""
+        if spec.split_selection != "rr":
+            if "y_rr" in message.arrays:
+                raise ProtocolError("setup: randomized labels (y_rr) go with "
+                                    "split_selection 'rr' only")
+            return None
+        y_rr = message.array("y_rr", "int64", 1)
+        if y_rr.shape[0] != n_rows or (y_rr.size and (y_rr.min() < 0
+                                                      or y_rr.max() >= n_classes)):
+            raise ProtocolError(f"setup: y_rr must hold one class index in [0, {n_classes}) "
+                                f"per row ({n_rows} rows)")
+        return y_rr
+
+    def _train_without_rounds(self, session: ServerSession) -> Message:
+        """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
+        or by the Gini rule on the randomized-response labels (``"rr"``) — and sum each
+        leaf's label ciphertexts: no query round."""
+        if session.spec.split_selection == "rr":
+            onehot = np.eye(session.n_classes)[session.randomized_labels]
+            leaf_jobs = grow_on_labels(session.growth, onehot)
+        else:
+            leaf_jobs = session.growth.grow_label_blind()
         leaves, _, _ = compute_level(session, leaf_jobs, [], 0, self.n_jobs)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf

@@ -69,6 +69,7 @@ class ServerSession:
         self.layout = layout
         self.label_copies: list[dict[int, object]] = []
         self.n_labels = 0
+        self.randomized_labels: np.ndarray | None = None  # "rr": the client's ỹ
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
         self._leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
         self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
