@@ -360,7 +360,8 @@ def test_openapi_spec_lists_the_endpoints(service):
 
 def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, data):
     """A server started again on a data dir serves the trained session; a damaged leaf
-    file is detected by its SHA-256 and the session refused with 410, not a 500."""
+    file is detected by its SHA-256 when the session is loaded for a prediction, and the
+    request refused with 410, not a 500."""
     X, y, X_test = data
     url, stop = start_server(tmp_path)
     try:
@@ -380,9 +381,9 @@ def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, da
     leaf.write_bytes(bytes(damaged))
     url, stop = start_server(tmp_path)
     try:
-        status, body = request(url, "GET", f"/v1/sessions/{client.server_.session_id}", None,
-                               bearer(client.server_.token))
-        assert status == 410 and "does not match its SHA-256" in body["detail"]
+        client.server_.url = url
+        with pytest.raises(ServiceRequestError, match="410 .*does not match its SHA-256"):
+            client.predict_proba(X_test)
         assert request(url, "GET", "/healthz") == (200, {"status": "ok"})
     finally:
         stop()
