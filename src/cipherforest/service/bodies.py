@@ -168,6 +168,8 @@ class BodyReceiver:
                 more = message.get("more_body", False)
                 total += len(part)
                 if total > limit:
+                    if more:
+                        await self._drain(request, _DRAIN_BYTES)
                     raise self._too_large(None, limit)
                 digest.update(part)
                 if fd is not None:
@@ -192,12 +194,16 @@ class BodyReceiver:
                             path)
 
     async def _drain(self, request: Request, size: int) -> None:
-        """Read and drop ``size`` bytes (bounded by the read timeout), so that the client,
-        which sends its whole body before reading, receives the refusal."""
+        """Read and drop up to ``size`` more bytes (bounded by the read timeout), so that
+        the client, which sends its whole body before reading, receives the refusal."""
         deadline = time.monotonic() + self.read_timeout + size / self.min_rate
+        dropped = 0
         with contextlib.suppress(ServiceError):
-            while (await self._next(request, deadline)).get("more_body", False):
-                pass
+            while dropped <= size:
+                message = await self._next(request, deadline)
+                dropped += len(message.get("body", b""))
+                if not message.get("more_body", False):
+                    break
 
     @staticmethod
     def _too_large(size: int | None, limit: int) -> ServiceError:
