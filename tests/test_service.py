@@ -44,9 +44,10 @@ KEY = "test-access-key"
 LIMITS = Limits(max_chunk_bytes=1 << 20, max_message_bytes=96 << 20, max_sessions_per_key=50)
 
 
-def start_server(data_dir, limits=LIMITS):
-    """A uvicorn server on a free loopback port in a daemon thread: (url, stop)."""
-    app = build_app(str(data_dir), KEY, limits)
+def start_server(data_dir, limits=LIMITS, key=KEY):
+    """A uvicorn server on a free loopback port in a daemon thread: (url, stop); ``key``:
+    the default access key (None: per-user keys only)."""
+    app = build_app(str(data_dir), key, limits)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
