@@ -148,6 +148,7 @@ def create_app(manager: SessionManager) -> FastAPI:
             yield
         finally:
             task.cancel()
+            manager.storage.close()  # checkpoints the index's write-ahead log into it
 
     app = FastAPI(title="cipherforest private-forest server", version="1", lifespan=lifespan,
                   description="Encrypted random-forest training and prediction: GIPE "
