@@ -1,0 +1,87 @@
+"""Sessions leave the server's memory and come back from disk unchanged.
+
+Proves: the least-recently-used order and idle rule of :class:`Residency`; a trained
+session leaves memory at once and is reloaded (setup and state, no labels) to predict;
+under a memory budget of one byte two clients training at the same time keep pushing each
+other out of memory — every request reloads its session from disk — and both forests still
+equal ``RandomForestClassifier`` on their ciphers.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_wine
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from cipherforest.privacy import PrivateForestClient  # noqa: E402
+from cipherforest.service.memory import Residency  # noqa: E402
+from cipherforest.service.sessions import Limits  # noqa: E402
+from test_service import KEY, forest_on_ciphers_proba, request, start_server  # noqa: E402
+
+
+def test_residency_order():
+    residency = Residency(budget=100, idle_seconds=60)
+    for name, nbytes in (("a", 40), ("b", 40), ("c", 40)):
+        residency.used(name, nbytes)
+    assert residency.total == 120 and residency.candidates() == ["a"]
+    residency.used("a", 40)  # a is now the most recent
+    assert residency.candidates() == ["b"]
+    residency.left("b")
+    assert residency.candidates() == [] and len(residency) == 2
+    idle = Residency(budget=1 << 30, idle_seconds=0.05)
+    idle.used("x", 1)
+    time.sleep(0.1)
+    idle.used("y", 1)
+    assert idle.candidates() == ["x"]
+    with pytest.raises(ValueError):
+        Residency(budget=0, idle_seconds=1)
+
+
+def _metric(url: str, name: str) -> float:
+    _, text = request(url, "GET", "/metrics")
+    return float(re.search(rf"^cipherforest_{name} (\S+)$", text.decode(), re.M).group(1))
+
+
+def test_sessions_pushed_out_of_memory_train_the_same_forests(tmp_path):
+    X, y = load_wine(return_X_y=True)
+    idx = np.random.RandomState(8).permutation(X.shape[0])
+    splits = [(X[idx[i:i + 45]], y[idx[i:i + 45]]) for i in (0, 45)]
+    X_test = X[idx[90:120]]
+    params = [{"n_estimators": 2, "max_depth": 3, "random_state": s} for s in (1, 2)]
+    url, stop = start_server(tmp_path / "data", Limits(memory_limit=1))
+    clients, errors = [None, None], []
+
+    def fit(i):
+        try:
+            clients[i] = PrivateForestClient(server=url, server_key=KEY, **params[i]).fit(
+                *splits[i])
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    try:
+        threads = [threading.Thread(target=fit, args=(i,)) for i in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors, errors
+        assert _metric(url, "memory_sessions") == 0  # trained: left memory at once
+        evicted = _metric(url, "memory_evictions_total")
+        assert evicted >= 4  # 2 at the end of training, the rest pushed out by the other
+        for i in (0, 1):
+            np.testing.assert_allclose(
+                clients[i].predict_proba(X_test),
+                forest_on_ciphers_proba(clients[i], *splits[i], X_test, params[i]),
+                atol=1e-5)
+        # Predicting brought each back; the second pushed the first out (one-byte budget).
+        assert _metric(url, "memory_sessions") == 1
+        assert _metric(url, "memory_evictions_total") == evicted + 1
+    finally:
+        stop()
