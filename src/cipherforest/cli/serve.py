@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import re
 import sys
 import time
@@ -25,6 +26,11 @@ def parse_bytes(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} must be at least one byte")
     return value
+
+
+def _bytes_or_zero(text: str) -> int:
+    """A byte count as :func:`parse_bytes`, or 0."""
+    return 0 if text.strip() == "0" else parse_bytes(text)
 
 
 def _positive_int(text: str) -> int:
@@ -104,6 +110,18 @@ def add_serve_parser(sub) -> None:
     serve.add_argument("--no-default-key", action="store_true",
                        help="accept only the per-user keys of 'serve keys', not "
                        "$CIPHERFOREST_SERVER_KEY or the generated access_key file")
+    serve.add_argument("--restart-above", type=_bytes_or_zero, default=256 << 20,
+                       help="when no session is in memory and no request came for "
+                       "--restart-idle seconds, restart the server process (sessions are on "
+                       "disk; waiting connections are kept) if it has grown this much since "
+                       "its start, e.g. 512M; gives back what the HE library's memory pool "
+                       "keeps (Linux; default 256M, 0: never)")
+    serve.add_argument("--restart-idle", type=float, default=60.0,
+                       help="seconds without a request before --restart-above applies "
+                       "(default 60)")
+    serve.add_argument("--memory-idle", type=float, default=None,
+                       help="seconds after which an unused session leaves memory (default "
+                       "300)")
     serve.add_argument("--ssl-certfile", default=None,
                        help="PEM certificate (chain): serve HTTPS through uvicorn's TLS")
     serve.add_argument("--ssl-keyfile", default=None,
@@ -116,7 +134,8 @@ def _limits(args):
 
     given = {"memory_limit": args.memory_limit, "max_predict_rows": args.max_predict_rows,
              "max_large_bodies": args.max_large_bodies,
-             "body_read_timeout": args.body_timeout}
+             "body_read_timeout": args.body_timeout,
+             "memory_idle_seconds": args.memory_idle}
     return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
@@ -135,23 +154,42 @@ def run_serve_command(args, parser: argparse.ArgumentParser) -> int:
     if missing:
         parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
                      "pip install 'cipherforest[service]'")
+    if args.memory_idle is not None and not args.memory_idle > 0:
+        parser.error("--memory-idle must be a positive number of seconds")
+    if not args.restart_idle > 0:
+        parser.error("--restart-idle must be a positive number of seconds")
+    from ..service.supervisor import can_supervise, supervise
+
+    if args.restart_above and can_supervise():
+        scheme = "https" if args.ssl_certfile else "http"
+        print(f"cipherforest server on {scheme}://{args.host}:{args.port} (data in "
+              f"{os.path.abspath(args.data_dir)})", flush=True)
+        try:
+            return supervise(args.host, args.port, lambda sock: _serve(args, sock))
+        except OSError as exc:
+            print(f"cipherforest serve: {exc}", file=sys.stderr)
+            return 1
+    return _serve(args, None)
+
+
+def _serve(args, sock) -> int:
+    """The server process (under the supervisor if ``sock`` is given); the exit code."""
     from ..service.serve import serve as run_server
     from ..service.storage import StorageError
 
     try:
-        run_server(args.host, args.port, args.data_dir, _limits(args), n_jobs=args.jobs,
-                   default_key=not args.no_default_key, ssl_certfile=args.ssl_certfile,
-                   ssl_keyfile=args.ssl_keyfile, limit_concurrency=args.limit_concurrency)
+        return run_server(args.host, args.port, args.data_dir, _limits(args), n_jobs=args.jobs,
+                          default_key=not args.no_default_key,
+                          ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
+                          limit_concurrency=args.limit_concurrency, sock=sock,
+                          restart_above=args.restart_above, restart_idle=args.restart_idle)
     except (StorageError, ValueError, OSError) as exc:
         print(f"cipherforest serve: {exc}", file=sys.stderr)
         return 1
-    return 0
 
 
 def _run_keys(args, out=None) -> int:
     """``serve keys add | list | revoke`` on the data directory's key file."""
-    import os
-
     from ..service.keys import KeyStore, Quotas
 
     out = sys.stdout if out is None else out
@@ -178,8 +216,6 @@ def _run_keys(args, out=None) -> int:
 
 def _list_keys(data_dir: str, as_json: bool, out) -> None:
     """The keys of ``data_dir`` with their quotas and, if the index is there, usage."""
-    import os
-
     from ..service.index import INDEX_FILE, IndexDamaged, SessionIndex
     from ..service.keys import KeyStore
 

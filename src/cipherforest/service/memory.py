@@ -24,7 +24,7 @@ import threading
 import time
 from collections import OrderedDict
 
-__all__ = ["Residency", "release_free_memory", "session_bytes"]
+__all__ = ["Residency", "he_pool_bytes", "release_free_memory", "session_bytes"]
 
 
 def _ciphertext_bytes(ct) -> int:
@@ -108,6 +108,17 @@ class Residency:
                 over.append(sid)
                 total -= nbytes
         return idle + over
+
+
+def he_pool_bytes() -> int | None:
+    """Bytes held by the homomorphic library's global memory pool (SEAL keeps what it
+    allocated there for reuse and never returns it), or None if it cannot be read."""
+    try:
+        import seal
+
+        return int(seal.MemoryManager.GetPool().alloc_byte_count())
+    except (ImportError, AttributeError, RuntimeError):
+        return None
 
 
 _libc = None

@@ -60,6 +60,23 @@ class ServiceMetrics:
         self.bytes_out = 0
         self.level_counts = [0] * (len(LEVEL_BUCKETS) + 1)
         self.level_sum = 0.0
+        self.in_flight = 0  # requests other than /healthz and /metrics
+        self._last_activity = time.monotonic()
+
+    def started(self) -> None:
+        with self._lock:
+            self.in_flight += 1
+
+    def finished(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+            self._last_activity = time.monotonic()
+
+    def idle_seconds(self) -> float:
+        """Seconds since the last request other than /healthz and /metrics ended (0 while
+        one runs)."""
+        with self._lock:
+            return 0.0 if self.in_flight else time.monotonic() - self._last_activity
 
     def request(self, method: str, route: str, status: int, bytes_in: int,
                 bytes_out: int) -> None:
@@ -103,6 +120,9 @@ class ServiceMetrics:
                      [("", "", gauges["memory_evictions"])]),
             *_family("large_bodies", "gauge", "Large request bodies being received or "
                      "processed.", [("", "", gauges["large_bodies"])]),
+            *_family("he_pool_bytes", "gauge", "Bytes in the homomorphic library's memory "
+                     "pool.", [("", "", gauges["he_pool_bytes"])]
+                     if gauges.get("he_pool_bytes") is not None else []),
             *_family("requests_total", "counter", "HTTP requests by method, route and status.",
                      [("", _labels(method=m, route=r, status=s), n)
                       for (m, r, s), n in requests]),
@@ -149,9 +169,14 @@ class RequestLog:
                     seen["error_body"] += body[:4096]
             await send(message)
 
+        operational = scope["path"] in ("/healthz", "/metrics")
+        if not operational:
+            self.metrics.started()
         try:
             await self.app(scope, counting_receive, counting_send)
         finally:
+            if not operational:
+                self.metrics.finished()
             self._record(scope, seen, time.perf_counter() - started)
 
     def _record(self, scope, seen: dict, seconds: float) -> None:

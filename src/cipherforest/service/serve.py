@@ -84,8 +84,9 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
           limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None, *,
           default_key: bool = True, ssl_certfile: str | None = None,
           ssl_keyfile: str | None = None, limit_concurrency: int | None = None,
-          log_stream=sys.stderr) -> None:
-    """Run the service until interrupted (loopback by default).
+          log_stream=sys.stderr, sock=None, restart_above: int = 0,
+          restart_idle: float = 60.0) -> int:
+    """Run the service until interrupted (loopback by default); the exit code.
 
     Parameters
     ----------
@@ -100,16 +101,42 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
         Connections and tasks at once beyond which uvicorn answers 503.
     log_stream : file
         Where the JSON log lines go (one per request).
+    sock : socket or None
+        A bound, listening socket to serve on (from :func:`.supervisor.supervise`) instead
+        of ``host:port``.
+    restart_above, restart_idle
+        With ``sock``: stop with :data:`.supervisor.RESTART_EXIT_CODE` once no session is
+        in memory, no request has come for ``restart_idle`` seconds, and the resident
+        memory has grown more than ``restart_above`` bytes since the start (0: never).
     """
     import uvicorn
+
+    from .supervisor import RESTART_EXIT_CODE, RestartWhenIdle
 
     os.umask(0o077)  # whatever the server creates is its own
     _log_to(log_stream)
     key = load_access_key(data_dir, out) if default_key else None
     app = build_app(data_dir, key, limits, n_jobs)
-    scheme = "https" if ssl_certfile else "http"
-    print(f"cipherforest server on {scheme}://{host}:{port} (data in "
-          f"{os.path.abspath(data_dir)})", file=out, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning", access_log=False,
-                ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
-                limit_concurrency=limit_concurrency)
+    if sock is None:
+        scheme = "https" if ssl_certfile else "http"
+        print(f"cipherforest server on {scheme}://{host}:{port} (data in "
+              f"{os.path.abspath(data_dir)})", file=out, flush=True)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False,
+        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+        limit_concurrency=limit_concurrency))
+    restart = None
+    if sock is not None and restart_above > 0:
+        manager = app.state.manager
+
+        def idle_seconds() -> float:
+            return 0.0 if len(manager.residency) else manager.metrics.idle_seconds()
+
+        restart = RestartWhenIdle(idle_seconds, lambda: setattr(server, "should_exit", True),
+                                  restart_above, restart_idle)
+    try:
+        server.run(sockets=None if sock is None else [sock])
+    finally:
+        if restart is not None:
+            restart.close()
+    return RESTART_EXIT_CODE if restart is not None and restart.requested else 0

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from ..privacy.protocol import Message, PrivateForestServer, ProtocolError, decode_message
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, Quotas, key_id
-from .memory import Residency, release_free_memory, session_bytes
+from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
 from .metrics import ServiceMetrics
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError
 
@@ -520,7 +520,8 @@ class SessionManager:
         counts, stored = self.storage.index.totals()
         return {"sessions": counts, "stored_bytes": stored,
                 "memory_sessions": len(self.residency), "memory_bytes": self.residency.total,
-                "memory_evictions": self.residency.evictions, "large_bodies": large_bodies}
+                "memory_evictions": self.residency.evictions, "large_bodies": large_bodies,
+                "he_pool_bytes": he_pool_bytes()}
 
     # ------------------------------------------------------------------ helpers
     def _decode(self, data: bytes, kinds: tuple[str, ...]) -> Message:
