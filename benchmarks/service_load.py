@@ -77,11 +77,29 @@ def start_server(data_dir, key: str, *options: str, stdout=subprocess.DEVNULL, s
 
 
 def peak_memory_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as file:
-        for line in file:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak resident memory (VmHWM) of ``pid`` plus that of its descendants (the server
+    process under its supervisor, level workers): an upper bound of the server's peak."""
+    total = 0.0
+    for process in [pid, *descendants(pid)]:
+        try:
+            with open(f"/proc/{process}/status") as file:
+                for line in file:
+                    if line.startswith("VmHWM:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:  # it ended meanwhile
+            pass
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as file:
+                found += [int(child) for child in file.read().split()]
+    except OSError:
+        return found
+    return found + [grandchild for child in found for grandchild in descendants(child)]
 
 
 def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:

@@ -2,13 +2,16 @@
 
 Two measurements, each against a server started as a subprocess on a fresh data directory
 (``--src DIR`` runs the server from another checkout's ``src``, e.g. an older commit
-extracted with ``git archive``, for a side-by-side comparison):
+extracted with ``git archive``, for a side-by-side comparison). "The server's memory" is the
+resident memory (VmRSS) of the ``cipherforest serve`` process and its descendants: the
+supervisor, the server process it forks, and any level worker (pages the processes share
+are counted in each, so the sum errs high):
 
 ``bodies``
     A session is set up (130 wine rows); then three clients at once send a body of
     ``--body-mb`` megabytes (default 2048) to the same route, in four rounds: ``/predict``
     with a ``Content-Length``, ``/predict`` chunked (no length), an upload chunk with a
-    length, ``/rounds`` chunked. The server's resident memory (VmRSS, sampled every 20 ms)
+    length, ``/rounds`` chunked. The server's resident memory (sampled every 20 ms)
     is reported before and at its highest during each round, with what each client
     managed to send and the status it got back. Then a body that stalls (1 KiB of a
     declared 64 KiB, within the route's limit): the seconds until the server drops it.
@@ -41,21 +44,28 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_load import free_port  # noqa: E402
+from service_load import descendants, free_port  # noqa: E402
 
 KEY = "service-memory-benchmark"
 
 
 def rss_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as file:
-        for line in file:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    """Resident memory of ``pid`` and its descendants (the supervisor, the server process
+    and any level worker), MB; shared pages are counted in each process."""
+    total = 0.0
+    for process in [pid, *descendants(pid)]:
+        try:
+            with open(f"/proc/{process}/status") as file:
+                for line in file:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:  # it ended meanwhile
+            pass
+    return total
 
 
 class Sampler:
-    """VmRSS of a process every ``period`` seconds, in a thread."""
+    """Resident memory of a process tree every ``period`` seconds, in a thread."""
 
     def __init__(self, pid: int, period: float):
         self.pid, self.period = pid, period
@@ -66,10 +76,7 @@ class Sampler:
 
     def _run(self):
         while not self._stop.is_set():
-            try:
-                self.samples.append((time.monotonic(), rss_mb(self.pid)))
-            except OSError:
-                return
+            self.samples.append((time.monotonic(), rss_mb(self.pid)))
             time.sleep(self.period)
 
     def peak(self, since: float = 0.0) -> float:
