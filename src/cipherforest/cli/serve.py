@@ -250,7 +250,8 @@ def _list_keys(data_dir: str, as_json: bool, out) -> None:
     print(f"{'id':<16} {'name':<20} {'created':<16} {'revoked':<16} {'sessions':>11} "
           f"{'disk MB':>17} {'rows x trees':>23}", file=out)
     for row in rows:
+        sessions = f"{row['sessions']}/{row['max_sessions']}"
+        disk = f"{row['disk_bytes'] / 1e6:.1f}/{row['max_disk_bytes'] / 1e6:.0f}"
+        work = f"{row['rows_x_trees']}/{row['max_rows_x_trees']}"
         print(f"{row['id']:<16} {row['name']:<20} {row['created']:<16} "
-              f"{row['revoked'] or '-':<16} {row['sessions']:>5}/{row['max_sessions']:<5} "
-              f"{row['disk_bytes'] / 1e6:>8.1f}/{row['max_disk_bytes'] / 1e6:<8.0f} "
-              f"{row['rows_x_trees']:>11}/{row['max_rows_x_trees']:<11}", file=out)
+              f"{row['revoked'] or '-':<16} {sessions:>11} {disk:>17} {work:>23}", file=out)
