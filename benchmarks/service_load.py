@@ -79,12 +79,18 @@ def start_server(data_dir, key: str, *options: str, stdout=subprocess.DEVNULL, s
 def peak_memory_mb(pid: int) -> float:
     """Peak resident memory (VmHWM) of ``pid`` plus that of its descendants (the server
     process under its supervisor, level workers): an upper bound of the server's peak."""
+    return tree_memory_mb(pid, "VmHWM")
+
+
+def tree_memory_mb(pid: int, field: str) -> float:
+    """``field`` of /proc/PID/status (VmRSS, VmHWM) summed over ``pid`` and its
+    descendants, MB (pages they share are counted in each)."""
     total = 0.0
     for process in [pid, *descendants(pid)]:
         try:
             with open(f"/proc/{process}/status") as file:
                 for line in file:
-                    if line.startswith("VmHWM:"):
+                    if line.startswith(field + ":"):
                         total += int(line.split()[1]) / 1024
         except OSError:  # it ended meanwhile
             pass

@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_load import descendants, free_port  # noqa: E402
+from service_load import free_port, tree_memory_mb  # noqa: E402
 
 KEY = "service-memory-benchmark"
 
@@ -52,16 +52,7 @@ KEY = "service-memory-benchmark"
 def rss_mb(pid: int) -> float:
     """Resident memory of ``pid`` and its descendants (the supervisor, the server process
     and any level worker), MB; shared pages are counted in each process."""
-    total = 0.0
-    for process in [pid, *descendants(pid)]:
-        try:
-            with open(f"/proc/{process}/status") as file:
-                for line in file:
-                    if line.startswith("VmRSS:"):
-                        total += int(line.split()[1]) / 1024
-        except OSError:  # it ended meanwhile
-            pass
-    return total
+    return tree_memory_mb(pid, "VmRSS")
 
 
 class Sampler:

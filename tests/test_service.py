@@ -370,12 +370,7 @@ def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, da
         expected = client.predict_proba(X_test)
     finally:
         stop()
-    url, stop = start_server(tmp_path)
-    try:
-        client.server_.url = url
-        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
-    finally:
-        stop()
+    predicts_after_restart(tmp_path, client, X_test, expected)
     leaf = next((tmp_path / "sessions" / client.server_.session_id / "leaves").iterdir())
     damaged = bytearray(leaf.read_bytes())
     damaged[len(damaged) // 2] ^= 0xFF
@@ -386,6 +381,18 @@ def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, da
         with pytest.raises(ServiceRequestError, match="410 .*does not match its SHA-256"):
             client.predict_proba(X_test)
         assert request(url, "GET", "/healthz") == (200, {"status": "ok"})
+    finally:
+        stop()
+
+
+def predicts_after_restart(data_dir, client, X_test, expected) -> dict:
+    """Start a server on ``data_dir``: the client, pointed at it, predicts ``expected``;
+    returns its session's status."""
+    url, stop = start_server(data_dir)
+    try:
+        client.server_.url = url
+        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
+        return client.server_.status()
     finally:
         stop()
 

@@ -27,7 +27,13 @@ pytest.importorskip("uvicorn")
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
 from cipherforest.privacy.protocol import HTTPTransport, decode_message  # noqa: E402
 from cipherforest.service.storage import Storage, StorageError  # noqa: E402
-from test_service import KEY, PARAMS, forest_on_ciphers_proba, start_server  # noqa: E402
+from test_service import (  # noqa: E402
+    KEY,
+    PARAMS,
+    forest_on_ciphers_proba,
+    predicts_after_restart,
+    start_server,
+)
 from test_service_restart import KEY as SERVER_PROCESS_KEY  # noqa: E402
 from test_service_restart import ServerProcess, free_port  # noqa: E402
 
@@ -85,22 +91,11 @@ def test_index_deleted_while_down_loses_no_session(tmp_path, data, caplog):
                for r in caplog.records)
     # After training: deleted again, the trained session predicts with its old token.
     _remove_index(data_dir)
-    url, stop = start_server(data_dir)
-    try:
-        client.server_.url = url
-        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
-        assert client.server_.status()["state"] == "trained"
-    finally:
-        stop()
+    assert predicts_after_restart(data_dir, client, X_test, expected)["state"] == "trained"
     # A damaged index is set aside and rebuilt.
     with open(data_dir / "service.sqlite3", "r+b") as file:
         file.write(b"not a database, not at all" * 100)
-    url, stop = start_server(data_dir)
-    try:
-        client.server_.url = url
-        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
-    finally:
-        stop()
+    predicts_after_restart(data_dir, client, X_test, expected)
     assert any(name.startswith("service.sqlite3.damaged-") for name in os.listdir(data_dir))
 
 

@@ -82,7 +82,33 @@ def _add_key_actions(serve) -> None:
     data_dir(revoke)
 
 
+#: ``serve`` options that set a field of :class:`~cipherforest.service.sessions.Limits`:
+#: flag, type, field, help (the default is the field's).
+_LIMIT_OPTIONS = (
+    ("--memory-limit", parse_bytes, "memory_limit", "estimated bytes the sessions in memory "
+     "may hold together, e.g. 4G; the least recently used leave memory beyond it"),
+    ("--memory-idle", float, "memory_idle_seconds", "seconds after which an unused session "
+     "leaves memory"),
+    ("--max-predict-rows", _positive_int, "max_predict_rows", "most rows of one prediction "
+     "request"),
+    ("--max-large-bodies", _positive_int, "max_large_bodies", "request bodies over 64 KiB "
+     "received or processed at once (others wait, then get 503)"),
+    ("--body-timeout", float, "body_read_timeout", "seconds without a byte of a request "
+     "body before the request is dropped"),
+)
+
+
+def _shown(value) -> str:
+    """A default as the help shows it (sizes in G/M)."""
+    if isinstance(value, int) and value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"{value >> 30}G" if value % (1 << 30) == 0 else f"{value >> 20}M"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def add_serve_parser(sub) -> None:
+    from ..service.sessions import Limits
+
+    defaults = Limits()
     serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
                            "default); 'serve keys ...' manages per-user access keys")
     serve.add_argument("--host", default="127.0.0.1",
@@ -93,17 +119,9 @@ def add_serve_parser(sub) -> None:
     serve.add_argument("--jobs", type=int, default=1,
                        help="worker processes per tree level of a training (trees are split "
                        "among them; default 1, -1 one per core)")
-    serve.add_argument("--memory-limit", type=parse_bytes, default=None,
-                       help="estimated bytes the sessions in memory may hold together, e.g. "
-                       "4G; the least recently used leave memory beyond it (default 2G)")
-    serve.add_argument("--max-predict-rows", type=_positive_int, default=None,
-                       help="most rows of one prediction request (default 100000)")
-    serve.add_argument("--max-large-bodies", type=_positive_int, default=None,
-                       help="request bodies over 64 KiB received or processed at once "
-                       "(default 4; others wait, then get 503)")
-    serve.add_argument("--body-timeout", type=float, default=None,
-                       help="seconds without a byte of a request body before the request is "
-                       "dropped (default 30)")
+    for flag, kind, field, text in _LIMIT_OPTIONS:
+        serve.add_argument(flag, type=kind, default=None, dest=field,
+                           help=f"{text} (default {_shown(getattr(defaults, field))})")
     serve.add_argument("--limit-concurrency", type=_positive_int, default=256,
                        help="connections at once beyond which uvicorn answers 503 "
                        "(default 256)")
@@ -119,9 +137,6 @@ def add_serve_parser(sub) -> None:
     serve.add_argument("--restart-idle", type=float, default=60.0,
                        help="seconds without a request before --restart-above applies "
                        "(default 60)")
-    serve.add_argument("--memory-idle", type=float, default=None,
-                       help="seconds after which an unused session leaves memory (default "
-                       "300)")
     serve.add_argument("--ssl-certfile", default=None,
                        help="PEM certificate (chain): serve HTTPS through uvicorn's TLS")
     serve.add_argument("--ssl-keyfile", default=None,
@@ -132,10 +147,7 @@ def add_serve_parser(sub) -> None:
 def _limits(args):
     from ..service.sessions import Limits
 
-    given = {"memory_limit": args.memory_limit, "max_predict_rows": args.max_predict_rows,
-             "max_large_bodies": args.max_large_bodies,
-             "body_read_timeout": args.body_timeout,
-             "memory_idle_seconds": args.memory_idle}
+    given = {field: getattr(args, field) for _, _, field, _ in _LIMIT_OPTIONS}
     return Limits(**{name: value for name, value in given.items() if value is not None})
 
 
@@ -146,16 +158,16 @@ def run_serve_command(args, parser: argparse.ArgumentParser) -> int:
         parser.error("--port must be in [0, 65535]")
     if args.jobs == 0:
         parser.error("--jobs must not be 0 (1 or more processes, or -1 for one per core)")
-    if args.body_timeout is not None and not args.body_timeout > 0:
-        parser.error("--body-timeout must be a positive number of seconds")
+    for flag, field in (("--body-timeout", "body_read_timeout"),
+                        ("--memory-idle", "memory_idle_seconds")):
+        if getattr(args, field) is not None and not getattr(args, field) > 0:
+            parser.error(f"{flag} must be a positive number of seconds")
     if args.ssl_keyfile and not args.ssl_certfile:
         parser.error("--ssl-keyfile goes with --ssl-certfile")
     missing = [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
     if missing:
         parser.error(f"'cipherforest serve' needs {' and '.join(missing)}: "
                      "pip install 'cipherforest[service]'")
-    if args.memory_idle is not None and not args.memory_idle > 0:
-        parser.error("--memory-idle must be a positive number of seconds")
     if not args.restart_idle > 0:
         parser.error("--restart-idle must be a positive number of seconds")
     from ..service.supervisor import can_supervise, supervise

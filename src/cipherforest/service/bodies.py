@@ -80,11 +80,8 @@ class BodyReceiver:
                  min_rate: float = 64 << 10):
         if max_large_bodies < 1:
             raise ValueError("max_large_bodies must be at least 1")
-        self.temp_dir = temp_dir
-        self.read_timeout = float(read_timeout)
-        self.spool_bytes = spool_bytes
-        self.slot_wait = slot_wait
-        self.min_rate = min_rate
+        self.temp_dir, self.read_timeout = temp_dir, float(read_timeout)
+        self.spool_bytes, self.slot_wait, self.min_rate = spool_bytes, slot_wait, min_rate
         self.max_large_bodies = max_large_bodies
         self._slots = asyncio.Semaphore(max_large_bodies)
         self.large_in_progress = 0

@@ -403,19 +403,9 @@ class Storage:
     def committed_uploads(self, session_id: str, setup_only: bool = False) -> list[bytes]:
         """Every committed upload's message (or the setup alone), in commit order, checked
         against its SHA-256."""
-        messages = []
-        for upload in self.index.uploads(session_id)[:1 if setup_only else None]:
-            try:
-                with open(self._upload_path(session_id, upload.seq, "msg"), "rb") as file:
-                    data = file.read()
-            except OSError as exc:
-                raise StorageError(f"upload {upload.seq} of session {session_id} is missing "
-                                   f"({exc.strerror})") from None
-            if sha256_hex(data) != upload.sha256:
-                raise StorageError(f"upload {upload.seq} of session {session_id} does not "
-                                   "match its SHA-256")
-            messages.append(data)
-        return messages
+        return [_read_checked(self._upload_path(session_id, upload.seq, "msg"), upload.sha256,
+                              f"upload {upload.seq} of session {session_id}")
+                for upload in self.index.uploads(session_id)[:1 if setup_only else None]]
 
     # ------------------------------------------------------------------ training state
     def _store_path(self, session_id: str, index: int) -> str:
@@ -451,18 +441,23 @@ class Storage:
     def _reply_path(self, session_id: str, digest: str) -> str:
         return os.path.join(self.session_dir(session_id), f"reply-{digest}.msg")
 
-    def state_summary(self, session_id: str) -> dict | None:
-        """From the state file alone (no leaf store read): the protocol state, round, labels
-        received, open nodes and leaves after the last completed level; None before
-        training."""
+    def _read_state(self, session_id: str) -> tuple[dict, dict] | None:
         path = os.path.join(self.session_dir(session_id), "state.npz")
         if not os.path.exists(path):
             return None
         try:
-            meta, arrays = read_state_file(path, _STATE_FORMAT, _STATE_VERSION)
+            return read_state_file(path, _STATE_FORMAT, _STATE_VERSION)
         except StateFileError as exc:
             raise StorageError(self.relative(str(exc))) from None
-        session = json.loads(meta["session_meta"])
+
+    def state_summary(self, session_id: str) -> dict | None:
+        """From the state file alone (no leaf store read): the protocol state, round, labels
+        received, open nodes and leaves after the last completed level; None before
+        training."""
+        saved = self._read_state(session_id)
+        if saved is None:
+            return None
+        session, arrays = json.loads(saved[0]["session_meta"]), saved[1]
         return {"state": session["state"], "round": session["round"],
                 "labels_received": session["n_labels"], "n_trees": session["n_trees"],
                 "open_nodes": int(arrays["open_node"].shape[0]),
@@ -471,36 +466,29 @@ class Storage:
     def load_state(self, session_id: str) -> tuple[SessionState, str, bytes,
                                                    dict[int, str]] | None:
         """``(state with every leaf store, request sha256, reply, store digests)`` or None."""
-        path = os.path.join(self.session_dir(session_id), "state.npz")
-        if not os.path.exists(path):
+        saved = self._read_state(session_id)
+        if saved is None:
             return None
-        try:
-            meta, arrays = read_state_file(path, _STATE_FORMAT, _STATE_VERSION)
-        except StateFileError as exc:
-            raise StorageError(self.relative(str(exc))) from None
+        meta, arrays = saved
         store_sha = arrays.pop("store_sha256")
         stores, digests = {}, {}
         for index in range(store_sha.shape[0]):
-            try:
-                with open(self._store_path(session_id, index), "rb") as file:
-                    blob = file.read()
-            except OSError as exc:
-                raise StorageError(f"leaf store {index} (session {session_id}) is missing "
-                                   f"({exc.strerror})") from None
-            digest = sha256_hex(blob)
-            if digest != store_sha[index].tobytes().hex():
-                raise StorageError(f"leaf store {index} (session {session_id}) does not "
-                                   "match its SHA-256")
-            stores[index] = blob
-            digests[index] = digest
-        try:
-            with open(self._reply_path(session_id, meta["reply_sha256"]), "rb") as file:
-                reply = file.read()
-        except OSError as exc:
-            raise StorageError(f"the last reply of session {session_id} is missing "
-                               f"({exc.strerror})") from None
-        if sha256_hex(reply) != meta["reply_sha256"]:
-            raise StorageError(f"the last reply of session {session_id} does not match its "
-                               "SHA-256")
+            digests[index] = store_sha[index].tobytes().hex()
+            stores[index] = _read_checked(self._store_path(session_id, index), digests[index],
+                                          f"leaf store {index} (session {session_id})")
+        reply = _read_checked(self._reply_path(session_id, meta["reply_sha256"]),
+                              meta["reply_sha256"], f"the last reply of session {session_id}")
         state = SessionState(json.loads(meta["session_meta"]), arrays, stores)
         return state, meta["request_sha256"], reply, digests
+
+
+def _read_checked(path: str, sha256: str, what: str) -> bytes:
+    """The bytes of ``path``, required to have this SHA-256 (``what`` names it in errors)."""
+    try:
+        with open(path, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        raise StorageError(f"{what} is missing ({exc.strerror})") from None
+    if sha256_hex(data) != sha256:
+        raise StorageError(f"{what} does not match its SHA-256")
+    return data
