@@ -78,15 +78,17 @@ class Sampler:
         self._thread.join()
 
 
-def start_server(data_dir: str, src: str | None, *options: str):
+def start_server(data_dir: str, src: str | None, *options: str, log: str | None = None):
+    """``cipherforest serve`` on a free port (its JSON log lines to the file ``log``)."""
     import subprocess
 
     port = free_port()
     src = src or str(Path(__file__).resolve().parents[1] / "src")
     env = {**os.environ, "CIPHERFOREST_SERVER_KEY": KEY, "PYTHONPATH": src}
+    stderr = subprocess.DEVNULL if log is None else open(log, "w")  # noqa: SIM115
     server = subprocess.Popen([sys.executable, "-m", "cipherforest.cli", "serve", "--port",
                                str(port), "--data-dir", data_dir, *options], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              stdout=subprocess.DEVNULL, stderr=stderr)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 120
     while True:
@@ -213,7 +215,7 @@ def train_client(url: str, seed: int, trees: int) -> dict:
 
 def sessions(args) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
-        server, url = start_server(data_dir, args.src, *args.server_options)
+        server, url = start_server(data_dir, args.src, *args.server_options, log=args.log)
         sampler = Sampler(server.pid, 1.0)
         try:
             base = rss_mb(server.pid)
@@ -267,6 +269,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--trees", type=int, default=5)
     parser.add_argument("--after", type=float, default=600.0)
+    parser.add_argument("--log", default=None, help="file for the server's log lines")
     parser.add_argument("--server-options", nargs="*", default=[],
                         help="more options of 'cipherforest serve' (e.g. --memory-limit 1G)")
     args = parser.parse_args()

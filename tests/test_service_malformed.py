@@ -27,7 +27,8 @@ pytest.importorskip("uvicorn")
 
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
 from cipherforest.privacy.protocol import HTTPTransport  # noqa: E402
-from cipherforest.service.keys import KeyStore, Quotas  # noqa: E402
+from cipherforest.service.keys import KeyStore  # noqa: E402
+from cipherforest.service.limits import Quotas  # noqa: E402
 from cipherforest.service.sessions import Limits  # noqa: E402
 from test_service import (  # noqa: E402
     KEY,

@@ -45,7 +45,7 @@ def _positive_int(text: str) -> int:
 
 
 def _add_key_actions(serve) -> None:
-    from ..service.sessions import Limits
+    from ..service.limits import Limits
 
     defaults = Limits()
     keys = serve.add_subparsers(dest="keys_command", metavar="keys", required=False)
@@ -82,7 +82,7 @@ def _add_key_actions(serve) -> None:
     data_dir(revoke)
 
 
-#: ``serve`` options that set a field of :class:`~cipherforest.service.sessions.Limits`:
+#: ``serve`` options that set a field of :class:`~cipherforest.service.limits.Limits`:
 #: flag, type, field, help (the default is the field's).
 _LIMIT_OPTIONS = (
     ("--memory-limit", parse_bytes, "memory_limit", "estimated bytes the sessions in memory "
@@ -106,7 +106,7 @@ def _shown(value) -> str:
 
 
 def add_serve_parser(sub) -> None:
-    from ..service.sessions import Limits
+    from ..service.limits import Limits
 
     defaults = Limits()
     serve = sub.add_parser("serve", help="run the private-forest server (HTTP, loopback by "
@@ -145,7 +145,7 @@ def add_serve_parser(sub) -> None:
 
 
 def _limits(args):
-    from ..service.sessions import Limits
+    from ..service.limits import Limits
 
     given = {field: getattr(args, field) for _, _, field, _ in _LIMIT_OPTIONS}
     return Limits(**{name: value for name, value in given.items() if value is not None})
@@ -202,7 +202,8 @@ def _serve(args, sock) -> int:
 
 def _run_keys(args, out=None) -> int:
     """``serve keys add | list | revoke`` on the data directory's key file."""
-    from ..service.keys import KeyStore, Quotas
+    from ..service.keys import KeyStore
+    from ..service.limits import Quotas
 
     out = sys.stdout if out is None else out
     data_dir = getattr(args, "data_dir", "cipherforest-data")

@@ -4,7 +4,7 @@ Opening a session needs an access key. There are two kinds:
 
 * the server's **default key** — ``$CIPHERFOREST_SERVER_KEY`` or the generated
   ``<data-dir>/access_key`` (:func:`~cipherforest.service.serve.load_access_key`): the
-  single-key setup, with the quotas of :class:`~cipherforest.service.sessions.Limits`;
+  single-key setup, with the quotas of :class:`~cipherforest.service.limits.Limits`;
 * **per-user keys** made by ``cipherforest serve keys add NAME`` and kept in
   ``<data-dir>/keys.json`` (0600): for each key its id, name, creation and revocation
   times, quotas, and the SHA-256 of the key — never the key, which is printed once.
@@ -30,8 +30,9 @@ import time
 from dataclasses import asdict, dataclass
 
 from ..io import atomic_write
+from .limits import Quotas
 
-__all__ = ["KEYS_FILE", "AccessKey", "KeyStore", "Quotas", "key_id"]
+__all__ = ["KEYS_FILE", "AccessKey", "KeyStore", "key_id"]
 
 KEYS_FILE = "keys.json"
 _FORMAT = "cipherforest-service-keys"
@@ -47,31 +48,6 @@ def _sha256(text: str) -> str:
 def key_id(secret: str) -> str:
     """The public id of an access key: the first 16 hex digits of its SHA-256."""
     return _sha256(secret)[:16]
-
-
-@dataclass(frozen=True)
-class Quotas:
-    """What the sessions of one access key may hold at once.
-
-    Parameters
-    ----------
-    sessions : int
-        Open sessions.
-    disk_bytes : int
-        Bytes in the sessions' folders (uploads, chunks, training state).
-    rows_x_trees : int
-        Sum over the sessions of training rows × trees (the server's work and memory per
-        level grow with it).
-    """
-
-    sessions: int
-    disk_bytes: int
-    rows_x_trees: int
-
-    def __post_init__(self):
-        for name, value in asdict(self).items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"quota {name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)

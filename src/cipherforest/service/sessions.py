@@ -21,10 +21,11 @@ import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ..privacy.protocol import Message, PrivateForestServer, ProtocolError, decode_message
-from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, Quotas, key_id
+from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
+from .limits import Limits, Quotas
 from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
 from .metrics import ServiceMetrics
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError
@@ -46,55 +47,6 @@ class ServiceError(Exception):
         self.status = status
         self.code = code
         self.message = message
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Request size limits, memory, quotas and expiry.
-
-    Parameters
-    ----------
-    max_chunk_bytes : int
-        Largest upload chunk (one PUT body).
-    max_chunks : int
-        Most chunks per upload.
-    max_message_bytes : int
-        Largest assembled upload (a ``setup`` or ``labels`` message).
-    max_predict_rows : int
-        Most rows of one ``predict`` message (its body limit is this many rows of the
-        session's features).
-    max_large_bodies : int
-        Request bodies over 64 KiB received or processed at once (others wait, then 503).
-    body_read_timeout : float
-        Seconds without a byte of a request body after which the request is dropped (408).
-    memory_limit : int
-        Estimated bytes the sessions in memory may hold together; the least recently used
-        leave memory beyond it (they stay on disk and come back when used).
-    memory_idle_seconds : float
-        A session unused this long leaves memory.
-    max_sessions_per_key, max_disk_bytes_per_key, max_rows_x_trees_per_key : int
-        Quotas of the default access key (and the defaults of ``serve keys add``): sessions
-        held at once, bytes on disk, and the sum of training rows × trees.
-    session_idle_seconds : float
-        A session untouched this long is deleted with its data.
-    """
-
-    max_chunk_bytes: int = 16 << 20
-    max_chunks: int = 4096
-    max_message_bytes: int = 2 << 30
-    max_predict_rows: int = 100_000
-    max_large_bodies: int = 4
-    body_read_timeout: float = 30.0
-    memory_limit: int = 2 << 30
-    memory_idle_seconds: float = 300.0
-    max_sessions_per_key: int = 64
-    max_disk_bytes_per_key: int = 64 << 30
-    max_rows_x_trees_per_key: int = 10**9
-    session_idle_seconds: float = 7 * 24 * 3600.0
-
-    def default_quotas(self) -> Quotas:
-        return Quotas(self.max_sessions_per_key, self.max_disk_bytes_per_key,
-                      self.max_rows_x_trees_per_key)
 
 
 def _token_digest(token: str) -> str:
