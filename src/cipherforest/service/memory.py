@@ -92,19 +92,21 @@ class Residency:
         with self._lock:
             return len(self._sessions)
 
-    def candidates(self) -> list[str]:
+    def candidates(self, pinned: frozenset | set = frozenset()) -> list[str]:
         """Sessions that should leave memory, first to go first: the idle ones, then as
-        many of the least recently used as bring the total within the budget."""
+        many of the least recently used as bring the total within the budget, passing over
+        the ``pinned`` ones (which cannot leave now but count)."""
         now = time.monotonic()
         with self._lock:
             items = list(self._sessions.items())
-        idle = [sid for sid, (_, used) in items if now - used > self.idle_seconds]
+        idle = [sid for sid, (_, used) in items
+                if now - used > self.idle_seconds and sid not in pinned]
         total = sum(nbytes for sid, (nbytes, _) in items if sid not in idle)
         over = []
         for sid, (nbytes, _) in items:
             if total <= self.budget:
                 break
-            if sid not in idle:
+            if sid not in idle and sid not in pinned:
                 over.append(sid)
                 total -= nbytes
         return idle + over

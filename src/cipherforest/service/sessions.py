@@ -97,7 +97,10 @@ class SessionManager:
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
-        self._store_digests: dict[str, dict[int, str]] = {}
+        self._store_digests: dict[str, dict[int, str]] = {}  # leaf stores saved on disk
+        # Sessions whose state in memory is ahead of the disk (a message handled, not yet
+        # persisted): they may not leave memory. Guarded by the server lock.
+        self._dirty: set[str] = set()
         self._next_expiry = 0.0
 
     # ------------------------------------------------------------------ auth and quotas
@@ -276,12 +279,12 @@ class SessionManager:
                         size: int, sha256: str) -> bytes:
         message = self._decode(data, UPLOAD_KINDS)
         if message.kind == "labels":
-            self._ensure_live(record, message)
-            reply = self._handle(data)
+            self._check_message(record, message)
+            reply = self._handle(record, data, changes_state=True)
             with self._on_failure_leave_memory(record):
                 self.storage.commit_upload(record.id, name, message.kind, path, size, sha256,
                                            reply)
-            self._used(record)
+            self._persisted(record)
             return reply
         if record.protocol_id is not None:
             raise ServiceError(409, "setup_done", "this session has its setup already")
@@ -294,7 +297,7 @@ class SessionManager:
                 raise ServiceError(429, "rows_x_trees_quota", f"{X.shape[0]} rows × {n_trees} "
                                    f"trees on top of this access key's {work} would exceed "
                                    f"its quota of {quotas.rows_x_trees}")
-        reply = self._handle(data)
+        reply = self._handle(record, data, changes_state=True)
         protocol_id = decode_message(reply, "session").value("session", str)
         record = replace(record, protocol_id=protocol_id)
         with self._on_failure_leave_memory(record):
@@ -302,7 +305,7 @@ class SessionManager:
                                        reply, protocol_id=protocol_id,
                                        state="receiving labels", n_rows=int(X.shape[0]),
                                        n_features=int(X.shape[1]), n_trees=int(n_trees))
-        self._used(record)
+        self._persisted(record)
         return reply
 
     # ------------------------------------------------------------------ training, predict
@@ -312,12 +315,12 @@ class SessionManager:
         with self._lock(record.id):
             record = self._current(record)
             message = self._decode(data, ROUND_KINDS)
-            self._ensure_live(record, message)
-            last = self._last.get(record.id)
+            self._check_message(record, message)
+            last = self._last_reply(record)
             if last is not None and last[0] == digest:
                 return last[1]  # the same request again: its reply, not a replay error
             started = time.perf_counter()
-            reply = self._handle(data)
+            reply = self._handle(record, data, changes_state=True)
             self.metrics.level(time.perf_counter() - started)
             with self._on_failure_leave_memory(record):
                 with self._server_lock:
@@ -329,18 +332,17 @@ class SessionManager:
             self._last[record.id] = (digest, reply)
             if state.meta["state"] != record.state:
                 self.storage.update_session(record.id, state=state.meta["state"])
+            self._persisted(record)
             if state.meta["state"] == "trained":  # prediction reloads it from disk
                 self._leave_memory(record.id, record.protocol_id)
                 release_free_memory()
-            else:
-                self._used(record)
             return reply
 
     def current_reply(self, record: SessionRecord) -> bytes:
         """The reply to the last training request (the open query, or ``trained``)."""
         with self._lock(record.id):
-            self._ensure_live(record, None)
-            last = self._last.get(record.id)
+            self._check_message(record, None)
+            last = self._last_reply(record)
             if last is None:
                 raise ServiceError(409, "not_training", "the session has not started training")
             return last[1]
@@ -348,8 +350,8 @@ class SessionManager:
     def predict(self, record: SessionRecord, data: bytes) -> bytes:
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
-            self._ensure_live(record, message)
-            reply = self._handle(data)
+            self._check_message(record, message)
+            reply = self._handle(record, data, changes_state=False)
             self._used(record)
             return reply
 
@@ -385,6 +387,7 @@ class SessionManager:
 
     def _forget(self, session_id: str, protocol_id: str | None) -> None:
         self._leave_memory(session_id, protocol_id)
+        self._store_digests.pop(session_id, None)
         self.storage.delete_session(session_id)
         with self._locks_guard:
             self._locks.pop(session_id, None)
@@ -421,45 +424,53 @@ class SessionManager:
             self._leave_memory(record.id, record.protocol_id)
             raise
 
+    def _persisted(self, record: SessionRecord) -> None:
+        """The disk has caught up with the session's state in memory: it may leave."""
+        with self._server_lock:
+            self._dirty.discard(record.id)
+        self._used(record)
+
     def _used(self, record: SessionRecord) -> None:
         """Record ``record``'s session as just used, with its estimated bytes; sessions
         beyond the memory budget (or idle) leave memory."""
         with self._server_lock:
             if not self.server.has_session(record.protocol_id):
                 return
-            session = self.server.session(record.protocol_id)
             setup = self.storage.index.uploads(record.id)[:1]
-            nbytes = session_bytes(session, setup[0].size if setup else 0)
-        self.residency.used(record.id, nbytes)
-        self.release_memory(busy=record.id)
+            self.residency.used(record.id, session_bytes(
+                self.server.session(record.protocol_id), setup[0].size if setup else 0))
+        self.release_memory()
 
-    def release_memory(self, busy: str | None = None) -> int:
+    def release_memory(self) -> int:
         """Make idle sessions, and the least recently used beyond the budget, leave memory
-        (never one in use); the number that left."""
+        (those whose requests wait for the state machine too: they come back when their
+        turn comes), passing over those whose state in memory is not on disk yet — which
+        may make the session just used leave; the number that left."""
+        with self._server_lock:
+            pinned = set(self._dirty)
         count = 0
-        for session_id in self.residency.candidates():
-            if session_id == busy:
-                continue
-            lock = self._lock(session_id)
-            if not lock.acquire(blocking=False):
-                continue  # in use: it stays
-            try:
-                record = self.storage.index.session(session_id)
-                self._leave_memory(session_id, None if record is None else record.protocol_id)
+        for session_id in self.residency.candidates(pinned):
+            record = self.storage.index.session(session_id)
+            if self._leave_memory(session_id, None if record is None else record.protocol_id,
+                                  unless_dirty=True):
                 count += 1
-            finally:
-                lock.release()
         if count:
             release_free_memory()
         return count
 
-    def _leave_memory(self, session_id: str, protocol_id: str | None) -> None:
-        if protocol_id is not None:
-            with self._server_lock:
+    def _leave_memory(self, session_id: str, protocol_id: str | None, *,
+                      unless_dirty: bool = False) -> bool:
+        """Forget the session's protocol state and cached last reply; whether it left
+        (``unless_dirty``: not if its state in memory is ahead of the disk)."""
+        with self._server_lock:
+            if unless_dirty and session_id in self._dirty:
+                return False
+            self._dirty.discard(session_id)
+            if protocol_id is not None:
                 self.server.forget_session(protocol_id)
         self._last.pop(session_id, None)
-        self._store_digests.pop(session_id, None)
         self.residency.left(session_id)
+        return True
 
     def sweep(self) -> None:
         """Periodic upkeep: expire idle sessions, release memory, checkpoint the index."""
@@ -482,33 +493,43 @@ class SessionManager:
         except ProtocolError as exc:
             raise ServiceError(400, "bad_message", str(exc)) from None
 
-    def _handle(self, data: bytes) -> bytes:
-        try:
-            with self._server_lock:
-                return self.server.handle(data)
-        except ProtocolError as exc:
-            raise ServiceError(409 if _is_state_error(str(exc)) else 400, "protocol_error",
-                               str(exc)) from None
+    def _handle(self, record: SessionRecord, data: bytes, *, changes_state: bool) -> bytes:
+        """The state machine's reply to ``data``, the session brought back from disk first
+        if it is not in memory (``changes_state``: it stays until :meth:`_persisted`)."""
+        with self._server_lock:
+            if record.protocol_id is not None and not self.server.has_session(
+                    record.protocol_id):
+                self._restore_locked(record)
+            try:
+                reply = self.server.handle(data)
+            except ProtocolError as exc:  # refused before any change
+                raise ServiceError(409 if _is_state_error(str(exc)) else 400,
+                                   "protocol_error", str(exc)) from None
+            except BaseException:  # the state may be half changed: reload it from disk
+                if record.protocol_id is not None:
+                    self.server.forget_session(record.protocol_id)
+                raise
+            if changes_state:
+                self._dirty.add(record.id)
+            return reply
 
-    def _ensure_live(self, record: SessionRecord, message: Message | None) -> None:
-        """The session's protocol state is in memory (restored from disk if it left), and
-        ``message`` names it."""
+    def _check_message(self, record: SessionRecord, message: Message | None) -> None:
+        """The session has its setup, and ``message`` (if any) names it."""
         if record.protocol_id is None:
             raise ServiceError(409, "no_setup", "upload the setup message first")
         if message is not None and message.meta.get("session") != record.protocol_id:
             raise ServiceError(403, "other_session", "the message names protocol session "
                                f"{message.meta.get('session')!r}, not this session's")
-        with self._server_lock:
-            if self.server.has_session(record.protocol_id):
-                return
+
+    def _restore_locked(self, record: SessionRecord) -> None:
+        """Bring the session back from disk (the server lock is held)."""
         try:
             saved = self.storage.load_state(record.id)
             trained = saved is not None and saved[0].meta["state"] == "trained"
             # A trained session needs no label: its setup and state bring it back.
             uploads = self.storage.committed_uploads(record.id, setup_only=trained)
-            with self._server_lock:
-                self.server.restore_session(record.protocol_id, uploads,
-                                            None if saved is None else saved[0])
+            self.server.restore_session(record.protocol_id, uploads,
+                                        None if saved is None else saved[0])
         except (StorageError, ProtocolError) as exc:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "
                                f"restored from disk: {self.storage.relative(str(exc))}"
@@ -518,7 +539,18 @@ class SessionManager:
             self._store_digests[record.id] = saved[3]
             if saved[0].meta["state"] != record.state:
                 self.storage.update_session(record.id, state=saved[0].meta["state"])
-        self._used(record)
+
+    def _last_reply(self, record: SessionRecord) -> tuple[str, bytes] | None:
+        """``(request sha256, reply)`` of the session's last training request, from memory
+        or its state file; None before training."""
+        last = self._last.get(record.id)
+        if last is None:
+            try:
+                last = self.storage.last_reply(record.id)
+            except StorageError as exc:
+                raise ServiceError(410, "unrecoverable", f"session {record.id}: "
+                                   f"{self.storage.relative(str(exc))}") from None
+        return last
 
 
 def _is_state_error(message: str) -> bool:

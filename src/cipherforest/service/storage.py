@@ -463,6 +463,16 @@ class Storage:
                 "open_nodes": int(arrays["open_node"].shape[0]),
                 "leaves": int(arrays["leaf_tree"].shape[0])}
 
+    def last_reply(self, session_id: str) -> tuple[str, bytes] | None:
+        """``(request sha256, reply)`` of the last training request; None before training."""
+        saved = self._read_state(session_id)
+        if saved is None:
+            return None
+        meta = saved[0]
+        return meta["request_sha256"], _read_checked(
+            self._reply_path(session_id, meta["reply_sha256"]), meta["reply_sha256"],
+            f"the last reply of session {session_id}")
+
     def load_state(self, session_id: str) -> tuple[SessionState, str, bytes,
                                                    dict[int, str]] | None:
         """``(state with every leaf store, request sha256, reply, store digests)`` or None."""
