@@ -120,8 +120,9 @@ def add_serve_parser(sub) -> None:
                        help="worker processes per tree level of a training (trees are split "
                        "among them; default 1, -1 one per core)")
     for flag, kind, field, text in _LIMIT_OPTIONS:
-        serve.add_argument(flag, type=kind, default=None, dest=field,
-                           help=f"{text} (default {_shown(getattr(defaults, field))})")
+        default = getattr(defaults, field)
+        serve.add_argument(flag, type=kind, default=None, dest=field, help=f"{text} (default "
+                           f"{'a quarter of the memory' if default is None else _shown(default)})")
     serve.add_argument("--limit-concurrency", type=_positive_int, default=256,
                        help="connections at once beyond which uvicorn answers 503 "
                        "(default 256)")

@@ -3,6 +3,7 @@ the service's dependencies (the ``serve`` command line reads their defaults)."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 
 __all__ = ["Limits", "Quotas"]
@@ -52,9 +53,10 @@ class Limits:
         Request bodies over 64 KiB received or processed at once (others wait, then 503).
     body_read_timeout : float
         Seconds without a byte of a request body after which the request is dropped (408).
-    memory_limit : int
+    memory_limit : int or None
         Estimated bytes the sessions in memory may hold together; the least recently used
-        leave memory beyond it (they stay on disk and come back when used).
+        leave memory beyond it (they stay on disk and come back when used). None: a quarter
+        of the machine's physical memory (:meth:`memory_budget`).
     memory_idle_seconds : float
         A session unused this long leaves memory.
     max_sessions_per_key, max_disk_bytes_per_key, max_rows_x_trees_per_key : int
@@ -70,12 +72,23 @@ class Limits:
     max_predict_rows: int = 100_000
     max_large_bodies: int = 4
     body_read_timeout: float = 30.0
-    memory_limit: int = 2 << 30
+    memory_limit: int | None = None
     memory_idle_seconds: float = 300.0
     max_sessions_per_key: int = 64
     max_disk_bytes_per_key: int = 64 << 30
     max_rows_x_trees_per_key: int = 10**9
     session_idle_seconds: float = 7 * 24 * 3600.0
+
+    def memory_budget(self) -> int:
+        """``memory_limit``, or a quarter of the physical memory (at least 1 GiB; 2 GiB if
+        the system does not say)."""
+        if self.memory_limit is not None:
+            return self.memory_limit
+        try:
+            physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):
+            return 2 << 30
+        return max(physical // 4, 1 << 30)
 
     def default_quotas(self) -> Quotas:
         return Quotas(self.max_sessions_per_key, self.max_disk_bytes_per_key,

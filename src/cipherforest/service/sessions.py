@@ -89,7 +89,7 @@ class SessionManager:
         # sessions expire inside the state machine (they leave memory through Residency).
         self.server = PrivateForestServer(n_jobs=n_jobs, max_sessions=1 << 30,
                                           session_ttl=float("inf"))
-        self.residency = Residency(self.limits.memory_limit, self.limits.memory_idle_seconds)
+        self.residency = Residency(self.limits.memory_budget(), self.limits.memory_idle_seconds)
         self.metrics = ServiceMetrics()
         # One protocol call at a time: the state machine is not thread-safe (and its
         # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
