@@ -167,7 +167,7 @@ def run(n_clients: int, rows: int, trees: int, depth: int) -> dict:
     """One server, ``n_clients`` clients at once; their results and the server's memory."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as data_dir:
-        server, url = start_server(data_dir, KEY)
+        server, url = start_server(data_dir, KEY, stderr=subprocess.DEVNULL)
         try:
             idle_mb = peak_memory_mb(server.pid)
             started = time.perf_counter()

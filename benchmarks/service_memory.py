@@ -236,8 +236,11 @@ def sessions(args) -> None:
                 if wait > 0:
                     time.sleep(wait)
                 marks[minutes] = rss_mb(server.pid)
-            with urllib.request.urlopen(url + "/metrics") as reply:
-                metrics = reply.read().decode()
+            try:
+                with urllib.request.urlopen(url + "/metrics") as reply:
+                    metrics = reply.read().decode()
+            except OSError:  # a server from before /metrics
+                metrics = ""
         finally:
             sampler.stop()
             server.terminate()
