@@ -88,9 +88,11 @@ def main() -> None:
                 if i == 1:
                     print("$ export CIPHERFOREST_SERVER_KEY=...")
                 print(f"$ cipherforest {step}")
+                # Bytes, not text: text mode would turn the bars' carriage returns into
+                # newlines.
                 done = subprocess.run([*command, *shlex.split(step)], cwd=work, env=env,
-                                      capture_output=True, text=True)
-                for text in (done.stderr, done.stdout):
+                                      capture_output=True)
+                for text in (done.stderr.decode(), done.stdout.decode()):
                     if _shown(text):
                         print(_shown(text))
                 if done.returncode:
