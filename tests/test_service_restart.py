@@ -178,7 +178,8 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_serve_jobs_forks_level_workers_and_trains_the_same_forest(tmp_path):
     """``serve --jobs 2``: the levels' trees are split with a forked worker inside the HTTP
-    server process, and the forest is still the oracle's."""
+    server process (itself the child of the supervisor that holds the socket), and the
+    forest is still the oracle's."""
     from sklearn.datasets import load_breast_cancer
 
     X, y = load_breast_cancer(return_X_y=True)
@@ -190,9 +191,11 @@ def test_serve_jobs_forks_level_workers_and_trains_the_same_forest(tmp_path):
     seen: set[int] = set()
     done = threading.Event()
 
-    def watch() -> None:  # the server's children while it trains
+    def watch() -> None:  # the server process's children while it trains
         while not done.is_set():
-            seen.update(_children(server.process.pid))
+            # The server process is the supervisor's one child.
+            for worker in _children(server.process.pid):
+                seen.update(_children(worker))
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch, daemon=True)

@@ -170,6 +170,8 @@ def add_client_parser(sub) -> None:
     train.add_argument("--target", default=None, help="name of the label column (one-shot)")
     train.add_argument("--verbose", action="store_true", help="one line per round on standard "
                        "error: open nodes, query megabytes, seconds")
+    train.add_argument("--force", action="store_true", help="one-shot: replace the model of "
+                       "an existing --model directory")
     _add_server_options(train)
     _add_forest_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
@@ -191,7 +193,6 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
     from ..privacy import PrivateForestClient
-    from ..privacy.package import load_package, model_stage
     from ..privacy.protocol import HTTPTransport, ServiceUnavailableError
 
     try:
@@ -211,6 +212,10 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
         elif args.action == "train":
             if args.target is None or args.server is None:
                 parser.error("the one-shot train (--data) needs --target and --server")
+            if os.path.isdir(args.model) and os.listdir(args.model) and not args.force:
+                raise ValueError(f"{args.model} exists and is not empty: give another "
+                                 "--model, or --force to replace its model (new keys: a model "
+                                 "trained with the old ones cannot be used any more)")
             X, y, _ = read_csv(args.data, args.target)
             progress = ProgressBar()
             client = _forest_client(
@@ -240,26 +245,36 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if y is not None:
                 accuracy = float(np.mean(predictions.astype(str) == y))
                 print(f"accuracy against {args.target!r}: {accuracy:.4f}", file=sys.stderr)
-        elif model_stage(args.model) != "trained":
-            client, meta = load_package(PrivateForestClient, args.model)
-            info = meta["transport"] or {}
-            status = {"stage": meta["stage"], "setup_committed": meta["setup_committed"],
-                      "label_messages": meta["n_label_messages"],
-                      "label_messages_committed": meta["label_messages_committed"],
-                      "server": info.get("url"), "session": None}
-            if info.get("id"):
-                status["session"] = HTTPTransport(info["url"], session=info).status()
-            print(json.dumps(status, indent=2), file=out)
         else:
-            client = PrivateForestClient.load(args.model)
-            if not isinstance(client.server_, HTTPTransport):
-                parser.error(f"{args.model} was trained with the embedded server; status "
-                             "needs a server URL")
-            print(json.dumps(client.server_.status(), indent=2), file=out)
+            print(json.dumps(_status(args.model), indent=2), file=out)
     except (OSError, ValueError, ProtocolError, ServiceUnavailableError) as exc:
         print(f"cipherforest client {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _status(path: str) -> dict:
+    """Where a model directory stands, in one shape at every stage: ``stage``, ``server``,
+    ``session`` (the server's status of the session, or None), ``upload`` (messages
+    committed; None once trained)."""
+    from ..privacy import PrivateForestClient
+    from ..privacy.package import load_package, model_stage
+    from ..privacy.protocol import HTTPTransport
+
+    if model_stage(path) == "trained":
+        client = PrivateForestClient.load(path)
+        transport = client.server_ if isinstance(client.server_, HTTPTransport) else None
+        return {"stage": "trained", "server": None if transport is None else transport.url,
+                "session": None if transport is None else transport.status(),
+                "upload": None}
+    _, meta = load_package(PrivateForestClient, path)
+    info = meta["transport"] or {}
+    return {"stage": meta["stage"], "server": info.get("url"),
+            "session": HTTPTransport(info["url"], session=info).status()
+            if info.get("id") else None,
+            "upload": {"setup_committed": meta["setup_committed"],
+                       "label_messages": meta["n_label_messages"],
+                       "label_messages_committed": meta["label_messages_committed"]}}
 
 
 def _forest_client(args, parser, **params):
@@ -427,12 +442,16 @@ def _train_package(args, parser, out) -> None:
         answered.append(answer)
         record_answer(args.model, len(answered), encode_message(answer))
 
+    resumed_after = len(answered)
     try:
         client.train(setup, transport, answered=list(answered), on_answer=record)
     finally:
         progress.close()
     client.save(args.model)  # stage "trained", with the server's URL and session
-    print(f"trained {client.n_estimators} trees in {client.fit_stats_.rounds} rounds; model "
+    # Every query was answered once: the session's rounds are the answers recorded.
+    resumed = (f" ({len(answered) - resumed_after} in this run, after {resumed_after} "
+               "recorded)" if resumed_after else "")
+    print(f"trained {client.n_estimators} trees in {len(answered)} rounds{resumed}; model "
           f"saved to {args.model}", file=out)
     print(format_privacy_report(client.privacy_report_), file=out)
 
