@@ -424,7 +424,6 @@ def _train_package(args, parser, out) -> None:
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
     client.set_params(server=url, timeout=args.timeout, verbose=int(args.verbose))
-    client.client_session_.params.update(verbose=int(args.verbose))
     client.server_ = transport
     setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
     # A client that stopped during the rounds left its answers: replay them and continue.

@@ -262,10 +262,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """Fitted attributes after :meth:`ClientSession.train`."""
         engine = self.client_session_
         self.session_ = engine.session_id
-        self.epsilon_spent_ = engine.accountant.epsilon_spent
-        self.delta_spent_ = engine.accountant.delta_spent
         self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
                                               self.gipe_mode, self.reveal_leaves)
+        self.epsilon_spent_ = self.privacy_report_["epsilon"]
+        self.delta_spent_ = self.privacy_report_["delta"]
         self.fit_stats_ = stats
         if self.verbose:
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
@@ -302,6 +302,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats = ProtocolStats()
         engine = self.client_session_
         engine.transport = transport
+        engine.params["verbose"] = self.verbose  # set_params after encrypt (the CLI's -v)
         engine.train(setup, stats, answered=answered, on_answer=on_answer)
         return self._fitted(stats)
 
@@ -312,9 +313,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self._validate_params()
         X = validate_data(self, X, dtype=np.float64, reset=False)
         engine = self.client_session_
-        engine.params.update(prediction_reply=self.prediction_reply)
         stats = ProtocolStats()
-        proba = engine.predict_proba(X, stats)
+        proba = engine.predict_proba(X, stats, self.prediction_reply)
         self.predict_stats_ = stats
         return proba
 

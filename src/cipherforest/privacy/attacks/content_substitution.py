@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 
 import numpy as np
 
 from ..protocol import Message, ProtocolError, decode_message, encode_message
+from .pair_oracle import packed_blocks
 
 __all__ = ["ContentSubstitutionResult", "ContentSubstitutionServer",
            "content_substitution_attack", "without_count_check"]
@@ -154,17 +154,10 @@ class ContentSubstitutionServer:
 
     def _forged(self, query: Message) -> Message:
         from ..protocol.planner import Candidate, NodePlan
-        from ..protocol.server.level import level_part
 
         session = self.server.session(query.meta["session"])
         plans = session.plans
         pairs = self._probes.next_pairs(len(plans))
-        n = session.X.shape[0]
-        ones = np.ones(n, dtype=np.int64)
-        fake = SimpleNamespace(context=session.context, layout=session.layout,
-                               label_copy=session.label_copy, spec=session.spec,
-                               n_classes=session.n_classes,
-                               growth=SimpleNamespace(weights=lambda t: ones))
         forged = []
         for i, plan in enumerate(plans):
             reference, row = pairs[i] if i < len(pairs) else (0, 0)
@@ -178,7 +171,7 @@ class ContentSubstitutionServer:
                                    [order] * len(candidates), candidates))
             if i < len(pairs):
                 self._pending[(plan.tree, plan.node.node_id)] = (reference, row)
-        _, blobs, positions = level_part(fake, [], forged, query.meta["shift"], serialize=False)
+        blobs, positions = packed_blocks(session, forged, query.meta["shift"])
         arrays = dict(query.arrays)
         arrays["block_position"] = np.asarray(positions, dtype=np.int64)
         return Message("query", query.meta, arrays, {"squares": blobs})

@@ -15,10 +15,11 @@ import numpy as np
 
 from ..dp import ExponentialMechanism, split_sensitivity
 from .messages import ProtocolError
-from .planner import ForestGrowth, NodePlan
+from .planner import ForestGrowth, NodePlan, plan_fields
 
 __all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
-           "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores"]
+           "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores",
+           "squares_of_counts"]
 
 _EPSILON = np.finfo(np.float64).eps
 
@@ -99,12 +100,9 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
 def _plan_arrays(growth: ForestGrowth, plans: list[NodePlan]):
     """Per planned node its weight, its tree's root weight and its candidate count, and
     every candidate's left weight: the public half of a decision."""
-    weight = np.array([p.weight for p in plans], dtype=np.int64)
-    tree_weight = np.array([growth.trees[p.tree].total_weight for p in plans], dtype=np.int64)
-    n_candidates = np.array([p.n_candidates for p in plans], dtype=np.int64)
-    left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
-                           dtype=np.int64)
-    return weight, tree_weight, n_candidates, left_weight
+    fields = plan_fields(growth, plans)
+    return (fields["weight"], fields["tree_weight"], fields["n_candidates"],
+            fields["left_weight"])
 
 
 def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarray,
@@ -164,19 +162,27 @@ def clear_counts(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.nd
     return np.concatenate(blocks) if blocks else np.zeros((0, onehot.shape[1]))
 
 
-def clear_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
-    """The decrypted query blocks of ``plans`` in the clear: per node ``(ΣL², ΣR²)`` for
-    every candidate in the server's order, then ``(ΣT², 0)``."""
-    counts = clear_counts(plans, onehot, weights_of)
+def squares_of_counts(counts: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:
+    """Per candidate ``(ΣL², ΣR²)`` and per node ``(ΣT², 0)``, in query order, from the
+    blocks' class counts (``R = T - L``, checked to be a count)."""
     blocks, start = [], 0
-    for plan in plans:
-        k = plan.n_candidates
+    for k in np.asarray(n_candidates).tolist():
         left, total = counts[start: start + k], counts[start + k]
         right = total - left
+        if (right < 0).any():
+            raise ProtocolError("query: a candidate's left counts exceed its node's class "
+                                "totals: not made with this client's key or corrupted")
         blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)], axis=1))
         blocks.append([[float((total ** 2).sum()), 0.0]])
         start += k + 1
     return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+
+def clear_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
+    """The decrypted query blocks of ``plans`` in the clear: per node ``(ΣL², ΣR²)`` for
+    every candidate in the server's order, then ``(ΣT², 0)``."""
+    return squares_of_counts(clear_counts(plans, onehot, weights_of),
+                             [p.n_candidates for p in plans])
 
 
 def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray) -> None:

@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..he import BlockLayout, HEError, SecretContext
+from .decisions import squares_of_counts
 from .messages import Message, ProtocolError
 
 __all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
-           "query_counts", "query_squares", "row_sums", "squares_of_counts"]
+           "query_counts", "query_squares", "row_sums"]
 
 # CKKS returns squared counts with an error far below this; more means a wrong key or a
 # corrupted ciphertext, not rounding.
@@ -95,25 +96,10 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
     return np.rint(counts)
 
 
-def squares_of_counts(counts: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:
-    """Per candidate ``(ΣL², ΣR²)`` and per node ``(ΣT², 0)``, in query order, from the
-    blocks' class counts (``R = T - L``, checked to be a count)."""
-    blocks, start = [], 0
-    for k in np.asarray(n_candidates).tolist():
-        left, total = counts[start: start + k], counts[start + k]
-        right = total - left
-        if (right < 0).any():
-            raise ProtocolError("query: a candidate's left counts exceed its node's class "
-                                "totals: not made with this client's key or corrupted")
-        blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)], axis=1))
-        blocks.append([[float((total ** 2).sum()), 0.0]])
-        start += k + 1
-    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
-
-
 def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
     """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's candidates
-    followed by its total block ``(ΣT², 0)`` (:func:`query_counts`, :func:`squares_of_counts`)."""
+    followed by its total block ``(ΣT², 0)`` (:func:`query_counts`,
+    :func:`~.decisions.squares_of_counts`)."""
     return squares_of_counts(query_counts(he, layout, query),
                              query.array("n_candidates", "int64", 1))
 

@@ -32,11 +32,11 @@ import numpy as np
 from ..dp import LabelPrivacyAccountant, RandomizedResponse
 from ..gipe import GiniPreservingEncryptor
 from ..he import BlockLayout, SecretContext
-from .decisions import check_counts, clear_counts, decide_splits
+from .decisions import check_counts, clear_counts, decide_splits, squares_of_counts
 from .messages import Message, ProtocolError, decode_message, encode_message
 from .params import ForestSpec, forest_meta, label_epsilon
-from .planner import ForestGrowth, NodePlan
-from .replies import leaf_counts, query_counts, row_sums, squares_of_counts
+from .planner import ForestGrowth, NodePlan, plan_fields
+from .replies import leaf_counts, query_counts, row_sums
 from .transport import ResumableTransport, Transport
 
 __all__ = ["ClientSession", "ProtocolStats"]
@@ -356,15 +356,7 @@ class ClientSession:
                 if growth.trees[t].open and growth.plan_tree(t)[0]:
                     raise ProtocolError(f"query: tree {t} has open nodes but is not in the "
                                         "round")
-        expected = {
-            "tree": [p.tree for p in plans],
-            "node": [p.node.node_id for p in plans],
-            "weight": [p.weight for p in plans],
-            "tree_weight": [growth.trees[p.tree].total_weight for p in plans],
-            "n_candidates": [p.n_candidates for p in plans],
-            "left_weight": [c.left_weight for p in plans for cs in p.candidates for c in cs],
-        }
-        for name, values in expected.items():
+        for name, values in plan_fields(growth, plans).items():
             got = query.array(name, "int64", 1)
             if got.shape[0] != len(values) or not np.array_equal(got, values):
                 raise ProtocolError(f"query: {name!r} differs from the forest's plan (the "
@@ -380,13 +372,15 @@ class ClientSession:
                                     "still has nodes to split")
 
     # ------------------------------------------------------------------ 4. predict
-    def predict_proba(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
+    def predict_proba(self, X: np.ndarray, stats: ProtocolStats,
+                      reply: str = "sums") -> np.ndarray:
         """Class probabilities of the rows ``X`` (validated float64): the mean over trees of
-        the leaf class frequencies, decrypted here."""
+        the leaf class frequencies, decrypted here. ``reply``: what to ask the server for,
+        ``"sums"`` (per-row sums over the trees, CKKS) or ``"leaves"``."""
         started = time.perf_counter()
         n_trees = int(self.params["n_estimators"])
         X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
-        request = Message("predict", self._meta({"reply": self.params["prediction_reply"]}),
+        request = Message("predict", self._meta({"reply": reply}),
                           {"X": X_cipher})
         reply = self.exchange(request, "scores", stats)
         if reply.value("n_rows", int) != X.shape[0] or reply.value("n_trees", int) != n_trees:

@@ -45,7 +45,7 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
-from ..planner import NodePlan, OpenNode
+from ..planner import NodePlan, OpenNode, plan_fields
 from .level import CKKS_MAX_SCALED_COUNT, compute_level, lane_rotations
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -381,23 +381,12 @@ class PrivateForestServer:
         session.plans = plans
         session.stats.rounds += 1
         session.stats.query_ciphertexts += len(blobs)
-        n_cands = np.array([p.n_candidates for p in plans], dtype=np.int64)
-        session.stats.candidates += int(n_cands.sum())
-        left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
-                               dtype=np.int64)
+        fields = plan_fields(session.growth, plans)
+        session.stats.candidates += int(fields["n_candidates"].sum())
         meta = {"session": session.id, "round": session.round, "token": session.query_token,
                 "shift": shift, "block_size": session.block_size,
                 "blocks_per_ciphertext": session.blocks_per_ciphertext}
-        arrays = {
-            "tree": np.array([p.tree for p in plans], dtype=np.int64),
-            "node": np.array([p.node.node_id for p in plans], dtype=np.int64),
-            "weight": np.array([p.weight for p in plans], dtype=np.int64),
-            "tree_weight": np.array([session.trees[p.tree].total_weight for p in plans],
-                                    dtype=np.int64),
-            "n_candidates": n_cands,
-            "left_weight": left_weight,
-            "block_position": np.asarray(positions, dtype=np.int64),
-        }
+        arrays = {**fields, "block_position": np.asarray(positions, dtype=np.int64)}
         return Message("query", meta, arrays, {"squares": blobs})
 
     def _round_fits(self, session: ServerSession, n_blocks: int, n_nodes: int) -> bool:
