@@ -82,9 +82,10 @@ def load(name: str, max_rows: int | None = None):
 
 # ---------------------------------------------------------------------- part 1: protocol
 PROTOCOL_MODES = {
-    "paper (gipe_mode='paper', reveal_leaves=True)": {"gipe_mode": "paper",
-                                                       "reveal_leaves": True},
-    "defaults": {},
+    "paper (gipe_mode='paper', reveal_leaves=True, gini)": {
+        "gipe_mode": "paper", "reveal_leaves": True, "split_selection": "gini"},
+    "gini (quantile ciphers, hidden leaves)": {"split_selection": "gini"},
+    "defaults (rr, ε = 2)": {},
 }
 
 
@@ -127,6 +128,14 @@ def protocol_attacks(name, X, y, n_trees, n_jobs):
         oracle = atk.pair_oracle_attack(
             PrivateForestClient(n_estimators=2, random_state=0, **params), X, y)
         result["pair oracle"] = "refused" if oracle.refused else f"{oracle.success:.3f}"
+        if params.get("split_selection") == "gini":  # the only mode here that decrypts counts
+            forged = atk.content_substitution_attack(
+                PrivateForestClient(n_estimators=2, random_state=0, scheme="bfv", **params),
+                X, y)
+            result["count forgery"] = (f"refused in round {forged.refused_round}"
+                                       if forged.refused else f"{forged.success:.3f}")
+        else:
+            result["count forgery"] = "no round to forge"
         half = X.shape[0] // 2
         value = atk.score_value_recovery(C[:half], X[:half], X[half:])
         result["values within 5 % of range"] = value.within
@@ -143,7 +152,8 @@ def run_protocol(args):
         results.extend(protocol_attacks(name, X, y, args.trees, args.jobs))
     columns = ["dataset", "mode", "rows", "majority", "alternation", "shared cipher",
                "declared leaves", "leaf union", "proximity (nearest)", "proximity (clusters)",
-               "pair oracle", "values within 5 % of range", "rounds", "fit s"]
+               "pair oracle", "count forgery", "values within 5 % of range", "rounds",
+               "fit s"]
     return results, columns, (f"{args.trees} trees, CKKS, every row a training row (the "
                               "server's view); one known label per class where an attack "
                               "uses labels (scored on the other rows)")

@@ -67,16 +67,6 @@ class ExponentialMechanism:
         draw = rng.random() * cumulative[-1]
         return min(int(np.searchsorted(cumulative, draw, side="right")), utility.shape[0] - 1)
 
-    def probabilities(self, utility: np.ndarray, sensitivity: float) -> np.ndarray:
-        """The distribution :meth:`choose` draws from."""
-        utility = np.asarray(utility, dtype=np.float64)
-        if math.isinf(self.epsilon):
-            out = np.zeros(utility.shape[0])
-            out[int(np.argmax(utility))] = 1.0
-            return out
-        weights = np.exp(self.epsilon * (utility - utility.max()) / (2.0 * float(sensitivity)))
-        return weights / weights.sum()
-
 
 @dataclass(frozen=True)
 class RandomizedResponse:
