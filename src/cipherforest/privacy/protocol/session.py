@@ -105,6 +105,11 @@ class ClientSession:
                                       self.params.get("label_delta", 1e-6))
 
     @property
+    def rows_per_message(self) -> int:
+        """Label rows per ``labels`` message: ``label_chunk`` packs of the layout's rows."""
+        return self.layout.rows_per_pack * int(self.params["label_chunk"])
+
+    @property
     def asks_rounds(self) -> bool:
         """Whether the server asks this client to choose splits (``"gini"``, ``"dp"``)."""
         return self.params["split_selection"] in ("gini", "dp")
@@ -193,9 +198,9 @@ class ClientSession:
         return setup, self._label_messages(self.labels)
 
     def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
-        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
-        for start in range(0, y_codes.shape[0], rows_per_message):
-            packs = self.he.encrypt_packed_labels(y_codes[start: start + rows_per_message],
+        step = self.rows_per_message
+        for start in range(0, y_codes.shape[0], step):
+            packs = self.he.encrypt_packed_labels(y_codes[start: start + step],
                                                   self.layout)
             yield Message("labels", {"context": self.he.fingerprint_public, "start": start},
                           blobs={"labels": packs})
@@ -207,11 +212,10 @@ class ClientSession:
         started = time.perf_counter() if started is None else started
         self.accept_session(self.exchange(setup, "session", stats))
         n_samples = setup.arrays["X"].shape[0]
-        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
         for message in labels:
             self.exchange(self.addressed(message), "ack", stats)
             if self.verbose:
-                done = min(n_samples, message.value("start", int) + rows_per_message)
+                done = min(n_samples, message.value("start", int) + self.rows_per_message)
                 self._progress(f"labels {done}/{n_samples} rows, "
                                f"{stats.bytes_sent / 1e6:.1f} MB sent, "
                                f"{time.perf_counter() - started:.1f} s")
