@@ -160,8 +160,8 @@ def run_protocol(args):
 
 
 # ---------------------------------------------------------------------- part 2: curves
-# The issue lists cancer too: it is breast cancer's rows (WDBC) with an id column and the
-# label flipped, so it is left out rather than counted twice.
+# The paper's cancer.csv is breast cancer's rows (WDBC) with an id column and the label
+# flipped: left out rather than counted twice.
 CURVE_DATASETS = ["breast cancer", "wine", "digits", "breastw", "pendigits"]
 
 
