@@ -3,12 +3,13 @@
 The encrypted forest grows the trees :class:`~cipherforest.ensemble.RandomForestClassifier`
 grows on the same ciphers, so it needs the core's own randomness and preparation: the
 forest's seeds and bootstrap counts, the per-node random generator, how ``max_features`` and
-``max_samples`` resolve for the data, how a matrix is presorted or binned, the numba options
-and the thread helpers. They are public here, so that layers outside ``tree`` and
-``ensemble`` never import those packages' private modules.
+``max_samples`` resolve for the data, how a matrix is presorted or binned, the numba options,
+the thread helpers and the one-line progress bar of long fits. They are public here, so that
+layers outside ``tree`` and ``ensemble`` never import those packages' private modules.
 """
 
 from .ensemble._base import (
+    ProgressBar,
     bootstrap_counts,
     draw_seeds,
     effective_n_jobs,
@@ -21,6 +22,6 @@ from .tree._common import JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["JIT_OPTIONS", "bin_thresholds_for_column", "bootstrap_counts", "child_seed",
-           "draw_seeds", "effective_n_jobs", "make_state", "map_in_threads",
+__all__ = ["JIT_OPTIONS", "ProgressBar", "bin_thresholds_for_column", "bootstrap_counts",
+           "child_seed", "draw_seeds", "effective_n_jobs", "make_state", "map_in_threads",
            "prepare_tree_data", "rand_int", "resolve_max_features", "resolve_n_draws"]
