@@ -22,6 +22,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .dp import format_privacy_report, privacy_report
 from .gipe import GiniPreservingEncryptor
+from .progress import fit_progress
 from .protocol import (
     ClientSession,
     InProcessTransport,
@@ -139,6 +140,13 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     verbose : int, default=0
         1: print upload progress and one line per round (round, open nodes, bytes, seconds)
         on stderr, as the plaintext ensembles draw their progress.
+    progress : bool or None, default=None
+        Draw a one-line progress bar per stage of :meth:`fit` on stderr: label rows
+        uploaded, then rounds answered (``"gini"``, ``"dp"``) or trees grown on the server.
+        None: only when stderr is a terminal, ``verbose`` is 0 and the fit is expected to
+        take more than about 10 s (estimated from the rows, trees and rounds planned:
+        :func:`cipherforest.privacy.progress.expected_fit_seconds`). The bar reads the
+        protocol's progress and changes nothing in the fit.
     server_key : str or None, default=None
         Access key of a server given by URL; None reads ``$CIPHERFOREST_SERVER_KEY``.
     timeout : float, default=120
@@ -185,7 +193,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  split_selection="rr", label_epsilon=None, label_delta=1e-6,
                  max_round_bytes=None,
                  server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
-                 prediction_reply="sums", verbose=0, server_key=None, timeout=120.0):
+                 prediction_reply="sums", verbose=0, progress=None, server_key=None,
+                 timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -210,6 +219,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.label_pack_rows = label_pack_rows
         self.prediction_reply = prediction_reply
         self.verbose = verbose
+        self.progress = progress
         self.server_key = server_key
         self.timeout = timeout
 
@@ -222,9 +232,15 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         setup, labels = self.encrypt(X, y)
         engine = self.client_session_
         engine.transport = self._new_transport()
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
+        bar = fit_progress(self.progress, self.verbose, setup)
+        try:
+            engine.upload(setup, bar.uploads(labels, engine.rows_per_message), stats, started)
+            self.session_ = engine.session_id
+            bar.training()
+            engine.train(setup, stats, started, on_answer=bar.answered)
+            bar.trained()
+        finally:
+            bar.close()
         return self._fitted(stats)
 
     def encrypt(self, X, y) -> tuple[Message, object]:

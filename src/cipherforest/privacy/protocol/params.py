@@ -88,6 +88,7 @@ PARAMETERS: dict[str, Parameter] = {
     "server": Parameter(None, "no_validation"),
     "n_jobs": Parameter(None, [Integral, None]),
     "verbose": Parameter(0, ["verbose"]),
+    "progress": Parameter(None, ["boolean", None]),
     "server_key": Parameter(None, [str, None]),
     "timeout": Parameter(120.0, [Interval(Real, 0.0, None, closed="left")]),
 }
