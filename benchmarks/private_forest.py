@@ -46,6 +46,7 @@ from sklearn.model_selection import train_test_split
 
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer
+from cipherforest.privacy.protocol.params import DEFAULT_SPLIT_SELECTION, SPLIT_SELECTIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gipe import machine_line  # noqa: E402
@@ -223,7 +224,8 @@ def time_breakdown(profile: cProfile.Profile) -> dict[str, float]:
 
 def run(name: str, n_trees: int, scheme: str, n_jobs: int, max_bins: int | None,
         max_round_bytes: int | None, train_rows: int | None = None,
-        test_rows: int | None = None, verbose: int = 0, split_selection: str = "gini",
+        test_rows: int | None = None, verbose: int = 0,
+        split_selection: str = DEFAULT_SPLIT_SELECTION,
         label_epsilon: float | None = None, min_samples_split: int = 2,
         memory_report: float | None = None) -> dict:
     X_train, X_test, y_train, y_test = load(name, train_rows, test_rows)
@@ -374,7 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-rows", type=int, default=None,
                         help="stratified subsample of the test split")
     parser.add_argument("--verbose", type=int, default=0)
-    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"), default="gini")
+    parser.add_argument("--split-selection", choices=SPLIT_SELECTIONS,
+                        default=DEFAULT_SPLIT_SELECTION,
+                        help="how splits are chosen (default: the estimator's, "
+                             f"{DEFAULT_SPLIT_SELECTION!r})")
     parser.add_argument("--label-epsilon", type=float, default=None)
     parser.add_argument("--min-samples-split", type=int, default=2,
                         help="the paper's α (10 below 20,000 rows, else 100)")
