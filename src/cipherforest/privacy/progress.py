@@ -35,7 +35,8 @@ AUTO_SECONDS = 10.0
 # (benchmarks/private_forest.py, 2026-12-03: "rr" on breast cancer's 426 rows, 10/50/100
 # trees 4.0/6.6/8.7 s, on 1,500 synthetic rows 10/100 trees 10.7/43.1 s; "gini" 10 trees on
 # breast cancer 35.6 s in 23 rounds). Only its order of magnitude matters: it tells a fit of
-# a few seconds from one of a minute.
+# a few seconds from one of a minute. (It underestimates large fits, whose time grows faster
+# than the rows — 6,000 rows, 100 trees: 322 s against 156 — which are long either way.)
 UPLOAD_SECONDS_PER_ROW = 6e-3  # keys, label packs, the server's lane rotations
 GROWTH_SECONDS_PER_DRAW = 2e-4  # "rr"/"blind": per (tree, bootstrap draw), leaf sums
 ROUND_SECONDS = 0.5  # "gini"/"dp": per round, whatever its size
