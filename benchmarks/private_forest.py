@@ -14,11 +14,11 @@ counts once, as it is held once.
 
 Usage::
 
-    python benchmarks/private_forest.py                         # breast cancer, 100 trees
+    python benchmarks/private_forest.py                         # breast cancer, 100 trees, rr
     python benchmarks/private_forest.py --datasets breast_cancer,pendigits --trees 100
     python benchmarks/private_forest.py --datasets pendigits --trees 10 --markdown out.md
     python benchmarks/private_forest.py --datasets pendigits --trees 10 --train-rows 3000 \
-        --test-rows 1000                                        # issue #11's setting
+        --test-rows 1000 --split-selection gini                 # issue #11's setting
 
     python benchmarks/private_forest.py --datasets synthetic30000 --trees 100 --max-bins 32 \
         --min-samples-split 100 --split-selection blind     # issue #11's 30,000-row run
