@@ -15,6 +15,13 @@ choice, beside the Gini and label-blind selections.
     python benchmarks/label_privacy.py curves --markdown docs/label_privacy_curves.md \\
         --figure docs/threat_model_curves.png
 
+Part ``trees`` compares rr at one ε with the Gini selection as the forest grows (the
+label-privacy target: rr at ε = 2 within 1 point of Gini): rr's trees are grown on noisy
+labels, so they gain more from averaging than Gini's do.
+
+    python benchmarks/label_privacy.py trees --forest-sizes 10 30 100 \\
+        --markdown docs/label_privacy_trees.md
+
 Datasets: scikit-learn's breast cancer, wine, digits; pendigits from ../shared/data when
 present (subsampled); two noisy synthetic sets (make_classification, 3,000 rows: 100
 features / 10 informative and 50 / 5).
@@ -336,6 +343,54 @@ def _simulator(mode, eps, trees, X, y):
     return PrivateForestSimulator(trees, random_state=0, **params).fit(X, y)
 
 
+# ---------------------------------------------------------------------- part 3: trees
+def run_trees(args):
+    """rr at ``--rr-epsilon`` against Gini at each forest size: k-fold CV accuracy, rr
+    averaged over ``--rr-draws`` independent randomized-response draws per fold."""
+    caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows}
+    results = []
+    for name in args.datasets:
+        data = load(name, caps.get(name))
+        if data is None:
+            print(f"  {name}: not found, skipped", file=sys.stderr)
+            continue
+        X, y = data
+        y = np.unique(y, return_inverse=True)[1]
+        folds = list(StratifiedKFold(args.folds, shuffle=True, random_state=0).split(X, y))
+        for trees in args.forest_sizes:
+            started = time.perf_counter()
+            scores = {"gini": [], "rr": []}
+            for train, test in folds:
+                for mode, draws in (("gini", 1), ("rr", args.rr_draws)):
+                    for _ in range(draws):
+                        sim = _simulator(mode, args.rr_epsilon, trees, X[train], y[train])
+                        scores[mode].append(float((sim.predict(X[test]) == y[test]).mean()))
+            gini, rr = float(np.mean(scores["gini"])), float(np.mean(scores["rr"]))
+            row = {"dataset": name, "rows": X.shape[0], "trees": trees, "gini": gini,
+                   "rr": rr, "rr sd": float(np.std(scores["rr"])),
+                   "rr − gini (points)": 100 * (rr - gini)}
+            if trees in args.client_sizes:  # the real protocol (CKKS), one draw per fold
+                row["rr, PrivateForestClient"] = float(np.mean([
+                    PrivateForestClient(trees, random_state=0, label_epsilon=args.rr_epsilon,
+                                        n_jobs=args.jobs).fit(X[train], y[train])
+                    .score(X[test], y[test]) for train, test in folds]))
+            row["seconds"] = time.perf_counter() - started
+            results.append(row)
+            print(f"  {name:14s} {trees:4d} trees: gini {gini:.4f} rr {rr:.4f}",
+                  file=sys.stderr, flush=True)
+    columns = ["dataset", "rows", "trees", "gini", "rr", "rr sd", "rr − gini (points)",
+               "rr, PrivateForestClient", "seconds"]
+    note = (f"{args.folds}-fold CV accuracy of PrivateForestSimulator (the protocol's planner "
+            f"and decisions on clear labels); rr at ε = {args.rr_epsilon:g} per row, "
+            f"{args.rr_draws} randomized-response draws per fold (rr sd: over folds × draws); "
+            "rr, PrivateForestClient: the real protocol (CKKS, embedded server, "
+            f"n_jobs={args.jobs}), one draw per fold; "
+            f"gini: the paper's selection, the same forest seed; rows capped: digits "
+            f"{args.digits_rows}, pendigits {args.pendigits_rows}; load "
+            f"{os.getloadavg()[0]:.1f} at the end")
+    return results, columns, note
+
+
 def figure(results, path):
     import matplotlib
 
@@ -393,7 +448,7 @@ def markdown(results, columns, note):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("part", choices=["protocol", "curves"])
+    parser.add_argument("part", choices=["protocol", "curves", "trees"])
     parser.add_argument("--trees", type=int, default=None,
                         help="trees per forest (protocol: 10, curves: 30)")
     parser.add_argument("--folds", type=int, default=3)
@@ -406,12 +461,19 @@ def main(argv=None):
     parser.add_argument("--pendigits-rows", type=int, default=2000)
     parser.add_argument("--synthetic-rows", type=int, default=3000)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--forest-sizes", type=int, nargs="+", default=[10, 30, 100],
+                        help="trees: the forest sizes compared")
+    parser.add_argument("--rr-epsilon", type=float, default=2.0, help="trees: rr's ε")
+    parser.add_argument("--rr-draws", type=int, default=2,
+                        help="trees: randomized-response draws per fold")
+    parser.add_argument("--client-sizes", type=int, nargs="*", default=[],
+                        help="trees: forest sizes at which the real client runs rr too")
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--figure", type=Path)
     args = parser.parse_args(argv)
     if args.trees is None:
         args.trees = 10 if args.part == "protocol" else 30
-    run = run_protocol if args.part == "protocol" else run_curves
+    run = {"protocol": run_protocol, "curves": run_curves, "trees": run_trees}[args.part]
     results, columns, note = run(args)
     text = markdown(results, columns, note)
     print(text)
