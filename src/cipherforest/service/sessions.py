@@ -18,6 +18,8 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import mmap
+import os
 import secrets
 import threading
 import time
@@ -272,14 +274,12 @@ class SessionManager:
                     raise ServiceError(400, "checksum_mismatch", f"upload {name!r}: the "
                                        f"chunks ({got_size} bytes) do not match the declared "
                                        f"size {size} and SHA-256")
-                with open(path, "rb") as file:
-                    data = file.read()
-                return self._commit_message(record, name, data, path, size, sha256)
+                return self._commit_message(record, name, _mapped(path), path, size, sha256)
             finally:
                 self.storage.discard_assembled(path)
 
-    def _commit_message(self, record: SessionRecord, name: str, data: bytes, path: str,
-                        size: int, sha256: str) -> bytes:
+    def _commit_message(self, record: SessionRecord, name: str, data: bytes | memoryview,
+                        path: str, size: int, sha256: str) -> bytes:
         message = self._decode(data, UPLOAD_KINDS)
         if message.kind == "labels":
             self._check_message(record, message)
@@ -539,6 +539,16 @@ class SessionManager:
                 raise ServiceError(410, "unrecoverable", f"session {record.id}: "
                                    f"{self.storage.relative(str(exc))}") from None
         return last
+
+
+def _mapped(path: str) -> memoryview:
+    """The file's bytes, mapped read-only: its pages stay the kernel's file cache (which it
+    may drop) rather than the process's own memory, so an upload of any size that fails its
+    checks costs no memory. The mapping goes when the last view of it does."""
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def _is_state_error(message: str) -> bool:
