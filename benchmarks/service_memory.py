@@ -21,12 +21,13 @@ are counted in each, so the sum errs high):
 ``sessions``
     ``--clients`` client processes at once (default 20) each train a ``--trees``-tree forest
     (default 5) on 130 wine rows of their own split and predict the other 48, checked
-    against ``RandomForestClassifier`` on the same ciphers; the server's RSS is sampled
-    every second during training and for ``--after`` seconds after the last client
-    finished (default 600).
+    against ``RandomForestClassifier`` on the same ciphers (``service_load.forest_oracle``);
+    the server's RSS is sampled every second during training and for ``--after`` seconds
+    after the last client finished (default 600).
 
     python benchmarks/service_memory.py bodies [--body-mb 2048] [--src DIR]
     python benchmarks/service_memory.py sessions [--clients 20] [--trees 5] [--after 600]
+                                                 [--split-selection rr|gini]
 """
 
 from __future__ import annotations
@@ -47,7 +48,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_load import free_port, tree_memory_mb  # noqa: E402
+from service_load import (  # noqa: E402
+    LabelRecordingTransport,
+    forest_oracle,
+    free_port,
+    tree_memory_mb,
+)
 
 KEY = "service-memory-benchmark"
 
@@ -290,18 +296,18 @@ def bodies(args) -> None:
 
 
 # ---------------------------------------------------------------------------- sessions
-def train_client(url: str, seed: int, trees: int) -> dict:
-    from cipherforest.ensemble import RandomForestClassifier
+def train_client(url: str, seed: int, trees: int, split_selection: str) -> dict:
     from cipherforest.privacy import PrivateForestClient
 
     X, y, X_test = wine_split(seed)
     started = time.perf_counter()
-    client = PrivateForestClient(trees, random_state=seed, server=url, server_key=KEY,
-                                 timeout=600).fit(X, y)
+    transport = LabelRecordingTransport(url, KEY, timeout=600)
+    client = PrivateForestClient(trees, random_state=seed, server=transport,
+                                 split_selection=split_selection).fit(X, y)
     predicted = client.predict(X_test)
-    reference = RandomForestClassifier(trees, random_state=seed).fit(
-        client.encryptor_.transform(X).astype(np.float64), y)
-    expected = reference.predict(client.encryptor_.transform(X_test).astype(np.float64))
+    expected = forest_oracle(client, X, y, X_test, {"n_estimators": trees,
+                                                    "random_state": seed},
+                             transport.grown_labels)
     return {"seconds": time.perf_counter() - started, "rounds": client.fit_stats_.rounds,
             "correct": bool(np.array_equal(predicted, expected))}
 
@@ -318,7 +324,8 @@ def sessions(args) -> None:
             with concurrent.futures.ProcessPoolExecutor(args.clients,
                                                         mp_context=context) as pool:
                 results = list(pool.map(train_client, [url] * args.clients,
-                                        range(args.clients), [args.trees] * args.clients))
+                                        range(args.clients), [args.trees] * args.clients,
+                                        [args.split_selection] * args.clients))
             finished = time.monotonic()
             peak = sampler.peak()
             marks = {}
@@ -342,7 +349,8 @@ def sessions(args) -> None:
                       if line.startswith("cipherforest_memory_sessions ")), "n/a")
     seconds = [r["seconds"] for r in results]
     print(f"{args.clients} clients at once, each {args.trees} trees on 130 wine rows (CKKS, "
-          f"no depth limit) and predicting 48; server from {args.src or 'this checkout'} "
+          f"no depth limit, split_selection={args.split_selection!r}) and predicting 48; "
+          f"server from {args.src or 'this checkout'} "
           f"{' '.join(args.server_options)}")
     print(f"machine: {os.cpu_count()} cores, load average {load:.1f} at the start")
     print(f"finished: {len(results)}/{args.clients}, correct "
@@ -365,6 +373,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--trees", type=int, default=5)
     parser.add_argument("--after", type=float, default=600.0)
+    parser.add_argument("--split-selection", default="rr", choices=("rr", "gini"),
+                        help="the clients' split selection (default rr, the client's default)")
     parser.add_argument("--log", default=None, help="file for the server's log lines")
     parser.add_argument("--server-options", nargs="*", default=[],
                         help="more options of 'cipherforest serve' (e.g. --memory-limit 1G)")
