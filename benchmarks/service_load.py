@@ -5,7 +5,9 @@ temporary data directory, then runs that many client processes at once; each tra
 ``PrivateForestClient`` over HTTP on its own split of breast cancer (different
 ``random_state``), then predicts its test rows. A client is correct when its predictions
 equal those of a plaintext ``RandomForestClassifier`` trained with the same parameters on the
-same GIPE ciphers with clear labels (what the encrypted protocol must reproduce).
+same GIPE ciphers (:func:`forest_oracle`: grown on the labels the server saw — the
+randomized-response labels under the default ``split_selection="rr"``, the true labels under
+``"gini"`` — with leaf frequencies from the true labels; what the protocol must reproduce).
 
 Reports, per client count: wall time, requests per second and trees per second over all
 clients, latency percentiles (p50, p90, p99, max) of every HTTP request and of each kind
@@ -15,6 +17,7 @@ and the server's peak resident memory (VmHWM). Prints the machine's load average
 each run: the machine may be shared.
 
     python benchmarks/service_load.py [--clients 1 5 20] [--rows 120] [--trees 4] [--depth 4]
+                                      [--split-selection rr|gini]
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+
+from cipherforest.privacy.protocol import HTTPTransport, decode_message
 
 KEY = "service-load-benchmark"
 
@@ -108,15 +113,50 @@ def descendants(pid: int) -> list[int]:
     return found + [grandchild for child in found for grandchild in descendants(child)]
 
 
-def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
+class LabelRecordingTransport(HTTPTransport):
+    """An HTTP transport that keeps the labels the server grows the trees on: the
+    randomized-response labels of the setup message (``split_selection="rr"``), else
+    None (the server's choices come from the true labels)."""
+
+    grown_labels = None
+
+    def handle(self, data: bytes) -> bytes:
+        message = decode_message(data)
+        if message.kind == "setup":
+            self.grown_labels = message.arrays.get("y_rr")
+        return super().handle(data)
+
+
+def forest_oracle(client, X_train, y_train, X_test, params: dict, grown_labels=None):
+    """The predictions the encrypted protocol must reproduce: ``RandomForestClassifier``
+    with ``params`` grown on the client's GIPE ciphers and ``grown_labels`` (the
+    randomized-response labels the server saw; None: the true labels), each leaf's class
+    frequencies counted from the true labels of its bootstrap rows (as the server's leaf
+    store holds them). With the true labels this is the forest's own ``predict``."""
+    from cipherforest.ensemble import RandomForestClassifier
+
+    codes = client.classes_.searchsorted(y_train)
+    C = np.asarray(client.encryptor_.transform(X_train), dtype=np.float64)
+    C_test = np.asarray(client.encryptor_.transform(X_test), dtype=np.float64)
+    forest = RandomForestClassifier(**params).fit(C, codes if grown_labels is None
+                                                  else grown_labels)
+    proba = np.zeros((C_test.shape[0], len(client.classes_)))
+    for tree, rows in zip(forest.estimators_, forest.estimators_samples_, strict=True):
+        counts = np.zeros((tree.tree_.node_count, len(client.classes_)))
+        np.add.at(counts, (tree.apply(C[rows]), codes[rows]), 1.0)
+        leaves = tree.apply(C_test)
+        proba += counts[leaves] / counts[leaves].sum(axis=1, keepdims=True)
+    return client.classes_[np.argmax(proba, axis=1)]
+
+
+def run_client(url: str, seed: int, rows: int, trees: int, depth: int,
+               split_selection: str = "rr") -> dict:
     from sklearn.datasets import load_breast_cancer
     from sklearn.model_selection import train_test_split
 
-    from cipherforest.ensemble import RandomForestClassifier
     from cipherforest.privacy import PrivateForestClient
-    from cipherforest.privacy.protocol import HTTPTransport
 
-    class TimedTransport(HTTPTransport):
+    class TimedTransport(LabelRecordingTransport):
         def __init__(self, *args, **kwargs):
             super().__init__(*args, **kwargs)
             self.times: dict[str, list[float]] = {}
@@ -135,12 +175,11 @@ def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
     transport = TimedTransport(url, KEY, timeout=300)
     params = {"n_estimators": trees, "max_depth": depth, "random_state": seed}
     started = time.perf_counter()
-    client = PrivateForestClient(server=transport, **params).fit(X_train, y_train)
+    client = PrivateForestClient(server=transport, split_selection=split_selection,
+                                 **params).fit(X_train, y_train)
     fit_seconds = time.perf_counter() - started
     predicted = client.predict(X_test)
-    reference = RandomForestClassifier(**params).fit(
-        client.encryptor_.transform(X_train).astype(np.float64), y_train)
-    expected = reference.predict(client.encryptor_.transform(X_test).astype(np.float64))
+    expected = forest_oracle(client, X_train, y_train, X_test, params, transport.grown_labels)
     return {"fit_seconds": fit_seconds, "total_seconds": time.perf_counter() - started,
             "rounds": client.fit_stats_.rounds, "times": transport.times,
             "correct": bool(np.array_equal(predicted, expected))}
@@ -163,7 +202,7 @@ def request_kind(method: str, endpoint: str | None) -> str:
         endpoint, "delete" if method == "DELETE" else "status")
 
 
-def run(n_clients: int, rows: int, trees: int, depth: int) -> dict:
+def run(n_clients: int, rows: int, trees: int, depth: int, split_selection: str) -> dict:
     """One server, ``n_clients`` clients at once; their results and the server's memory."""
     load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as data_dir:
@@ -173,7 +212,8 @@ def run(n_clients: int, rows: int, trees: int, depth: int) -> dict:
             started = time.perf_counter()
             context = multiprocessing.get_context("spawn")
             with concurrent.futures.ProcessPoolExecutor(n_clients, mp_context=context) as pool:
-                futures = [pool.submit(run_client, url, seed, rows, trees, depth)
+                futures = [pool.submit(run_client, url, seed, rows, trees, depth,
+                                       split_selection)
                            for seed in range(n_clients)]
                 results = [f.result() for f in futures]
             wall = time.perf_counter() - started
@@ -203,13 +243,18 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=120)
     parser.add_argument("--trees", type=int, default=4)
     parser.add_argument("--depth", type=int, default=4)
+    parser.add_argument("--split-selection", default="rr", choices=("rr", "gini"),
+                        help="the clients' split selection (default rr, the client's default: "
+                        "no rounds; gini: a round per level)")
     args = parser.parse_args()
 
     print(f"clients each train {args.trees} trees of depth <= {args.depth} on {args.rows} "
-          "breast-cancer rows (CKKS) and predict 100, one server on loopback")
+          f"breast-cancer rows (CKKS, split_selection={args.split_selection!r}) and predict "
+          "100, one server on loopback")
     print(f"machine: {os.cpu_count()} cores, shared with other work (load average shown: "
           "numbers are noisy)\n")
-    runs = [run(n, args.rows, args.trees, args.depth) for n in args.clients]
+    runs = [run(n, args.rows, args.trees, args.depth, args.split_selection)
+            for n in args.clients]
     print(f"{'clients':>7} {'load':>9} {'wall s':>7} {'requests':>8} {'req/s':>6} "
           f"{'trees/s':>7} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} {'max s':>7} "
           f"{'peak MB':>8} {'correct':>8}")

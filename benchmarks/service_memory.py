@@ -13,17 +13,21 @@ are counted in each, so the sum errs high):
     with a ``Content-Length``, ``/predict`` chunked (no length), an upload chunk with a
     length, ``/rounds`` chunked. The server's resident memory (sampled every 20 ms)
     is reported before and at its highest during each round, with what each client
-    managed to send and the status it got back. Then a body that stalls (1 KiB of a
-    declared 64 KiB, within the route's limit): the seconds until the server drops it.
+    managed to send and the status it got back. Then three new sessions each upload, in
+    chunks, a message of the same size whose header is valid but whose digest is wrong
+    (the protocol refuses it only after reading all of it), and commit it at once. Last, a
+    body that stalls (1 KiB of a declared 64 KiB, within the route's limit): the seconds
+    until the server drops it.
 ``sessions``
     ``--clients`` client processes at once (default 20) each train a ``--trees``-tree forest
     (default 5) on 130 wine rows of their own split and predict the other 48, checked
-    against ``RandomForestClassifier`` on the same ciphers; the server's RSS is sampled
-    every second during training and for ``--after`` seconds after the last client
-    finished (default 600).
+    against ``RandomForestClassifier`` on the same ciphers (``service_load.forest_oracle``);
+    the server's RSS is sampled every second during training and for ``--after`` seconds
+    after the last client finished (default 600).
 
     python benchmarks/service_memory.py bodies [--body-mb 2048] [--src DIR]
     python benchmarks/service_memory.py sessions [--clients 20] [--trees 5] [--after 600]
+                                                 [--split-selection rr|gini]
 """
 
 from __future__ import annotations
@@ -44,7 +48,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from service_load import free_port, tree_memory_mb  # noqa: E402
+from service_load import (  # noqa: E402
+    LabelRecordingTransport,
+    forest_oracle,
+    free_port,
+    tree_memory_mb,
+)
 
 KEY = "service-memory-benchmark"
 
@@ -55,23 +64,31 @@ def rss_mb(pid: int) -> float:
     return tree_memory_mb(pid, "VmRSS")
 
 
+def anon_mb(pid: int) -> float:
+    """Anonymous resident memory (RssAnon: the processes' own pages, not file pages the
+    kernel can drop) of ``pid`` and its descendants, MB."""
+    return tree_memory_mb(pid, "RssAnon")
+
+
 class Sampler:
-    """Resident memory of a process tree every ``period`` seconds, in a thread."""
+    """Resident memory (all, and anonymous) of a process tree every ``period`` seconds, in
+    a thread."""
 
     def __init__(self, pid: int, period: float):
         self.pid, self.period = pid, period
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self):
         while not self._stop.is_set():
-            self.samples.append((time.monotonic(), rss_mb(self.pid)))
+            self.samples.append((time.monotonic(), rss_mb(self.pid), anon_mb(self.pid)))
             time.sleep(self.period)
 
-    def peak(self, since: float = 0.0) -> float:
-        return max((mb for t, mb in self.samples if t >= since), default=float("nan"))
+    def peak(self, since: float = 0.0, anon: bool = False) -> float:
+        return max((sample[2 if anon else 1] for sample in self.samples if sample[0] >= since),
+                   default=float("nan"))
 
     def stop(self):
         self._stop.set()
@@ -135,6 +152,87 @@ def send_body(url: str, head: str, total: int, chunked: bool) -> dict:
     return {"sent_mb": sent / 2**20, "status": status, "seconds": time.monotonic() - started}
 
 
+def junk_message_head(total: int) -> bytes:
+    """The first bytes of a ``total``-byte message whose header is valid and describes the
+    rest (zeros) exactly, but whose digest is wrong: the protocol refuses it only after
+    reading all of it."""
+    from cipherforest.privacy.protocol import Message, encode_message
+
+    small = encode_message(Message("setup", {}, {"X": np.zeros(1, np.uint8)}, {}))
+    magic = small[: small.index(b"\n") + 1]
+    for digits in range(1, 12):  # the header's length depends on the size it states
+        size = total - len(magic) - 4 - len(_junk_header(10**digits))
+        header = _junk_header(size)
+        if len(magic) + 4 + len(header) + size == total:
+            return magic + len(header).to_bytes(4, "little") + header
+    raise ValueError(f"no junk message of {total} bytes")
+
+
+def _junk_header(size: int) -> bytes:
+    return json.dumps({"kind": "setup", "meta": {}, "arrays": [
+        {"name": "X", "dtype": "uint8", "shape": [size], "size": size}], "blobs": [],
+        "sha256": "0" * 64}).encode()
+
+
+def upload_junk(url: str, total: int) -> tuple:
+    """A new session with a ``total``-byte junk message uploaded in chunks (not committed);
+    its transport and the commit request's body."""
+    import hashlib
+
+    from cipherforest.privacy.protocol import HTTPTransport
+
+    transport = HTTPTransport(url, KEY, timeout=600)
+    transport.open_session()
+    head = junk_message_head(total)
+    step = transport.chunk_bytes
+    digest = hashlib.sha256()
+    n_chunks = -(-total // step)
+    for index in range(n_chunks):
+        size = min(step, total - index * step)
+        chunk = (head + bytes(size - len(head))) if index == 0 else bytes(size)
+        digest.update(chunk)
+        transport._request("PUT", f"uploads/junk/chunks/{index}", chunk,
+                           "application/octet-stream",
+                           headers={"X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+    body = json.dumps({"n_chunks": n_chunks, "size": total,
+                       "sha256": digest.hexdigest()}).encode()
+    return transport, body
+
+
+def commit_junk(transport, body: bytes, total: int) -> dict:
+    """Commit the junk upload; the answer's status and seconds."""
+    from cipherforest.privacy.protocol import ServiceRequestError
+
+    started, status = time.monotonic(), 200
+    try:
+        transport._request("POST", "uploads/junk/commit", body, "application/json")
+    except ServiceRequestError as exc:
+        status = exc.status
+    return {"sent_mb": total / 2**20, "status": status,
+            "seconds": time.monotonic() - started}
+
+
+def commit_junk_uploads(url: str, total: int, count: int, pid: int) -> tuple:
+    """``count`` sessions upload a ``total``-byte junk message each, then commit at once;
+    the server's RSS (MB) just before the commits, when they started, and their results."""
+    with concurrent.futures.ThreadPoolExecutor(count) as pool:
+        uploads = list(pool.map(upload_junk, [url] * count, [total] * count))
+        time.sleep(1.0)
+        before, started = (rss_mb(pid), anon_mb(pid)), time.monotonic()
+        results = list(pool.map(commit_junk, [t for t, _ in uploads],
+                                [b for _, b in uploads], [total] * count))
+    time.sleep(0.5)
+    return before, started, results
+
+
+def print_round(name: str, before: tuple[float, float], sampler: Sampler, started: float,
+                sent: list[dict]) -> None:
+    peak, anon = sampler.peak(started), sampler.peak(started, anon=True)
+    print(f"{name:<36} {before[0]:>8.0f}MB {peak:>7.0f}MB {peak - before[0]:>5.0f}MB "
+          f"{anon - before[1]:>9.0f}MB   "
+          + ", ".join(f"{s['sent_mb']:.0f}/{s['status']}/{s['seconds']:.1f}" for s in sent))
+
+
 def bodies(args) -> None:
     from cipherforest.privacy import PrivateForestClient
     from cipherforest.privacy.protocol import HTTPTransport, encode_message
@@ -162,19 +260,20 @@ def bodies(args) -> None:
             print(f"server from {args.src or 'this checkout'}; machine load "
                   f"{os.getloadavg()[0]:.1f}; RSS with the session set up: {base:.0f} MB\n")
             print(f"{'three bodies of ' + str(args.body_mb) + ' MB at once':<36} "
-                  f"{'RSS before':>10} {'RSS peak':>9} {'growth':>7}   sent MB / status / s")
+                  f"{'RSS before':>10} {'RSS peak':>9} {'growth':>7} {'anon growth':>11}   "
+                  "sent MB / status / s")
             for name, method, path, chunked in cases:
-                before, started = rss_mb(server.pid), time.monotonic()
+                before = (rss_mb(server.pid), anon_mb(server.pid))
+                started = time.monotonic()
                 length = "Transfer-Encoding: chunked" if chunked else f"Content-Length: {total}"
                 head = f"{method} {session}{path} HTTP/1.1\r\n{common}\r\n{length}"
                 with concurrent.futures.ThreadPoolExecutor(3) as pool:
                     sent = list(pool.map(send_body, [url] * 3, [head] * 3, [total] * 3,
                                          [chunked] * 3))
                 time.sleep(0.5)
-                peak = sampler.peak(started)
-                print(f"{name:<36} {before:>8.0f}MB {peak:>7.0f}MB {peak - before:>5.0f}MB   "
-                      + ", ".join(f"{s['sent_mb']:.0f}/{s['status']}/{s['seconds']:.1f}"
-                                  for s in sent))
+                print_round(name, before, sampler, started, sent)
+            before, started, sent = commit_junk_uploads(url, total, 3, server.pid)
+            print_round("commit of an uploaded junk message", before, sampler, started, sent)
             head = (f"POST {session}/rounds HTTP/1.1\r\n{common}\r\n"
                     f"Content-Length: {64 << 10}")
             hostname, port = host.split(":")
@@ -197,18 +296,18 @@ def bodies(args) -> None:
 
 
 # ---------------------------------------------------------------------------- sessions
-def train_client(url: str, seed: int, trees: int) -> dict:
-    from cipherforest.ensemble import RandomForestClassifier
+def train_client(url: str, seed: int, trees: int, split_selection: str) -> dict:
     from cipherforest.privacy import PrivateForestClient
 
     X, y, X_test = wine_split(seed)
     started = time.perf_counter()
-    client = PrivateForestClient(trees, random_state=seed, server=url, server_key=KEY,
-                                 timeout=600).fit(X, y)
+    transport = LabelRecordingTransport(url, KEY, timeout=600)
+    client = PrivateForestClient(trees, random_state=seed, server=transport,
+                                 split_selection=split_selection).fit(X, y)
     predicted = client.predict(X_test)
-    reference = RandomForestClassifier(trees, random_state=seed).fit(
-        client.encryptor_.transform(X).astype(np.float64), y)
-    expected = reference.predict(client.encryptor_.transform(X_test).astype(np.float64))
+    expected = forest_oracle(client, X, y, X_test, {"n_estimators": trees,
+                                                    "random_state": seed},
+                             transport.grown_labels)
     return {"seconds": time.perf_counter() - started, "rounds": client.fit_stats_.rounds,
             "correct": bool(np.array_equal(predicted, expected))}
 
@@ -225,7 +324,8 @@ def sessions(args) -> None:
             with concurrent.futures.ProcessPoolExecutor(args.clients,
                                                         mp_context=context) as pool:
                 results = list(pool.map(train_client, [url] * args.clients,
-                                        range(args.clients), [args.trees] * args.clients))
+                                        range(args.clients), [args.trees] * args.clients,
+                                        [args.split_selection] * args.clients))
             finished = time.monotonic()
             peak = sampler.peak()
             marks = {}
@@ -249,7 +349,8 @@ def sessions(args) -> None:
                       if line.startswith("cipherforest_memory_sessions ")), "n/a")
     seconds = [r["seconds"] for r in results]
     print(f"{args.clients} clients at once, each {args.trees} trees on 130 wine rows (CKKS, "
-          f"no depth limit) and predicting 48; server from {args.src or 'this checkout'} "
+          f"no depth limit, split_selection={args.split_selection!r}) and predicting 48; "
+          f"server from {args.src or 'this checkout'} "
           f"{' '.join(args.server_options)}")
     print(f"machine: {os.cpu_count()} cores, load average {load:.1f} at the start")
     print(f"finished: {len(results)}/{args.clients}, correct "
@@ -272,6 +373,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=20)
     parser.add_argument("--trees", type=int, default=5)
     parser.add_argument("--after", type=float, default=600.0)
+    parser.add_argument("--split-selection", default="rr", choices=("rr", "gini"),
+                        help="the clients' split selection (default rr, the client's default)")
     parser.add_argument("--log", default=None, help="file for the server's log lines")
     parser.add_argument("--server-options", nargs="*", default=[],
                         help="more options of 'cipherforest serve' (e.g. --memory-limit 1G)")

@@ -9,7 +9,7 @@ the in-memory sessions in least-recently-used order with an estimate of each one
 (:func:`session_bytes`); the session manager makes a session leave memory when training
 ends (prediction needs the trees and the leaf store, which come back from the setup message
 and the state file alone), when it has been idle for ``idle_seconds``, or when the total
-exceeds the budget, oldest first. Sessions in use are never made to leave.
+exceeds the budget, oldest first (which may be the session just used).
 
 After sessions leave, :func:`release_free_memory` asks the C allocator to give free pages
 back to the operating system (glibc's ``malloc_trim``): the homomorphic library allocates
@@ -92,21 +92,19 @@ class Residency:
         with self._lock:
             return len(self._sessions)
 
-    def candidates(self, pinned: frozenset | set = frozenset()) -> list[str]:
+    def candidates(self) -> list[str]:
         """Sessions that should leave memory, first to go first: the idle ones, then as
-        many of the least recently used as bring the total within the budget, passing over
-        the ``pinned`` ones (which cannot leave now but count)."""
+        many of the least recently used as bring the total within the budget."""
         now = time.monotonic()
         with self._lock:
             items = list(self._sessions.items())
-        idle = [sid for sid, (_, used) in items
-                if now - used > self.idle_seconds and sid not in pinned]
+        idle = [sid for sid, (_, used) in items if now - used > self.idle_seconds]
         total = sum(nbytes for sid, (nbytes, _) in items if sid not in idle)
         over = []
         for sid, (nbytes, _) in items:
             if total <= self.budget:
                 break
-            if sid not in idle and sid not in pinned:
+            if sid not in idle:
                 over.append(sid)
                 total -= nbytes
         return idle + over

@@ -18,12 +18,20 @@ import contextlib
 import hashlib
 import hmac
 import logging
+import mmap
+import os
 import secrets
 import threading
 import time
 from dataclasses import replace
 
-from ..privacy.protocol import Message, PrivateForestServer, ProtocolError, decode_message
+from ..privacy.protocol import (
+    Message,
+    PrivateForestServer,
+    ProtocolError,
+    SessionState,
+    decode_message,
+)
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
 from .limits import Limits, Quotas
 from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
@@ -98,9 +106,6 @@ class SessionManager:
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
         self._store_digests: dict[str, dict[int, str]] = {}  # leaf stores saved on disk
-        # Sessions whose state in memory is ahead of the disk (a message handled, not yet
-        # persisted): they may not leave memory. Guarded by the server lock.
-        self._dirty: set[str] = set()
         self._next_expiry = 0.0
 
     # ------------------------------------------------------------------ auth and quotas
@@ -269,22 +274,20 @@ class SessionManager:
                     raise ServiceError(400, "checksum_mismatch", f"upload {name!r}: the "
                                        f"chunks ({got_size} bytes) do not match the declared "
                                        f"size {size} and SHA-256")
-                with open(path, "rb") as file:
-                    data = file.read()
-                return self._commit_message(record, name, data, path, size, sha256)
+                return self._commit_message(record, name, _mapped(path), path, size, sha256)
             finally:
                 self.storage.discard_assembled(path)
 
-    def _commit_message(self, record: SessionRecord, name: str, data: bytes, path: str,
-                        size: int, sha256: str) -> bytes:
+    def _commit_message(self, record: SessionRecord, name: str, data: bytes | memoryview,
+                        path: str, size: int, sha256: str) -> bytes:
         message = self._decode(data, UPLOAD_KINDS)
         if message.kind == "labels":
             self._check_message(record, message)
-            reply = self._handle(record, data, changes_state=True)
+            reply, _ = self._handle(record, data)
             with self._on_failure_leave_memory(record):
                 self.storage.commit_upload(record.id, name, message.kind, path, size, sha256,
                                            reply)
-            self._persisted(record)
+            self._used(record)
             return reply
         if record.protocol_id is not None:
             raise ServiceError(409, "setup_done", "this session has its setup already")
@@ -297,7 +300,7 @@ class SessionManager:
                 raise ServiceError(429, "rows_x_trees_quota", f"{X.shape[0]} rows × {n_trees} "
                                    f"trees on top of this access key's {work} would exceed "
                                    f"its quota of {quotas.rows_x_trees}")
-        reply = self._handle(record, data, changes_state=True)
+        reply, _ = self._handle(record, data)
         protocol_id = decode_message(reply, "session").value("session", str)
         record = replace(record, protocol_id=protocol_id)
         with self._on_failure_leave_memory(record):
@@ -305,7 +308,7 @@ class SessionManager:
                                        reply, protocol_id=protocol_id,
                                        state="receiving labels", n_rows=int(X.shape[0]),
                                        n_features=int(X.shape[1]), n_trees=int(n_trees))
-        self._persisted(record)
+        self._used(record)
         return reply
 
     # ------------------------------------------------------------------ training, predict
@@ -320,19 +323,15 @@ class SessionManager:
             if last is not None and last[0] == digest:
                 return last[1]  # the same request again: its reply, not a replay error
             started = time.perf_counter()
-            reply = self._handle(record, data, changes_state=True)
+            reply, state = self._handle(record, data, export=True)
             self.metrics.level(time.perf_counter() - started)
             with self._on_failure_leave_memory(record):
-                with self._server_lock:
-                    state = self.server.export_state(
-                        record.protocol_id,
-                        skip_stores=self._store_digests.setdefault(record.id, {}))
                 self.storage.save_state(record.id, state, digest, reply,
                                         self._store_digests[record.id])
             self._last[record.id] = (digest, reply)
             if state.meta["state"] != record.state:
                 self.storage.update_session(record.id, state=state.meta["state"])
-            self._persisted(record)
+            self._used(record)
             if state.meta["state"] == "trained":  # prediction reloads it from disk
                 self._leave_memory(record.id, record.protocol_id)
                 release_free_memory()
@@ -351,7 +350,7 @@ class SessionManager:
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
             self._check_message(record, message)
-            reply = self._handle(record, data, changes_state=False)
+            reply, _ = self._handle(record, data)
             self._used(record)
             return reply
 
@@ -424,12 +423,6 @@ class SessionManager:
             self._leave_memory(record.id, record.protocol_id)
             raise
 
-    def _persisted(self, record: SessionRecord) -> None:
-        """The disk has caught up with the session's state in memory: it may leave."""
-        with self._server_lock:
-            self._dirty.discard(record.id)
-        self._used(record)
-
     def _used(self, record: SessionRecord) -> None:
         """Record ``record``'s session as just used, with its estimated bytes; sessions
         beyond the memory budget (or idle) leave memory."""
@@ -442,35 +435,26 @@ class SessionManager:
         self.release_memory()
 
     def release_memory(self) -> int:
-        """Make idle sessions, and the least recently used beyond the budget, leave memory
-        (those whose requests wait for the state machine too: they come back when their
-        turn comes), passing over those whose state in memory is not on disk yet — which
-        may make the session just used leave; the number that left."""
-        with self._server_lock:
-            pinned = set(self._dirty)
+        """Make idle sessions, and the least recently used beyond the budget (which may be
+        the one just used), leave memory; the number that left. Any session may leave:
+        its state is on disk once its request has exported it, and its next request (after
+        this one: one request per session at a time) brings it back."""
         count = 0
-        for session_id in self.residency.candidates(pinned):
+        for session_id in self.residency.candidates():
             record = self.storage.index.session(session_id)
-            if self._leave_memory(session_id, None if record is None else record.protocol_id,
-                                  unless_dirty=True):
-                count += 1
+            self._leave_memory(session_id, None if record is None else record.protocol_id)
+            count += 1
         if count:
             release_free_memory()
         return count
 
-    def _leave_memory(self, session_id: str, protocol_id: str | None, *,
-                      unless_dirty: bool = False) -> bool:
-        """Forget the session's protocol state and cached last reply; whether it left
-        (``unless_dirty``: not if its state in memory is ahead of the disk)."""
-        with self._server_lock:
-            if unless_dirty and session_id in self._dirty:
-                return False
-            self._dirty.discard(session_id)
-            if protocol_id is not None:
+    def _leave_memory(self, session_id: str, protocol_id: str | None) -> None:
+        """Forget the session's protocol state and cached last reply."""
+        if protocol_id is not None:
+            with self._server_lock:
                 self.server.forget_session(protocol_id)
         self._last.pop(session_id, None)
         self.residency.left(session_id)
-        return True
 
     def sweep(self) -> None:
         """Periodic upkeep: expire idle sessions, release memory, checkpoint the index."""
@@ -493,9 +477,12 @@ class SessionManager:
         except ProtocolError as exc:
             raise ServiceError(400, "bad_message", str(exc)) from None
 
-    def _handle(self, record: SessionRecord, data: bytes, *, changes_state: bool) -> bytes:
-        """The state machine's reply to ``data``, the session brought back from disk first
-        if it is not in memory (``changes_state``: it stays until :meth:`_persisted`)."""
+    def _handle(self, record: SessionRecord, data: bytes, *,
+                export: bool = False) -> tuple[bytes, SessionState | None]:
+        """The state machine's reply to ``data`` — the session brought back from disk first
+        if it is not in memory — and, with ``export``, the session's state after it,
+        exported under the same lock (so that the session may leave memory at any moment
+        after)."""
         with self._server_lock:
             if record.protocol_id is not None and not self.server.has_session(
                     record.protocol_id):
@@ -509,9 +496,10 @@ class SessionManager:
                 if record.protocol_id is not None:
                     self.server.forget_session(record.protocol_id)
                 raise
-            if changes_state:
-                self._dirty.add(record.id)
-            return reply
+            if not export:
+                return reply, None
+            return reply, self.server.export_state(
+                record.protocol_id, skip_stores=self._store_digests.setdefault(record.id, {}))
 
     def _check_message(self, record: SessionRecord, message: Message | None) -> None:
         """The session has its setup, and ``message`` (if any) names it."""
@@ -551,6 +539,16 @@ class SessionManager:
                 raise ServiceError(410, "unrecoverable", f"session {record.id}: "
                                    f"{self.storage.relative(str(exc))}") from None
         return last
+
+
+def _mapped(path: str) -> memoryview:
+    """The file's bytes, mapped read-only: its pages stay the kernel's file cache (which it
+    may drop) rather than the process's own memory, so an upload of any size that fails its
+    checks costs no memory. The mapping goes when the last view of it does."""
+    with open(path, "rb") as file:
+        if os.fstat(file.fileno()).st_size == 0:
+            return memoryview(b"")
+        return memoryview(mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ))
 
 
 def _is_state_error(message: str) -> bool:
