@@ -704,7 +704,7 @@ class PairOracleServer:
                   "n_candidates": np.ones(k, dtype=np.int64),
                   "left_weight": np.ones(k, dtype=np.int64),
                   "block_position": np.asarray(positions, dtype=np.int64)}
-        return Message("query", meta, arrays, {"squares": blobs})
+        return Message("query", meta, arrays, {"counts": blobs})
 
 
 def pair_oracle_attack(client, X, y, reference_row: int = 0) -> PairOracleResult:
