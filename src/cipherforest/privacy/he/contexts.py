@@ -252,6 +252,15 @@ class SecretContext(_Base):
         CKKS; int64 in [0, t) for BFV)."""
         return self.kind.decode(self._encoder, self._decryptor.decrypt(ct), complex_slots)
 
+    def noise_budget(self, ct: seal.Ciphertext) -> int | None:
+        """BFV: bits of noise budget ``ct`` has left (0: it no longer decrypts correctly);
+        None for CKKS, whose noise is an error in the values instead."""
+        if self.kind.approximate:
+            return None
+        if ct.is_ntt_form():
+            ct = seal.Evaluator(self.context).transform_from_ntt(ct)
+        return int(self._decryptor.invariant_noise_budget(ct))
+
     def centered(self, slots: np.ndarray) -> np.ndarray:
         """BFV slots as signed integers in (-t/2, t/2]; CKKS slots unchanged."""
         return self.kind.centered(slots, self.plain_modulus)
