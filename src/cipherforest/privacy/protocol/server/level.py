@@ -339,8 +339,9 @@ class LocalLevels:
         """How many partly filled query ciphertexts a level may end with."""
         return self.n_jobs
 
-    def new_labels(self, context: PublicContext, layout: BlockLayout, X, spec,
+    def new_labels(self, context: PublicContext, layout: BlockLayout, keys: np.ndarray,
                    public_context: bytes) -> LabelRotations:
+        """Where a new session's label rotations are held: here."""
         return LabelRotations(context, layout)
 
     def compute(self, session: ServerSession, leaf_jobs, plans, shift: int):

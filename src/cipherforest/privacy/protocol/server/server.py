@@ -51,6 +51,7 @@ from ..planner import NodePlan, OpenNode
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
+from .shards import ShardError
 from .state import SessionState, apply_state, export_state, setup_message
 
 __all__ = ["MAX_LABEL_CHUNK", "PrivateForestServer"]
@@ -126,7 +127,13 @@ class PrivateForestServer:
                     "answer": self._answer, "predict": self._predict, "close": self._close}
         if message.kind not in handlers:
             raise ProtocolError(f"unknown request kind {message.kind!r}")
-        session, reply = handlers[message.kind](message)
+        try:
+            session, reply = handlers[message.kind](message)
+        except ShardError:
+            # A level the Dask workers could not finish leaves the session between
+            # levels in memory: forget it (the service restores it from disk).
+            self.forget_session(message.meta.get("session"))
+            raise
         out = encode_message(reply)
         session.stats.seconds += time.perf_counter() - started
         session.last_used = time.monotonic()
@@ -167,7 +174,7 @@ class PrivateForestServer:
     def forget_session(self, session_id: str) -> None:
         """Drop ``session_id`` if it is here (its storage deleted it, or it left memory),
         with its label rotations (here or on Dask workers)."""
-        session = self._sessions.pop(session_id, None)
+        session = self._sessions.pop(session_id, None) if isinstance(session_id, str) else None
         if session is not None:
             session.labels.clear()
 
@@ -278,9 +285,9 @@ class PrivateForestServer:
         if len(self._sessions) >= self.max_sessions:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
-        labels = self._levels.new_labels(context, layout, X, spec, context_blob[0])
-        session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout,
-                                labels)
+        session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
+        session.labels = self._levels.new_labels(context, layout, session.growth.keys,
+                                                 context_blob[0])
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
                                     "max_label_chunk": MAX_LABEL_CHUNK,

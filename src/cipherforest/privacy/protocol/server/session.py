@@ -63,14 +63,14 @@ class ServerSession:
     """
 
     def __init__(self, session_id: str, context: PublicContext, X: np.ndarray,
-                 n_classes: int, spec: ForestSpec, layout: BlockLayout, labels=None):
+                 n_classes: int, spec: ForestSpec, layout: BlockLayout):
         self.id = session_id
         self.context = context
         self.X = X
         self.n_classes = n_classes
         self.spec = spec
         self.layout = layout
-        self.labels = LabelRotations(context, layout) if labels is None else labels
+        self.labels = LabelRotations(context, layout)  # or shards, set by the server
         self.n_labels = 0
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
         self._leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
