@@ -348,7 +348,7 @@ def test_bfv_counts_exact_at_the_largest_count():
         public.add_inplace(acc, acc)
         if most >> bit & 1:
             public.add_inplace(acc, rotations[1])
-    query = None
+    query, running = None, acc
     for lane in range(layout.per_ciphertext):  # moved along lane by lane, as the server does
         running = public.rotate(running, -layout.stride) if lane % layout.lanes_per_row \
             else acc

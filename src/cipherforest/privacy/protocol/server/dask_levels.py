@@ -123,8 +123,9 @@ class DaskLevels:
         context, layout = session.context, session.layout
         leaf_jobs = assign_leaves(session, leaf_jobs)
         packer = LanePacker(context, layout, shift)
-        grid = packer.grid([[len(c) for c in p.candidates] for p in plans])
-        tasks = labels.level_tasks(session, leaf_jobs, plans, shift)
+        grid = packer.grid([[len(c) for c in p.candidates] for p in plans],
+                           taller=session.spec.max_round_bytes is None)
+        tasks = labels.level_tasks(session, leaf_jobs, plans, shift, grid.height)
         store, query = labels.run_level(tasks)
         add_to_leaf_store(session, [store])
         blobs = packer.finish(query) if plans else []
@@ -254,7 +255,8 @@ class ShardedLabels:
             time.sleep(_POLL_SECONDS)
 
     # ------------------------------------------------------------------ levels
-    def level_tasks(self, session: ServerSession, leaf_jobs, plans, shift: int) -> list:
+    def level_tasks(self, session: ServerSession, leaf_jobs, plans, shift: int,
+                    height: int) -> list:
         """Per shard, its part of the level (see :func:`.shards.shard_level`)."""
         per_store = self.layout.leaves_per_ciphertext
         tasks = []
@@ -274,7 +276,7 @@ class ShardedLabels:
                 leaves.append((index, place, rows.astype(np.int64),
                                weights[rows].astype(np.int32),
                                int(weights[node.samples].sum())))
-            tasks.append({"shift": shift, "nodes": nodes, "leaves": leaves,
+            tasks.append({"shift": shift, "height": height, "nodes": nodes, "leaves": leaves,
                           "n_candidates": [[len(c) for c in p.candidates] for p in plans]})
         return tasks
 

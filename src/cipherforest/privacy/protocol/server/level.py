@@ -78,10 +78,10 @@ class LanePacker:
     feature of a node, over the node's rows sorted by the feature, emits each candidate's
     ``L`` through its lane's part mask; when the blocks move on to the next lane, the sum is
     rotated one lane along (instead of summed again). The last feature's sum runs on to the
-    node's last row and emits ``T``; the others stop at their last candidate. ``H`` is the
-    fewest ciphertexts, ``ceil(blocks / blocks per ciphertext)``: a longer ``H`` saves lane
-    changes (one rotation each) but costs about as much in bytes and decryptions, and holds
-    more accumulators in memory (benchmarks.md, "Query packing").
+    node's last row and emits ``T``; the others stop at their last candidate. ``H`` is at
+    least the fewest ciphertexts, ``ceil(blocks / blocks per ciphertext)``: a longer ``H``
+    saves lane changes (one rotation each) but costs bytes, decryptions and the rotations
+    that join the ciphertexts' rotation parts: :meth:`height` weighs the two.
     """
 
     def __init__(self, context: PublicContext, layout: BlockLayout, shift: int):
@@ -101,9 +101,12 @@ class LanePacker:
                 for rotation_part in range(self.layout.parts):
                     self._mask(lane, part, rotation_part)
 
-    def grid(self, n_candidates: list[list[int]]) -> QueryGrid:
+    def grid(self, n_candidates: list[list[int]], height: int | None = None,
+             taller: bool = True) -> QueryGrid:
         """The query grid of nodes with ``n_candidates[i][f]`` candidates on their planned
-        features (a function of the counts alone: a shard computes the server's grid)."""
+        features, ``height`` ciphertexts high (None: :meth:`height`, taller than the fewest
+        only if ``taller``). A function of its arguments alone: a shard computes the
+        server's grid."""
         blocks = []  # (node, feature, k): candidate k, or k = its count for the node total
         for i, counts in enumerate(n_candidates):
             last = len(counts) - 1
@@ -112,7 +115,8 @@ class LanePacker:
         if not blocks:
             return QueryGrid(0, [], [])
         layout = self.layout
-        height = -(-len(blocks) // layout.blocks_per_ciphertext)
+        if height is None:
+            height = self.height(n_candidates, taller)
         column = 2 * height  # blocks per lane
 
         def place(j: int) -> tuple[int, int, int]:  # (lane, ciphertext, part) of block j
@@ -135,6 +139,29 @@ class LanePacker:
             pieces.append((i, f, first, [place(k) for k in range(j, stop)]))
             j = stop
         return QueryGrid(height, positions, pieces)
+
+    def height(self, n_candidates: list[list[int]], taller: bool = True) -> int:
+        """Query ciphertexts for these blocks: at least the fewest that hold them; taller
+        (if ``taller``) when that saves more lane changes — ``P`` rotations each, a
+        feature's blocks changing lanes every ``2H`` blocks — than the extra ciphertexts
+        cost (``P - 1`` rotations to join their parts, finishing, bytes and the client's
+        decryption: counted as two rotations each)."""
+        sizes = [n + (f == len(counts) - 1) for counts in n_candidates
+                 for f, n in enumerate(counts)]
+        fewest = -(-sum(sizes) // self.layout.blocks_per_ciphertext)
+        if not taller:
+            return fewest
+        widest = max(sizes)
+
+        def cost(h: int) -> int:
+            changes = sum(-(-b // (2 * h)) - 1 for b in sizes)
+            return self.layout.parts * changes + (self.layout.parts + 1) * h
+
+        heights, h = {fewest, max(fewest, -(-widest // 2))}, fewest
+        while 2 * h < widest:
+            h *= 2
+            heights.add(h)
+        return min(sorted(heights), key=cost)
 
     def accumulate(self, grid: QueryGrid, nodes: list[NodeRows], label_copy) -> list:
         """The query ciphertexts of ``grid`` over ``nodes``' rows, finished sums with their
@@ -214,7 +241,8 @@ def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: 
         jobs.append(LeafJob(index, position, node.samples, counts, int(counts.sum())))
     store = leaf_sums(context, layout, session.label_copy, jobs)
     packer = LanePacker(context, layout, shift)
-    grid = packer.grid([[len(c) for c in p.candidates] for p in plans])
+    grid = packer.grid([[len(c) for c in p.candidates] for p in plans],
+                       taller=session.spec.max_round_bytes is None)
     nodes = [node_rows_of_plan(p, session.growth.weights(p.tree)) for p in plans]
     blobs = packer.finish(packer.accumulate(grid, nodes, session.label_copy))
     if serialize:

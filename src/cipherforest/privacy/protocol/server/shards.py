@@ -122,7 +122,8 @@ def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
     partial sums by store index and the query ciphertexts (serialised; None where none of
     the shard's rows contribute).
 
-    ``task``: ``shift``; ``n_candidates`` (per planned node and feature); ``nodes``: per
+    ``task``: ``shift``; ``n_candidates`` (per planned node and feature) and ``height``
+    (the server's query grid); ``nodes``: per
     planned node ``(rows, counts, features, candidate keys per feature)`` restricted to
     the shard; ``leaves``: ``(store index, position, rows, counts, total draws)``.
     """
@@ -139,7 +140,7 @@ def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
     jobs = [LeafJob(*job) for job in task["leaves"]]
     store = leaf_sums(context, layout, copy, jobs)
     packer = LanePacker(context, layout, task["shift"])
-    grid = packer.grid(task["n_candidates"])
+    grid = packer.grid(task["n_candidates"], task["height"])
     nodes = [_node_rows(shard, *node) for node in task["nodes"]]
     query = packer.accumulate(grid, nodes, copy)
     return ({index: context.dump_ciphertext(ct) for index, ct in store.items()},
