@@ -9,7 +9,8 @@ import sys
 from .sessions import Limits, SessionManager
 from .storage import Storage
 
-__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "load_access_key", "serve"]
+__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "dask_cluster", "load_access_key",
+           "serve"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 ACCESS_KEY_FILE = "access_key"
@@ -45,22 +46,59 @@ def load_access_key(data_dir: str, out=sys.stdout) -> str:
 
 
 def build_app(data_dir: str, access_key: str, limits: Limits | None = None,
-              n_jobs: int | None = None):
+              n_jobs: int | None = None, dask_client=None):
     """The FastAPI app over a session manager on ``data_dir`` (``n_jobs``: worker processes
-    per tree level, see :class:`~cipherforest.service.sessions.SessionManager`)."""
+    per tree level; ``dask_client``: a Dask client doing the level work instead, see
+    :class:`~cipherforest.service.sessions.SessionManager`)."""
     from .app import create_app
 
-    return create_app(SessionManager(Storage(data_dir), access_key, limits, n_jobs=n_jobs))
+    return create_app(SessionManager(Storage(data_dir), access_key, limits, n_jobs=n_jobs,
+                                     dask_client=dask_client))
+
+
+def dask_cluster(scheduler: str | None, workers: int | None):
+    """``(client, cluster)`` for ``--dask-scheduler`` (a client of that scheduler, no
+    cluster) or ``--dask-workers`` (a local cluster of that many single-threaded worker
+    processes, and its client); ``(None, None)`` without either.
+
+    Raises
+    ------
+    OSError
+        The scheduler cannot be reached.
+    """
+    if scheduler is None and workers is None:
+        return None, None
+    from distributed import Client, LocalCluster
+
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout="10s", set_as_default=False), None
+        except (OSError, TimeoutError) as exc:
+            raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    return Client(cluster, set_as_default=False), cluster
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
-          limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None) -> None:
+          limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None,
+          dask_scheduler: str | None = None, dask_workers: int | None = None) -> None:
     """Run the service until interrupted (loopback by default); ``n_jobs`` worker processes
-    per tree level."""
+    per tree level, or the level work on Dask (:func:`dask_cluster`)."""
     import uvicorn
 
     key = load_access_key(data_dir, out)
-    app = build_app(data_dir, key, limits, n_jobs)
-    print(f"cipherforest server on http://{host}:{port} (data in {os.path.abspath(data_dir)})",
-          file=out, flush=True)
-    uvicorn.run(app, host=host, port=port, log_level="warning")
+    client, cluster = dask_cluster(dask_scheduler, dask_workers)
+    try:
+        app = build_app(data_dir, key, limits, n_jobs, client)
+        where = ("" if client is None else
+                 f"; label work on Dask at {client.scheduler.address}, "
+                 f"{len(client.scheduler_info()['workers'])} workers")
+        print(f"cipherforest server on http://{host}:{port} (data in "
+              f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
+        uvicorn.run(app, host=host, port=port, log_level="warning")
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()

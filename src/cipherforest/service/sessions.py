@@ -20,7 +20,13 @@ import threading
 import time
 from dataclasses import dataclass
 
-from ..privacy.protocol import Message, PrivateForestServer, ProtocolError, decode_message
+from ..privacy.protocol import (
+    Message,
+    PrivateForestServer,
+    ProtocolError,
+    ShardError,
+    decode_message,
+)
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError, sha256_hex
 
 __all__ = ["Limits", "ServiceError", "SessionManager"]
@@ -80,10 +86,14 @@ class SessionManager:
     n_jobs : int or None, default=None
         Worker processes the private-forest server forks per tree level (trees are split
         among them; ``PrivateForestServer``'s ``n_jobs``): None means 1, -1 all cores.
+    dask_client : distributed.Client or None, default=None
+        Do the level work on this Dask cluster instead (``PrivateForestServer``'s
+        ``dask_client``). A level its workers cannot finish answers 503; the session stays
+        as saved after its last level and is restored from disk on the next request.
     """
 
     def __init__(self, storage: Storage, access_key: str, limits: Limits | None = None,
-                 n_jobs: int | None = None):
+                 n_jobs: int | None = None, dask_client=None):
         if not access_key:
             raise ValueError("the access key must not be empty")
         self.storage = storage
@@ -93,7 +103,8 @@ class SessionManager:
         # The service's quota binds; sessions idle in memory are dropped by the server and
         # restored from disk when used again.
         self.server = PrivateForestServer(n_jobs=n_jobs,
-                                          max_sessions=self.limits.max_sessions_per_key)
+                                          max_sessions=self.limits.max_sessions_per_key,
+                                          dask_client=dask_client)
         # One protocol call at a time: the state machine is not thread-safe (and its
         # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
         self._server_lock = threading.Lock()
@@ -312,6 +323,8 @@ class SessionManager:
         except ProtocolError as exc:
             raise ServiceError(409 if _is_state_error(str(exc)) else 400, "protocol_error",
                                str(exc)) from None
+        except ShardError as exc:  # the server forgot the session; its disk state stands
+            raise ServiceError(503, "workers_unavailable", str(exc)) from None
 
     def _ensure_live(self, record: SessionRecord, message: Message | None) -> None:
         """The session's protocol state is in memory (restored after a restart), and

@@ -41,6 +41,7 @@ from .shards import (
     ShardError,
     ShardMissing,
     combine,
+    drop_orphans,
     drop_shard,
     pack_digest,
     place_packs,
@@ -113,6 +114,12 @@ class DaskLevels:
                              f"{self.worker_timeout:.0f} s") from None
         return self.workers()
 
+    def drop_orphans(self) -> None:
+        """Free the workers of shards whose driver left without closing them (a server
+        process killed mid-training leaves its shards on an external cluster)."""
+        live = self.client.run_on_scheduler(_client_ids)
+        self.client.run(drop_orphans, live)
+
     def new_labels(self, context: PublicContext, layout: BlockLayout, keys: np.ndarray,
                    public_context: bytes) -> ShardedLabels:
         return ShardedLabels(self, context, layout, keys, public_context)
@@ -147,13 +154,15 @@ class ShardedLabels:
         self.layout = layout
         self.keys = keys
         self.public_context = public_context
-        self.key = secrets.token_hex(8)
+        # The driver's client id first: workers drop the shards of drivers gone.
+        self.key = f"{self.client.id}/{secrets.token_hex(8)}"
         self.layout_args = (layout.scheme, layout.n_slots, layout.tau, layout.rows_per_pack,
                             None, layout.parts)
         n_rows = keys.shape[0]
         m = layout.rows_per_pack
         self.n_packs = -(-n_rows // m)
         workers = levels.wait_for_worker("no worker to place the label shards on")
+        levels.drop_orphans()
         n_shards = min(len(workers), self.n_packs)
         cuts = np.linspace(0, self.n_packs, n_shards + 1).round().astype(int).tolist()
         self.first_pack = cuts[:-1]
@@ -345,6 +354,10 @@ class ShardedLabels:
                 break
         self.blobs = []
         self.pending = [None] * len(self.worker)
+
+
+def _client_ids(dask_scheduler) -> list[str]:
+    return list(dask_scheduler.clients)
 
 
 def _rows_between(samples: np.ndarray, lo: int, hi: int) -> np.ndarray:

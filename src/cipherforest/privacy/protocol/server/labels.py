@@ -10,7 +10,7 @@ a row's label into a sum bound to any lane is one ciphertext addition into one o
 
 :class:`LabelRotations` holds the rotations of a contiguous range of packs: every pack of a
 session on one server, or one shard of them on a Dask worker
-(:mod:`.dask_levels`). :func:`sum_rows` and :func:`leaf_sums` are the additions every level
+(:mod:`.dask_levels`). :class:`DrawSums` and :func:`leaf_sums` are the additions every level
 is made of; the query packing is in :mod:`.level`.
 """
 
@@ -20,8 +20,8 @@ import numpy as np
 
 from ...he import BlockLayout, PublicContext
 
-__all__ = ["LabelRotations", "LeafJob", "add_into", "join_parts", "lane_rotations",
-           "leaf_sums", "sum_rows"]
+__all__ = ["DrawSums", "LabelRotations", "LeafJob", "add_into", "join_parts",
+           "lane_rotations", "leaf_sums"]
 
 # CKKS leaves are stored as class frequencies (counts / T, at most 1): at scale 2^48 they fit
 # the 50-bit prime of a leaf reply, and the store's rescale noise (~3e3 in scaled units) is
@@ -97,19 +97,55 @@ def _ciphertext_bytes(ct) -> int:
     return int(ct.size()) * int(ct.poly_modulus_degree()) * int(ct.coeff_modulus_size()) * 8
 
 
-def sum_rows(context: PublicContext, label_copy, rows: np.ndarray, counts: np.ndarray,
-             lane_position: int, accs: list) -> list:
-    """Add each of ``rows``' labels bound to ``lane_position``, ``counts[i]`` times (a
-    bootstrap draw is one addition), into the accumulator of its rotation part: ``accs[p]``
-    (a new ciphertext where it is None). Other lanes hold garbage the masks remove."""
-    for row, k in zip(rows.tolist(), counts.tolist(), strict=True):
-        part, ct = label_copy(row, lane_position)
-        for _ in range(k):
-            if accs[part] is None:
-                accs[part] = context.copy(ct)
-            else:
-                context.add_inplace(accs[part], ct)
-    return accs
+class DrawSums:
+    """A running sum of label rotations per rotation part, each row added as often as it was
+    drawn. A row drawn ``k`` times goes ``k mod 2`` times into the part's *once* sum and
+    ``k // 2`` times into its *twice* sum, which counts double: one addition fewer per row
+    drawn two or more times (~28 % of a bootstrap's draws are such repeats), at the price of
+    a copy and two additions when the total is read: worth it for sums read rarely
+    (``pairs``), otherwise every draw is one addition. Other lanes hold garbage the masks
+    remove."""
+
+    def __init__(self, context: PublicContext, n_parts: int, pairs: bool = True):
+        self.context = context
+        self.pairs = pairs
+        self.once: list = [None] * n_parts
+        self.twice: list = [None] * n_parts
+
+    def add_rows(self, label_copy, rows: np.ndarray, counts: np.ndarray,
+                 lane_position: int) -> None:
+        """Add each of ``rows``' labels bound to ``lane_position``, ``counts[i]`` times."""
+        context, once, twice = self.context, self.once, self.twice
+        for row, k in zip(rows.tolist(), counts.tolist(), strict=True):
+            part, ct = label_copy(row, lane_position)
+            split = ((once, k & 1), (twice, k >> 1)) if self.pairs else ((once, k),)
+            for sums, times in split:
+                for _ in range(times):
+                    if sums[part] is None:
+                        sums[part] = context.copy(ct)
+                    else:
+                        context.add_inplace(sums[part], ct)
+
+    def totals(self) -> list:
+        """Per part the sum (None where nothing was added); a ciphertext the caller must
+        not change in place."""
+        out = []
+        for once, twice in zip(self.once, self.twice, strict=True):
+            if twice is None:
+                out.append(once)
+                continue
+            total = self.context.copy(twice)
+            self.context.add_inplace(total, twice)
+            if once is not None:
+                self.context.add_inplace(total, once)
+            out.append(total)
+        return out
+
+    def rotate(self, step: int) -> None:
+        """Move the sums ``step`` slots (one rotation per part: twice is folded in)."""
+        self.once = [None if t is None else self.context.rotate(t, step)
+                     for t in self.totals()]
+        self.twice = [None] * len(self.once)
 
 
 def add_into(context: PublicContext, target: dict | list, key, ct) -> None:
@@ -160,10 +196,10 @@ def leaf_sums(context: PublicContext, layout: BlockLayout, label_copy,
     scale = (2.0 ** _CKKS_STORE_SCALE_BITS * context.scale / context.label_scale
              if ckks else None)
     for job in jobs:
-        lane = layout.lane_position(layout.leaf_lane(job.position))
-        accs = sum_rows(context, label_copy, job.rows, job.counts, lane,
-                        [None] * layout.parts)
-        for part, total in enumerate(accs):
+        sums = DrawSums(context, layout.parts)
+        sums.add_rows(label_copy, job.rows, job.counts,
+                      layout.lane_position(layout.leaf_lane(job.position)))
+        for part, total in enumerate(sums.totals()):
             if total is None:  # none of this leaf's rows are held here in this part
                 continue
             mask = layout.leaf_mask(job.position, part)

@@ -25,8 +25,8 @@ from ...he import BlockLayout, HEError, PublicContext
 from .labels import LabelRotations, LeafJob, leaf_sums
 from .level import LanePacker, NodeRows, merge_partials
 
-__all__ = ["ShardChecksumError", "ShardError", "ShardMissing", "combine", "drop_shard",
-           "pack_digest", "place_packs", "shard_level"]
+__all__ = ["ShardChecksumError", "ShardError", "ShardMissing", "combine", "drop_orphans",
+           "drop_shard", "pack_digest", "place_packs", "shard_level"]
 
 
 class ShardError(RuntimeError):
@@ -160,3 +160,13 @@ def combine(fingerprint: str, first: tuple[dict, list], second: tuple[dict, list
 def drop_shard(key: str) -> bool:
     """Forget shard ``key`` on this worker (whether it was here)."""
     return _SHARDS.pop(key, None) is not None
+
+
+def drop_orphans(live_drivers: list[str]) -> int:
+    """Forget the shards of drivers no longer connected (a server killed without closing
+    its sessions); shard keys start with their driver's Dask client id. Returns how many
+    were dropped."""
+    orphans = [key for key in _SHARDS if key.split("/", 1)[0] not in live_drivers]
+    for key in orphans:
+        del _SHARDS[key]
+    return len(orphans)
