@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import sys
@@ -69,6 +70,15 @@ def dask_cluster(scheduler: str | None, workers: int | None):
     if scheduler is None and workers is None:
         return None, None
     from distributed import Client, LocalCluster
+
+    # Operators see where the shards go, each level's bytes and seconds, and recoveries.
+    dask_log = logging.getLogger("cipherforest.privacy.dask")
+    if not dask_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
+                                               "%(message)s"))
+        dask_log.addHandler(handler)
+        dask_log.setLevel(logging.INFO)
 
     if scheduler is not None:
         try:

@@ -27,6 +27,7 @@ shards its histograms:
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 
@@ -49,6 +50,9 @@ from .shards import (
 )
 
 __all__ = ["DaskLevels", "ShardedLabels"]
+
+#: Operators' log: shard placements, every level's bytes moved and seconds, recoveries.
+log = logging.getLogger("cipherforest.privacy.dask")
 
 _PACKS_PER_TASK = 64  # packs per placement task when a shard is placed again
 _POLL_SECONDS = 0.5
@@ -174,6 +178,8 @@ class ShardedLabels:
         self.pending: list[Future | None] = [None] * n_shards
         self.blobs: list[bytes] = []
         self.attempts = 0  # levels attempted again after a loss, over the session
+        log.info("session labels: %d packs of %d rows in %d shards on %s", self.n_packs, m,
+                 n_shards, ", ".join(self.worker))
 
     # ------------------------------------------------------------------ placement
     def shard_key(self, s: int) -> str:
@@ -215,6 +221,7 @@ class ShardedLabels:
             if t != s and w in load:
                 load[w] += 1
         self.worker[s] = min(live, key=lambda w: (load[w], w))
+        log.info("%s placed again on %s", self.describe(s), self.worker[s])
         self.pending[s] = None
         for first in range(self.first_pack[s], self.end_pack[s], _PACKS_PER_TASK):
             self._place(s, first, self.blobs[first: min(first + _PACKS_PER_TASK,
@@ -292,10 +299,12 @@ class ShardedLabels:
     def run_level(self, tasks: list[dict]):
         """The level's summed partials ``(store, query)`` (ciphertexts), recovering from
         lost workers by placing their shards again and recomputing the level."""
+        sent = sum(_nbytes(task) for task in tasks)
         for attempt in range(self.levels.max_attempts):
             futures: list[Future] = []
             try:
                 self._settle()
+                started = time.perf_counter()
                 futures = [self.client.submit(
                     shard_level, self.shard_key(s), self.digest[s],
                     self.client.scatter([task], workers=[self.worker[s]], hash=False)[0],
@@ -303,11 +312,18 @@ class ShardedLabels:
                 root, owners = self._reduce(futures)
                 reason = self._watch([root, *futures], set(range(len(tasks))))
                 if reason is None:
+                    partials = [f.result() for f in futures]
+                    log.info("level: %d shards, %.1f MB of tasks out, %.1f MB of partial "
+                             "sums back, %.1f s", len(tasks), sent / 1e6,
+                             sum(_nbytes(p) for p in partials) / 1e6,
+                             time.perf_counter() - started)
                     return merge_partials(self.context, [root.result()])
                 raise _Lost(self._culprits(futures, owners), reason)
             except _Lost as lost:
                 self.client.cancel(futures)
                 self.attempts += 1
+                log.warning("level attempt %d failed: %s; placing shards %s again",
+                            attempt + 1, lost.reason, sorted(lost.shards))
                 if attempt + 1 == self.levels.max_attempts:
                     raise ShardError(f"the level failed {self.levels.max_attempts} times on "
                                      f"Dask; last: {lost.reason}") from None
@@ -354,6 +370,17 @@ class ShardedLabels:
                 break
         self.blobs = []
         self.pending = [None] * len(self.worker)
+
+
+def _nbytes(value) -> int:
+    """Bytes of the arrays and byte strings in a task or a partial result."""
+    if isinstance(value, (bytes, np.ndarray)):
+        return len(value) if isinstance(value, bytes) else value.nbytes
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
 
 
 def _client_ids(dask_scheduler) -> list[str]:

@@ -143,8 +143,11 @@ def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
     grid = packer.grid(task["n_candidates"], task["height"])
     nodes = [_node_rows(shard, *node) for node in task["nodes"]]
     query = packer.accumulate(grid, nodes, copy)
+    # Query partials go back on the last level (half the bytes with BFV's two primes):
+    # switched sums add up as the sums would. Leaf-store sums stay unfinished.
     return ({index: context.dump_ciphertext(ct) for index, ct in store.items()},
-            [None if ct is None else context.dump_ciphertext(ct) for ct in query])
+            [None if ct is None else context.dump_ciphertext(context.last_level(ct))
+             for ct in query])
 
 
 def combine(fingerprint: str, first: tuple[dict, list], second: tuple[dict, list]):
