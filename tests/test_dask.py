@@ -314,3 +314,81 @@ def test_ensembles_under_the_dask_joblib_backend_equal_local_fits(cluster, estim
     np.testing.assert_array_equal(remote.predict_proba(X), local.predict_proba(X))
     for a, b in zip(remote.estimators_, local.estimators_, strict=True):
         np.testing.assert_array_equal(a.tree_.threshold, b.tree_.threshold)
+
+
+@pytest.mark.slow
+def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_path):
+    """The service's Dask cluster loses its only worker for good during training: the level
+    fails, the request is answered 503 (the client retries), the session stays as saved
+    after its last level; a worker joins again and training resumes to the same forest."""
+    pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from cipherforest.privacy.protocol import HTTPTransport
+    from cipherforest.service.app import create_app
+    from cipherforest.service.sessions import Limits, SessionManager
+    from cipherforest.service.storage import Storage
+    from test_service import forest_on_ciphers_proba
+
+    local = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                                     dashboard_address=None)
+    client = distributed.Client(local, set_as_default=False)
+    manager = SessionManager(Storage(str(tmp_path)), "key", Limits(), dask_client=client)
+    manager.server._levels.worker_timeout = 2.0
+    server = uvicorn.Server(uvicorn.Config(create_app(manager), host="127.0.0.1", port=0,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            time.sleep(0.05)
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+
+        class Outage(HTTPTransport):
+            answers = 0
+
+            def handle(self, data):
+                if decode_message(data).kind == "answer":
+                    self.answers += 1
+                    if self.answers == 2:  # every worker gone; one back in 8 s
+                        local.scale(0)
+                        while client.scheduler_info()["workers"]:
+                            time.sleep(0.1)
+                        threading.Timer(8.0, local.scale, (1,)).start()
+                return super().handle(data)
+
+        X, y = load_wine(return_X_y=True)
+        params = {"n_estimators": 2, "max_depth": 4, "random_state": 3, "scheme": "bfv"}
+        transport = Outage(url, "key", timeout=120)
+        forest = PrivateForestClient(server=transport, **params).fit(X[:100], y[:100])
+        assert transport.retries > 0  # answered 503 while no worker was there
+        np.testing.assert_allclose(
+            forest.predict_proba(X[100:]),
+            forest_on_ciphers_proba(forest, X[:100], y[:100], X[100:], params), atol=1e-5)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        client.close()
+        local.close()
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--dask-workers", "0"], "--dask-workers must be at least 1"),
+    (["--dask-workers", "2", "--jobs", "2"], "--jobs applies without Dask"),
+    (["--dask-workers", "2", "--dask-scheduler", "tcp://h:1"], "not allowed with argument"),
+])
+def test_serve_refuses_bad_dask_options(capsys, argv, message):
+    from cipherforest.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["serve", *argv])
+    assert message in capsys.readouterr().err
+
+
+def test_serve_names_an_unreachable_scheduler(tmp_path, capsys):
+    pytest.importorskip("fastapi")
+    from cipherforest.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["serve", "--data-dir", str(tmp_path), "--dask-scheduler", "tcp://127.0.0.1:9"])
+    assert exit_info.value.code == 2
+    assert "cannot reach the Dask scheduler at tcp://127.0.0.1:9" in capsys.readouterr().err

@@ -661,6 +661,17 @@ def test_setup_rejected(wine, baseline, case):
     assert len(tamper.inner.session_ids) == 1  # the rejected setup left no session behind
 
 
+def test_bfv_setup_beyond_the_plain_modulus_is_refused(wine, monkeypatch):
+    """BFV counts are exact below the plain modulus: a setup whose bootstrap draws could
+    reach it is refused (shown with a bound lowered to the data's size)."""
+    from cipherforest.privacy.he.schemes import BFV
+
+    monkeypatch.setattr(BFV, "max_count", property(lambda self: 50))
+    with pytest.raises(ProtocolError, match=r"setup: \d+ bootstrap draws per tree exceed "
+                                            r"the 50 a bfv class count holds exactly"):
+        PrivateForestClient(**SMALL, scheme="bfv").fit(wine[0], wine[2])
+
+
 def test_setup_with_secret_key_as_public_key(wine, baseline):
     def corrupt(message, data, tamper):
         from cipherforest.privacy.he import bundles

@@ -346,6 +346,8 @@ class SessionManager:
         except (StorageError, ProtocolError) as exc:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "
                                f"restored from disk: {exc}") from None
+        except ShardError as exc:  # no Dask worker to place its labels on, yet
+            raise ServiceError(503, "workers_unavailable", str(exc)) from None
         if saved is not None:
             self._last[record.id] = (saved[1], saved[2])
             self._store_digests[record.id] = saved[3]

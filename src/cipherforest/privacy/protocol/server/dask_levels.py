@@ -305,10 +305,7 @@ class ShardedLabels:
             try:
                 self._settle()
                 started = time.perf_counter()
-                futures = [self.client.submit(
-                    shard_level, self.shard_key(s), self.digest[s],
-                    self.client.scatter([task], workers=[self.worker[s]], hash=False)[0],
-                    workers=[self.worker[s]], pure=False) for s, task in enumerate(tasks)]
+                futures = self._submit(tasks)
                 root, owners = self._reduce(futures)
                 reason = self._watch([root, *futures], set(range(len(tasks))))
                 if reason is None:
@@ -330,6 +327,24 @@ class ShardedLabels:
                 for s in sorted(lost.shards):
                     self._replace(s, lost.reason)
         raise AssertionError("unreachable")
+
+    def _submit(self, tasks: list[dict]) -> list[Future]:
+        """Each shard's task, its data sent straight to the shard's worker."""
+        live = set(self.levels.workers())
+        gone = {s for s, w in enumerate(self.worker) if w not in live}
+        if gone:
+            raise _Lost(gone, f"worker {self.worker[min(gone)]} left the cluster")
+        futures = []
+        for s, task in enumerate(tasks):
+            try:
+                data = self.client.scatter([task], workers=[self.worker[s]], hash=False)[0]
+            except Exception as exc:  # noqa: BLE001 - the scheduler lost the worker meanwhile
+                self.client.cancel(futures)
+                raise _Lost({s}, f"sending the level to {self.worker[s]}: "
+                                 f"{type(exc).__name__}: {exc}") from None
+            futures.append(self.client.submit(shard_level, self.shard_key(s), self.digest[s],
+                                              data, workers=[self.worker[s]], pure=False))
+        return futures
 
     def _reduce(self, futures: list[Future]) -> tuple[Future, dict]:
         """Add the partials pairwise, each sum on the worker holding its left input."""
