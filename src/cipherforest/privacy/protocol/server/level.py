@@ -91,8 +91,11 @@ class LanePacker:
         self.shift = shift
 
     def _mask(self, lane: int, part: int, rotation_part: int):
+        # Cached by the lane the mask selects: rotation part i of lane K is the lane
+        # i·span further along, whose own part-0 mask it is (no more masks with parts).
+        physical = self.layout.part_lane(lane, rotation_part)
         return self.context.mask(
-            ("block", lane, part, rotation_part, self.shift),
+            ("block", physical, part, self.shift),
             lambda: self.layout.block_mask(lane, part, self.value, rotation_part))
 
     def encode_all_masks(self) -> None:
