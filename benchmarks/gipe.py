@@ -41,7 +41,7 @@ import numpy as np
 from sklearn.datasets import make_classification
 
 from cipherforest.privacy import GiniPreservingEncryptor
-from cipherforest.privacy._gipe_tree import LEFT, RIGHT
+from cipherforest.privacy.gipe.kernels import LEFT, RIGHT
 
 N_FEATURES = 20
 TARGET_SECONDS_PER_MILLION = 2.0

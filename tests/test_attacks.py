@@ -191,7 +191,7 @@ def test_nearest_and_naming_oracles():
     proximity = np.array([[3, 0, 1], [0, 3, 2], [1, 2, 3]], float)
     assert attacks.proximity_nearest_labels(proximity, [0, 1], [4, 7]).tolist() == [4, 7, 7]
     # Clusters of sizes 1 and 3 are named by the class counts (3, 1): the big one class 0.
-    assert attacks._name_by_counts(np.array([5, 2, 2, 2]), [3, 1]).tolist() == [1, 0, 0, 0]
+    assert attacks.name_clusters_by_counts(np.array([5, 2, 2, 2]), [3, 1]).tolist() == [1, 0, 0, 0]
 
 
 def _proximity_results(X, y, mode):

@@ -27,13 +27,14 @@ from sklearn.model_selection import StratifiedKFold
 from cipherforest import DecisionTreeClassifier
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import GiniPreservingEncryptor
-from cipherforest.privacy._gipe_codebook import (
+from cipherforest.privacy.gipe import DEFAULT_MODE, DEFAULT_N_BINS, MODES
+from cipherforest.privacy.gipe.codebook import (
     encrypt_column,
     random_increasing_ciphers,
     uniform_below,
 )
-from cipherforest.privacy._gipe_tree import GRID, WordSource
-from cipherforest.privacy.gipe import DEFAULT_MODE, DEFAULT_N_BINS, MODES
+from cipherforest.privacy.gipe.column_state import WordSource
+from cipherforest.privacy.gipe.kernels import GRID
 
 SETTINGS = settings(max_examples=40, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow])

@@ -33,7 +33,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cipherforest.privacy import GiniPreservingEncryptor
-from cipherforest.privacy._gipe_tree import (
+from cipherforest.privacy.gipe.column_state import ColumnState, WordSource
+from cipherforest.privacy.gipe.kernels import (
     CIPHER,
     GRID,
     HEAD,
@@ -45,8 +46,6 @@ from cipherforest.privacy._gipe_tree import (
     TAIL,
     VMAX,
     VMIN,
-    ColumnState,
-    WordSource,
 )
 
 SETTINGS = settings(max_examples=60, deadline=None,

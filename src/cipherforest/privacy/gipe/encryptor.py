@@ -1,20 +1,16 @@
 """Gini-impurity-preserving encryption (GIPE) of numeric features, as a scikit-learn transformer.
 
 The paper's scheme (``mode="paper"``) is the one of Xie et al. (NeurIPS 2023), section 3 and
-appendices A-B, restated in docs/gipe.md; its per-feature secret state and kernels live in
-``_gipe_tree``. The label-independent modes ``"order"`` and ``"quantile"``
-(docs/threat_model.md) build their states in ``_gipe_codebook``; the state file container
-is ``_state_file``. This module holds the estimator and cipher2.
-
-cipher2 (the paper's CKKS encryption of a sample's position) is here one authenticated
-ciphertext per row (an AEAD built from the standard library, see ``_Cipher2``):
-``cryptography`` is not a dependency of the project.
+appendices A-B, restated in docs/gipe.md; its per-feature secret state is a
+:class:`~.column_state.ColumnState` over the numba kernels of :mod:`.kernels`. The
+label-independent modes ``"order"`` and ``"quantile"`` (docs/threat_model.md) build their
+states in :mod:`.codebook`; cipher2, one authenticated ciphertext per row, is
+:mod:`.cipher2`; the state file container is :mod:`cipherforest.privacy.state_file`. This
+module holds the estimator, its constants and warnings, and its state files.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import math
 import os
 import secrets
@@ -29,21 +25,20 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
-from ..ensemble._base import map_in_threads
-from ._gipe_codebook import build_state, encrypt_column
-from ._gipe_tree import GRID, CipherSpaceError, ColumnState, WordSource
-from .state_file import StateFileError, read_state_file, write_state_file
+from ...core import map_in_threads
+from ..state_file import StateFileError, read_state_file, write_state_file
+from .cipher2 import Cipher2, GipeDecryptionError, pack_payload, payload_size, unpack_payload
+from .codebook import build_state, encrypt_column
+from .column_state import ColumnState, WordSource, typed_state_arrays
+from .kernels import GRID
 
 __all__ = [
     "DEFAULT_MODE",
     "DEFAULT_N_BINS",
     "MAX_CIPHER",
     "MODES",
-    "CipherSpaceError",
     "GiniPreservingEncryptor",
-    "GipeDecryptionError",
     "GipeRekeyWarning",
-    "StateFileError",
     "cipher_max",
 ]
 
@@ -64,10 +59,6 @@ class GipeRekeyWarning(UserWarning):
     """``fit`` had to re-key columns (their ciphers come from the re-key's distribution)."""
 
 
-class GipeDecryptionError(ValueError):
-    """A ciphertext does not decrypt under this state (tampered, foreign key, or stale)."""
-
-
 def cipher_max(n_samples: int, security_parameter: float) -> int:
     """c_max for ``n_samples`` training rows: ``2**(λ·log2 n)``, capped at ``MAX_CIPHER``.
 
@@ -78,86 +69,6 @@ def cipher_max(n_samples: int, security_parameter: float) -> int:
     c_max = MAX_CIPHER if bits >= 53 else int(2.0**bits)
     c_max = min(max(c_max, 64 * (n_samples + 1)), MAX_CIPHER)
     return c_max - c_max % GRID
-
-
-# ------------------------------------------------------------------------------ cipher2
-class _Cipher2:
-    """Authenticated encryption of a row's cipher2 payload (encrypt-then-MAC).
-
-    Token layout (bytes)::
-
-        version (1) | nonce (16) | payload XOR keystream (len(payload)) | tag (16)
-
-    keystream = SHAKE-256(k_enc ‖ nonce), the keyed-sponge PRF that NIST standardised as KMAC;
-    tag = HMAC-SHA256(k_mac, context ‖ key id ‖ cipher1 row ‖ version ‖ nonce ‖ ciphertext)
-    truncated to 128 bits. ``k_enc``, ``k_mac`` and the key id are HMAC-SHA256 derivations of a
-    256-bit master key drawn with :mod:`secrets`; nonces come from ``os.urandom``. Under the
-    PRF assumption for SHAKE-256 and HMAC-SHA256 this is IND-CCA secure, and binding the
-    cipher1 row into the tag makes a token useless with any other row. It is a textbook
-    construction from the standard library, not a vetted AEAD: with ``cryptography``
-    available, AES-GCM would be the better choice.
-    """
-
-    VERSION = 1
-    NONCE = 16
-    TAG = 16
-    CONTEXT = b"cipherforest/gipe/cipher2"
-
-    def __init__(self, key: bytes):
-        self.enc_key = hmac.digest(key, b"cipherforest/gipe/cipher2/enc", "sha256")
-        self.mac_key = hmac.digest(key, b"cipherforest/gipe/cipher2/mac", "sha256")
-        self.key_id = hmac.digest(key, b"cipherforest/gipe/key-id", "sha256")[:8]
-
-    def token_size(self, payload_size: int) -> int:
-        return 1 + self.NONCE + payload_size + self.TAG
-
-    def _tag(self, cipher1_row: bytes, head: bytes, body: bytes) -> bytes:
-        message = b"".join((self.CONTEXT, self.key_id, cipher1_row, head, body))
-        return hmac.digest(self.mac_key, message, "sha256")[:self.TAG]
-
-    def seal(self, cipher1: np.ndarray, payload: np.ndarray) -> np.ndarray:
-        """Tokens ``(n, token_size)`` uint8 for payload rows ``(n, P)`` bound to cipher1 rows."""
-        n, size = payload.shape
-        tokens = np.empty((n, self.token_size(size)), dtype=np.uint8)
-        nonces = np.frombuffer(os.urandom(self.NONCE * n), dtype=np.uint8).reshape(n, -1)
-        tokens[:, 0] = self.VERSION
-        tokens[:, 1:1 + self.NONCE] = nonces
-        body = tokens[:, 1 + self.NONCE:1 + self.NONCE + size]
-        for i in range(n):
-            nonce = nonces[i].tobytes()
-            stream = hashlib.shake_256(self.enc_key + nonce).digest(size)
-            body[i] = payload[i] ^ np.frombuffer(stream, dtype=np.uint8)
-            tokens[i, -self.TAG:] = np.frombuffer(
-                self._tag(cipher1[i].tobytes(), tokens[i, :1 + self.NONCE].tobytes(),
-                          body[i].tobytes()), dtype=np.uint8)
-        return tokens
-
-    def open(self, cipher1: np.ndarray, tokens: np.ndarray, size: int) -> np.ndarray:
-        """Payload rows of authentic tokens; GipeDecryptionError naming the first bad row."""
-        n = tokens.shape[0]
-        if tokens.ndim != 2 or tokens.shape[1] != self.token_size(size):
-            raise GipeDecryptionError(
-                f"cipher2 must have shape (n_samples, {self.token_size(size)}) for "
-                f"{cipher1.shape[1]} features, got {tokens.shape}")
-        payload = np.empty((n, size), dtype=np.uint8)
-        for i in range(n):
-            token = tokens[i]
-            head = token[:1 + self.NONCE].tobytes()
-            body = token[1 + self.NONCE:-self.TAG].tobytes()
-            if token[0] != self.VERSION or not hmac.compare_digest(
-                    self._tag(cipher1[i].tobytes(), head, body), token[-self.TAG:].tobytes()):
-                raise GipeDecryptionError(
-                    f"cipher2 of row {i} does not authenticate: it was made by another key, "
-                    "was altered, or does not belong to this cipher1 row")
-            stream = hashlib.shake_256(self.enc_key + head[1:]).digest(size)
-            payload[i] = np.frombuffer(body, dtype=np.uint8) ^ np.frombuffer(stream, np.uint8)
-        return payload
-
-
-def _payload_size(n_features: int) -> int:
-    # per feature an int64 word (a position, or the value's float64 bits), then one bit per
-    # feature: 1 when the word is an inline value.
-    return 8 * n_features + (n_features + 7) // 8
 
 
 # ------------------------------------------------------------------------------ estimator
@@ -442,10 +353,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
             position = state.positions(X[:, j], rank[:, j])
             inline[:, j] = position < 0
             words[:, j] = np.where(inline[:, j], X[:, j].view(np.int64), position)
-        payload = np.concatenate([np.ascontiguousarray(words.astype("<i8")).view(np.uint8),
-                                  np.packbits(inline, axis=1)], axis=1)
-        cipher1_le = np.ascontiguousarray(cipher1.astype("<i8"))
-        return cipher1, _Cipher2(self._key).seal(cipher1_le, payload)
+        return cipher1, Cipher2(self._key).seal(cipher1, pack_payload(words, inline))
 
     def inverse_transform(self, X, cipher2=None):
         """Decrypt ``(cipher1, cipher2)`` back to the plaintext values (appendix A.3's Decrypt).
@@ -480,12 +388,8 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
             raise GipeDecryptionError(
                 f"cipher2 must be a uint8 array with one row per cipher1 row ({n_samples}), "
                 f"got dtype {tokens.dtype} and shape {tokens.shape}")
-        size = _payload_size(n_features)
-        payload = _Cipher2(self._key).open(np.ascontiguousarray(cipher1.astype("<i8")),
-                                           tokens, size)
-        words = np.ascontiguousarray(payload[:, :8 * n_features]).view("<i8").astype(np.int64)
-        inline = np.unpackbits(payload[:, 8 * n_features:], axis=1,
-                               count=n_features).astype(bool)
+        payload = Cipher2(self._key).open(cipher1, tokens, payload_size(n_features))
+        words, inline = unpack_payload(payload, n_features)
         out = np.empty((n_samples, n_features), dtype=np.float64)
         for j, state in enumerate(self._states):
             position = np.where(inline[:, j], -1, words[:, j])
@@ -586,7 +490,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
             part = {name[len(prefix):]: array for name, array in arrays.items()
                     if name.startswith(prefix)}
             try:
-                part = _typed_state_arrays(part)
+                part = typed_state_arrays(part)
                 states.append(ColumnState.from_arrays(c_max, _json_int(epochs[j], "epoch"),
                                                       part))
             except KeyError as exc:
@@ -609,22 +513,6 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
 
 
 # ------------------------------------------------------------------------------ helpers
-_STATE_DTYPES = {"left": np.int64, "right": np.int64, "label": np.int64, "cipher": np.int64,
-                 "vmin": np.float64, "vmax": np.float64, "node_ptr": np.int64,
-                 "sample_value": np.float64, "sample_label": np.int64}
-
-
-def _typed_state_arrays(part: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    out = {}
-    for name, dtype in _STATE_DTYPES.items():
-        array = part[name]
-        if array.dtype != dtype or array.ndim != 1:
-            raise ValueError(f"array {name!r} has dtype {array.dtype} and {array.ndim} "
-                             f"dimension(s), expected 1-D {np.dtype(dtype)}")
-        out[name] = array
-    return out
-
-
 def _json_int(value: Any, name: str) -> int:
     if type(value) is not int:
         raise ValueError(f"{name} is not an integer")

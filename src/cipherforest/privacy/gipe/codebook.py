@@ -1,21 +1,21 @@
 """Label-independent feature ciphers: the states of GIPE's ``"order"`` and ``"quantile"`` modes.
 
-The paper's state (``_gipe_tree``) merges runs of same-label neighbours into one cipher, so which
-rows share a cipher, and where the cipher changes, depend on the labels (docs/threat_model.md). The
-states built here are a function of the feature column alone:
+The paper's state (:mod:`.kernels`) merges runs of same-label neighbours into one cipher, so
+which rows share a cipher, and where the cipher changes, depend on the labels
+(docs/threat_model.md). The states built here are a function of the feature column alone:
 
 * ``"order"``: every distinct training value is its own node;
 * ``"quantile"``: the distinct values are cut into at most ``n_bins`` quantile bins, with
-  edges at midpoints between distinct values (``tree._binning.bin_thresholds_for_column``, the
+  edges at midpoints between distinct values (``cipherforest.core.bin_thresholds_for_column``, the
   binning ``max_bins`` uses), and every bin is one node holding its distinct values.
 
 Node ciphers are an ideal random order-preserving map of the nodes: ``m`` distinct grid points
 (multiples of GRID in ``(0, c_max)``) drawn uniformly without replacement and sorted, so the
 ``k``-th node gets the ``k``-th smallest. Nothing but ``m`` and c_max shapes their distribution.
 
-The state is stored in ``_gipe_tree``'s contract (a balanced search tree over the nodes, each
-node labelled with its in-order rank, each distinct value stored once), so decryption, the
-state file and the invariant checks are shared with the paper's mode.
+The state is stored in the array contract of :mod:`.kernels` (a balanced search tree over the
+nodes, each node labelled with its in-order rank, each distinct value stored once), so
+decryption, the state file and the invariant checks are shared with the paper's mode.
 
 Encryption of a value ``x`` (``encrypt_column``), with A < x < B the in-order nodes around a
 gap and ``t = vmax_A/2 + vmin_B/2`` the plaintext splitter's midpoint:
@@ -36,9 +36,9 @@ import os
 import numpy as np
 from numba import njit
 
-from ..tree._binning import bin_thresholds_for_column
-from ..tree._common import JIT_OPTIONS
-from ._gipe_tree import GRID, NO_NODE, ColumnState, WordSource
+from ...core import JIT_OPTIONS, bin_thresholds_for_column
+from .column_state import ColumnState, WordSource
+from .kernels import GRID, NO_NODE
 
 
 # ------------------------------------------------------------------------------ randomness
@@ -95,7 +95,7 @@ def os_words(n: int) -> np.ndarray:
 def balanced_tree(m):
     """A balanced search tree over in-order ranks ``0..m-1``, nodes numbered in preorder.
 
-    Returns ``(rank, left, right)`` by node id: node 0 is the root (``_gipe_tree``'s contract).
+    Returns ``(rank, left, right)`` by node id: node 0 is the root (the kernels' contract).
     """
     rank = np.empty(m, dtype=np.int64)
     left = np.full(m, NO_NODE, dtype=np.int64)
