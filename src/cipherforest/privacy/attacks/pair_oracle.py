@@ -53,7 +53,7 @@ class PairOracleServer:
     It forwards ``setup`` and ``labels`` to the real server. When the client asks to
     ``train`` it answers, instead of the real first query, a query of fake nodes: node ``i``
     of tree 0 holds the reference row and row ``i`` (weight 1 each) and one candidate that
-    separates them on a feature where their ciphers differ. The packed squared sums are
+    separates them on a feature where their ciphers differ. The packed class counts are
     computed homomorphically from the client's own label ciphertexts, so they decrypt
     correctly: a node is pure exactly when the two labels are equal, and under the paper's
     rule the client answers "leaf" (-1) exactly then. The real first query (the real server
