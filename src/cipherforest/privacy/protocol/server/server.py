@@ -106,8 +106,11 @@ class PrivateForestServer:
         if dask_client is None:
             self._levels = LocalLevels(self.n_jobs)
         else:
-            from .dask_levels import DaskLevels  # dask is an optional extra
-
+            try:
+                from .dask_levels import DaskLevels  # dask is an optional extra
+            except ImportError as exc:
+                raise ImportError(f"dask_client needs dask.distributed ({exc}): "
+                                  "pip install 'cipherforest[dask]'") from None
             self._levels = DaskLevels(dask_client)
 
     def close(self) -> None:
