@@ -33,7 +33,7 @@ import re
 from pathlib import Path
 
 LEVEL_LINE = re.compile(r"level: (\d+) shards, ([\d.]+) MB of tasks out, ([\d.]+) MB of "
-                        r"partial sums back, ([\d.]+) s")
+                        r"partial sums back, ([\d.]+) s(?:, ([\d.]+) CPU s)?")
 # Held on the workers per training row: one 256 KiB BFV label rotation per two rows
 # (two 60-bit primes, N = 8192, two rotation parts; label_layout.py measures it).
 LABEL_BYTES_PER_ROW = 131_072
@@ -49,9 +49,10 @@ def read_run(work: Path) -> dict:
         for line in server_log.read_text().splitlines():
             match = LEVEL_LINE.search(line)
             if match:
-                shards, out, back, seconds = match.groups()
+                shards, out, back, seconds, cpu = match.groups()
                 levels.append({"shards": int(shards), "out_mb": float(out),
-                               "back_mb": float(back), "seconds": float(seconds)})
+                               "back_mb": float(back), "seconds": float(seconds),
+                               "cpu": None if cpu is None else float(cpu)})
     steps: dict[str, float] = {}
     for s in segments:
         for step in s["steps"]:
@@ -85,6 +86,9 @@ def summary(run: dict) -> dict:
     train_rows = result["train_rows"] if result else None
     full = full_levels(run)
     level_s = sum(level["seconds"] for level in full) / len(full) if full else math.nan
+    cpus = [level["cpu"] for level in full if level["cpu"] is not None]
+    level_cpu = sum(cpus) / len(cpus) if cpus else math.nan
+    all_cpu = [level["cpu"] for level in run["levels"] if level["cpu"] is not None]
     moved = (sum(level["out_mb"] + level["back_mb"] for level in run["levels"])
              / len(run["levels"])) if run["levels"] else math.nan
     return {"dataset": params["dataset"], "workers": params.get("dask_workers"),
@@ -92,6 +96,8 @@ def summary(run: dict) -> dict:
             "upload_per_row": run["upload"] / train_rows if train_rows else math.nan,
             "train_s": run["steps"].get("train", math.nan), "levels": len(run["levels"]),
             "full_level_s": level_s, "n_full": len(full), "moved_mb": moved,
+            "full_level_cpu": level_cpu,
+            "levels_cpu": sum(all_cpu) if len(all_cpu) == len(run["levels"]) else math.nan,
             "max_moved_mb": max((lv["out_mb"] + lv["back_mb"] for lv in run["levels"]),
                                 default=math.nan),
             "peak_gb": run["peak_gb"],
@@ -107,10 +113,15 @@ def model_rows(base: dict, rows: int, workers: int) -> dict:
     below min_samples_split); the levels after the full ones cost what they cost in the
     base run, scaled alike; memory is the label bytes per row on the workers plus the
     measured rest per row."""
-    scale = rows / base["train_rows"] * base["workers"] / workers
     extra_levels = max(0.0, math.log2(rows / base["train_rows"]))
-    tail = base["train_s"] - base["n_full"] * base["full_level_s"]  # the narrowing levels
-    seconds = (base["n_full"] + extra_levels) * base["full_level_s"] * scale + tail * scale
+    if base["levels_cpu"] == base["levels_cpu"]:  # CPU seconds measured: a core per worker
+        scale = rows / base["train_rows"] / workers
+        full, total = base["full_level_cpu"], base["levels_cpu"]
+    else:  # wall seconds of the run's own workers
+        scale = rows / base["train_rows"] * base["workers"] / workers
+        full, total = base["full_level_s"], base["train_s"]
+    tail = total - base["n_full"] * full  # the narrowing levels
+    seconds = (base["n_full"] + extra_levels) * full * scale + tail * scale
     rest_per_row = max(0.0, base["peak_gb"] * 1e9 / base["train_rows"] - LABEL_BYTES_PER_ROW)
     return {"rows": rows, "workers": workers, "hours": seconds / 3600,
             "per_worker_gb": rows * LABEL_BYTES_PER_ROW / workers / 1e9,
@@ -125,7 +136,7 @@ def main(argv=None) -> int:
     print(read_run(args.works[0])["machine"])
     print()
     print("| data set | training rows | Dask workers | upload B/row | train s | levels | "
-          "full levels: mean s | MB moved per level: mean / max | peak GB (PSS) | "
+          "full levels: mean s (CPU s) | MB moved per level: mean / max | peak GB (PSS) | "
           "accuracy (GIPE forest) | equal to the GIPE forest |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in runs:
@@ -133,8 +144,9 @@ def main(argv=None) -> int:
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.4f} ({r['gipe']:.4f})"
         rows = "—" if r["train_rows"] is None else f"{r['train_rows']:,}"
         print(f"| {r['dataset']} | {rows} | {r['workers']} | {r['upload_per_row']:,.0f} | "
-              f"{r['train_s']:,.0f} | {r['levels']} | {r['full_level_s']:.0f} "
-              f"({r['n_full']}) | {r['moved_mb']:.1f} / {r['max_moved_mb']:.1f} | "
+              f"{r['train_s']:,.0f} | {r['levels']} | {r['n_full']}: "
+              f"{r['full_level_s']:.0f} ({r['full_level_cpu']:.0f}) | "
+              f"{r['moved_mb']:.1f} / {r['max_moved_mb']:.1f} | "
               f"{r['peak_gb']:.2f} | {acc} | {equal} |")
     by_data: dict[str, dict[int, dict]] = {}
     for r in runs:
@@ -151,13 +163,15 @@ def main(argv=None) -> int:
     if not finished:
         return 0
     base = max(finished, key=lambda r: (r["train_rows"], r["workers"]))
-    cost = base["full_level_s"] * base["workers"] / (base["train_rows"] * base["trees"])
+    wall = base["full_level_s"] * base["workers"] / (base["train_rows"] * base["trees"])
+    cpu = base["full_level_cpu"] / (base["train_rows"] * base["trees"])
     print(f"\nMeasured ({base['dataset']}, {base['workers']} workers): a full level costs "
-          f"{cost * 1e6:.1f} µs per (training row, tree) on one worker process; "
-          f"{base['moved_mb']:.1f} MB move between the driver and the workers per level "
-          f"(mean; tasks out, partial sums back).")
-    print("\nModel (from those measurements, not a run; same machine per worker, "
-          f"{base['trees']} trees, same data shape, the workers' network not counted):\n")
+          f"{cpu * 1e6:.1f} µs of worker CPU per (training row, tree) ({wall * 1e6:.1f} µs "
+          f"of wall time × workers on the shared machine); {base['moved_mb']:.1f} MB move "
+          "between the driver and the workers per level (mean; tasks out, partial sums "
+          "back).")
+    print("\nModel (from those measurements, not a run: one core of this machine per "
+          f"worker, {base['trees']} trees, the same data shape, the network not counted):\n")
     print("| training rows | workers | hours | label memory per worker GB | "
           "all processes GB |")
     print("|---:|---:|---:|---:|---:|")

@@ -309,12 +309,12 @@ class ShardedLabels:
                 root, owners = self._reduce(futures)
                 reason = self._watch([root, *futures], set(range(len(tasks))))
                 if reason is None:
-                    partials = [f.result() for f in futures]
+                    total = root.result()
                     log.info("level: %d shards, %.1f MB of tasks out, %.1f MB of partial "
-                             "sums back, %.1f s", len(tasks), sent / 1e6,
-                             sum(_nbytes(p) for p in partials) / 1e6,
-                             time.perf_counter() - started)
-                    return merge_partials(self.context, [root.result()])
+                             "sums back, %.1f s, %.1f CPU s on the workers", len(tasks),
+                             sent / 1e6, total[2]["bytes"] / 1e6,
+                             time.perf_counter() - started, total[2]["cpu"])
+                    return merge_partials(self.context, [total])
                 raise _Lost(self._culprits(futures, owners), reason)
             except _Lost as lost:
                 self.client.cancel(futures)

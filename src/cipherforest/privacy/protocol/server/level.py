@@ -207,15 +207,16 @@ class LanePacker:
                         acc, self._mask(lane, part, rotation_part)))
 
 
-def merge_partials(context: PublicContext, parts: list[tuple[dict, list]]):
+def merge_partials(context: PublicContext, parts: list[tuple]):
     """Add shards' partial leaf-store sums (by store index) and query ciphertexts
-    (position by position; None contributes nothing). Bytes are loaded first."""
+    (position by position; None contributes nothing): ``parts`` are ``(store, query, ...)``.
+    Bytes are loaded first."""
     def load(ct):
         return context.load_ciphertext(ct) if isinstance(ct, bytes) else ct
 
     store: dict[int, object] = {}
-    query: list = [None] * max((len(q) for _, q in parts), default=0)
-    for part_store, part_query in parts:
+    query: list = [None] * max((len(part[1]) for part in parts), default=0)
+    for part_store, part_query, *_ in parts:
         for index, ct in part_store.items():
             add_into(context, store, index, load(ct))
         for k, ct in enumerate(part_query):

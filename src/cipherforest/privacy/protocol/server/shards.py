@@ -18,6 +18,7 @@ shard again from the packs it keeps.
 from __future__ import annotations
 
 import hashlib
+import time
 
 import numpy as np
 
@@ -117,10 +118,11 @@ def _node_rows(shard: _Shard, rows: np.ndarray, counts: np.ndarray, features: li
     return NodeRows(orders, sorted_counts, ends)
 
 
-def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
-    """One level's partial sums over shard ``key``: ``(store, query)`` — the leaf-store
-    partial sums by store index and the query ciphertexts (serialised; None where none of
-    the shard's rows contribute).
+def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list, dict]:
+    """One level's partial sums over shard ``key``: ``(store, query, stats)`` — the
+    leaf-store partial sums by store index, the query ciphertexts (serialised; None where
+    none of the shard's rows contribute), and the worker's CPU seconds and the partials'
+    bytes (``stats``, added up by :func:`combine`).
 
     ``task``: ``shift``; ``n_candidates`` (per planned node and feature) and ``height``
     (the server's query grid); ``nodes``: per
@@ -135,6 +137,7 @@ def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
         raise ShardChecksumError(f"shard {key}: the packs held here (digest "
                                  f"{shard.digest[:16]}) are not the session's "
                                  f"({digest[:16]})")
+    cpu = time.process_time()
     context, layout = shard.context, shard.layout
     copy = shard.labels.copy
     jobs = [LeafJob(*job) for job in task["leaves"]]
@@ -145,19 +148,23 @@ def shard_level(key: str, digest: str, task: dict) -> tuple[dict, list]:
     query = packer.accumulate(grid, nodes, copy)
     # Query partials go back on the last level (half the bytes with BFV's two primes):
     # switched sums add up as the sums would. Leaf-store sums stay unfinished.
-    return ({index: context.dump_ciphertext(ct) for index, ct in store.items()},
-            [None if ct is None else context.dump_ciphertext(context.last_level(ct))
-             for ct in query])
+    store = {index: context.dump_ciphertext(ct) for index, ct in store.items()}
+    query = [None if ct is None else context.dump_ciphertext(context.last_level(ct))
+             for ct in query]
+    size = sum(map(len, store.values())) + sum(len(b) for b in query if b is not None)
+    return store, query, {"cpu": time.process_time() - cpu, "bytes": size}
 
 
-def combine(fingerprint: str, first: tuple[dict, list], second: tuple[dict, list]):
-    """Two shards' partial sums added (one step of the tree reduction), serialised."""
+def combine(fingerprint: str, first: tuple, second: tuple) -> tuple[dict, list, dict]:
+    """Two shards' partial sums added (one step of the tree reduction), serialised, and
+    their stats added."""
     context = _CONTEXTS.get(fingerprint)
     if context is None:
         raise ShardMissing(f"no shard of context {fingerprint[:16]} on this worker")
     store, query = merge_partials(context, [first, second])
+    stats = {name: first[2][name] + second[2][name] for name in first[2]}
     return ({index: context.dump_ciphertext(ct) for index, ct in store.items()},
-            [None if ct is None else context.dump_ciphertext(ct) for ct in query])
+            [None if ct is None else context.dump_ciphertext(ct) for ct in query], stats)
 
 
 def drop_shard(key: str) -> bool:
