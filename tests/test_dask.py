@@ -43,7 +43,7 @@ from cipherforest.privacy.protocol import (  # noqa: E402
     encode_message,
 )
 from cipherforest.privacy.protocol.replies import query_counts  # noqa: E402
-from cipherforest.privacy.protocol.server import shards  # noqa: E402
+from cipherforest.privacy.protocol.server import dask_levels, shards  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -233,7 +233,7 @@ def _spoil_digests() -> int:
     return len(shards._SHARDS)
 
 
-def test_no_worker_left_is_a_shard_error_naming_shard_and_worker(cancer):
+def test_no_worker_left_is_a_shard_error_naming_shard_and_worker(cancer, monkeypatch):
     X_train, _, y_train, _ = cancer
     local = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
                                      dashboard_address=None)
@@ -241,13 +241,14 @@ def test_no_worker_left_is_a_shard_error_naming_shard_and_worker(cancer):
     try:
         server = PrivateForestServer(dask_client=client)
         server._levels.worker_timeout = 2.0
+        monkeypatch.setattr(dask_levels, "_ABSENCE_GRACE", 1.0)
 
         class Retire:
             def handle(self, data):
                 if decode_message(data).kind == "train":
                     local.scale(0)
                     deadline = time.monotonic() + 30
-                    while client.scheduler_info()["workers"] and time.monotonic() < deadline:
+                    while client.ncores() and time.monotonic() < deadline:
                         time.sleep(0.1)
                 return server.handle(data)
 
@@ -317,7 +318,8 @@ def test_ensembles_under_the_dask_joblib_backend_equal_local_fits(cluster, estim
 
 
 @pytest.mark.slow
-def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_path):
+def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_path,
+                                                                          monkeypatch):
     """The service's Dask cluster loses its only worker for good during training: the level
     fails, the request is answered 503 (the client retries), the session stays as saved
     after its last level; a worker joins again and training resumes to the same forest."""
@@ -334,6 +336,7 @@ def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_pa
     client = distributed.Client(local, set_as_default=False)
     manager = SessionManager(Storage(str(tmp_path)), "key", Limits(), dask_client=client)
     manager.server._levels.worker_timeout = 2.0
+    monkeypatch.setattr(dask_levels, "_ABSENCE_GRACE", 1.0)
     server = uvicorn.Server(uvicorn.Config(create_app(manager), host="127.0.0.1", port=0,
                                            log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -351,7 +354,7 @@ def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_pa
                     self.answers += 1
                     if self.answers == 2:  # every worker gone; one back in 8 s
                         local.scale(0)
-                        while client.scheduler_info()["workers"]:
+                        while client.ncores():
                             time.sleep(0.1)
                         threading.Timer(8.0, local.scale, (1,)).start()
                 return super().handle(data)

@@ -103,7 +103,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
         app = build_app(data_dir, key, limits, n_jobs, client)
         where = ("" if client is None else
                  f"; label work on Dask at {client.scheduler.address}, "
-                 f"{len(client.scheduler_info()['workers'])} workers")
+                 f"{len(client.ncores())} workers")
         print(f"cipherforest server on http://{host}:{port} (data in "
               f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
         uvicorn.run(app, host=host, port=port, log_level="warning")

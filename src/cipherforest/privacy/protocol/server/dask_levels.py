@@ -56,6 +56,7 @@ log = logging.getLogger("cipherforest.privacy.dask")
 
 _PACKS_PER_TASK = 64  # packs per placement task when a shard is placed again
 _POLL_SECONDS = 0.5
+_ABSENCE_GRACE = 20.0  # seconds a worker may be missing before its shards are lost
 
 
 class _Lost(Exception):
@@ -102,8 +103,9 @@ class DaskLevels:
         self.max_attempts = max_attempts
 
     def workers(self) -> list[str]:
-        """Addresses of the live workers, sorted."""
-        return sorted(self.client.scheduler_info().get("workers", {}))
+        """Addresses of the live workers, sorted (asked of the scheduler each time:
+        ``Client.scheduler_info`` can return a periodic refresh without the workers)."""
+        return sorted(self.client.ncores())
 
     def wait_for_worker(self, why: str) -> list[str]:
         """The live workers, waiting up to ``worker_timeout`` for one to appear."""
@@ -250,13 +252,19 @@ class ShardedLabels:
             raise _Lost(lost, "; ".join(reasons))
 
     def _watch(self, futures: list[Future], shards: set[int]) -> str | None:
-        """Wait for ``futures``; why the shards failed (a worker left, a task error), or
-        None when every future finished."""
+        """Wait for ``futures``; why the shards failed (a worker gone for longer than
+        ``_ABSENCE_GRACE`` seconds, a task error), or None when every future finished. A
+        worker the scheduler dropped for late heartbeats (a loaded machine) and that comes
+        back keeps its shards: its tasks run again there."""
+        absent: dict[int, float] = {}
         while True:
             live = set(self.levels.workers())
-            gone = [s for s in shards if self.worker[s] not in live]
-            if gone:
-                return f"worker {self.worker[gone[0]]} left the cluster"
+            now = time.monotonic()
+            for s in shards:
+                if self.worker[s] in live:
+                    absent.pop(s, None)
+                elif now - absent.setdefault(s, now) >= _ABSENCE_GRACE:
+                    return f"worker {self.worker[s]} left the cluster"
             errors = [f for f in futures if f.status == "error"]
             if errors:
                 exc = errors[0].exception()
@@ -330,10 +338,15 @@ class ShardedLabels:
 
     def _submit(self, tasks: list[dict]) -> list[Future]:
         """Each shard's task, its data sent straight to the shard's worker."""
-        live = set(self.levels.workers())
-        gone = {s for s, w in enumerate(self.worker) if w not in live}
-        if gone:
-            raise _Lost(gone, f"worker {self.worker[min(gone)]} left the cluster")
+        deadline = time.monotonic() + _ABSENCE_GRACE
+        while True:
+            live = set(self.levels.workers())
+            gone = {s for s, w in enumerate(self.worker) if w not in live}
+            if not gone:
+                break
+            if time.monotonic() >= deadline:
+                raise _Lost(gone, f"worker {self.worker[min(gone)]} left the cluster")
+            time.sleep(_POLL_SECONDS)
         futures = []
         for s, task in enumerate(tasks):
             try:
