@@ -4,12 +4,13 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
 
-.PHONY: demo test sklearn-tests lint bench clean clean-cache
+.PHONY: demo test test-fast sklearn-tests lint bench precompile clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[test,plot]"
+	$(PY) -m cipherforest.precompile
 	touch $(STAMP)
 
 $(BENCH_STAMP): $(STAMP)
@@ -20,10 +21,14 @@ demo: $(STAMP)
 	$(VENV)/bin/cipherforest demo
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks dev
 
 test: lint
 	$(PY) -m pytest -n 2 -q
+
+# the same without the tests marked slow (fresh numba caches, the whole encrypted protocol)
+test-fast: lint
+	$(PY) -m pytest -n 2 -q -m "not slow"
 
 # scikit-learn's own tree/ensemble tests against ours (minutes; see tests/sklearn_upstream)
 sklearn-tests: $(STAMP)
@@ -32,6 +37,11 @@ sklearn-tests: $(STAMP)
 
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/trees.py --markdown docs/benchmarks-trees-latest.md
+
+# Compile the numba kernels into the cache again (the install step does it once; a changed
+# source file drops the whole cache, see cipherforest/_kernel_cache.py).
+precompile: $(STAMP)
+	$(PY) -m cipherforest.precompile
 
 clean-cache:
 	find src -name '*.nbi' -delete -o -name '*.nbc' -delete

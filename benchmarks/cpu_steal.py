@@ -19,7 +19,7 @@ two-thread fit is, there is nowhere to move it.
 ::
 
     python benchmarks/cpu_steal.py --burst-ms 3 --gap-ms 12 -- \\
-        python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
+        python dev/histogram_kernels.py --node-threads synthetic_100k --repeats 5
 
 Linux only; needs the right to set real-time priority (root or ``CAP_SYS_NICE``). The
 kernel's real-time throttling (``/proc/sys/kernel/sched_rt_runtime_us``, 95 % by default)

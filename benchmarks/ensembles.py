@@ -217,8 +217,8 @@ def run_worker(model_name: str, dataset: str) -> dict:
         score = float(r2_score(y_test, pred))
     else:
         score = float(np.mean(pred == y_test))
-    # Our threaded boosting's choice of rounds on one thread under steal (sources from the
-    # nineteenth session on; None for the others): probes, switches, rounds on one thread.
+    # Our threaded boosting's choice of rounds on one thread under steal (sources that have
+    # ``RoundThreads``; None for the others): probes, switches, rounds on one thread.
     chooser = getattr(model, "_round_threads", None)
     round_threads = (None if chooser is None else
                      [chooser.probes, chooser.switches, chooser.single_thread_rounds])

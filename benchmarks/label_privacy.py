@@ -61,6 +61,16 @@ def load(name: str, max_rows: int | None = None):
             return None
         raw = np.genfromtxt(path, delimiter=",", skip_header=1)
         X, y = raw[:, :-1], raw[:, -1].astype(int)
+    elif name in ("breastw", "cancer"):
+        files = {"breastw": "breastw.csv", "cancer": "cancer.csv"}
+        path = DATA / files[name]
+        if not path.exists():
+            return None
+        raw = np.genfromtxt(path, delimiter=",", skip_header=1, dtype=str)
+        X = raw[:, :-1].astype(float)
+        y = np.unique(raw[:, -1], return_inverse=True)[1]
+        keep = np.isfinite(X).all(axis=1)
+        X, y = X[keep], y[keep]
     elif name == "100 features, 10 informative":
         X, y = make_classification(3000, 100, n_informative=10, random_state=0)
     elif name == "50 features, 5 informative":
@@ -72,9 +82,10 @@ def load(name: str, max_rows: int | None = None):
 
 # ---------------------------------------------------------------------- part 1: protocol
 PROTOCOL_MODES = {
-    "paper (gipe_mode='paper', reveal_leaves=True)": {"gipe_mode": "paper",
-                                                       "reveal_leaves": True},
-    "defaults": {},
+    "paper (gipe_mode='paper', reveal_leaves=True, gini)": {
+        "gipe_mode": "paper", "reveal_leaves": True, "split_selection": "gini"},
+    "gini (quantile ciphers, hidden leaves)": {"split_selection": "gini"},
+    "defaults (rr, ε = 2)": {},
 }
 
 
@@ -117,6 +128,14 @@ def protocol_attacks(name, X, y, n_trees, n_jobs):
         oracle = atk.pair_oracle_attack(
             PrivateForestClient(n_estimators=2, random_state=0, **params), X, y)
         result["pair oracle"] = "refused" if oracle.refused else f"{oracle.success:.3f}"
+        if params.get("split_selection") == "gini":  # the only mode here that decrypts counts
+            forged = atk.content_substitution_attack(
+                PrivateForestClient(n_estimators=2, random_state=0, scheme="bfv", **params),
+                X, y)
+            result["count forgery"] = (f"refused in round {forged.refused_round}"
+                                       if forged.refused else f"{forged.success:.3f}")
+        else:
+            result["count forgery"] = "no round to forge"
         half = X.shape[0] // 2
         value = atk.score_value_recovery(C[:half], X[:half], X[half:])
         result["values within 5 % of range"] = value.within
@@ -126,78 +145,195 @@ def protocol_attacks(name, X, y, n_trees, n_jobs):
 
 
 def run_protocol(args):
-    datasets = [("breast cancer", None), ("wine", None), ("digits", args.digits_rows)]
+    datasets = [("breast cancer", None), ("wine", None), ("digits", args.digits_rows or 600)]
     results = []
     for name, cap in datasets:
         X, y = load(name, cap)
         results.extend(protocol_attacks(name, X, y, args.trees, args.jobs))
     columns = ["dataset", "mode", "rows", "majority", "alternation", "shared cipher",
                "declared leaves", "leaf union", "proximity (nearest)", "proximity (clusters)",
-               "pair oracle", "values within 5 % of range", "rounds", "fit s"]
+               "pair oracle", "count forgery", "values within 5 % of range", "rounds",
+               "fit s"]
     return results, columns, (f"{args.trees} trees, CKKS, every row a training row (the "
                               "server's view); one known label per class where an attack "
                               "uses labels (scored on the other rows)")
 
 
 # ---------------------------------------------------------------------- part 2: curves
-def curve_modes(epsilons):
-    modes = [("gini", {"split_selection": "gini"})]
-    modes += [(f"dp ε={eps:g}", {"split_selection": "dp", "label_epsilon": eps})
-              for eps in epsilons]
-    modes += [("blind", {"split_selection": "blind"})]
-    return modes
+# The paper's cancer.csv is breast cancer's rows (WDBC) with an id column and the label
+# flipped: left out rather than counted twice.
+CURVE_DATASETS = ["breast cancer", "wine", "digits", "breastw", "pendigits"]
+
+
+def dp_bound(epsilon: float, prior: float) -> float:
+    """What ε-label-DP allows an attack whose success without the row's own label is
+    ``prior``: posterior odds are at most e^ε times prior odds, so accuracy ≤
+    e^ε p / (e^ε p + 1 - p) (concave in p, so it also bounds the average over rows)."""
+    if not np.isfinite(epsilon):
+        return 1.0
+    return float(np.exp(epsilon) * prior / (np.exp(epsilon) * prior + 1 - prior))
+
+
+def _dp_per_choice(total: float, choices: int, delta: float) -> float:
+    """The per-choice ε whose zCDP composition over ``choices`` is ``total`` at ``delta``."""
+    from cipherforest.privacy.dp import LabelPrivacyAccountant
+
+    low, high = 1e-6, total
+    for _ in range(60):
+        mid = (low + high) / 2
+        accountant = LabelPrivacyAccountant("dp", mid, delta)
+        accountant.spend(choices)
+        low, high = (mid, high) if accountant.epsilon_spent < total else (low, mid)
+    return low
+
+
+def _fit_at_total(X, y, total, trees, delta=1e-6):
+    """A dp simulator whose ε spent is the target total: the number of choices is known
+    only after a fit, so fit once at a guess, calibrate, and fit again."""
+    sim, per_choice = None, total / 10
+    for _ in range(2):
+        sim = PrivateForestSimulator(trees, random_state=0, split_selection="dp",
+                                     label_epsilon=per_choice, label_delta=delta).fit(X, y)
+        per_choice = _dp_per_choice(total, max(_choices(sim), 1), delta)
+    return sim
+
+
+def _choices(sim) -> int:
+    """(tree, level) pairs with a choice: internal levels of each tree."""
+    out = 0
+    for tree in sim.trees_:
+        left = tree["children_left"]
+        depth = np.zeros(left.shape[0], dtype=int)
+        for node in range(left.shape[0]):
+            if left[node] >= 0:
+                depth[left[node]] = depth[tree["children_right"][node]] = depth[node] + 1
+        internal = left >= 0
+        out += len(set(depth[internal].tolist()))
+    return out
+
+
+def _diffprivlib_accuracy(X_train, y_train, X_test, y_test, epsilon, trees):
+    from cipherforest.experiments.methods.diffpriv import import_diffprivlib
+
+    models = import_diffprivlib()
+    bounds = (X_train.min(axis=0), X_train.max(axis=0))
+    model = models.RandomForestClassifier(n_estimators=trees, epsilon=epsilon, bounds=bounds,
+                                          classes=np.unique(y_train), random_state=0)
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model.fit(X_train, y_train)
+    return float((model.predict(X_test) == y_test).mean())
+
+
+def _nearest(sim, X, known_rows, known_labels) -> np.ndarray:
+    C = sim.encryptor_.transform(X).astype(float)
+    return atk.proximity_nearest_labels(atk.proximity_matrix(sim.trees_, C), known_rows,
+                                        known_labels)
+
+
+def _attacks(fit, X, y, known_rows, known_labels, audited) -> dict:
+    """The attacks on the trees grown on every row, and the DP audit: the proximity attack's
+    success on the ``audited`` rows when their own labels took part, and when they were
+    replaced by labels drawn uniformly at random (the same data otherwise: the prior the
+    ε-DP bound is relative to)."""
+    sim = fit(X, y)
+    C = sim.encryptor_.transform(X).astype(float)
+    proximity = atk.proximity_matrix(sim.trees_, C)
+    guess = atk.proximity_nearest_labels(proximity, known_rows, known_labels)
+    out = {"proximity nearest": atk.score_labels("nearest", guess, y,
+                                                 exclude=known_rows).success,
+           "proximity clusters": atk.score_labels(
+               "clusters", atk.proximity_cluster_labels(proximity, np.bincount(y),
+                                                        random_state=0), y).success,
+           "shared cipher": atk.score_labels(
+               "shared", atk.shared_cipher_labels(C, known_rows, known_labels,
+                                                  np.bincount(y)), y,
+               exclude=known_rows).success,
+           "audited rows: with their labels": float((guess[audited] == y[audited]).mean())}
+    withheld = y.copy()
+    withheld[audited] = np.random.default_rng(1).integers(0, y.max() + 1, audited.shape[0])
+    guess_without = _nearest(fit(X, withheld), X, known_rows, known_labels)
+    out["audited rows: labels withheld"] = float((guess_without[audited]
+                                                  == y[audited]).mean())
+    if getattr(sim, "randomized_labels_", None) is not None:
+        out["ỹ itself"] = float((sim.randomized_labels_ == y).mean())
+    return out
 
 
 def run_curves(args):
-    names = ["breast cancer", "wine", "digits", "pendigits", "100 features, 10 informative",
-             "50 features, 5 informative"]
-    caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows,
-            "100 features, 10 informative": args.synthetic_rows,
-            "50 features, 5 informative": args.synthetic_rows}
+    caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows}
     results = []
-    for name in names:
+    for name in args.datasets:
         data = load(name, caps.get(name))
         if data is None:
             print(f"  {name}: not found, skipped", file=sys.stderr)
             continue
         X, y = data
+        y = np.unique(y, return_inverse=True)[1]
         known_rows, known_labels = atk.one_known_per_class(y, random_state=0)
-        folds = StratifiedKFold(args.folds, shuffle=True, random_state=0)
-        for mode, params in curve_modes(args.epsilons):
+        others = np.setdiff1d(np.arange(y.shape[0]), known_rows)
+        audited = np.random.default_rng(0).choice(others, max(20, others.shape[0] // 5),
+                                                  replace=False)
+        folds = list(StratifiedKFold(args.folds, shuffle=True, random_state=0).split(X, y))
+        settings = [("blind", None), ("gini", None)]
+        settings += [(mode, eps) for eps in args.epsilons for mode in ("rr", "dp", "diffprivlib")]
+        for mode, eps in settings:
             started = time.perf_counter()
             scores, spent = [], []
-            for train, test in folds.split(X, y):
-                sim = PrivateForestSimulator(n_estimators=args.trees, random_state=0,
-                                             **params).fit(X[train], y[train])
+            for train, test in folds:
+                if mode == "diffprivlib":
+                    scores.append(_diffprivlib_accuracy(X[train], y[train], X[test], y[test],
+                                                        eps, args.trees))
+                    spent.append(eps)
+                    continue
+                sim = _simulator(mode, eps, args.trees, X[train], y[train])
                 scores.append(float((sim.predict(X[test]) == y[test]).mean()))
                 spent.append(sim.epsilon_spent_)
-            # The attack: the server's trees grown on every row.
-            sim = PrivateForestSimulator(n_estimators=args.trees, random_state=0,
-                                         **params).fit(X, y)
-            C = sim.encryptor_.transform(X).astype(float)
-            proximity = atk.proximity_matrix(sim.trees_, C)
-            nearest = atk.score_labels(
-                "nearest", atk.proximity_nearest_labels(proximity, known_rows, known_labels),
-                y, exclude=known_rows).success
-            results.append({"dataset": name, "mode": mode, "rows": X.shape[0],
-                            "accuracy": float(np.mean(scores)),
-                            "accuracy sd": float(np.std(scores)),
-                            "proximity attack": nearest,
-                            "majority": atk.majority_baseline(y),
-                            "ε spent per fit": float(np.mean(spent)),
-                            "seconds": time.perf_counter() - started})
-            print(f"  {name:30s} {mode:12s} acc {np.mean(scores):.4f} attack {nearest:.3f}",
-                  file=sys.stderr)
-    columns = ["dataset", "mode", "rows", "accuracy", "accuracy sd", "proximity attack",
-               "majority", "ε spent per fit", "seconds"]
-    note = (f"{args.trees} trees, {args.folds}-fold CV accuracy; proximity attack = nearest "
-            "known row by root-path proximity on the server's trees grown on every row (one "
-            f"known label per class); rows capped: digits {args.digits_rows}, pendigits "
-            f"{args.pendigits_rows}, synthetic {args.synthetic_rows}; "
-            "defaults otherwise (gipe_mode='quantile', 32 bins, hidden leaf decisions)")
+            row = {"dataset": name, "mode": mode, "ε (total)": eps, "rows": X.shape[0],
+                   "accuracy": float(np.mean(scores)), "accuracy sd": float(np.std(scores)),
+                   "ε spent": float(np.mean(spent)), "majority": atk.majority_baseline(y)}
+            if mode != "diffprivlib":  # the attacks: the server's trees grown on every row
+                def fit(X_fit, y_fit, mode=mode, eps=eps):
+                    return _simulator(mode, eps, args.trees, X_fit, y_fit)
+
+                row.update(_attacks(fit, X, y, known_rows, known_labels, audited))
+                row["ε-DP bound"] = dp_bound(
+                    np.inf if mode == "gini" else 0.0 if mode == "blind" else eps,
+                    row["audited rows: labels withheld"])
+            row["seconds"] = time.perf_counter() - started
+            results.append(row)
+            print(f"  {name:14s} {mode:11s} ε={eps} acc {row['accuracy']:.4f} "
+                  f"nearest {row.get('proximity nearest', float('nan')):.3f} "
+                  f"({row['seconds']:.0f} s)", file=sys.stderr, flush=True)
+    columns = ["dataset", "mode", "ε (total)", "rows", "accuracy", "accuracy sd", "ε spent",
+               "proximity nearest", "proximity clusters", "shared cipher", "ỹ itself",
+               "audited rows: with their labels", "audited rows: labels withheld",
+               "ε-DP bound", "majority", "seconds"]
+    note = (f"{args.trees} trees, {args.folds}-fold CV accuracy (PrivateForestSimulator: the "
+            "protocol's planner and decisions on clear labels); rr: randomized response at ε "
+            "per row; dp: per-choice ε calibrated so that the zCDP total at δ = 1e-6 is ε; "
+            "diffprivlib: its RandomForestClassifier at ε (full DP of features and labels, a "
+            "stronger notion); attacks on the server's trees grown on every row, one known "
+            "label per class; blind is the X-order floor (label-free trees); DP audit: the "
+            "nearest-row attack on 20 % of the rows (audited) with their own labels in the "
+            "fit, and with them replaced by random labels (the prior); ε-DP bound: the best "
+            "success posterior odds ≤ e^ε × prior odds allow; rows capped: digits "
+            f"{args.digits_rows}, pendigits {args.pendigits_rows}; the paper's cancer.csv is "
+            "breast cancer's rows again (WDBC), so it is not a separate line")
     if args.figure:
         figure(results, args.figure)
     return results, columns, note
+
+
+def _simulator(mode, eps, trees, X, y):
+    if mode == "dp":
+        return _fit_at_total(X, y, eps, trees)
+    params = {"split_selection": mode}
+    if mode == "rr":
+        params["label_epsilon"] = eps
+    return PrivateForestSimulator(trees, random_state=0, **params).fit(X, y)
 
 
 def figure(results, path):
@@ -207,24 +343,36 @@ def figure(results, path):
     import matplotlib.pyplot as plt
 
     datasets = list(dict.fromkeys(r["dataset"] for r in results))
-    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
-    for name in datasets:
-        rows = [r for r in results if r["dataset"] == name and r["mode"].startswith("dp")]
-        eps = [float(r["mode"].split("=")[1]) for r in rows]
-        gini = next(r for r in results if r["dataset"] == name and r["mode"] == "gini")
-        blind = next(r for r in results if r["dataset"] == name and r["mode"] == "blind")
-        for ax, key in zip(axes, ("accuracy", "proximity attack"), strict=True):
-            line, = ax.plot(eps, [r[key] for r in rows], marker="o", label=name)
-            ax.axhline(gini[key], color=line.get_color(), linestyle="--", linewidth=0.8)
-            ax.axhline(blind[key], color=line.get_color(), linestyle=":", linewidth=0.8)
-    for ax, title in zip(axes, ("CV accuracy", "proximity attack success (1 label/class)"),
-                         strict=True):
-        ax.set_xscale("log")
-        ax.set_xlabel("ε per split choice (label-DP)")
-        ax.set_title(title + "\n(dashed: Gini, dotted: label-blind)")
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
+    fig, axes = plt.subplots(2, len(datasets), figsize=(3.2 * len(datasets), 6.4),
+                             squeeze=False)
+    styles = {"rr": "o-", "dp": "s--", "diffprivlib": "^:"}
+    for j, name in enumerate(datasets):
+        rows = [r for r in results if r["dataset"] == name]
+        for i, key in enumerate(("accuracy", "audited rows: with their labels")):
+            ax = axes[i, j]
+            for mode, style in styles.items():
+                pts = [r for r in rows if r["mode"] == mode and r.get(key) is not None]
+                if pts:
+                    ax.plot([r["ε (total)"] for r in pts], [r[key] for r in pts], style,
+                            label=mode, markersize=4)
+            for mode, ls in (("gini", "-"), ("blind", ":")):
+                ref = next((r for r in rows if r["mode"] == mode), None)
+                if ref is not None:
+                    ax.axhline(ref[key], color="grey", linestyle=ls, linewidth=1,
+                               label=f"{mode} (no ε)" if mode == "gini" else "blind (ε = 0)")
+            if i == 1:
+                pts = [r for r in rows if r["mode"] == "rr"]
+                ax.plot([r["ε (total)"] for r in pts], [r["ε-DP bound"] for r in pts], "k-",
+                        linewidth=0.7, label="ε-DP bound (rr)")
+            ax.set_xscale("log", base=2)
+            what = "accuracy (CV)" if i == 0 else "proximity attack, audited rows"
+            ax.set_title(f"{name}\n{what}",
+                         fontsize=9)
+            ax.set_xlabel("total ε per row")
+            ax.grid(alpha=0.3)
+    handles, labels = axes[1, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
 
 
@@ -249,9 +397,13 @@ def main(argv=None):
     parser.add_argument("--trees", type=int, default=None,
                         help="trees per forest (protocol: 10, curves: 30)")
     parser.add_argument("--folds", type=int, default=3)
-    parser.add_argument("--epsilons", type=float, nargs="+", default=[0.01, 0.1, 1.0, 10.0])
-    parser.add_argument("--digits-rows", type=int, default=600)
-    parser.add_argument("--pendigits-rows", type=int, default=3000)
+    parser.add_argument("--epsilons", type=float, nargs="+",
+                        default=[0.25, 0.5, 1.0, 2.0, 4.0, 8.0],
+                        help="total ε per row of the curves")
+    parser.add_argument("--datasets", nargs="+", default=CURVE_DATASETS,
+                        help="datasets of the curves")
+    parser.add_argument("--digits-rows", type=int, default=None)
+    parser.add_argument("--pendigits-rows", type=int, default=2000)
     parser.add_argument("--synthetic-rows", type=int, default=3000)
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--markdown", type=Path)

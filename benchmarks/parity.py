@@ -76,21 +76,21 @@ DATASETS = [
 
 #: family -> (module of ours, [(class name, task)]); scikit-learn's class has the same name.
 FAMILIES = {
-    "forests": ("cipherforest.ensemble._forest", [
+    "forests": ("cipherforest.ensemble", [
         ("RandomForestClassifier", "classification"),
         ("ExtraTreesClassifier", "classification"),
         ("RandomForestRegressor", "regression"),
         ("ExtraTreesRegressor", "regression"),
     ]),
-    "bagging": ("cipherforest.ensemble._bagging", [
+    "bagging": ("cipherforest.ensemble", [
         ("BaggingClassifier", "classification"),
         ("BaggingRegressor", "regression"),
     ]),
-    "gb": ("cipherforest.ensemble._gradient_boosting", [
+    "gb": ("cipherforest.ensemble", [
         ("GradientBoostingClassifier", "classification"),
         ("GradientBoostingRegressor", "regression"),
     ]),
-    "adaboost": ("cipherforest.ensemble._weight_boosting", [
+    "adaboost": ("cipherforest.ensemble", [
         ("AdaBoostClassifier", "classification"),
         ("AdaBoostRegressor", "regression"),
     ]),

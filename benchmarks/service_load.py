@@ -1,18 +1,20 @@
-"""Load test of ``cipherforest serve``: concurrent clients train small encrypted forests.
+"""Load test of ``cipherforest serve``: 1, 5 and 20 concurrent clients train small forests.
 
-Starts the server as a subprocess on a free loopback port with a temporary data directory,
-then runs ``--clients`` client processes at once; each trains ``PrivateForestClient`` over
-HTTP on its own split of breast cancer (different ``random_state``), then predicts its test
-rows. A client is correct when its predictions equal those of a plaintext
-``RandomForestClassifier`` trained with the same parameters on the same GIPE ciphers with clear
-labels (what the encrypted protocol must reproduce).
+For each client count, starts the server as a subprocess on a free loopback port with a
+temporary data directory, then runs that many client processes at once; each trains
+``PrivateForestClient`` over HTTP on its own split of breast cancer (different
+``random_state``), then predicts its test rows. A client is correct when its predictions
+equal those of a plaintext ``RandomForestClassifier`` trained with the same parameters on the
+same GIPE ciphers with clear labels (what the encrypted protocol must reproduce).
 
-Reports: wall time, throughput (trees and requests per second over all clients), latency of
-the training rounds (per HTTP round trip: the server's encrypted work for one level of one
-client's forest, plus persistence and queueing behind the other clients), upload time, and
-the server's peak resident memory (VmHWM).
+Reports, per client count: wall time, requests per second and trees per second over all
+clients, latency percentiles (p50, p90, p99, max) of every HTTP request and of each kind
+(upload chunk, commit, training round, prediction; a round is the server's encrypted work
+for one level of one client's forest, plus persistence and queueing behind the others),
+and the server's peak resident memory (VmHWM). Prints the machine's load average with
+each run: the machine may be shared.
 
-    python benchmarks/service_load.py [--clients 8] [--rows 120] [--trees 4] [--depth 4]
+    python benchmarks/service_load.py [--clients 1 5 20] [--rows 120] [--trees 4] [--depth 4]
 """
 
 from __future__ import annotations
@@ -75,11 +77,35 @@ def start_server(data_dir, key: str, *options: str, stdout=subprocess.DEVNULL, s
 
 
 def peak_memory_mb(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as file:
-        for line in file:
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
+    """Peak resident memory (VmHWM) of ``pid`` plus that of its descendants (the server
+    process under its supervisor, level workers): an upper bound of the server's peak."""
+    return tree_memory_mb(pid, "VmHWM")
+
+
+def tree_memory_mb(pid: int, field: str) -> float:
+    """``field`` of /proc/PID/status (VmRSS, VmHWM) summed over ``pid`` and its
+    descendants, MB (pages they share are counted in each)."""
+    total = 0.0
+    for process in [pid, *descendants(pid)]:
+        try:
+            with open(f"/proc/{process}/status") as file:
+                for line in file:
+                    if line.startswith(field + ":"):
+                        total += int(line.split()[1]) / 1024
+        except OSError:  # it ended meanwhile
+            pass
+    return total
+
+
+def descendants(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as file:
+                found += [int(child) for child in file.read().split()]
+    except OSError:
+        return found
+    return found + [grandchild for child in found for grandchild in descendants(child)]
 
 
 def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
@@ -100,8 +126,8 @@ def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
             try:
                 return super()._request(method, endpoint, *args, **kwargs)
             finally:
-                what = (endpoint or "session").split("/")[0]
-                self.times.setdefault(what, []).append(time.perf_counter() - started)
+                self.times.setdefault(request_kind(method, endpoint), []).append(
+                    time.perf_counter() - started)
 
     X, y = load_breast_cancer(return_X_y=True)
     X_train, X_test, y_train, _ = train_test_split(X, y, train_size=rows, test_size=100,
@@ -116,56 +142,94 @@ def run_client(url: str, seed: int, rows: int, trees: int, depth: int) -> dict:
         client.encryptor_.transform(X_train).astype(np.float64), y_train)
     expected = reference.predict(client.encryptor_.transform(X_test).astype(np.float64))
     return {"fit_seconds": fit_seconds, "total_seconds": time.perf_counter() - started,
-            "rounds": client.fit_stats_.rounds, "round_latency": transport.times["rounds"],
-            "upload_seconds": sum(transport.times.get("uploads", [])),
-            "requests": sum(len(v) for v in transport.times.values()),
+            "rounds": client.fit_stats_.rounds, "times": transport.times,
             "correct": bool(np.array_equal(predicted, expected))}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--clients", type=int, default=8)
-    parser.add_argument("--rows", type=int, default=120)
-    parser.add_argument("--trees", type=int, default=4)
-    parser.add_argument("--depth", type=int, default=4)
-    args = parser.parse_args()
+def request_kind(method: str, endpoint: str | None) -> str:
+    """The kind of an HTTP request of the transport: open, chunk, commit, upload status,
+    round, current round, predict, status or delete."""
+    if endpoint is None:
+        return "open"
+    if "/chunks/" in endpoint:
+        return "chunk"
+    if endpoint.endswith("/commit"):
+        return "commit"
+    if endpoint.startswith("uploads/"):
+        return "upload status"
+    if endpoint == "rounds":
+        return "round"
+    return {"rounds/current": "current round", "predict": "predict"}.get(
+        endpoint, "delete" if method == "DELETE" else "status")
 
+
+def run(n_clients: int, rows: int, trees: int, depth: int) -> dict:
+    """One server, ``n_clients`` clients at once; their results and the server's memory."""
+    load = os.getloadavg()[0]
     with tempfile.TemporaryDirectory() as data_dir:
-        server, url = start_server(data_dir, KEY)
+        server, url = start_server(data_dir, KEY, stderr=subprocess.DEVNULL)
         try:
             idle_mb = peak_memory_mb(server.pid)
             started = time.perf_counter()
             context = multiprocessing.get_context("spawn")
-            with concurrent.futures.ProcessPoolExecutor(args.clients,
-                                                        mp_context=context) as pool:
-                futures = [pool.submit(run_client, url, seed, args.rows, args.trees,
-                                       args.depth) for seed in range(args.clients)]
+            with concurrent.futures.ProcessPoolExecutor(n_clients, mp_context=context) as pool:
+                futures = [pool.submit(run_client, url, seed, rows, trees, depth)
+                           for seed in range(n_clients)]
                 results = [f.result() for f in futures]
             wall = time.perf_counter() - started
             peak_mb = peak_memory_mb(server.pid)
         finally:
             server.terminate()
             server.wait(30)
+    times: dict[str, list[float]] = {}
+    for result in results:
+        for kind, values in result["times"].items():
+            times.setdefault(kind, []).extend(values)
+    return {"clients": n_clients, "wall": wall, "results": results, "times": times,
+            "idle_mb": idle_mb, "peak_mb": peak_mb, "load": load,
+            "load_after": os.getloadavg()[0]}
 
-    latencies = np.concatenate([r["round_latency"] for r in results])
-    trees = args.clients * args.trees
-    requests = sum(r["requests"] for r in results)
-    print(f"{args.clients} concurrent clients, each {args.trees} trees of depth <= "
-          f"{args.depth} on {args.rows} breast-cancer rows (CKKS), one server on loopback")
-    print(f"machine: {os.cpu_count()} cores (shared with other work: numbers are noisy)\n")
-    print(f"{'client':>6} {'fit s':>8} {'upload s':>9} {'rounds':>7} {'round p50 s':>12} "
-          f"{'round max s':>12} {'correct':>8}")
-    for i, r in enumerate(results):
-        lat = np.asarray(r["round_latency"])
-        print(f"{i:>6} {r['fit_seconds']:>8.1f} {r['upload_seconds']:>9.1f} {r['rounds']:>7} "
-              f"{np.median(lat):>12.2f} {lat.max():>12.2f} {str(r['correct']):>8}")
-    print(f"\nall correct: {all(r['correct'] for r in results)}")
-    print(f"wall time: {wall:.1f} s; throughput {trees / wall:.2f} trees/s, "
-          f"{requests / wall:.1f} requests/s ({requests} requests)")
-    print(f"round latency over all clients: p50 {np.percentile(latencies, 50):.2f} s, "
-          f"p90 {np.percentile(latencies, 90):.2f} s, max {latencies.max():.2f} s "
-          f"({latencies.shape[0]} rounds incl. the train request)")
-    print(f"server peak RSS (VmHWM): {peak_mb:.0f} MB (idle after start: {idle_mb:.0f} MB)")
+
+def _percentiles(values) -> str:
+    values = np.asarray(values)
+    return " ".join(f"{np.percentile(values, q):>7.2f}" for q in (50, 90, 99)) + (
+        f" {values.max():>7.2f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--clients", type=int, nargs="+", default=[1, 5, 20],
+                        help="client counts to run, one server each (default 1 5 20)")
+    parser.add_argument("--rows", type=int, default=120)
+    parser.add_argument("--trees", type=int, default=4)
+    parser.add_argument("--depth", type=int, default=4)
+    args = parser.parse_args()
+
+    print(f"clients each train {args.trees} trees of depth <= {args.depth} on {args.rows} "
+          "breast-cancer rows (CKKS) and predict 100, one server on loopback")
+    print(f"machine: {os.cpu_count()} cores, shared with other work (load average shown: "
+          "numbers are noisy)\n")
+    runs = [run(n, args.rows, args.trees, args.depth) for n in args.clients]
+    print(f"{'clients':>7} {'load':>9} {'wall s':>7} {'requests':>8} {'req/s':>6} "
+          f"{'trees/s':>7} {'p50 s':>7} {'p90 s':>7} {'p99 s':>7} {'max s':>7} "
+          f"{'peak MB':>8} {'correct':>8}")
+    for r in runs:
+        everything = [t for values in r["times"].values() for t in values]
+        print(f"{r['clients']:>7} {r['load']:>4.1f}-{r['load_after']:<4.1f} {r['wall']:>7.1f} "
+              f"{len(everything):>8} {len(everything) / r['wall']:>6.2f} "
+              f"{r['clients'] * args.trees / r['wall']:>7.2f} {_percentiles(everything)} "
+              f"{r['peak_mb']:>8.0f} "
+              f"{sum(x['correct'] for x in r['results']):>4}/{r['clients']:<3}")
+    print("\nlatency by request kind (seconds: p50 p90 p99 max, count)")
+    kinds = sorted({kind for r in runs for kind in r["times"]})
+    for r in runs:
+        print(f"  {r['clients']} client{'s' if r['clients'] > 1 else ''}:")
+        for kind in kinds:
+            values = r["times"].get(kind)
+            if values:
+                print(f"    {kind:<14} {_percentiles(values)} {len(values):>6}")
+    print("\nserver idle RSS after start: " + ", ".join(
+        f"{r['idle_mb']:.0f} MB ({r['clients']} clients)" for r in runs))
 
 
 if __name__ == "__main__":

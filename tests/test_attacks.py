@@ -248,7 +248,8 @@ def test_value_recovery_from_order_ciphers(cancer):
 # ---------------------------------------------------------------------- transcript attacks
 def _paper_client(**params) -> PrivateForestClient:
     """The paper's protocol: its GIPE, and the client answers "leaf" for pure nodes."""
-    return PrivateForestClient(random_state=0, gipe_mode="paper", reveal_leaves=True, **params)
+    return PrivateForestClient(random_state=0, gipe_mode="paper", reveal_leaves=True,
+                               split_selection="gini", **params)
 
 
 @pytest.fixture(scope="module")
@@ -351,10 +352,19 @@ def test_leaf_union_rejects_a_wrong_bootstrap(recorded_paper_fit, wine_small):
 @pytest.mark.parametrize("paper", [False, True])
 def test_pair_oracle_is_refused_by_the_client(wine_small, paper):
     X, y = wine_small
-    client = _paper_client(n_estimators=1) if paper else PrivateForestClient(n_estimators=1)
+    client = _paper_client(n_estimators=1) if paper else PrivateForestClient(
+        n_estimators=1, split_selection="gini")
     result = attacks.pair_oracle_attack(client, X[:30], y[:30])
     assert result.refused and np.isnan(result.success) and result.n_probed == 0
     assert "plan" in result.error
+
+
+def test_pair_oracle_is_refused_by_the_default_client(wine_small):
+    """The default (rr) answers no query at all: any query is refused."""
+    X, y = wine_small
+    result = attacks.pair_oracle_attack(PrivateForestClient(n_estimators=1), X[:30], y[:30])
+    assert result.refused and result.n_probed == 0
+    assert "answers none" in result.error
 
 
 def test_pair_oracle_positive_control_without_the_plan_check(wine_small):

@@ -9,6 +9,7 @@ import pytest
 from cipherforest.cli import main, run_private_demo
 
 
+@pytest.mark.slow  # the whole encrypted protocol, end to end
 def test_private_demo_matches_the_forest_on_ciphers():
     out = io.StringIO()
     result = run_private_demo(n_estimators=3, n_jobs=1, out=out)

@@ -20,7 +20,7 @@ from sklearn.datasets import load_wine
 import cipherforest
 from cipherforest.privacy import PrivateForestClient, StateFileError
 
-PARAMS = {"n_estimators": 2, "max_depth": 3, "random_state": 4}
+PARAMS = {"n_estimators": 2, "max_depth": 3, "random_state": 4, "split_selection": "gini"}
 
 LOAD_AND_PREDICT = """
 import sys

@@ -8,6 +8,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import ttest_rel
 
+from cipherforest.experiments.baselines import (
+    OrderPreservingEncryptor,
+    generalise,
+    mondrian_partition,
+)
+from cipherforest.experiments.common import stratified_subsample
 from cipherforest.experiments.cv import run_cross_validation
 from cipherforest.experiments.datasets import (
     Dataset,
@@ -20,11 +26,8 @@ from cipherforest.experiments.methods import (
     ForestSetting,
     Method,
     MethodOutput,
-    anony_rf,
     diffpriv,
-    ope_rf,
 )
-from cipherforest.experiments.methods.gipe_ckks import stratified_subsample
 from cipherforest.experiments.security import (
     dp_leakage,
     grouped_range_leakage,
@@ -111,9 +114,9 @@ def test_diffprivlib_shim_still_imports_and_trains():
 def test_mondrian_groups_have_at_least_k_rows(k, n_extra, seed):
     rng = np.random.default_rng(seed)
     X = rng.integers(0, 5, size=(k + n_extra, 3)).astype(float)
-    part = anony_rf.mondrian_partition(X, k)
+    part = mondrian_partition(X, k)
     assert np.bincount(part).min() >= k
-    G = anony_rf.generalise(X, part)
+    G = generalise(X, part)
     for p in np.unique(part):  # one released row per group, inside the group's ranges
         rows = part == p
         assert (G[rows] == G[rows][0]).all()
@@ -122,7 +125,7 @@ def test_mondrian_groups_have_at_least_k_rows(k, n_extra, seed):
 
 def test_mondrian_splits_when_it_can():
     X = np.arange(40, dtype=float)[:, None]
-    part = anony_rf.mondrian_partition(X, 5)
+    part = mondrian_partition(X, 5)
     assert np.unique(part).shape[0] == 8  # 40 rows, groups of 5: every median cut allowed
 
 
@@ -131,7 +134,7 @@ def test_mondrian_splits_when_it_can():
 def test_ope_is_strictly_increasing_on_seen_and_unseen_values(values, seed):
     # quarter steps: far above float64 resolution (see OrderPreservingEncryptor's note)
     x = np.array(values, dtype=float)[:, None] / 4
-    ope = ope_rf.OrderPreservingEncryptor(random_state=seed).fit(x)
+    ope = OrderPreservingEncryptor(random_state=seed).fit(x)
     probe = np.sort(np.concatenate([x[:, 0], x[:, 0] + 0.125, [-2e3, 2e3]]))[:, None]
     c = ope.transform(probe)[:, 0]
     assert np.all(np.diff(c)[np.diff(probe[:, 0]) > 0] > 0)
@@ -232,3 +235,63 @@ def test_cv_runs_trial_by_trial_and_resumes_from_the_cache(tmp_path):
     again = run_cross_validation(sets, [_majority_method(calls)], **kwargs)
     assert len(calls) == 12 and all(r["cached"] for r in again)
     assert [r["accuracy"] for r in again] == [r["accuracy"] for r in records]
+
+
+# --- distinct datasets and a cache that follows the code --------------------------------
+
+
+def test_bundled_datasets_load_and_are_pairwise_distinct():
+    from cipherforest.experiments.datasets import BUNDLED, same_content
+
+    sets = [load_bundled(name) for name in BUNDLED]
+    shapes = {d.name: (d.X.shape, d.n_classes) for d in sets}
+    assert shapes["shuttle"] == ((49097, 9), 2) and shapes["mnist_5k"] == ((5000, 784), 10)
+    assert shapes["acsf1"] == ((200, 1460), 10) and shapes["segment"][1] == 7
+    assert len(sets) >= 9
+    for i, a in enumerate(sets):
+        for b in sets[i + 1:]:
+            assert not same_content(a, b), (a.name, b.name)
+
+
+def test_a_permuted_relabelled_copy_is_the_same_data_and_is_refused(tmp_path):
+    from cipherforest.experiments import ExperimentConfig, load_datasets
+    from cipherforest.experiments.datasets import same_content
+
+    data = load_bundled("breast_cancer")
+    rng = np.random.default_rng(0)
+    rows, cols = rng.permutation(569), np.roll(np.arange(30), 1)  # as the paper's cancer.csv
+    copy = Dataset("copy", data.X[rows][:, cols], 1 - data.y[rows], "test")
+    assert same_content(data, copy)
+    changed = Dataset("changed", copy.X.copy(), copy.y, "test")
+    changed.X[5, 3] += 1.0
+    assert not same_content(data, changed)
+    ids = np.arange(569)[:, None]
+    np.savetxt(tmp_path / "cancer.csv", np.hstack([ids, copy.X, copy.y[:, None]]),
+               delimiter=",")
+    config = ExperimentConfig(datasets=("breast_cancer", "cancer"), csv_dir=str(tmp_path))
+    with pytest.raises(ValueError, match="'breast_cancer' and 'cancer' hold the same rows"):
+        load_datasets(config)
+
+
+def test_cache_key_follows_the_code_the_method_runs(tmp_path):
+    from cipherforest.experiments.cv import code_digest
+
+    assert code_digest(("experiments/heldp.py",)) != code_digest(("experiments/baselines.py",))
+    assert code_digest(("tree",)) == code_digest(("tree",))
+    with pytest.raises(FileNotFoundError, match="not found"):
+        code_digest(("no/such/module.py",))
+    rng = np.random.default_rng(0)
+    sets = [Dataset("a", rng.normal(size=(20, 3)), np.arange(20) % 2, "synthetic")]
+    calls: list[int] = []
+    kwargs = {"trials": 1, "folds": 2, "n_estimators": 1, "cache_dir": tmp_path,
+              "alpha_rows": {"a": 20}, "progress": False}
+
+    def method(code):
+        m = _majority_method(calls)
+        return Method(m.key, m.label, m.run, code=code)
+
+    run_cross_validation(sets, [method(("experiments/heldp.py",))], **kwargs)
+    run_cross_validation(sets, [method(("experiments/heldp.py",))], **kwargs)
+    assert len(calls) == 2  # same code: read back
+    run_cross_validation(sets, [method(("experiments/baselines.py",))], **kwargs)
+    assert len(calls) == 4  # other code: recomputed

@@ -47,7 +47,7 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     for row in wtl:
         assert sum(int(row[k]) for k in ("win", "tie", "loss", "n/a")) == n_datasets
     times = _csv(folder / "tables" / "times.csv")
-    reimpl = {m.key for m in result.methods if m.reimplementation}
+    reimpl = {m.key for m in result.methods if not m.time_measured}
     assert {t["method"] for t in times if t["measured"] == "False"} == reimpl
     leakage = _csv(folder / "tables" / "leakage.csv")
     schemes = {r["scheme"] for r in leakage}
@@ -58,8 +58,8 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     assert figures == ["leakage_iris.png", "leakage_wine.png", "times.png",
                        "tradeoff_labels.png", "tradeoff_value.png"]
     attacks = _csv(folder / "tables" / "attacks.csv")
-    # per dataset: plaintext, 3 GIPE modes, OPE, and the protocol in 2 configurations
-    assert len(attacks) == n_datasets * 7
+    # per dataset: plaintext, 3 GIPE modes, OPE, and the protocol in 3 configurations
+    assert len(attacks) == n_datasets * 8
     for row in attacks:
         assert 0.0 <= float(row["majority baseline"]) <= 1.0
         assert 0.0 <= float(row["best label attack"]) <= 1.0
@@ -76,6 +76,14 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
         assert m.label in md
     assert md.count("not measured") >= len(reimpl) * n_datasets
     assert json.loads((folder / "config.json").read_text())["folds"] == 2
+    # HEldpRFs: the small CKKS run agrees with the clear form; a prediction per dataset
+    (case,) = _csv(folder / "tables" / "heldp_ckks_case.csv")
+    assert case["same_splits"] == "True" and float(case["max_count_gap"]) < 0.05
+    assert 0.2 < float(case["predicted_seconds"]) / float(case["seconds"]) < 5
+    costs = _csv(folder / "tables" / "heldp_cost_model.csv")
+    assert [c["dataset"] for c in costs] == ["wine", "iris"]
+    assert all(float(c["predicted_seconds"]) > 0 for c in costs)
+    assert "HEldpRFs through CKKS and its cost model" in md
 
 
 def test_second_run_reads_every_fold_from_the_cache(tiny_run, tmp_path):
@@ -99,3 +107,17 @@ def test_cli_rejects_unknown_datasets_and_methods(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["experiments", "--quick", "--out", str(tmp_path), "--methods", "magic"])
     assert "unknown or unavailable methods: magic" in capsys.readouterr().err
+
+
+def test_full_preset_is_the_documented_run_and_presets_exclude_each_other(capsys):
+    from cipherforest.experiments import PAPER_DATASETS, full_config
+    from cipherforest.experiments.command import main as command_main
+
+    config = full_config()
+    assert len(set(PAPER_DATASETS)) == len(PAPER_DATASETS) >= 10
+    assert "cancer" not in config.datasets and config.trials == 5 and config.n_estimators == 100
+    assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows) == (
+        1, 10, 150)
+    with pytest.raises(SystemExit):
+        command_main(["--quick", "--full", "--out", "x"])
+    assert "not allowed with argument" in capsys.readouterr().err

@@ -2,9 +2,9 @@
 allocate arrays nor call a kernel that does: numba may compile such a callee for the
 caller's settings and fail ("Only accept returning of array passed into the function as
 argument") — whether it does depends on what was compiled first, so a test suite can pass
-while a fresh installation's first fit fails (the general grower did, until the twenty-first
-session). Checked on the sources: every kernel such a kernel calls, directly or through
-others, by name."""
+while a fresh installation's first fit fails (the general grower's node summary, which calls
+the sorting weighted median, once did). Checked on the sources: every kernel such a kernel
+calls, directly or through others, by name."""
 
 from __future__ import annotations
 

@@ -101,7 +101,8 @@ def _fit_both(data, **params):
     pure node is split further at random, which changes the trees but no prediction
     (test_private_forest_privacy checks that)."""
     X_train, X_test, y_train, _ = data
-    client = PrivateForestClient(**{"reveal_leaves": True, **params}).fit(X_train, y_train)
+    client = PrivateForestClient(**{"reveal_leaves": True, "split_selection": "gini",
+                                    **params}).fit(X_train, y_train)
     plain_params = {k: v for k, v in params.items()
                     if k not in ("scheme", "label_chunk", "label_pack_rows", "n_jobs",
                                  "gipe_mode", "gipe_bins", "reveal_leaves")}
@@ -174,7 +175,8 @@ def test_ckks_row_sums_are_a_few_ciphertexts(cancer):
     X_train, X_test, y_train, _ = cancer
     recorder = _Recorder()
     client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=4,
-                                 reveal_leaves=True, server=recorder).fit(X_train, y_train)
+                                 reveal_leaves=True, split_selection="gini",
+                                 server=recorder).fit(X_train, y_train)
     # More rows than the 4,096 one sum holds (τ' = 2: 2048 lanes of two rows).
     X_many = np.vstack([X_test] * (4096 // X_test.shape[0] + 1))
     proba = client.predict_proba(X_many)
@@ -243,7 +245,8 @@ def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monk
     outcome = []
 
     def fit():
-        client = PrivateForestClient(n_estimators=4, max_depth=2, random_state=5, n_jobs=3)
+        client = PrivateForestClient(n_estimators=4, max_depth=2, random_state=5, n_jobs=3,
+                                     split_selection="gini")
         try:
             client.fit(cancer[0], cancer[2])
         except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
@@ -328,6 +331,7 @@ class SeededGipeClient(PrivateForestClient):
 # The paper's leaf rule keeps the run deterministic: hidden leaf decisions are random draws.
 # 8 rows per label pack, 5 packs per message: label messages start at rows 0, 40, 80, 120.
 TAMPER_PARAMS = dict(n_estimators=2, max_depth=2, max_bins=8, random_state=7, scheme="ckks",
+                     split_selection="gini",
                      label_chunk=5, label_pack_rows=8, reveal_leaves=True,
                      prediction_reply="leaves")  # exact counts: tampered runs equal bit for bit
 PACK_LAYOUT = BlockLayout("ckks", 4096, 3, 124, 8)
@@ -723,7 +727,7 @@ def _shift_last_word(blob, bit=45):
     return blob[:-WORD] + value.to_bytes(WORD, "little")
 
 
-SMALL = dict(n_estimators=2, max_depth=2, random_state=0)
+SMALL = dict(n_estimators=2, max_depth=2, random_state=0, split_selection="gini")
 
 
 @pytest.mark.parametrize("scheme", ["ckks", "bfv"])
@@ -793,7 +797,8 @@ def test_client_rejects_query_with_swapped_block_positions(wine):
         message = decode_message(reply)
         positions = message.arrays["block_position"][::-1].copy()
         return _with(message, arrays={"block_position": positions})
-    with pytest.raises(ProtocolError, match="exceed its node's class totals|add up"):
+    with pytest.raises(ProtocolError, match="exceed its node's class totals|out of range|"
+                       "differ from the counts of the client's own labels"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
 
 
@@ -806,7 +811,8 @@ def test_client_rejects_query_with_total_and_candidate_swapped(wine):
         k = int(message.arrays["n_candidates"][0])
         positions[[0, k]] = positions[[k, 0]]
         return _with(message, arrays={"block_position": positions})
-    with pytest.raises(ProtocolError, match="exceed its node's class totals"):
+    with pytest.raises(ProtocolError, match="exceed its node's class totals|differ from the "
+                       "counts of the client's own labels"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
 
 
@@ -1020,7 +1026,7 @@ def test_fit_stats(wine, max_depth):
     X_train, X_test, y_train, _ = wine
     server = Counting()
     client = PrivateForestClient(n_estimators=3, random_state=5, max_depth=max_depth,
-                                 server=server).fit(X_train, y_train)
+                                 split_selection="gini", server=server).fit(X_train, y_train)
     stats = client.fit_stats_
     depth = max(_depth(t) for t in server.inner.tree_arrays(client.session_))
     assert stats.rounds == len(server.queries)
@@ -1047,6 +1053,7 @@ def test_fit_stats(wine, max_depth):
 def test_verbose_prints_upload_and_one_line_per_round(wine, capsys):
     X_train, _, y_train, _ = wine
     client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1, verbose=1,
+                                 split_selection="gini",
                                  label_chunk=1, label_pack_rows=40).fit(X_train, y_train)
     out, err = capsys.readouterr()
     assert out == ""
@@ -1059,7 +1066,8 @@ def test_verbose_prints_upload_and_one_line_per_round(wine, capsys):
     assert len(rounds) == client.fit_stats_.rounds
     assert [int(line.split(" round ")[1].split(":")[0]) for line in rounds] == list(
         range(1, client.fit_stats_.rounds + 1))
-    silent = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1)
+    silent = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1,
+                                 split_selection="gini")
     silent.fit(X_train, y_train)
     assert capsys.readouterr() == ("", "")
 
@@ -1133,7 +1141,7 @@ def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     rows a query ciphertext has 124 lanes), and the same trees as one round per level."""
     X_train, X_test, y_train, _ = wine
     params = dict(n_estimators=3, random_state=3, max_features=None, max_bins=8,
-                  reveal_leaves=True)
+                  reveal_leaves=True, split_selection="gini")
     free = SeededGipeClient(**params).fit(X_train, y_train)
     cap = 1 << 18
     recorder = QueryRecorder()

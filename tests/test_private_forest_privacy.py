@@ -26,11 +26,11 @@ from sklearn.model_selection import train_test_split
 
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer, ProtocolError
-from cipherforest.privacy.dp import split_sensitivity
+from cipherforest.privacy.dp import LabelPrivacyAccountant, split_sensitivity
 from cipherforest.privacy.protocol import Message, decode_message, encode_message
 from cipherforest.privacy.protocol.decisions import choose_splits, exponential_mechanism
 
-SMALL = {"n_estimators": 3, "random_state": 0, "max_depth": 4}
+SMALL = {"n_estimators": 3, "random_state": 0, "max_depth": 4, "split_selection": "gini"}
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +113,8 @@ def _answers(server: Recording) -> np.ndarray:
 def test_default_transcript_declares_no_leaf_and_predicts_as_the_plain_forest(wine):
     X_train, X_test, y_train, _ = wine
     server = Recording()
-    client = PrivateForestClient(n_estimators=4, random_state=3, server=server).fit(
+    client = PrivateForestClient(n_estimators=4, random_state=3, server=server,
+                                 split_selection="gini").fit(
         X_train, y_train)
     assert (_answers(server) >= 0).all()
     rf = RandomForestClassifier(n_estimators=4, random_state=3).fit(
@@ -123,6 +124,7 @@ def test_default_transcript_declares_no_leaf_and_predicts_as_the_plain_forest(wi
     # Hidden leaf decisions grow the trees below pure nodes: more rounds than the paper's.
     paper = Recording()
     PrivateForestClient(n_estimators=4, random_state=3, reveal_leaves=True,
+                        split_selection="gini",
                         server=paper).fit(X_train, y_train)
     assert (_answers(paper) < 0).any()
     assert len(server.sent("answer")) > len(paper.sent("answer"))
@@ -315,15 +317,19 @@ def test_epsilon_accountant_counts_tree_levels(wine):
                 depth[tree["children_right"][node]] = depth[node] + 1
         levels += len(split_depths)
     assert levels > 3
-    assert client.epsilon_spent_ == pytest.approx(0.25 * levels)
+    accountant = LabelPrivacyAccountant("dp", 0.25)
+    accountant.spend(levels)  # zCDP over the levels (dp-accounting's numbers)
+    assert client.epsilon_spent_ == pytest.approx(accountant.epsilon_spent)
+    assert client.epsilon_spent_ < 0.25 * levels + 1e-9 or levels < 30
+    assert client.delta_spent_ == 1e-6
     assert (_answers(server) >= 0).all()
 
 
 def test_dp_selection_needs_epsilon_and_epsilon_needs_dp(wine):
     with pytest.raises(ValueError, match="needs label_epsilon"):
         PrivateForestClient(split_selection="dp").fit(wine[0], wine[2])
-    with pytest.raises(ValueError, match="only with split_selection='dp'"):
-        PrivateForestClient(label_epsilon=1.0).fit(wine[0], wine[2])
+    with pytest.raises(ValueError, match="only with split_selection='rr' or 'dp'"):
+        PrivateForestClient(split_selection="gini", label_epsilon=1.0).fit(wine[0], wine[2])
     with pytest.raises(ValueError, match="reveal_leaves"):
         PrivateForestClient(split_selection="blind", reveal_leaves=True).fit(wine[0], wine[2])
 
@@ -358,7 +364,8 @@ def test_breast_cancer_defaults_predict_as_plain_forest():
     X, y = load_breast_cancer(return_X_y=True)
     X_train, X_test, y_train, _ = train_test_split(X, y, train_size=150, test_size=60,
                                                    random_state=1, stratify=y)
-    client = PrivateForestClient(n_estimators=2, random_state=1).fit(X_train, y_train)
+    client = PrivateForestClient(n_estimators=2, random_state=1,
+                                 split_selection="gini").fit(X_train, y_train)
     rf = RandomForestClassifier(n_estimators=2, random_state=1).fit(
         client.encryptor_.transform(X_train).astype(float), y_train)
     np.testing.assert_array_equal(
@@ -367,9 +374,8 @@ def test_breast_cancer_defaults_predict_as_plain_forest():
 
 # ---------------------------------------------------------------------- simulator
 @pytest.mark.parametrize("params", [
-    {"reveal_leaves": True},
-    {},
-    {"split_selection": "dp", "label_epsilon": np.inf},
+    {"reveal_leaves": True, "split_selection": "gini"},
+    {"split_selection": "gini"},
 ])
 def test_simulator_predicts_as_the_plain_forest_on_its_ciphers(wine, params):
     from cipherforest.privacy.simulation import PrivateForestSimulator

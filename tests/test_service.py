@@ -44,9 +44,10 @@ KEY = "test-access-key"
 LIMITS = Limits(max_chunk_bytes=1 << 20, max_message_bytes=96 << 20, max_sessions_per_key=50)
 
 
-def start_server(data_dir, limits=LIMITS):
-    """A uvicorn server on a free loopback port in a daemon thread: (url, stop)."""
-    app = build_app(str(data_dir), KEY, limits)
+def start_server(data_dir, limits=LIMITS, key=KEY):
+    """A uvicorn server on a free loopback port in a daemon thread: (url, stop); ``key``:
+    the default access key (None: per-user keys only)."""
+    app = build_app(str(data_dir), key, limits)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
@@ -109,7 +110,7 @@ def data():
     return X[idx[:40]], y[idx[:40]], X[idx[40:70]]
 
 
-PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5}
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5, "split_selection": "gini"}
 
 
 @pytest.fixture(scope="module")
@@ -360,7 +361,8 @@ def test_openapi_spec_lists_the_endpoints(service):
 
 def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, data):
     """A server started again on a data dir serves the trained session; a damaged leaf
-    file is detected by its SHA-256 and the session refused with 410, not a 500."""
+    file is detected by its SHA-256 when the session is loaded for a prediction, and the
+    request refused with 410, not a 500."""
     X, y, X_test = data
     url, stop = start_server(tmp_path)
     try:
@@ -368,22 +370,29 @@ def test_restart_on_the_same_data_dir_restores_and_checks_checksums(tmp_path, da
         expected = client.predict_proba(X_test)
     finally:
         stop()
-    url, stop = start_server(tmp_path)
-    try:
-        client.server_.url = url
-        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
-    finally:
-        stop()
+    predicts_after_restart(tmp_path, client, X_test, expected)
     leaf = next((tmp_path / "sessions" / client.server_.session_id / "leaves").iterdir())
     damaged = bytearray(leaf.read_bytes())
     damaged[len(damaged) // 2] ^= 0xFF
     leaf.write_bytes(bytes(damaged))
     url, stop = start_server(tmp_path)
     try:
-        status, body = request(url, "GET", f"/v1/sessions/{client.server_.session_id}", None,
-                               bearer(client.server_.token))
-        assert status == 410 and "does not match its SHA-256" in body["detail"]
+        client.server_.url = url
+        with pytest.raises(ServiceRequestError, match="410 .*does not match its SHA-256"):
+            client.predict_proba(X_test)
         assert request(url, "GET", "/healthz") == (200, {"status": "ok"})
+    finally:
+        stop()
+
+
+def predicts_after_restart(data_dir, client, X_test, expected) -> dict:
+    """Start a server on ``data_dir``: the client, pointed at it, predicts ``expected``;
+    returns its session's status."""
+    url, stop = start_server(data_dir)
+    try:
+        client.server_.url = url
+        np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
+        return client.server_.status()
     finally:
         stop()
 

@@ -65,7 +65,15 @@ def test_train_predict_status(tmp_path, monkeypatch, capsys):
             assert [row[0] for row in csv.reader(file)][1:] == predicted
         assert main(["client", "status", "--model", model]) == 0
         status = json.loads(capsys.readouterr().out)
-        assert status["state"] == "trained" and status["n_trees"] == 2
+        assert status["stage"] == "trained" and status["server"] == url
+        assert status["session"]["state"] == "trained" and status["session"]["n_trees"] == 2
+        # The one-shot train does not overwrite a model without --force.
+        before = {p.name: p.read_bytes() for p in (tmp_path / "model").iterdir() if p.is_file()}
+        assert main(["client", "train", "--server", url, "--data", str(tmp_path / "train.csv"),
+                     "--target", "kind", "--model", model, "--trees", "2"]) == 1
+        assert "--force" in capsys.readouterr().err
+        assert before == {p.name: p.read_bytes() for p in (tmp_path / "model").iterdir()
+                          if p.is_file()}
     finally:
         stop()
 

@@ -35,8 +35,8 @@ from cipherforest.privacy.protocol import (  # noqa: E402
 from test_service import KEY, bearer, forest_on_ciphers_proba, request, start_server  # noqa: E402
 from test_service_cli import write_csv  # noqa: E402
 
-PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0}
-FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0"]
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0, "split_selection": "gini"}
+FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0", "--split-selection", "gini"]
 # 8 rows per label ciphertext, one ciphertext per message: 5 labels messages for 40 rows.
 PACKING = ["--label-pack-rows", "8", "--label-chunk", "1"]
 
@@ -151,7 +151,7 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
     monkeypatch.undo()
     assert main(["client", "status", "--model", str(model)]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert status["stage"] == "uploaded" and status["label_messages_committed"] == 5
+    assert status["stage"] == "uploaded" and status["upload"]["label_messages_committed"] == 5
     assert status["session"]["labels_received"] == 40
     old = HTTPTransport(server, session=_record(model)["transport"])
     before = _digests(model)
@@ -272,10 +272,17 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
     session = HTTPTransport(server, session=_record(model)["transport"])
     assert session.status()["round"] == 2 and _record(model)["answers_recorded"] == 1
 
-    # 3. Resumes at the server's level (replays answer 1, answers round 2) and finishes.
+    # 3. Resumes at the server's level (replays answer 1, answers round 2) and finishes;
+    # it reports the session's rounds, not only its own.
     assert main(["client", "train", "--model", str(model)]) == 0
+    assert "in 2 rounds (1 in this run, after 1 recorded)" in capsys.readouterr().out
     _check_oracle(model, files)
     assert sorted(os.listdir(model / "rounds")) == ["answer-00001.msg", "answer-00002.msg"]
+    # status: the same shape as before training, the server's view under "session".
+    assert main(["client", "status", "--model", str(model)]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert set(status) == {"stage", "server", "session", "upload"}
+    assert status["stage"] == "trained" and status["session"]["round"] == 2
     _check_modes(model)
 
 

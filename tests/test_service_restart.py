@@ -124,7 +124,7 @@ def test_sigkill_during_training_resumes_to_the_same_forest(tmp_path):
     X, y = load_wine(return_X_y=True)
     idx = np.random.RandomState(2).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:60]], y[idx[:60]], X[idx[60:]]
-    params = {"n_estimators": 3, "max_depth": 4, "random_state": 7}
+    params = {"n_estimators": 3, "max_depth": 4, "random_state": 7, "split_selection": "gini"}
     server = ServerProcess(tmp_path / "data", free_port())
     server.start()
     try:
@@ -178,21 +178,24 @@ def _children(pid: int) -> list[int]:
 @pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs Linux /proc")
 def test_serve_jobs_forks_level_workers_and_trains_the_same_forest(tmp_path):
     """``serve --jobs 2``: the levels' trees are split with a forked worker inside the HTTP
-    server process, and the forest is still the oracle's."""
+    server process (itself the child of the supervisor that holds the socket), and the
+    forest is still the oracle's."""
     from sklearn.datasets import load_breast_cancer
 
     X, y = load_breast_cancer(return_X_y=True)
     idx = np.random.RandomState(0).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:300]], y[idx[:300]], X[idx[300:400]]
-    params = {"n_estimators": 4, "max_depth": 3, "random_state": 3}
+    params = {"n_estimators": 4, "max_depth": 3, "random_state": 3, "split_selection": "gini"}
     server = ServerProcess(tmp_path / "data", free_port(), extra_args=("--jobs", "2"))
     server.start()
     seen: set[int] = set()
     done = threading.Event()
 
-    def watch() -> None:  # the server's children while it trains
+    def watch() -> None:  # the server process's children while it trains
         while not done.is_set():
-            seen.update(_children(server.process.pid))
+            # The server process is the supervisor's one child.
+            for worker in _children(server.process.pid):
+                seen.update(_children(worker))
             time.sleep(0.005)
 
     watcher = threading.Thread(target=watch, daemon=True)

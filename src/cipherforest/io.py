@@ -19,22 +19,30 @@ attribute (a name ending with ``_`` in ``vars(estimator)``), each described by a
   sub-estimator (e.g. a member of an ensemble's ``estimators_``), recursively;
 * ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above;
 * ``{"kind": "estimator_array", "shape": s, "items": [...]}``: an object array of fitted
-  sub-estimators (gradient boosting's ``estimators_``), items in C order.
+  sub-estimators (gradient boosting's ``estimators_``), items in C order; ``"object_array"``
+  the same for an object array of other items (``KBinsDiscretizer.bin_edges_``: arrays).
+
+A scikit-learn class of the allow-list in :mod:`cipherforest._sklearn_models` (``Pipeline``,
+``ColumnTransformer`` and well-known transformers) is named by its public path
+(``"sklearn.preprocessing.StandardScaler"``); its spec may also hold ``"state"`` (the
+private fitted attributes its entry lists, same specs as ``attributes``) and
+``"fitted_params"`` (parameters holding fitted estimators, such as ``Pipeline.steps``).
+``meta.json`` records ``"sklearn_version"``, which loading checks for those classes only.
 
 Array members are named after the attribute path (``estimators_.3.tree_.value``). JSON values
 that JSON cannot represent faithfully are tagged: ``{"$tuple": [...]}``,
 ``{"$dict": [[key, value], ...]}`` (so integer keys stay integers), ``{"$float": "nan"}``,
-``{"$numpy": dtype, "value": v}``, ``{"$ndarray": dtype, "shape": s, "data": [...]}`` and
-``{"$estimator": class, "params": {...}}`` (an unfitted estimator used as a parameter).
+``{"$numpy": dtype, "value": v}``, ``{"$ndarray": dtype, "shape": s, "data": [...]}``,
+``{"$slice": [start, stop, step]}``, ``{"$dtype": dtype}`` (a numpy dtype, or with
+``"type": true`` its scalar type) and ``{"$estimator": class, "params": {...}}`` (an unfitted
+estimator used as a parameter).
 
-Loading only instantiates classes registered with :func:`register_model_class`, and never
-unpickles anything.
+Loading only instantiates classes registered with :func:`register_model_class` and the
+allow-listed scikit-learn classes, and never unpickles anything.
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import importlib
 import importlib.metadata
 import inspect
@@ -42,15 +50,15 @@ import json
 import math
 import os
 import re
-import secrets
 import sys
 import zipfile
 import zlib
-from collections.abc import Callable
 from typing import Any, NoReturn
 
 import numpy as np
 
+from . import _sklearn_models as sklearn_models
+from ._atomic_file import atomic_write
 from ._registry import MODEL_CLASSES, qualified_name, register_model_class
 from .tree._tree import NODE_FIELDS, Tree
 
@@ -105,13 +113,22 @@ def library_version() -> str:
 
 
 # ------------------------------------------------------------------------------ encoding
+def _model_name(obj: Any) -> str | None:
+    """The class name a model file gives ``obj``: a registered class's name, an allow-listed
+    scikit-learn class's public path, or None when ``obj`` cannot be saved."""
+    if MODEL_CLASSES.get(type(obj).__name__) is type(obj):
+        return type(obj).__name__
+    model = sklearn_models.sklearn_model_of(obj)
+    return None if model is None else model.path
+
+
 def _is_registered(obj: Any) -> bool:
-    return MODEL_CLASSES.get(type(obj).__name__) is type(obj)
+    return _model_name(obj) is not None
 
 
 def _unregistered_message(cls: type) -> str:
-    return (f"class {qualified_name(cls)} is not registered for saving; decorate it with "
-            "cipherforest.io.register_model_class")
+    return (f"class {qualified_name(cls)} is not registered for saving: "
+            f"{sklearn_models.supported_message()}")
 
 
 def _to_json(obj: Any, where: str) -> Any:
@@ -134,8 +151,16 @@ def _to_json(obj: Any, where: str) -> Any:
         return {"$tuple": [_to_json(item, where) for item in obj]}
     if isinstance(obj, dict):
         return {"$dict": [[_to_json(k, where), _to_json(v, where)] for k, v in obj.items()]}
+    if isinstance(obj, slice):
+        return {"$slice": [_to_json(obj.start, where), _to_json(obj.stop, where),
+                           _to_json(obj.step, where)]}
+    if isinstance(obj, np.dtype) or (isinstance(obj, type) and issubclass(obj, np.generic)):
+        return {"$dtype": np.dtype(obj).str, "type": isinstance(obj, type)}
     if _is_registered(obj):
-        return {"$estimator": type(obj).__name__,
+        model = sklearn_models.sklearn_model_of(obj)
+        if model is not None:
+            sklearn_models.check_saveable(model, obj)
+        return {"$estimator": _model_name(obj),
                 "params": _to_json(obj.get_params(deep=False), where)}
     raise TypeError(f"cannot save {where}: values of type {type(obj).__qualname__} are not "
                     "supported")
@@ -163,14 +188,27 @@ class _Encoder:
         if not _is_registered(est):
             message = _unregistered_message(type(est))
             raise self.error(path, message) if path else TypeError(f"cannot save: {message}")
-        spec = {"class": type(est).__name__, "params": {}, "attributes": {}}
+        model = sklearn_models.sklearn_model_of(est)
+        if model is not None:
+            sklearn_models.check_saveable(model, est)
+        spec = {"class": _model_name(est), "params": {}, "attributes": {}}
         for name, value in est.get_params(deep=False).items():
+            if model is not None and name in model.fitted_params:
+                spec.setdefault("fitted_params", {})[name] = self.attribute(
+                    value, key + name, f"{path}.{name}" if path else name)
+                continue
             where = f"parameter {path + '.' if path else ''}{name!r} of {self.owner}"
             spec["params"][name] = _to_json(value, where)
         for name, value in vars(est).items():
             if name.endswith("_") and not name.startswith("_"):
                 spec["attributes"][name] = self.attribute(
                     value, key + name, f"{path}.{name}" if path else name)
+        if model is not None:
+            state = sklearn_models.private_state(model, est)
+            if state:
+                spec["state"] = {name: self.attribute(value, key + name,
+                                                      f"{path}.{name}" if path else name)
+                                 for name, value in state.items()}
         return spec
 
     def attribute(self, obj: Any, key: str, path: str) -> dict[str, Any]:
@@ -180,10 +218,12 @@ class _Encoder:
             return {"kind": "tree", "prefix": key, "n_features": obj.n_features,
                     "n_classes": [int(k) for k in obj.n_classes]}
         if (isinstance(obj, np.ndarray) and obj.dtype.kind == "O" and obj.size > 0
-                and all(_is_registered(item) for item in obj.flat)):
+                and not all(isinstance(item, str) for item in obj.flat)):
             items = [self.attribute(item, f"{key}.{i}", f"{path}.flat[{i}]")
                      for i, item in enumerate(obj.flat)]
-            return {"kind": "estimator_array", "shape": list(obj.shape), "items": items}
+            kind = ("estimator_array" if all(item["kind"] == "estimator" for item in items)
+                    else "object_array")
+            return {"kind": kind, "shape": list(obj.shape), "items": items}
         if isinstance(obj, np.ndarray | np.generic):
             return self.array(obj, key, path)
         if _is_registered(obj):
@@ -194,8 +234,9 @@ class _Encoder:
             items = [self.attribute(item, f"{key}.{i}", f"{path}[{i}]")
                      for i, item in enumerate(obj)]
             return {"kind": "list", "tuple": isinstance(obj, tuple), "items": items}
-        if _is_plain_scalar(obj):
-            return {"kind": "value", "value": _to_json(obj, repr(path))}
+        if _is_plain_scalar(obj) or isinstance(obj, dict | slice | np.dtype):
+            return {"kind": "value",
+                    "value": _to_json(obj, f"attribute {path!r} of {self.owner}")}
         if hasattr(obj, "get_params"):
             raise self.error(path, _unregistered_message(type(obj)))
         raise self.error(path, f"values of type {type(obj).__qualname__} are not supported")
@@ -224,9 +265,10 @@ class _Encoder:
 class _Decoder:
     """Rebuilds an estimator from ``meta.json`` and the arrays of an open model file."""
 
-    def __init__(self, path: str, npz: Any):
+    def __init__(self, path: str, npz: Any, sklearn_version: Any = None):
         self.path = path
         self.npz = npz
+        self.sklearn_version = sklearn_version  # meta.json's, for scikit-learn classes
 
     def fail(self, message: str) -> NoReturn:
         raise ModelFormatError(f"{self.path}: {message}")
@@ -241,6 +283,12 @@ class _Decoder:
         return value
 
     def model_class(self, name: str) -> type:
+        model = sklearn_models.SKLEARN_MODELS.get(name)
+        if model is not None:
+            reason = sklearn_models.check_sklearn_version(self.sklearn_version)
+            if reason is not None:
+                self.fail(reason)
+            return model.load_class()
         if name not in MODEL_CLASSES:
             _import_builtin_models()
         cls = MODEL_CLASSES.get(name)
@@ -258,6 +306,10 @@ class _Decoder:
                 self.fail(f"malformed model file: invalid parameter name {name!r} in {where}")
         decoded = {name: self.json(value, f"parameter {name!r} of {where}")
                    for name, value in params.items()}
+        model = sklearn_models.SKLEARN_MODELS.get(spec["class"])
+        fitted = self.sklearn_part(spec, "fitted_params", model, where)
+        decoded.update({name: self.attribute(value, f"parameter {name!r} of {where}")
+                        for name, value in fitted.items()})
         try:
             est = cls(**decoded)
         except (TypeError, ValueError) as exc:
@@ -266,7 +318,25 @@ class _Decoder:
             if not _ATTRIBUTE_NAME.match(name):
                 self.fail(f"malformed model file: invalid attribute name {name!r} in {where}")
             setattr(est, name, self.attribute(attr_spec, f"{where}.{name}"))
+        for name, attr_spec in self.sklearn_part(spec, "state", model, where).items():
+            setattr(est, name, self.attribute(attr_spec, f"{where}.{name}"))
+        if model is not None:
+            try:
+                sklearn_models.check_saveable(model, est)
+            except TypeError as exc:
+                self.fail(str(exc))
         return est
+
+    def sklearn_part(self, spec: dict, key: str, model: Any, where: str) -> dict:
+        """``spec[key]`` (``"fitted_params"`` or ``"state"``) of a scikit-learn class's
+        spec, checked against its allow-list entry ``model``; empty when absent."""
+        part = spec.get(key, {})
+        allowed = (() if model is None else model.fitted_params if key == "fitted_params"
+                   else sklearn_models.allowed_private_names(model))
+        if not isinstance(part, dict) or not set(part) <= set(allowed):
+            self.fail(f"malformed model file: {key} {sorted(part)!r} of {where} are not "
+                      f"among those its class may have ({sorted(allowed)!r})")
+        return part
 
     def attribute(self, spec: Any, where: str) -> Any:
         kind = self.expect(spec, "kind", str, where)
@@ -278,14 +348,15 @@ class _Decoder:
             return self.tree(spec, where)
         if kind == "estimator":
             return self.estimator(spec, where)
-        if kind == "estimator_array":
+        if kind in ("estimator_array", "object_array"):
             shape = self.expect(spec, "shape", list, where)
             items = self.expect(spec, "items", list, where)
             if (not all(type(n) is int and n > 0 for n in shape)
                     or int(np.prod(shape)) != len(items)
-                    or not all(isinstance(item, dict) and item.get("kind") == "estimator"
-                               for item in items)):
-                self.fail(f"malformed estimator array for {where}")
+                    or not all(isinstance(item, dict) and (
+                        kind == "object_array" or item.get("kind") == "estimator")
+                        for item in items)):
+                self.fail(f"malformed {kind.replace('_', ' ')} for {where}")
             out = np.empty(len(items), dtype=object)
             for i, item in enumerate(items):
                 out[i] = self.attribute(item, f"{where}.flat[{i}]")
@@ -372,6 +443,16 @@ class _Decoder:
                 raise ValueError(f"unsupported dtype {dtype}")
             data = np.array(self.json(value["data"], where), dtype=dtype)
             return data.reshape(tuple(value["shape"]))
+        if "$slice" in value:
+            start, stop, step = self.json(value["$slice"], where)
+            if not all(v is None or type(v) is int for v in (start, stop, step)):
+                raise ValueError("slice bounds must be integers or null")
+            return slice(start, stop, step)
+        if "$dtype" in value:
+            dtype = np.dtype(value["$dtype"])
+            if dtype.kind not in "biufcUSO":
+                raise ValueError(f"unsupported dtype {dtype}")
+            return dtype.type if value.get("type") else dtype
         if "$estimator" in value:
             cls = self.model_class(value["$estimator"])
             params = self.json(value["params"], where)
@@ -396,60 +477,6 @@ def _import_builtin_models() -> None:
 
 
 # ------------------------------------------------------------------------------ files
-def _create_temp(directory: str, basename: str, mode: int) -> tuple[int, str]:
-    """Create a new file next to the target with permissions ``mode`` (less the umask).
-
-    The mode is given to ``os.open`` itself, so a secret file (0o600) is never readable by
-    others, not even for the instant between creation and a later chmod.
-    """
-    flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0)
-    while True:
-        temp = os.path.join(directory, f".{basename}.{secrets.token_hex(6)}.tmp")
-        try:
-            return os.open(temp, flags, mode), temp
-        except FileExistsError:
-            continue
-
-
-def _fsync_directory(directory: str) -> None:
-    """Make the rename durable (POSIX); a no-op where directories cannot be opened."""
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, write: Callable[[Any], None], mode: int = 0o666) -> None:
-    """Write a file all-or-nothing: ``write(file)`` fills a temporary file in the same
-    directory, which is flushed, fsynced and renamed over ``path``; on any error the temporary
-    file is removed and ``path`` is untouched. The temporary file is created with permissions
-    ``mode`` less the umask (0o666: the umask decides; 0o600 for secrets: owner only, from
-    the first byte) and the rename keeps them."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(directory):
-        # Otherwise the error would name the hidden temporary file, not the missing folder.
-        raise FileNotFoundError(errno.ENOENT, f"cannot write {path}: folder {directory} "
-                                "does not exist", directory)
-    fd, temp = _create_temp(directory, os.path.basename(path), mode)
-    try:
-        with os.fdopen(fd, "w+b") as file:
-            write(file)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temp)
-        raise
-    _fsync_directory(directory)
-
-
 def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
     """Save a fitted estimator to ``path`` without pickle.
 
@@ -477,6 +504,8 @@ def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
     spec = encoder.estimator(estimator, "", "")
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION,
             "library_version": library_version(), **spec}
+    # Read back only for scikit-learn classes (their private state is version-bound).
+    meta["sklearn_version"] = sklearn_models.sklearn_version()
     meta_bytes = json.dumps(meta, allow_nan=False, separators=(",", ":")).encode("utf-8")
 
     def write(file: Any) -> None:
@@ -549,4 +578,5 @@ def load_model(path: str | os.PathLike[str]) -> Any:
             except READ_ERRORS as exc:
                 raise ModelFormatError(f"{path}: corrupt model file ({exc})") from None
             with npz:
-                return _Decoder(path, npz).estimator(meta, "model")
+                return _Decoder(path, npz, meta.get("sklearn_version")).estimator(meta,
+                                                                                 "model")

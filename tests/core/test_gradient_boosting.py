@@ -44,9 +44,7 @@ from cipherforest.tree._fit import (
     positive_rows,
     prepare_tree_data,
 )
-from cipherforest.tree._histogram import PARALLEL_MIN_SAMPLES, _scan_bins, _scan_squared_error
-from cipherforest.tree._rng import make_state
-from cipherforest.tree._split_record import reset_split, split_record_size
+from cipherforest.tree._histogram import PARALLEL_MIN_SAMPLES
 
 
 def leaf_values(est, stage, k=0):
@@ -442,40 +440,6 @@ def test_parallel_histogram_build_grows_the_same_tree(criterion, n_classes):
                      "missing_go_to_left", "value"):
             np.testing.assert_array_equal(getattr(tree, name), getattr(serial, name))
     np.testing.assert_array_equal(parallel_leaves, serial_leaves)
-
-
-def test_squared_error_scan_matches_generic_scan():
-    rng = np.random.RandomState(0)
-    for trial in range(300):
-        n_bins = rng.randint(3, 30)
-        n = rng.randint(2, 100)
-        bins = rng.randint(0, n_bins, size=n)
-        if trial % 2:
-            bins[rng.rand(n) < 0.2] = n_bins - 1  # NaN bin
-        y = rng.normal(size=n)
-        w = rng.rand(n) + 0.1 if trial % 3 else np.ones(n)
-        hist = np.zeros((1, n_bins, 4))
-        for b, yi, wi in zip(bins, y, w, strict=True):
-            hist[0, b] += (wi, 1.0, wi * yi, wi * yi * yi)
-        occupied = np.flatnonzero(hist[0, :-1, 1] > 0.5)
-        if occupied.size == 0:
-            continue
-        node = hist[0].sum(axis=0)
-        thresholds = np.sort(rng.rand(1, n_bins), axis=1)
-        has_missing = hist[0, -1, 1] > 0.5
-        records = []
-        for generic in (True, False):
-            split = np.zeros(split_record_size(4))
-            reset_split(split)
-            scratch = [np.zeros(4) for _ in range(3)]
-            args = (0, hist, occupied[0], occupied[-1], has_missing, thresholds)
-            if generic:
-                _scan_bins(*args, CRITERION_SQUARED_ERROR, node, 3, 0.2, False, make_state(0),
-                           split, *scratch)
-            else:
-                _scan_squared_error(*args, node, 3, 0.2, split, *scratch)
-            records.append(split)
-        np.testing.assert_array_equal(records[1], records[0])
 
 
 def test_subsample_trees_use_in_bag_rows_and_record_oob():

@@ -233,9 +233,9 @@ def test_write_is_fsynced_and_respects_umask(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------------------------ write errors
 @pytest.mark.parametrize(("name", "value", "match"), [
-    ("lookup_", {"a": 1}, "attribute 'lookup_' of DummyModel: values of type dict"),
+    ("lookup_", {"a": print}, "attribute 'lookup_' of DummyModel: values of type builtin"),
     ("callback_", print, "attribute 'callback_'"),
-    ("objects_", np.array([1, "a"], dtype=object), "attribute 'objects_'.*strings"),
+    ("objects_", np.array([1, {2}], dtype=object), r"attribute 'objects_.flat\[1\]'.*set"),
     ("when_", np.array(["2020-01-01"], dtype="datetime64[D]"), "attribute 'when_'.*datetime"),
     ("trees_", [stump(), {1, 2}], r"attribute 'trees_\[1\]'"),
     ("estimators_", [Unregistered()], r"'estimators_\[0\]'.*not registered"),
@@ -250,6 +250,18 @@ def test_unsupported_attribute_raises_and_leaves_target_untouched(tmp_path, name
         save_model(est, path)
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["m.cfmodel"]
+
+
+def test_dict_slice_and_mixed_object_attributes_round_trip(tmp_path):
+    est = fitted_dummy()
+    est.lookup_ = {"a": slice(0, 3), 2: [1.5, None]}
+    est.objects_ = np.array([np.arange(3), None, "x"], dtype=object)
+    save_model(est, tmp_path / "m")
+    loaded = load_model(tmp_path / "m")
+    assert loaded.lookup_ == est.lookup_
+    assert loaded.objects_.dtype == object and loaded.objects_.shape == (3,)
+    np.testing.assert_array_equal(loaded.objects_[0], np.arange(3))
+    assert loaded.objects_[1] is None and loaded.objects_[2] == "x"
 
 
 def test_unsupported_parameter_and_unregistered_class(tmp_path):

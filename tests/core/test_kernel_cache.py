@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from cipherforest._kernel_cache import (
     STAMP_NAME,
     cache_dir_of,
@@ -99,6 +101,7 @@ print("fitted")
 """
 
 
+@pytest.mark.slow  # compiles the package's kernels in a fresh numba cache
 def test_a_grower_compiled_after_a_cached_parallel_build_loads(tmp_path):
     """One process caches the threaded histogram build alone, the next a kernel that calls
     it (a shard's step); the third compiles the grower, which links that kernel from the
@@ -123,6 +126,7 @@ print("fitted")
 """
 
 
+@pytest.mark.slow  # compiles the package's kernels in a fresh numba cache
 def test_the_general_grower_compiles_in_a_first_fit(tmp_path):
     """A fresh cache, and the general grower (multi-output, absolute error) as the first fit:
     its node summary calls the weighted median, which sorts (allocates), and numba compiled

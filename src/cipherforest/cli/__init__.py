@@ -3,6 +3,7 @@
 * ``cipherforest demo`` — the encrypted random forest end to end on breast cancer through the
   embedded server: plaintext forest vs forest on GIPE ciphers vs GIPE + CKKS protocol.
 * ``cipherforest compare`` — our trees and forests against scikit-learn's on bundled data.
+* ``cipherforest compile`` — compile the numba kernels into the cache before the first fit.
 * ``cipherforest serve`` — the private-forest server as an HTTP service (``service`` extra).
 * ``cipherforest client encrypt | upload | train | predict | status`` — the data owner's side
   against a server (encrypt offline, upload resumably, train, predict).
@@ -35,7 +36,21 @@ __all__ = ["COMPARE_DATASETS", "build_parser", "main", "run_comparison", "run_pr
 _DESCRIPTION = ("cipherforest: scikit-learn compatible decision trees and tree ensembles, "
                 "and a random forest trained on encrypted data.")
 
+def _add_compile_parser(sub) -> None:
+    compile_ = sub.add_parser("compile", help="compile the numba kernels into the cache now "
+                              "(the install step of make; a changed installation needs it "
+                              "again)")
+    compile_.add_argument("-q", "--quiet", action="store_true", help="print nothing")
+
+
+def _run_compile_command(args, parser: argparse.ArgumentParser) -> int:
+    from ..precompile import main as precompile
+
+    return precompile(["--quiet"] if args.quiet else [])
+
+
 _COMMANDS = {"demo": run_demo_command, "compare": run_compare_command,
+             "compile": _run_compile_command,
              "serve": run_serve_command, "client": run_client,
              "experiments": run_experiments_command}
 
@@ -50,6 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="command")
     add_demo_parser(sub)
     add_compare_parser(sub)
+    _add_compile_parser(sub)
     add_serve_parser(sub)
     add_client_parser(sub)
     add_experiments_parser(sub)

@@ -22,6 +22,7 @@ import time
 
 import numpy as np
 
+from ..privacy.dp import format_privacy_report
 from ..privacy.protocol import ProtocolError, decode_message
 
 __all__ = ["ProgressBar", "add_client_parser", "read_csv", "run_client"]
@@ -94,7 +95,7 @@ def _server_key(args) -> str | None:
 #: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
 _FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
                     "min_samples_split": 2, "scheme": "ckks", "random_state": None,
-                    "split_selection": "gini", "label_epsilon": None,
+                    "split_selection": "rr", "label_epsilon": None,
                     "label_pack_rows": None, "label_chunk": 2}
 
 
@@ -116,14 +117,17 @@ def _add_forest_options(parser) -> None:
     parser.add_argument("--random-state", type=int, default=defaults["random_state"],
                         help="seed of the forest's bootstrap and feature draws (default: "
                         "from the OS; keys always come from the OS)")
-    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"),
+    parser.add_argument("--split-selection", choices=("rr", "dp", "blind", "gini"),
                         default=defaults["split_selection"],
-                        help="how the splits are chosen: gini (default: the client picks each "
-                        "node's best split), blind (no labels used: no rounds), dp (label-DP "
-                        "choices, with --label-epsilon); see docs/threat_model.md")
+                        help="how the splits are chosen, and what that guarantees about the "
+                        "labels (docs/threat_model.md): rr (default: splits by Gini on "
+                        "randomized-response labels, epsilon-label-DP per row, no rounds), "
+                        "dp (label-DP choices in rounds, with --label-epsilon), blind (no "
+                        "labels used, no rounds), gini (the paper's best split: no finite "
+                        "epsilon, the trees leak the labels)")
     parser.add_argument("--label-epsilon", type=float, default=defaults["label_epsilon"],
-                        help="epsilon of each split choice (the exponential mechanism "
-                        "of --split-selection dp; required there)")
+                        help="rr: epsilon of the randomized response (default 2); dp: epsilon "
+                        "of each split choice (required)")
     parser.add_argument("--label-pack-rows", type=int, default=defaults["label_pack_rows"],
                         help="at most this many rows' labels per label ciphertext")
     parser.add_argument("--label-chunk", type=int, default=defaults["label_chunk"],
@@ -166,6 +170,8 @@ def add_client_parser(sub) -> None:
     train.add_argument("--target", default=None, help="name of the label column (one-shot)")
     train.add_argument("--verbose", action="store_true", help="one line per round on standard "
                        "error: open nodes, query megabytes, seconds")
+    train.add_argument("--force", action="store_true", help="one-shot: replace the model of "
+                       "an existing --model directory")
     _add_server_options(train)
     _add_forest_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
@@ -187,7 +193,6 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
     from ..privacy import PrivateForestClient
-    from ..privacy.package import load_package, model_stage
     from ..privacy.protocol import HTTPTransport, ServiceUnavailableError
 
     try:
@@ -207,6 +212,10 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
         elif args.action == "train":
             if args.target is None or args.server is None:
                 parser.error("the one-shot train (--data) needs --target and --server")
+            if os.path.isdir(args.model) and os.listdir(args.model) and not args.force:
+                raise ValueError(f"{args.model} exists and is not empty: give another "
+                                 "--model, or --force to replace its model (new keys: a model "
+                                 "trained with the old ones cannot be used any more)")
             X, y, _ = read_csv(args.data, args.target)
             progress = ProgressBar()
             client = _forest_client(
@@ -219,6 +228,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             stats = client.fit_stats_
             print(f"trained {args.trees} trees in {stats.rounds} rounds; uploaded "
                   f"{stats.bytes_sent / 1e6:.1f} MB; model saved to {args.model}", file=out)
+            print(format_privacy_report(client.privacy_report_), file=out)
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
             client.set_params(prediction_reply="leaves" if args.exact else "sums")
@@ -235,26 +245,36 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if y is not None:
                 accuracy = float(np.mean(predictions.astype(str) == y))
                 print(f"accuracy against {args.target!r}: {accuracy:.4f}", file=sys.stderr)
-        elif model_stage(args.model) != "trained":
-            client, meta = load_package(PrivateForestClient, args.model)
-            info = meta["transport"] or {}
-            status = {"stage": meta["stage"], "setup_committed": meta["setup_committed"],
-                      "label_messages": meta["n_label_messages"],
-                      "label_messages_committed": meta["label_messages_committed"],
-                      "server": info.get("url"), "session": None}
-            if info.get("id"):
-                status["session"] = HTTPTransport(info["url"], session=info).status()
-            print(json.dumps(status, indent=2), file=out)
         else:
-            client = PrivateForestClient.load(args.model)
-            if not isinstance(client.server_, HTTPTransport):
-                parser.error(f"{args.model} was trained with the embedded server; status "
-                             "needs a server URL")
-            print(json.dumps(client.server_.status(), indent=2), file=out)
+            print(json.dumps(_status(args.model), indent=2), file=out)
     except (OSError, ValueError, ProtocolError, ServiceUnavailableError) as exc:
         print(f"cipherforest client {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _status(path: str) -> dict:
+    """Where a model directory stands, in one shape at every stage: ``stage``, ``server``,
+    ``session`` (the server's status of the session, or None), ``upload`` (messages
+    committed; None once trained)."""
+    from ..privacy import PrivateForestClient
+    from ..privacy.package import load_package, model_stage
+    from ..privacy.protocol import HTTPTransport
+
+    if model_stage(path) == "trained":
+        client = PrivateForestClient.load(path)
+        transport = client.server_ if isinstance(client.server_, HTTPTransport) else None
+        return {"stage": "trained", "server": None if transport is None else transport.url,
+                "session": None if transport is None else transport.status(),
+                "upload": None}
+    _, meta = load_package(PrivateForestClient, path)
+    info = meta["transport"] or {}
+    return {"stage": meta["stage"], "server": info.get("url"),
+            "session": HTTPTransport(info["url"], session=info).status()
+            if info.get("id") else None,
+            "upload": {"setup_committed": meta["setup_committed"],
+                       "label_messages": meta["n_label_messages"],
+                       "label_messages_committed": meta["label_messages_committed"]}}
 
 
 def _forest_client(args, parser, **params):
@@ -404,7 +424,6 @@ def _train_package(args, parser, out) -> None:
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
     client.set_params(server=url, timeout=args.timeout, verbose=int(args.verbose))
-    client.client_session_.params.update(verbose=int(args.verbose))
     client.server_ = transport
     setup = decode_message(_read_bytes(setup_message_path(args.model)), "setup")
     # A client that stopped during the rounds left its answers: replay them and continue.
@@ -422,11 +441,16 @@ def _train_package(args, parser, out) -> None:
         answered.append(answer)
         record_answer(args.model, len(answered), encode_message(answer))
 
+    resumed_after = len(answered)
     try:
         client.train(setup, transport, answered=list(answered), on_answer=record)
     finally:
         progress.close()
     client.save(args.model)  # stage "trained", with the server's URL and session
-    print(f"trained {client.n_estimators} trees in {client.fit_stats_.rounds} rounds; model "
+    # Every query was answered once: the session's rounds are the answers recorded.
+    resumed = (f" ({len(answered) - resumed_after} in this run, after {resumed_after} "
+               "recorded)" if resumed_after else "")
+    print(f"trained {client.n_estimators} trees in {len(answered)} rounds{resumed}; model "
           f"saved to {args.model}", file=out)
+    print(format_privacy_report(client.privacy_report_), file=out)
 

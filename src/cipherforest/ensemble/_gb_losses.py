@@ -165,7 +165,7 @@ def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
 
 # The binomial loss ``log(1 + e^r) - y r = max(r, 0) - y r + log1p(e^-|r|)`` needs a logarithm
 # per row, which cost more than the rest of the gradient-and-loss pass together (libm's
-# ``log1p``; benchmarks/loss_passes.py). Over rows of weight 1 the sum of ``log1p(e)`` is the
+# ``log1p``; dev/loss_passes.py). Over rows of weight 1 the sum of ``log1p(e)`` is the
 # logarithm of the product of the ``1 + e``: one ``log`` per ``_LOG_PRODUCT_FACTORS`` rows.
 # Rounding ``1 + e`` and each product adds at most ~2^-52 to the sum in absolute terms, a
 # relative error below 2.3e-13 of a term of ``e >= _LOG1P_SERIES_BELOW``; smaller terms
@@ -250,10 +250,10 @@ def _gradient_array(out: np.ndarray | None, shape: tuple, order: str = "C") -> n
 
 #: A pass expected to take less than this on one thread (ns) runs on the calling thread
 #: alone: waking a pool thread and collecting its result costs about as much as sharing
-#: such a pass saves (``benchmarks/loss_passes.py --threads``: a squared-error pass over
+#: such a pass saves (``dev/loss_passes.py --threads``: a squared-error pass over
 #: 100k rows took 0.32 ms on one thread and 0.36 ms shared by two).
 POOL_MIN_PASS_NS = 400_000
-#: Rough one-thread cost per row of each fused pass (ns; ``loss_passes.py --threads``, 2-core
+#: Rough one-thread cost per row of each fused pass (ns; ``dev/loss_passes.py --threads``, 2-core
 #: VM): the squared error's subtraction, the binomial's exponential and division, the
 #: multinomial's exponential per class (times the number of classes).
 SQUARED_ERROR_ROW_NS = 3

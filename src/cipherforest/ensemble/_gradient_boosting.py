@@ -731,7 +731,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
     def _encode_y(self, y, sample_weight):
         check_classification_targets(y)
         # Not np.unique(return_inverse=True): its temporaries (several arrays of n int64)
-        # stayed in the heap for the rest of a fit (benchmarks/fit_memory.py).
+        # stayed in the heap for the rest of a fit (dev/fit_memory.py).
         classes = np.unique(y)
         encoded = np.searchsorted(classes, y)
         if self._is_fitted() and self.warm_start and not np.array_equal(classes, self.classes_):

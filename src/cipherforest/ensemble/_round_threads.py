@@ -5,8 +5,8 @@ and on a virtual machine whose host is contended they can cost speed: the hyperv
 takes CPU time from the guest ("steal", Linux ``/proc/stat``), capping what two busy threads
 get together, and time a thread spends waiting for the other (the node hand-offs, the
 round's last tree) is lost. In one run with 28 % of the CPUs taken, two-thread fits of 100k
-rows took 4.9-6.2 s and one-thread fits 3.0-3.6 s (docs/benchmarks.md, eighteenth
-session); on a quiet host two threads win by 1.2-1.7×.
+rows took 4.9-6.2 s and one-thread fits 3.0-3.6 s (``benchmarks/ensembles.py --paired``);
+on a quiet host two threads win by 1.2-1.7×.
 
 ``RoundThreads`` lets the rounds' own wall times decide, but only while the host takes
 CPU time: it reads the guest's steal share every ``STEAL_WINDOW_S`` seconds, and while that
@@ -16,7 +16,7 @@ the median of the last ``RECENT_ROUNDS`` threaded rounds switches the fit to one
 from then on it probes threaded rounds the same way (whatever the steal) and switches back
 when they win. Round times on a contended host scatter widely, hence medians and a wide margin:
 with one-round probes and a 0.9 margin, fits at 8-19 % steal switched on noise and took
-1.10× the fits that kept their threads (``benchmarks/round_threads.py``). Probes are spaced
+1.10× the fits that kept their threads (``dev/round_threads.py``). Probes are spaced
 ``MIN_PROBE_GAP`` rounds apart, the gap doubling (up to ``MAX_PROBE_GAP``) after each probe
 that does not win. Where ``/proc/stat`` cannot be read, or while the host takes less, every
 round uses the threads.
@@ -31,7 +31,7 @@ from statistics import median
 
 #: Steal share (of all CPUs' time) from which probes of one-thread rounds start: at 5-23 %
 #: two threads won or tied in every run, one thread won at 21-28 %, and a probe that loses
-#: costs its rounds' extra time (benchmarks/round_threads.py, nineteenth session).
+#: costs its rounds' extra time (dev/round_threads.py).
 STEAL_PROBE_SHARE = 0.20
 #: Shortest window over which the steal share is read (``/proc/stat`` counts in 10 ms ticks).
 STEAL_WINDOW_S = 0.5

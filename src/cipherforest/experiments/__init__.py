@@ -3,27 +3,22 @@
 * :func:`run_experiments` — cross-validate every method on every dataset (results cached per
   fold on disk, resumable), measure bitwise leakage per scheme, write a report folder
   (Markdown, self-contained HTML, CSV tables, PNG figures).
-* :class:`ExperimentConfig` / :func:`quick_config` — the paper's protocol, and a small run.
-* :mod:`.datasets` — scikit-learn's bundled sets, CSV folders, OpenML with a local cache.
-* :mod:`.methods` — the compared methods, one module each.
+* :class:`ExperimentConfig` / :func:`full_config` / :func:`quick_config` — the paper's
+  protocol, the run docs/results.md reports, and a small run.
+* :mod:`.datasets` — sets bundled in installable packages, CSV folders, OpenML with a cache.
+* :mod:`.methods` — the compared methods, one module each; :mod:`.heldp` and
+  :mod:`.heldp_ckks` — HEldpRFs in the clear and through CKKS, with its cost model.
 
-Command line: ``cipherforest experiments [--quick] --out DIR``.
+Command line: ``cipherforest experiments [--quick | --full] --out DIR`` (:mod:`.command`).
 """
 
-from .config import PAPER_DATASETS, ExperimentConfig, quick_config
-from .datasets import Dataset, load_bundled, load_csv, load_csv_folder, load_openml
-from .run import ExperimentResult, load_datasets, run_experiments
+from .._lazy import lazy_exports
 
-__all__ = [
-    "PAPER_DATASETS",
-    "Dataset",
-    "ExperimentConfig",
-    "ExperimentResult",
-    "load_bundled",
-    "load_csv",
-    "load_csv_folder",
-    "load_datasets",
-    "load_openml",
-    "quick_config",
-    "run_experiments",
-]
+_EXPORTS = {"PAPER_DATASETS": ".config", "ExperimentConfig": ".config",
+            "full_config": ".config", "quick_config": ".config", "Dataset": ".datasets",
+            "load_bundled": ".datasets", "load_csv": ".datasets",
+            "load_csv_folder": ".datasets", "load_openml": ".datasets",
+            "ExperimentResult": ".run", "load_datasets": ".run", "run_experiments": ".run"}
+
+__all__ = sorted(_EXPORTS)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

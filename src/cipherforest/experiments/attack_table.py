@@ -1,6 +1,6 @@
 """The attack table: label and value recovery per dataset and cipher scheme.
 
-Uses :mod:`cipherforest.privacy.attacks` (when this version of the library has it). Per
+Uses :mod:`cipherforest.privacy.attacks`. Per
 dataset (a stratified subsample of at most ``max_rows`` rows: the proximity attack builds an
 n × n matrix) and per scheme — plaintext, GIPE in each mode, the OPE baseline — the server's
 view is the whole subsample encrypted by the scheme, and:
@@ -23,29 +23,20 @@ and the transcript attack (rows sharing a client-declared leaf share a label) is
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
+from .baselines import OrderPreservingEncryptor
+from .common import GIPE_MODES, gipe_encryptor, stratified_subsample
 from .datasets import Dataset
-from .methods.gipe_ckks import stratified_subsample
-from .methods.gipe_rf import available_modes, make_encryptor
-from .methods.ope_rf import OrderPreservingEncryptor
 
-__all__ = ["attack_rows", "available"]
-
-
-def available() -> bool:
-    """Whether this version of the library has :mod:`cipherforest.privacy.attacks`."""
-    return importlib.util.find_spec("cipherforest.privacy.attacks") is not None
-
+__all__ = ["attack_rows"]
 
 def _encrypt(scheme: str, X: np.ndarray, y: np.ndarray, seed: int) -> np.ndarray:
     if scheme == "plaintext":
         return X.astype(np.float64)
     if scheme == "ope":
         return OrderPreservingEncryptor(random_state=seed).fit_transform(X)
-    return make_encryptor(scheme[5:], seed).fit_transform(X, y).astype(np.float64)
+    return gipe_encryptor(scheme[5:], seed).fit_transform(X, y).astype(np.float64)
 
 
 def _label_attacks(C: np.ndarray, y: np.ndarray, proximity_trees: int, draws: int,
@@ -101,15 +92,16 @@ def _protocol_attacks(X: np.ndarray, y: np.ndarray, params: dict, n_trees: int, 
 
 
 PROTOCOL_CONFIGS = {"protocol, paper (GIPE paper, paper's leaf rule)":
-                    {"gipe_mode": "paper", "reveal_leaves": True},
-                    "protocol, library defaults": {}}
+                    {"gipe_mode": "paper", "reveal_leaves": True, "split_selection": "gini"},
+                    "protocol, Gini selection (hidden leaves)": {"split_selection": "gini"},
+                    "protocol, library defaults (rr, ε = 2)": {}}
 
 
 def attack_rows(datasets: list[Dataset], *, max_rows: int = 600, proximity_trees: int = 30,
                 draws: int = 3, protocol_rows: int | None = None, protocol_trees: int = 5,
                 seed: int = 0, progress=None) -> list[dict]:
     """One row per (dataset, scheme) with every attack's success (see the module doc)."""
-    schemes = ["plaintext", *[f"gipe_{m}" for m in available_modes()], "ope"]
+    schemes = ["plaintext", *[f"gipe_{m}" for m in GIPE_MODES], "ope"]
     rows = []
     for data in datasets:
         keep = stratified_subsample(data.y, max_rows, seed)

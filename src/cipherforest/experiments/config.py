@@ -1,14 +1,37 @@
-"""What an evaluation run does: :class:`ExperimentConfig` and the quick preset."""
+"""What an evaluation run does: :class:`ExperimentConfig`, the full and the quick presets."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 
-__all__ = ["ExperimentConfig", "PAPER_DATASETS", "quick_config"]
+from .methods.heldp_rf import HEldpSetting
 
-# The six sets docs/results.md reports: three bundled with scikit-learn, three of the
-# paper's CSVs (when a CSV folder is given).
-PAPER_DATASETS = ("breast_cancer", "wine", "digits", "breastw", "cancer", "pendigits")
+__all__ = ["ExperimentConfig", "HEldpCkksCase", "PAPER_DATASETS", "full_config",
+           "quick_config"]
+
+# The eleven distinct sets docs/results.md reports: nine bundled in installable packages and
+# two of the paper's CSVs (breastw, pendigits: from a CSV folder). The paper's third CSV,
+# cancer.csv, is scikit-learn's breast cancer with its columns rotated and its labels
+# swapped (same rows): it is not run twice.
+PAPER_DATASETS = ("breast_cancer", "wine", "digits", "iris", "breastw", "pendigits",
+                  "phishing", "segment", "shuttle", "mnist_5k", "acsf1")
+
+
+@dataclass(frozen=True)
+class HEldpCkksCase:
+    """The small HEldpRFs training run through CKKS (timed; it calibrates the cost model).
+
+    ``dataset`` (if the run has it, else the run's first dataset), stratified subsample of
+    ``rows``, its first ``features`` features, ``trees`` trees of ``depth`` on
+    ``thresholds`` thresholds.
+    """
+
+    dataset: str = "breast_cancer"
+    rows: int = 256
+    features: int = 6
+    thresholds: int = 4
+    depth: int = 2
+    trees: int = 2
 
 
 @dataclass(frozen=True)
@@ -28,10 +51,10 @@ class ExperimentConfig:
         else 100 (decided on the dataset's full size).
     max_rows : int or None
         Stratified subsample of each dataset before CV (None: all rows).
-    protocol_trees, protocol_max_train_rows, protocol_trials : int or None
+    protocol_trees, protocol_max_train_rows, protocol_trials, protocol_folds : int or None
         Reductions of the expensive GIPE + CKKS protocol runs: trees, training rows per fold
-        (stratified subsample), and the first trials only. None: no reduction.
-        ``protocol_trials`` also applies to the simulated encrypted forests.
+        (stratified subsample), the first trials and the first folds of each only. None: no
+        reduction. ``protocol_trials`` also applies to the simulated encrypted forests.
     simulated_variants : tuple of str
         Privacy settings of the simulated encrypted forest: ``"gini"`` (library defaults),
         ``"paper"`` (paper GIPE + the paper's leaf rule), ``"blind"``, ``"dp"`` (one per
@@ -42,6 +65,11 @@ class ExperimentConfig:
         The attack table (:mod:`.attack_table`): rows per dataset, trees of the proximity
         forest, draws of the known labels, and the protocol run for the transcript attack
         (rows, trees; None: no protocol run).
+    protocol_label_epsilons : tuple of float or None
+        Label ε of the protocol's DP runs (None: ``label_epsilons``, which the simulated
+        runs use).
+    heldp, heldp_ckks : HEldpSetting, HEldpCkksCase
+        HEldpRFs' parameters (depth, threshold grid, polynomial) and its small CKKS run.
     reference : str
         Method key the win/tie/loss rows compare against (paired t-test, 95 %).
     """
@@ -56,17 +84,21 @@ class ExperimentConfig:
     methods: tuple[str, ...] | None = None
     gipe_modes: tuple[str, ...] = ("paper", "order", "quantile")
     quantile_bins: int | None = None
-    split_selections: tuple[str, ...] = ("gini", "blind", "dp")
+    split_selections: tuple[str, ...] = ("rr", "gini", "blind", "dp")
     label_epsilons: tuple[float, ...] = (1.0, 10.0)
+    protocol_label_epsilons: tuple[float, ...] | None = None
     protocol_trees: int | None = None
     protocol_max_train_rows: int | None = None
     protocol_trials: int | None = None
-    simulated_variants: tuple[str, ...] = ("gini", "paper", "blind", "dp")
+    protocol_folds: int | None = None
+    simulated_variants: tuple[str, ...] = ("rr", "gini", "paper", "blind", "dp")
     simulated_trees: int | None = None
     simulated_max_train_rows: int | None = None
     diffpriv_epsilon: float = 1.0
     anonymity_k: int = 10
     pivot_depth: int = 4
+    heldp: HEldpSetting = HEldpSetting()
+    heldp_ckks: HEldpCkksCase = HEldpCkksCase()
     reference: str = "gipe_ckks_gini"
     leakage_samples: int = 200
     leakage_bits: int = 7
@@ -92,7 +124,7 @@ class ExperimentConfig:
         if not self.datasets:
             raise ValueError("datasets must not be empty")
         for name in ("max_rows", "protocol_trees", "protocol_max_train_rows",
-                     "protocol_trials"):
+                     "protocol_trials", "protocol_folds"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be None or at least 1, got {value!r}")
@@ -104,19 +136,41 @@ class ExperimentConfig:
         return replace(self, **changes)
 
 
+def full_config(**changes) -> ExperimentConfig:
+    """The run docs/results.md reports (``cipherforest experiments --full``).
+
+    The paper's protocol (5 × 5-fold CV, 100 trees) for every plaintext, cipher and baseline
+    forest on all rows of :data:`PAPER_DATASETS` (breastw and pendigits need the CSV folder);
+    the full GIPE + CKKS protocol reduced to the first trial, 10 trees and at most 150
+    training rows per fold (label ε = 1 for DP); the simulated encrypted forests with 50
+    trees on at most 600 training rows, first trial; win/tie/loss against the forest on the
+    paper's GIPE ciphers.
+    """
+    base = ExperimentConfig(
+        protocol_trials=1, protocol_trees=10, protocol_max_train_rows=150,
+        protocol_label_epsilons=(1.0,), simulated_trees=50, simulated_max_train_rows=600,
+        reference="gipe_rf_paper",
+        notes=("The GIPE + CKKS protocol: first trial only, 10 trees, at most 150 training "
+               "rows per fold (stratified). Simulated encrypted forests: first trial only, "
+               "50 trees, at most 600 training rows per fold.",))
+    return replace(base, **changes)
+
+
 def quick_config(**changes) -> ExperimentConfig:
     """A run that finishes in minutes on 2 cores: every table and figure, small numbers.
 
     Two bundled datasets (breast cancer at most 300 rows), 1 trial × 3-fold CV, 10 trees;
-    the protocol with 3 trees on at most 120 training rows.
+    the protocol with 3 trees on at most 120 training rows; HEldpRFs of depth 3 and its
+    CKKS run on 128 rows, 4 features, one tree.
     """
     base = ExperimentConfig(
         datasets=("breast_cancer", "wine"), trials=1, folds=3, n_estimators=10, max_rows=300,
         label_epsilons=(1.0,), protocol_trees=3, protocol_max_train_rows=120,
         simulated_trees=10, simulated_max_train_rows=150, attack_max_rows=150,
         attack_proximity_trees=10, attack_draws=1, attack_protocol_rows=60,
-        attack_protocol_trees=2,
+        attack_protocol_trees=2, heldp=HEldpSetting(depth=3),
+        heldp_ckks=HEldpCkksCase(rows=128, features=4, thresholds=3, trees=1),
         notes=("Quick run: 1 trial x 3-fold CV, 10 trees, at most 300 rows per dataset; "
                "the protocol with 3 trees on at most 120 training rows per fold; simulated "
-               "encrypted forests with 10 trees on at most 150.",))
+               "encrypted forests with 10 trees on at most 150. HEldpRFs of depth 3.",))
     return replace(base, **changes)

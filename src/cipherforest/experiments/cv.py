@@ -3,12 +3,15 @@
 Each result is one small JSON file under ``<cache>/<dataset>/<method>-<hash>/``, written
 atomically (temporary file, then rename), so an interrupted run resumes at the first missing
 file and never reads a half-written one. The hash covers the method's parameters, the shared
-forest setting, the dataset's shape and content and the fold layout: a changed parameter
-starts afresh instead of reusing stale numbers. No pickle anywhere.
+forest setting, the dataset's shape and content, the fold layout, the versions of
+cipherforest, NumPy and scikit-learn, and a digest of the source of the code the method runs
+(:attr:`Method.code`, plus the shared helpers): a changed parameter or a changed line of that
+code starts afresh instead of reusing stale numbers. No pickle anywhere.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -21,11 +24,14 @@ from pathlib import Path
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from .common import stratified_subsample
 from .datasets import Dataset
 from .methods import ForestSetting, Method
-from .methods.gipe_ckks import stratified_subsample
 
-__all__ = ["Progress", "run_cross_validation", "subsample_dataset"]
+__all__ = ["Progress", "code_digest", "run_cross_validation", "subsample_dataset"]
+
+# Code every method's result depends on: the forest setting and the subsampling.
+_SHARED_CODE = ("experiments/methods/base.py", "experiments/common.py")
 
 
 class Progress:
@@ -66,10 +72,38 @@ def _fingerprint(data: Dataset) -> str:
     return h.hexdigest()[:16]
 
 
+@functools.cache
+def code_digest(paths: tuple[str, ...]) -> str:
+    """SHA-256 (16 hex digits) of the named files and folders of the installed package
+    (paths relative to the ``cipherforest`` folder; folders: every ``.py`` file below)."""
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for rel in sorted(set(paths)):
+        path = root / rel
+        if not path.exists():
+            raise FileNotFoundError(f"method code {rel!r} not found under {root}")
+        for file in sorted(path.rglob("*.py")) if path.is_dir() else [path]:
+            h.update(file.relative_to(root).as_posix().encode() + b"\0")
+            h.update(file.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def _versions() -> dict[str, str]:
+    import sklearn
+
+    from .._version import __version__
+
+    return {"cipherforest": __version__, "numpy": np.__version__,
+            "scikit-learn": sklearn.__version__}
+
+
 def _cache_dir(root: Path, data: Dataset, method: Method, setting: ForestSetting,
                folds: int) -> Path:
     key = json.dumps({"method": method.key, "params": method.params,
-                      "setting": asdict(setting), "data": _fingerprint(data), "folds": folds},
+                      "setting": asdict(setting), "data": _fingerprint(data), "folds": folds,
+                      "versions": _versions(),
+                      "code": code_digest((*_SHARED_CODE, *method.code))},
                      sort_keys=True, default=str)
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     return root / data.name / f"{method.key}-{digest}"
@@ -98,11 +132,15 @@ def _read_json(path: Path) -> dict | None:
 
 def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, trials: int,
                          folds: int, n_estimators: int, cache_dir, alpha_rows: dict[str, int],
-                         protocol_trials: int | None = None, seed: int = 0, n_jobs: int = 1,
+                         protocol_trials: int | None = None,
+                         protocol_folds: int | None = None, seed: int = 0, n_jobs: int = 1,
                          progress: bool = True, stream=None) -> list[dict]:
     """Run (or read from the cache) every method on every fold; return one record per run.
 
     ``alpha_rows[name]`` is the dataset's full row count, which decides α (10 or 100).
+    Protocol methods (and their simulations) run in the first ``protocol_trials`` trials;
+    the real protocol runs (not the simulations) in the first ``protocol_folds`` folds of
+    each (None: all).
     The order is trial by trial (every dataset's first trial, then the second, ...), so a
     long run stopped early has results for every dataset.
     A record holds dataset, method, trial, fold, accuracy, fit/predict seconds, train/test
@@ -115,8 +153,10 @@ def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, tria
             splitter = StratifiedKFold(folds, shuffle=True, random_state=seed + trial)
             for fold, (train, test) in enumerate(splitter.split(data.X, data.y)):
                 for method in methods:
-                    if method.protocol and protocol_trials is not None \
-                            and trial >= protocol_trials:
+                    if method.protocol and (
+                            (protocol_trials is not None and trial >= protocol_trials)
+                            or (protocol_folds is not None and fold >= protocol_folds
+                                and method.time_measured)):
                         continue
                     plan.append((data, trial, fold, train, test, method))
     bar = Progress(len(plan), stream=stream, enabled=progress)

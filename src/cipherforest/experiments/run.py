@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import math
 import os
 import tempfile
 from dataclasses import dataclass
@@ -25,16 +24,14 @@ import numpy as np
 from . import attack_table, figures, stats
 from .config import ExperimentConfig
 from .cv import run_cross_validation, subsample_dataset
-from .datasets import BUNDLED, Dataset, load_bundled, load_csv_folder, load_openml
+from .datasets import BUNDLED, Dataset, load_bundled, load_csv_folder, load_openml, same_content
+from .heldp_study import ckks_case, full_size_costs
 from .methods import Method, build_methods
-from .render import Report
+from .report import LABEL_ATTACKS, SCHEME_TITLES, build_report
 from .security import scheme_security
 
 __all__ = ["ExperimentResult", "load_datasets", "run_experiments"]
 
-SCHEME_TITLES = {"gipe_paper": "GIPE (paper)", "gipe_order": "GIPE (order)",
-                 "gipe_quantile": "GIPE (quantile)", "ope": "OPE", "dp": "local DP",
-                 "kanon": "k-anonymity", "he": "HE"}
 
 
 @dataclass
@@ -51,6 +48,8 @@ class ExperimentResult:
     attacks: list[dict]
     methods: list[Method]
     datasets: list[Dataset]
+    heldp_case: dict
+    heldp_costs: list[dict]
 
 
 def load_datasets(config: ExperimentConfig) -> list[Dataset]:
@@ -71,6 +70,12 @@ def load_datasets(config: ExperimentConfig) -> list[Dataset]:
                      if config.csv_dir else "no CSV folder given (csv_dir / --data-dir)")
             raise ValueError(f"unknown dataset {name!r}: not bundled ({', '.join(BUNDLED)}), "
                              f"not openml:<name>, and {where}")
+    for i, a in enumerate(out):
+        for b in out[i + 1:]:
+            if same_content(a, b):
+                raise ValueError(f"datasets {a.name!r} and {b.name!r} hold the same rows (up "
+                                 "to the order of rows and columns and the class names): "
+                                 "keep one")
     return out
 
 
@@ -78,9 +83,8 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
                     progress: bool = True, stream=None) -> ExperimentResult:
     """Run every method on every dataset, the leakage analysis, and write the report."""
     folder = Path(out_dir)
-    (folder / "tables").mkdir(parents=True, exist_ok=True)
-    (folder / "figures").mkdir(parents=True, exist_ok=True)
     cache = Path(cache_dir) if cache_dir is not None else folder / "cache"
+    # Everything that can refuse the run is checked before any folder is made.
     full = load_datasets(config)
     alpha_rows = {d.name: d.y.shape[0] for d in full}
     datasets = [subsample_dataset(d, config.max_rows, config.seed) for d in full]
@@ -89,31 +93,38 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     if config.reference not in keys:
         raise ValueError(f"reference method {config.reference!r} is not among the methods "
                          f"run: {', '.join(keys)}")
+    (folder / "tables").mkdir(parents=True, exist_ok=True)
+    (folder / "figures").mkdir(parents=True, exist_ok=True)
     _warm_up(methods, datasets[0])
     records = run_cross_validation(
         datasets, methods, trials=config.trials, folds=config.folds,
         n_estimators=config.n_estimators, cache_dir=cache, alpha_rows=alpha_rows,
-        protocol_trials=config.protocol_trials, seed=config.seed, n_jobs=config.n_jobs,
+        protocol_trials=config.protocol_trials, protocol_folds=config.protocol_folds,
+        seed=config.seed, n_jobs=config.n_jobs,
         progress=progress, stream=stream)
     accuracy = stats.accuracy_table(records)
     comparisons = stats.compare_to_reference(records, config.reference)
     wtl = stats.win_tie_loss(comparisons)
     labels = {m.key: m.label for m in methods}
-    measured = {m.key for m in methods if not m.reimplementation}
+    measured = {m.key for m in methods if m.time_measured}
     times = [t | {"measured": t["method"] in measured} for t in stats.time_table(records)]
     leakage, heatmaps = _leakage(datasets, config, folder)
     attacks: list[dict] = []
-    if config.attacks and attack_table.available():
+    if config.attacks:
         attacks = attack_table.attack_rows(
             datasets, max_rows=config.attack_max_rows,
             proximity_trees=config.attack_proximity_trees, draws=config.attack_draws,
             protocol_rows=config.attack_protocol_rows,
             protocol_trees=config.attack_protocol_trees, seed=config.seed)
         _attach_accuracy(attacks, accuracy)
+    heldp_case, heldp_costs = {}, []
+    if "heldp_rf" in keys:
+        heldp_case, heldp_costs = ckks_case(datasets, config), full_size_costs(full, config)
     result = ExperimentResult(folder, records, accuracy, comparisons, wtl, times, leakage,
-                              attacks, methods, datasets)
+                              attacks, methods, datasets, heldp_case, heldp_costs)
     _write_tables(result)
     figures.time_figure([t for t in times if t["measured"]], labels,
+                        {m.key: _workload(m, config) for m in methods},
                         folder / "figures" / "times.png")
     tradeoff = _value_tradeoff(result, config)
     if tradeoff:
@@ -123,7 +134,7 @@ def run_experiments(config: ExperimentConfig, out_dir, *, cache_dir=None,
     if label_points:
         figures.tradeoff_figure(label_points, folder / "figures" / "tradeoff_labels.png",
                                 "best label attack's success (mean over datasets)")
-    report = _build_report(result, config, full, heatmaps, bool(tradeoff), bool(label_points))
+    report = build_report(result, config, full, heatmaps, bool(tradeoff), bool(label_points))
     _write_text(folder / "report.md", report.markdown())
     _write_text(folder / "report.html", report.html(folder))
     _write_text(folder / "config.json", json.dumps(config.to_dict(), indent=2, default=str))
@@ -168,7 +179,6 @@ _ACCURACY_OF = {"plaintext": "rf_ours", "gipe_paper": "gipe_rf_paper",
                 "ope": "ope_rf",
                 "protocol, paper (GIPE paper, paper's leaf rule)": "sim_gini_paper_reveal",
                 "protocol, library defaults": "sim_gini_quantile"}
-_LABEL_ATTACKS = ("alternation", "shared cipher", "proximity", "transcript leaf union")
 
 
 def _attach_accuracy(rows: list[dict], accuracy: list[dict]) -> None:
@@ -176,8 +186,20 @@ def _attach_accuracy(rows: list[dict], accuracy: list[dict]) -> None:
     acc = {(a["dataset"], a["method"]): a["mean"] for a in accuracy}
     for row in rows:
         row["accuracy"] = acc.get((row["dataset"], _ACCURACY_OF.get(row["scheme"])), np.nan)
-        best = [row[k] for k in _LABEL_ATTACKS if k in row and not np.isnan(row[k])]
+        best = [row[k] for k in LABEL_ATTACKS if k in row and not np.isnan(row[k])]
         row["best label attack"] = max(best) if best else np.nan
+
+
+def _workload(method: Method, config: ExperimentConfig) -> str:
+    """What a method's time measures: the forest size and the training rows."""
+    rows = "all training rows" if config.max_rows is None else (
+        f"datasets cut to {config.max_rows} rows")
+    if not method.protocol:
+        return f"{config.n_estimators} trees, {rows}"
+    trees = method.params.get("n_estimators") or config.n_estimators
+    limit = method.params.get("max_train_rows")
+    return f"encrypted protocol, {trees} trees, " + (
+        f"≤ {limit} training rows" if limit else rows)
 
 
 def _label_tradeoff(rows: list[dict]) -> list[dict]:
@@ -185,7 +207,8 @@ def _label_tradeoff(rows: list[dict]) -> list[dict]:
     for scheme in dict.fromkeys(r["scheme"] for r in rows):
         mine = [r for r in rows if r["scheme"] == scheme and not np.isnan(r["accuracy"])]
         if mine:
-            points.append({"label": scheme, "accuracy": float(np.mean(
+            points.append({"label": SCHEME_TITLES.get(scheme, scheme),
+                           "accuracy": float(np.mean(
                 [r["accuracy"] for r in mine])), "privacy": float(np.mean(
                     [r["best label attack"] for r in mine]))})
     return points
@@ -264,148 +287,8 @@ def _write_tables(result: ExperimentResult) -> None:
     _write_csv(t / "leakage.csv", result.leakage)
     if result.attacks:
         _write_csv(t / "attacks.csv", result.attacks)
+    if result.heldp_case:
+        _write_csv(t / "heldp_ckks_case.csv", [result.heldp_case])
+        _write_csv(t / "heldp_cost_model.csv", result.heldp_costs)
 
 
-def _fmt(x: float, digits: int = 2) -> str:
-    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{digits}f}"
-
-
-def _build_report(result: ExperimentResult, config: ExperimentConfig, full: list[Dataset],
-                  heatmaps, tradeoff: bool, label_tradeoff: bool) -> Report:
-    r = Report("cipherforest evaluation: accuracy, time, leakage")
-    labels = {m.key: m.label for m in result.methods}
-    ref = labels[config.reference]
-    r.heading("What ran")
-    r.bullets([
-        f"{config.trials} trial(s) × {config.folds}-fold stratified CV (shuffle seed = "
-        f"{config.seed} + trial); {config.n_estimators} trees, ⌊√d⌋ features per split, "
-        "α (min samples to split) = 10 below 20,000 rows else 100.",
-        f"Reference for win/tie/loss: **{ref}** (paired t-test at 95 % over the folds both "
-        "ran).",
-        f"Leakage: one random feature per dataset scaled to {config.leakage_bits}-bit "
-        f"integers, {config.leakage_samples} samples; local DP ε = "
-        f"{config.leakage_dp_epsilon:g}, k-anonymity k = {config.leakage_k}.",
-        *(config.notes or ()),
-    ])
-    rows = []
-    for data, original in zip(result.datasets, full, strict=True):
-        alpha = 10 if original.y.shape[0] < 20_000 else 100
-        rows.append([data.name, f"{data.y.shape[0]:,}"
-                     + (f" of {original.y.shape[0]:,}" if data is not original else ""),
-                     data.X.shape[1], data.n_classes, alpha, data.source])
-    r.table(["dataset", "rows used", "features", "classes", "α", "source"], rows,
-            numeric=False)
-    r.heading("Methods", 3)
-    r.table(["key", "method", "what it is"],
-            [[f"`{m.key}`", m.label, m.description] for m in result.methods], numeric=False)
-
-    r.heading("Accuracy")
-    r.paragraph(f"Mean ± std accuracy (%) over the runs. • / ◦: {ref} is significantly "
-                "better / worse than the method on that dataset (paired t-test, 95 %); "
-                "the last column counts the reference's wins/ties/losses over datasets.")
-    acc = {(a["dataset"], a["method"]): a for a in result.accuracy}
-    cmp = {(c["dataset"], c["method"]): c for c in result.comparisons}
-    wtl = {w["method"]: w for w in result.win_tie_loss}
-    names = [d.name for d in result.datasets]
-    rows = []
-    for m in result.methods:
-        cells = [m.label]
-        for d in names:
-            a = acc.get((d, m.key))
-            if a is None:
-                cells.append("—")
-                continue
-            mark = {"win": " •", "loss": " ◦"}.get(cmp.get((d, m.key), {}).get("outcome"), "")
-            cells.append(f"{100 * a['mean']:.2f} ± {100 * a['std']:.2f}{mark}")
-        w = wtl.get(m.key)
-        cells.append("reference" if m.key == config.reference else
-                     f"{w['win']}/{w['tie']}/{w['loss']}" + (f" ({w['n/a']} n/a)"
-                                                             if w["n/a"] else ""))
-        rows.append(cells)
-    r.table(["method", *names, "win/tie/loss"], rows)
-
-    r.heading("Time")
-    r.paragraph("Mean seconds per fold on this machine (wall clock, shared CPU). Encryption "
-                "counts as training/prediction time of the encrypted methods. "
-                "Re-implementations of systems that cannot run here, and the simulated encrypted "
-                "forests (decisions on clear labels), are **not measured**.")
-    tim = {(t["dataset"], t["method"]): t for t in result.times}
-    rows = []
-    for m in result.methods:
-        cells = [m.label]
-        for d in names:
-            t = tim.get((d, m.key))
-            cells.append("—" if t is None else "not measured" if m.reimplementation
-                         else f"{t['fit_seconds']:.3g} / {t['predict_seconds']:.3g}")
-        rows.append(cells)
-    r.table(["method (fit s / predict s)", *names], rows)
-    r.image("figures/times.png", "training and prediction time per method (log scale)")
-    protocol = [x for x in result.records if x["method"].startswith("gipe_ckks")
-                and x.get("extra")]
-    if protocol:
-        r.heading("Encrypted protocol runs", 3)
-        rows = []
-        for d in names:
-            for m in result.methods:
-                mine = [x for x in protocol if x["dataset"] == d and x["method"] == m.key]
-                if mine:
-                    e = [x["extra"] for x in mine]
-                    rows.append([d, m.label, len(mine), e[0]["trees"],
-                                 int(np.mean([x["train_rows"] for x in e])),
-                                 _fmt(np.mean([x["rounds"] for x in e]), 1),
-                                 _fmt(np.mean([x["bytes_sent"] for x in e]) / 1e6, 1),
-                                 _fmt(np.mean([x["server_seconds"] for x in e]), 1)])
-        r.table(["dataset", "method", "folds", "trees", "training rows", "rounds",
-                 "MB uploaded", "server s"], rows)
-
-    r.heading("Bitwise leakage")
-    r.paragraph("Bitwise security 1 − L (Roy et al., CCS 2022; the paper's appendix E) of one "
-                "feature per dataset: rows are the ranks of the sampled values, columns the "
-                "bits (1 = most significant). White = the adversary knows the bit; the colour "
-                "scale is fixed to [0, 1] on every panel and no value is altered for display.")
-    lk = {(x["dataset"], x["scheme"]): x for x in result.leakage}
-    schemes = list(dict.fromkeys(x["scheme"] for x in result.leakage))
-    r.table(["scheme (mean 1 − L)", *names],
-            [[SCHEME_TITLES.get(s, s), *[_fmt(lk[(d, s)]["mean_security"], 3)
-                                         if (d, s) in lk else "—" for d in names]]
-             for s in schemes])
-    for name, feature, path in heatmaps:
-        r.image(path, f"bitwise security on {name}, feature {feature}")
-    if tradeoff:
-        r.paragraph("Accuracy against the bitwise security of the feature values each "
-                    "method's server holds (mean over datasets; plaintext = 0 by definition; "
-                    "the protocol's server holds GIPE cipher1; DiffPrivRFs perturbs inside "
-                    "training, not the features, so it has no point here).")
-        r.image("figures/tradeoff_value.png", "accuracy against feature-value security")
-
-    r.heading("Attacks")
-    if result.attacks:
-        r.paragraph(
-            "Label attacks (share of the labels the attacker was not given that it guesses "
-            "right; majority = the constant guess) and value recovery (share of values "
-            "within 5 % of the feature's range, guessed from cipher ranks and an auxiliary "
-            f"sample; ρ = Spearman) on at most {config.attack_max_rows} rows per dataset; "
-            f"proximity on a {config.attack_proximity_trees}-tree forest grown on the "
-            f"ciphers; known-label attacks use one known row per class ({config.attack_draws}"
-            " draws). Protocol rows: the real CKKS protocol on at most "
-            f"{config.attack_protocol_rows} rows, {config.attack_protocol_trees} trees, "
-            "attacked from its recorded transcript. Accuracy: CV accuracy of the method whose "
-            "server has that view (RF on those ciphers; the simulated encrypted forest for "
-            "the protocol rows).")
-        cols = ["accuracy", "majority baseline", *_LABEL_ATTACKS, "value within 5 %",
-                "value baseline", "value Spearman"]
-        rows = []
-        for a in result.attacks:
-            rows.append([a["dataset"], a["scheme"],
-                         *[_fmt(100 * a[c], 1) if c != "value Spearman" and c in a
-                           else _fmt(a.get(c, math.nan), 3) for c in cols]])
-        r.table(["dataset", "view", "accuracy %", "majority %", "alternation %",
-                 "shared cipher %", "proximity %", "leaf union %", "values ±5 %",
-                 "values baseline %", "ρ"], rows)
-        if label_tradeoff:
-            r.image("figures/tradeoff_labels.png", "accuracy against label attack success")
-    else:
-        reason = ("disabled in the configuration" if not config.attacks else
-                  "this version of cipherforest has no `cipherforest.privacy.attacks`")
-        r.paragraph(f"Not run: {reason}.")
-    return r

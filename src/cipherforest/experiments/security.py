@@ -5,7 +5,7 @@ Setting (as :mod:`cipherforest.privacy.leakage`): the feature is scaled to ``m``
 ``L[i, j]`` is the probability that an adversary holding what the scheme reveals plus ``D``
 guesses bit ``j`` (most significant first) of the ``i``-th smallest sampled value. Schemes:
 
-* GIPE in each available mode: the adversary sees cipher1 (order and equalities);
+* GIPE in each mode: the adversary sees cipher1 (order and equalities);
 * OPE: order and equalities of the values themselves;
 * HE: nothing but the count (one group of all ranks);
 * k-anonymity: strict Mondrian on this feature; every record's released value is its
@@ -27,8 +27,8 @@ from ..privacy.leakage import (
     order_statistic_pmf,
     scale_to_bits,
 )
-from .methods.anony_rf import mondrian_partition
-from .methods.gipe_rf import available_modes, make_encryptor
+from .baselines import mondrian_partition
+from .common import GIPE_MODES, gipe_encryptor
 
 __all__ = ["dp_leakage", "grouped_range_leakage", "scheme_security"]
 
@@ -103,7 +103,7 @@ def scheme_security(x, y, *, schemes: list[str] | None = None, n_bits: int = 7,
                     random_state: int = 0) -> dict[str, np.ndarray]:
     """``1 - L`` (shape ``(n_samples, n_bits)``) of one feature for each scheme.
 
-    ``schemes`` default: every available GIPE mode (``gipe_<mode>``), ``ope``, ``dp``,
+    ``schemes`` default: every GIPE mode (``gipe_<mode>``), ``ope``, ``dp``,
     ``kanon``, ``he``. ``y`` (labels) is needed by the GIPE modes.
     """
     ints = scale_to_bits(x, n_bits)
@@ -113,11 +113,11 @@ def scheme_security(x, y, *, schemes: list[str] | None = None, n_bits: int = 7,
     sample, labels = ints[rows], np.asarray(y)[rows]
     order = np.argsort(sample, kind="stable")
     if schemes is None:
-        schemes = [f"gipe_{m}" for m in available_modes()] + ["ope", "dp", "kanon", "he"]
+        schemes = [f"gipe_{m}" for m in GIPE_MODES] + ["ope", "dp", "kanon", "he"]
     out = {}
     for scheme in schemes:
         if scheme.startswith("gipe_"):
-            enc = make_encryptor(scheme[5:], random_state)
+            enc = gipe_encryptor(scheme[5:], random_state)
             ciphers = enc.fit_transform(sample[:, None].astype(np.float64), labels)[:, 0]
             L = bitwise_leakage_matrix(ciphers, d)
         elif scheme == "ope":

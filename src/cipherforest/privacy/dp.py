@@ -3,9 +3,16 @@
 * :class:`ExponentialMechanism` — McSherry & Talwar's exponential mechanism over a node's
   candidate splits (``split_selection="dp"``): candidate ``c`` with probability
   proportional to ``exp(ε·u_c / (2Δ))``.
+* :class:`RandomizedResponse` — k-ary randomized response on labels
+  (``split_selection="rr"``): keep the true class with probability ``e^ε / (e^ε + k - 1)``,
+  else report one of the ``k - 1`` others uniformly. Each row's label is randomized once
+  per fit, so the whole fit is ε-label-DP by post-processing.
 * :func:`split_sensitivity` — Δ of the split utility to one row's label.
 * :class:`LabelPrivacyAccountant` — what a fit spent against the server: one object that the
-  client and the simulator both charge, so the ε they report is computed in one place.
+  client and the simulator both charge, so the guarantee they report is computed in one
+  place. Exponential-mechanism choices compose in zero-concentrated DP (each ε-choice is
+  ε²/8-zCDP: Cesar & Rogers, "Bounding, concentrating, and truncating", 2021) and are turned
+  into ``(ε, δ)`` by Google's ``dp-accounting`` (its RDP accountant).
 """
 
 from __future__ import annotations
@@ -15,7 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["ExponentialMechanism", "LabelPrivacyAccountant", "split_sensitivity"]
+__all__ = ["DEFAULT_LABEL_DELTA", "ExponentialMechanism", "LabelPrivacyAccountant",
+           "RandomizedResponse", "format_privacy_report", "privacy_report",
+           "split_sensitivity"]
+
+#: δ of the reported (ε, δ) guarantee: far below 1/n for every data size one server holds
+#: (a δ near 1/n would allow publishing one row's label outright).
+DEFAULT_LABEL_DELTA = 1e-6
 
 
 def split_sensitivity(max_count: np.ndarray) -> np.ndarray:
@@ -54,33 +67,84 @@ class ExponentialMechanism:
         draw = rng.random() * cumulative[-1]
         return min(int(np.searchsorted(cumulative, draw, side="right")), utility.shape[0] - 1)
 
-    def probabilities(self, utility: np.ndarray, sensitivity: float) -> np.ndarray:
-        """The distribution :meth:`choose` draws from."""
-        utility = np.asarray(utility, dtype=np.float64)
-        if math.isinf(self.epsilon):
-            out = np.zeros(utility.shape[0])
-            out[int(np.argmax(utility))] = 1.0
-            return out
-        weights = np.exp(self.epsilon * (utility - utility.max()) / (2.0 * float(sensitivity)))
-        return weights / weights.sum()
+
+@dataclass(frozen=True)
+class RandomizedResponse:
+    """k-ary randomized response with privacy ``epsilon`` over ``n_classes`` classes.
+
+    Each reported label equals the true one with probability
+    ``p = e^ε / (e^ε + k - 1)`` and each other class with ``q = 1 / (e^ε + k - 1)``; since
+    ``p / q = e^ε`` the report is ε-label-DP.
+    """
+
+    epsilon: float
+    n_classes: int
+
+    def __post_init__(self):
+        if not (math.isfinite(self.epsilon) and self.epsilon > 0):
+            raise ValueError(f"randomized response needs a finite epsilon > 0, got "
+                             f"{self.epsilon!r}")
+        if self.n_classes < 2:
+            raise ValueError("randomized response needs at least two classes")
+
+    @property
+    def keep_probability(self) -> float:
+        """``p``: the probability that a label is reported as it is."""
+        return 1.0 / (1.0 + (self.n_classes - 1) * math.exp(-self.epsilon))
+
+    def matrix(self) -> np.ndarray:
+        """``M[y, z] = P(report z | true y)``."""
+        k = self.n_classes
+        p = self.keep_probability
+        out = np.full((k, k), (1.0 - p) / (k - 1))
+        np.fill_diagonal(out, p)
+        return out
+
+    def draw(self, labels: np.ndarray, rng) -> np.ndarray:
+        """Randomized copies of ``labels`` (class indices); ``rng`` is a ``random.Random``-
+        like source (``random()``, ``randrange()``: the client uses the OS's)."""
+        labels = np.asarray(labels, dtype=np.int64)
+        if labels.size and (labels.min() < 0 or labels.max() >= self.n_classes):
+            raise ValueError(f"labels must be class indices in [0, {self.n_classes})")
+        k, p = self.n_classes, self.keep_probability
+        out = labels.copy()
+        for i, y in enumerate(labels.tolist()):
+            if rng.random() >= p:
+                other = rng.randrange(k - 1)
+                out[i] = other + (other >= y)
+        return out
+
+    def debias(self, counts: np.ndarray) -> np.ndarray:
+        """Unbiased estimates of true class counts from counts of reported labels
+        (``counts @ M^-1``, last axis the classes); may be negative."""
+        return np.asarray(counts, dtype=np.float64) @ np.linalg.inv(self.matrix())
 
 
 class LabelPrivacyAccountant:
-    """The label-privacy budget a fit spends against the server.
+    """The label-privacy guarantee a fit gives against the server.
 
-    One choice per (tree, level) is charged: a level's nodes partition the tree's rows, so
-    their choices compose in parallel; levels and trees compose sequentially.
+    * ``"blind"``: ε = 0 (nothing the server sees depends on the labels);
+    * ``"gini"``: no finite ε (the exact choice; docs/threat_model.md measures its leak);
+    * ``"rr"``: ``label_epsilon`` per row for the whole fit, δ = 0 (randomized response once,
+      everything else post-processing);
+    * ``"dp"``: one ε-choice per (tree, level) with a choice — a level's nodes partition the
+      tree's rows, so their choices compose in parallel; levels and trees compose in zCDP
+      (ρ = ε²/8 each), reported as ``(ε, δ)`` at ``label_delta``.
 
     Parameters
     ----------
-    split_selection : {"gini", "dp", "blind"}
+    split_selection : {"gini", "dp", "rr", "blind"}
     label_epsilon : float or None
-        ε of one exponential-mechanism choice (``"dp"`` only).
+        ε of one choice (``"dp"``) or of the randomized response (``"rr"``).
+    label_delta : float
+        δ of the reported guarantee (``"dp"``).
     """
 
-    def __init__(self, split_selection: str, label_epsilon: float | None = None):
+    def __init__(self, split_selection: str, label_epsilon: float | None = None,
+                 label_delta: float = DEFAULT_LABEL_DELTA):
         self.split_selection = split_selection
         self.label_epsilon = label_epsilon
+        self.label_delta = label_delta
         self.choices = 0
 
     def spend(self, n_tree_levels: int) -> None:
@@ -88,11 +152,82 @@ class LabelPrivacyAccountant:
         self.choices += int(n_tree_levels)
 
     @property
+    def zcdp_rho(self) -> float:
+        """ρ of the composed exponential-mechanism choices (``"dp"``)."""
+        return self.choices * float(self.label_epsilon) ** 2 / 8.0
+
+    @property
     def epsilon_spent(self) -> float:
-        """0 for ``"blind"`` (nothing the server sees depends on the labels), ``inf`` for
-        ``"gini"`` (the exact choice has no finite ε), basic composition for ``"dp"``."""
+        """ε of the guarantee (with :attr:`delta_spent`)."""
         if self.split_selection == "blind":
             return 0.0
         if self.split_selection == "gini":
             return math.inf
+        if self.split_selection == "rr":
+            return float(self.label_epsilon)
+        if self.choices == 0:
+            return 0.0
+        from dp_accounting import SelfComposedDpEvent, ZCDpEvent
+        from dp_accounting.rdp import RdpAccountant
+
+        accountant = RdpAccountant()
+        accountant.compose(SelfComposedDpEvent(ZCDpEvent(float(self.label_epsilon) ** 2 / 8.0),
+                                               self.choices))
+        return float(accountant.get_epsilon(self.label_delta))
+
+    @property
+    def delta_spent(self) -> float:
+        """δ of the guarantee: ``label_delta`` for ``"dp"`` choices, 0 otherwise."""
+        return float(self.label_delta) if self.split_selection == "dp" and self.choices \
+            else 0.0
+
+    @property
+    def basic_composition_epsilon(self) -> float:
+        """``"dp"``: what adding ε over every choice would report (for comparison)."""
         return float(self.label_epsilon) * self.choices
+
+
+_SERVER_SAW = {
+    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1))",
+           "trees grown by Gini on them"],
+    "dp": ["one exponential-mechanism choice per node", "the trees those choices make"],
+    "blind": ["random trees drawn from the ciphers and the forest seed alone"],
+    "gini": ["the best split of every node (the trees reveal which rows share labels)"],
+}
+
+
+def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
+                   gipe_mode: str, reveal_leaves: bool = False) -> dict:
+    """What a fit guarantees about the labels against the server, as a dict."""
+    epsilon, delta = accountant.epsilon_spent, accountant.delta_spent
+    if math.isinf(epsilon):
+        guarantee = ("none: the paper's selection (split choices from exact class counts); "
+                     "docs/threat_model.md measures what the trees reveal")
+    elif epsilon == 0:
+        guarantee = "nothing the server sees depends on the labels (ε = 0)"
+    else:
+        guarantee = (f"ε = {epsilon:.4g}-label-DP per row for the whole fit"
+                     + (f", δ = {delta:.1e}" if delta else "")
+                     + ": any attack's posterior odds on a row's label are at most "
+                     f"e^ε = {math.exp(epsilon):.3g} times its prior odds"
+                     + (" (except with probability δ)" if delta else ""))
+    saw = ["the GIPE cipher matrix ("
+           + ("label-dependent runs: the paper's scheme" if gipe_mode == "paper"
+              else "its order and equalities are functions of X alone") + ")",
+           "label ciphertexts and the public homomorphic keys (no secret key)",
+           *_SERVER_SAW[split_selection]]
+    if reveal_leaves:
+        saw.append("which nodes are pure (the paper's leaf rule)")
+    return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,
+            "guarantee": guarantee, "server_saw": saw,
+            "server_did_not_see": ["the labels", "the feature values",
+                                   "any secret key", "leaf class counts",
+                                   "the predictions"]}
+
+
+def format_privacy_report(report: dict) -> str:
+    """:func:`privacy_report` as a few lines of text."""
+    lines = [f"label privacy ({report['split_selection']}): {report['guarantee']}",
+             "the server saw: " + "; ".join(report["server_saw"]),
+             "it did not see: " + ", ".join(report["server_did_not_see"])]
+    return "\n".join(lines)

@@ -4,6 +4,8 @@ The directory (created 0700) holds files written atomically with mode 0600 from 
 creation, none of them a pickle::
 
     client.npz        parameters, classes, session ids and the server session's token
+                      (and, in a package not yet trained, the training labels: the client
+                      checks the server's counts against them)
     he_keys.bin       homomorphic parameters and keys, including the SECRET key
     gipe.npz          the GIPE state (GiniPreservingEncryptor.save_state)
     server_setup.msg  (embedded server only) the session's setup message ...
@@ -196,7 +198,8 @@ def save_package(client, path: str | os.PathLike[str], setup: Message,
             "n_label_messages": n_messages, "setup_committed": False,
             "label_messages_committed": 0, "answers_recorded": 0}
     write_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION, meta,
-                     {"classes": _classes(client)})
+                     {"classes": _classes(client),
+                      "labels": client.client_session_.labels})
     return n_messages
 
 
@@ -300,7 +303,7 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
     client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
     client.client_session_ = ClientSession(client.get_params()).restore(
         client.classes_, client.encryptor_, he, int(meta["n_draws"]),
-        int(meta["rows_per_pack"]), session)
+        int(meta["rows_per_pack"]), session, arrays.get("labels"))
     return client
 
 

@@ -22,39 +22,20 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .dp import LabelPrivacyAccountant
+from .dp import LabelPrivacyAccountant, RandomizedResponse
 from .gipe import GiniPreservingEncryptor
-from .protocol.decisions import decide_splits
+from .protocol.decisions import clear_squares, decide_splits, grow_levels, grow_on_labels
 from .protocol.params import (
     SIMULATED_PARAMETERS,
     ForestSpec,
     check_selection_params,
     constraints,
     forest_meta,
+    label_epsilon,
 )
-from .protocol.planner import ForestGrowth, NodePlan
+from .protocol.planner import ForestGrowth
 
-__all__ = ["PrivateForestSimulator", "node_squares"]
-
-
-def node_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
-    """The decrypted query blocks of ``plans``, computed in the clear.
-
-    Per node, ``(ΣL², ΣR²)`` for every candidate in the server's order, then ``(ΣT², 0)``;
-    ``onehot`` is ``(n_samples, n_classes)``, ``weights_of(t)`` tree ``t``'s bootstrap counts.
-    """
-    blocks = []
-    for plan in plans:
-        weights = weights_of(plan.tree)
-        total = None
-        for order, cands in zip(plan.orders, plan.candidates, strict=True):
-            running = np.cumsum(onehot[order] * weights[order, None], axis=0)
-            total = running[-1]
-            left = running[[c.end - 1 for c in cands]]
-            right = total - left
-            blocks.append(np.column_stack([(left ** 2).sum(1), (right ** 2).sum(1)]))
-        blocks.append(np.array([[float((total ** 2).sum()), 0.0]]))
-    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+__all__ = ["PrivateForestSimulator"]
 
 
 class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
@@ -75,8 +56,12 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
     leaf_counts_ : list of dict
         Per tree, the weighted class counts of each leaf (what the leaf ciphertexts hold).
     epsilon_spent_ : float
+    delta_spent_ : float
+    randomized_labels_ : ndarray or None
+        ``"rr"``: the randomized-response labels the server would grow the trees on.
     n_rounds_ : int
-        Query rounds the protocol would take (one per level; 0 in label-blind mode).
+        Query rounds the protocol would take (one per level; 0 for ``"blind"`` and
+        ``"rr"``).
     """
 
     _parameter_constraints = constraints(SIMULATED_PARAMETERS)
@@ -85,7 +70,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
-                 split_selection="gini", label_epsilon=None):
+                 split_selection="rr", label_epsilon=None, label_delta=1e-6):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
@@ -101,6 +86,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         self.reveal_leaves = reveal_leaves
         self.split_selection = split_selection
         self.label_epsilon = label_epsilon
+        self.label_delta = label_delta
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y):
@@ -123,29 +109,17 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples, n_features))
         onehot = np.eye(n_classes)[codes]
         rng = secrets.SystemRandom()
-        leaves: list[tuple[int, object]] = []
-        accountant = LabelPrivacyAccountant(self.split_selection, self.label_epsilon)
+        epsilon = label_epsilon(self.get_params())
+        accountant = LabelPrivacyAccountant(self.split_selection, epsilon, self.label_delta)
         self.n_rounds_ = 0
+        self.randomized_labels_ = None
         if self.split_selection == "blind":
             leaves = growth.grow_label_blind()
+        elif self.split_selection == "rr":
+            self.randomized_labels_ = RandomizedResponse(epsilon, n_classes).draw(codes, rng)
+            leaves = grow_on_labels(growth, np.eye(n_classes)[self.randomized_labels_])
         else:
-            while any(tree.open for tree in growth.trees):
-                plans = []
-                for t, tree in enumerate(growth.trees):
-                    if tree.open:
-                        tree_plans, rule_leaves = growth.plan_tree(t)
-                        plans.extend(tree_plans)
-                        leaves.extend((t, node) for node in rule_leaves)
-                if not plans:
-                    break
-                self.n_rounds_ += 1
-                squares = node_squares(plans, onehot, growth.weights)
-                choices = decide_splits(growth, plans, squares, n_classes,
-                                        self.split_selection, self.reveal_leaves,
-                                        self.label_epsilon, rng)
-                accountant.spend(len({p.tree for p in plans}))
-                for plan in growth.apply_level(plans, choices.tolist()):
-                    leaves.append((plan.tree, plan.node))
+            leaves = self._grow_by_choices(growth, onehot, n_classes, epsilon, accountant, rng)
         self.leaf_counts_ = [{} for _ in growth.trees]
         for t, node in leaves:
             weights = growth.weights(t)[node.samples]
@@ -153,7 +127,19 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         self.trees_ = [tree.arrays() for tree in growth.trees]
         self._growth_trees = growth.trees
         self.epsilon_spent_ = accountant.epsilon_spent
+        self.delta_spent_ = accountant.delta_spent
         return self
+
+    def _grow_by_choices(self, growth, onehot, n_classes, epsilon, accountant, rng) -> list:
+        """The client's choices, level by level over all trees, from counts in the clear."""
+        def decide(plans):
+            self.n_rounds_ += 1
+            accountant.spend(len({p.tree for p in plans}))
+            squares = clear_squares(plans, onehot, growth.weights)
+            return decide_splits(growth, plans, squares, n_classes, self.split_selection,
+                                 self.reveal_leaves, epsilon, rng)
+
+        return grow_levels(growth, decide)
 
     def predict_proba(self, X) -> np.ndarray:
         """Mean over trees of the leaf class frequencies (as the client computes them)."""

@@ -2,23 +2,31 @@
 
 Protocol messages travel as ``application/octet-stream`` bodies exactly as
 :func:`~cipherforest.privacy.protocol.encode_message` makes them; everything else is JSON.
-Every refused request is answered with a 4xx status and ``{"error": code, "detail": text}``
-naming the problem. See ``docs/service.md`` for the endpoints and a session's life.
+Every refused request is answered with a 4xx status (503 when busy) and
+``{"error": code, "detail": text}`` naming the problem. Bodies are received by
+:class:`~cipherforest.service.bodies.BodyReceiver` against per-route limits derived from the
+session; every request is logged as one JSON line and counted for ``/metrics``
+(:mod:`~cipherforest.service.metrics`). See ``docs/service.md`` for the endpoints and a
+session's life.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import logging
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, FastAPI, Header, Path, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from .bodies import BodyReceiver
+from .metrics import RequestLog
 from .sessions import ServiceError, SessionManager
 from .storage import SessionRecord
 
@@ -26,7 +34,8 @@ __all__ = ["create_app"]
 
 _log = logging.getLogger("cipherforest.service")
 _MAX_JSON_BYTES = 64 << 10
-_DRAIN_BYTES = 64 << 20
+_MAX_JSON_DEPTH = 8
+_SWEEP_SECONDS = 15.0
 _OCTET = "application/octet-stream"
 _MESSAGE_BODY = {"requestBody": {"required": True, "content": {
     _OCTET: {"schema": {"type": "string", "format": "binary"}}}}}
@@ -44,7 +53,8 @@ class SessionOpened(BaseModel):
     token: str = Field(description="bearer token of this session, and of no other")
     idle_expiry_seconds: float
     max_chunk_bytes: int = Field(description="largest upload chunk this server takes")
-    max_message_bytes: int
+    max_message_bytes: int = Field(description="largest upload (setup or labels message)")
+    max_predict_rows: int = Field(description="most rows of one predict message")
 
 
 class UploadStatus(BaseModel):
@@ -60,8 +70,8 @@ class CommitRequest(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
 
 
-_ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 410, 413, 415,
-                                                        422, 429)}
+_ERRORS = {status: {"model": ErrorBody} for status in (400, 401, 403, 404, 408, 409, 410, 413,
+                                                        415, 422, 429, 503)}
 
 
 def _bearer(authorization: str | None) -> str | None:
@@ -74,30 +84,38 @@ def _bearer(authorization: str | None) -> str | None:
     return value.strip()
 
 
-async def _read_body(request: Request, content_type: str, limit: int) -> bytes:
-    """The request body, required to have ``content_type`` and at most ``limit`` bytes."""
-    given = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if given != content_type:
-        raise ServiceError(415, "wrong_content_type", f"this endpoint takes {content_type}, "
-                           f"got {given or 'no content type'!r}")
-    declared = request.headers.get("content-length")
-    if declared is not None and not declared.isdigit():
-        raise ServiceError(400, "bad_content_length", "Content-Length is not a number")
-    parts, size = [], 0
-    async for part in request.stream():
-        size += len(part)
-        if size > limit:
-            # Read (and drop) a moderately larger body, so that the client gets the 413
-            # rather than a connection reset while it is still sending.
-            if size > max(2 * limit, _DRAIN_BYTES):
-                break
-            parts = []
-            continue
-        parts.append(part)
-    if size > limit:
-        raise ServiceError(413, "too_large", f"a body of {declared or 'over ' + str(limit)} "
-                           f"bytes exceeds the limit of {limit} bytes for this endpoint")
-    return b"".join(parts)
+def json_depth(raw: bytes) -> int:
+    """Deepest nesting of arrays and objects in the JSON text ``raw`` (strings skipped)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def _commit_request(raw: bytes) -> CommitRequest:
+    if json_depth(raw) > _MAX_JSON_DEPTH:
+        raise ServiceError(400, "malformed_json", f"the JSON body nests deeper than "
+                           f"{_MAX_JSON_DEPTH} levels")
+    try:
+        return CommitRequest.model_validate(json.loads(raw))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ServiceError(400, "malformed_json", f"the body is not JSON: {exc}") from None
+    except ValidationError as exc:
+        raise ServiceError(422, "invalid_body", _validation_text(exc.errors())) from None
 
 
 def _session_record(request: Request, session_id: str = Path(pattern=r"^[0-9a-f]{32}$"),
@@ -111,28 +129,56 @@ CurrentSession = Annotated[SessionRecord, Depends(_session_record)]
 
 def create_app(manager: SessionManager) -> FastAPI:
     """The ASGI app serving ``manager``'s sessions (settings live in the manager)."""
-    app = FastAPI(title="cipherforest private-forest server", version="1",
+    limits = manager.limits
+    receiver = BodyReceiver(manager.storage.temp_dir, limits.body_read_timeout,
+                            limits.max_large_bodies)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI):
+        async def sweep_periodically():
+            while True:
+                await asyncio.sleep(_SWEEP_SECONDS)
+                try:
+                    await run_in_threadpool(manager.sweep)
+                except Exception:  # upkeep must not stop; the next sweep tries again
+                    _log.exception("periodic sweep failed")
+
+        task = asyncio.create_task(sweep_periodically())
+        try:
+            yield
+        finally:
+            task.cancel()
+            manager.storage.close()  # checkpoints the index's write-ahead log into it
+
+    app = FastAPI(title="cipherforest private-forest server", version="1", lifespan=lifespan,
                   description="Encrypted random-forest training and prediction: GIPE "
                               "features, CKKS/BFV labels. The server never holds a secret key.")
-    limits = manager.limits
 
-    health = APIRouter(tags=["health"])
+    health = APIRouter(tags=["operations"])
 
     @health.get("/healthz")
     def healthz() -> dict:
         """Liveness: the server answers."""
         return {"status": "ok"}
 
+    @health.get("/metrics", response_class=PlainTextResponse)
+    def metrics() -> PlainTextResponse:
+        """Prometheus text format: sessions by state, bytes stored, memory, requests by
+        status, seconds per training level."""
+        text = manager.metrics.render(manager.gauges(receiver.large_in_progress))
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4; charset=utf-8")
+
     sessions = APIRouter(prefix="/v1/sessions", tags=["sessions"], responses=_ERRORS)
 
     @sessions.post("", status_code=201, response_model=SessionOpened)
     def open_session(authorization: str | None = Header(default=None)) -> SessionOpened:
-        """Open a session with the server's access key; returns the session's bearer token."""
+        """Open a session with an access key; returns the session's bearer token."""
         session_id, token = manager.open_session(_bearer(authorization))
         return SessionOpened(session=session_id, token=token,
                              idle_expiry_seconds=limits.session_idle_seconds,
                              max_chunk_bytes=limits.max_chunk_bytes,
-                             max_message_bytes=limits.max_message_bytes)
+                             max_message_bytes=limits.max_message_bytes,
+                             max_predict_rows=limits.max_predict_rows)
 
     @sessions.get("/{session_id}")
     def status(record: CurrentSession) -> dict:
@@ -154,9 +200,11 @@ def create_app(manager: SessionManager) -> FastAPI:
                         record: CurrentSession,
                         x_content_sha256: str | None = Header(default=None)) -> UploadStatus:
         """Store one chunk of an upload (idempotent); its SHA-256 goes in X-Content-SHA256."""
-        data = await _read_body(request, _OCTET, limits.max_chunk_bytes)
-        chunks = await run_in_threadpool(manager.put_chunk, record, name, index, data,
-                                         x_content_sha256)
+        manager.check_chunk(name, index, x_content_sha256)
+        async with receiver.body(request, _OCTET, manager.body_limit(record, "chunk"),
+                                 to_file=True) as body:
+            chunks = await run_in_threadpool(manager.put_chunk, record, name, index, body,
+                                             x_content_sha256)
         return UploadStatus(name=name, committed=False, sha256=None, chunks=chunks)
 
     @uploads.get("/{name}", response_model=UploadStatus)
@@ -171,15 +219,13 @@ def create_app(manager: SessionManager) -> FastAPI:
                      record: CurrentSession) -> Response:
         """Assemble the chunks (checked against size and SHA-256) into a setup or labels
         message and hand it to the protocol; a retried commit returns the same reply."""
-        raw = await _read_body(request, "application/json", _MAX_JSON_BYTES)
-        try:
-            body = CommitRequest.model_validate(json.loads(raw))
-        except json.JSONDecodeError as exc:
-            raise ServiceError(400, "malformed_json", f"the body is not JSON: {exc}") from None
-        except ValidationError as exc:
-            raise ServiceError(422, "invalid_body", _validation_text(exc.errors())) from None
-        reply = await run_in_threadpool(manager.commit, record, name, body.n_chunks, body.size,
-                                        body.sha256)
+        async with receiver.body(request, "application/json", _MAX_JSON_BYTES) as body:
+            request_body = _commit_request(body.read())
+        # The assembled message is read into memory: it takes a large-body slot.
+        async with receiver.slot(request_body.size):
+            reply = await run_in_threadpool(manager.commit, record, name,
+                                            request_body.n_chunks, request_body.size,
+                                            request_body.sha256)
         return Response(reply, media_type=_OCTET)
 
     training = APIRouter(prefix="/v1/sessions/{session_id}", tags=["training"],
@@ -190,8 +236,9 @@ def create_app(manager: SessionManager) -> FastAPI:
                          record: CurrentSession) -> Response:
         """A ``train`` or ``answer`` message; the reply is the next query or ``trained``.
         The level is persisted before the reply is sent."""
-        data = await _read_body(request, _OCTET, limits.max_message_bytes)
-        return Response(await run_in_threadpool(manager.round, record, data), media_type=_OCTET)
+        async with receiver.body(request, _OCTET, manager.body_limit(record, "rounds")) as body:
+            reply = await run_in_threadpool(lambda: manager.round(record, body.read()))
+        return Response(reply, media_type=_OCTET)
 
     @training.get("/rounds/current", responses=_MESSAGE_REPLY)
     def current_round(record: CurrentSession) -> Response:
@@ -202,16 +249,22 @@ def create_app(manager: SessionManager) -> FastAPI:
     async def predict(request: Request,
                       record: CurrentSession) -> Response:
         """A ``predict`` message (GIPE-encrypted rows); the reply holds encrypted leaf counts."""
-        data = await _read_body(request, _OCTET, limits.max_message_bytes)
-        return Response(await run_in_threadpool(manager.predict, record, data),
-                        media_type=_OCTET)
+        limit = manager.body_limit(record, "predict")
+        async with receiver.body(request, _OCTET, limit) as body:
+            reply = await run_in_threadpool(lambda: manager.predict(record, body.read()))
+        return Response(reply, media_type=_OCTET)
 
     for router in (health, sessions, uploads, training):
         app.include_router(router)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        return JSONResponse({"error": exc.code, "detail": exc.message}, status_code=exc.status)
+        headers = {"Retry-After": "1"} if exc.status == 503 else None
+        if exc.status == 499:
+            _log.info("client disconnected mid-body on %s %s", request.method,
+                      request.url.path)
+        return JSONResponse({"error": exc.code, "detail": exc.message}, status_code=exc.status,
+                            headers=headers)
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -233,7 +286,9 @@ def create_app(manager: SessionManager) -> FastAPI:
                              f"({type(exc).__name__}); the server keeps serving"},
                             status_code=500)
 
+    app.add_middleware(RequestLog, metrics=manager.metrics)
     app.state.manager = manager
+    app.state.receiver = receiver
     return app
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -46,10 +47,11 @@ def load_access_key(data_dir: str, out=sys.stdout) -> str:
     return key
 
 
-def build_app(data_dir: str, access_key: str, limits: Limits | None = None,
+def build_app(data_dir: str, access_key: str | None, limits: Limits | None = None,
               n_jobs: int | None = None, dask_client=None):
-    """The FastAPI app over a session manager on ``data_dir`` (``n_jobs``: worker processes
-    per tree level; ``dask_client``: a Dask client doing the level work instead, see
+    """The FastAPI app over a session manager on ``data_dir`` (``access_key``: the default
+    key, or None for per-user keys only; ``n_jobs``: worker processes per tree level;
+    ``dask_client``: a Dask client doing the level work instead, see
     :class:`~cipherforest.service.sessions.SessionManager`)."""
     from .app import create_app
 
@@ -90,25 +92,110 @@ def dask_cluster(scheduler: str | None, workers: int | None):
     return Client(cluster, set_as_default=False), cluster
 
 
-def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
-          limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None,
-          dask_scheduler: str | None = None, dask_workers: int | None = None) -> None:
-    """Run the service until interrupted (loopback by default); ``n_jobs`` worker processes
-    per tree level, or the level work on Dask (:func:`dask_cluster`)."""
-    import uvicorn
+class _JSONLines(logging.Formatter):
+    """Log records as JSON lines: access lines (JSON already) as they are, others as
+    ``{"time", "level", "message"}``."""
 
-    key = load_access_key(data_dir, out)
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.name == "cipherforest.service.access":
+            return message
+        line = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
+                "message": message}
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, separators=(",", ":"))
+
+
+def _log_to(stream) -> None:
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(_JSONLines())
+    logger = logging.getLogger("cipherforest.service")
+    logger.handlers[:] = [handler]
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
+          limits: Limits | None = None, out=sys.stdout, n_jobs: int | None = None, *,
+          default_key: bool = True, ssl_certfile: str | None = None,
+          ssl_keyfile: str | None = None, limit_concurrency: int | None = None,
+          log_stream=sys.stderr, sock=None, restart_above: int = 0,
+          restart_idle: float = 60.0, dask_scheduler: str | None = None,
+          dask_workers: int | None = None) -> int:
+    """Run the service until interrupted (loopback by default); the exit code.
+
+    Parameters
+    ----------
+    n_jobs : int or None
+        Worker processes per tree level.
+    default_key : bool, default=True
+        Accept the server's default access key (``$CIPHERFOREST_SERVER_KEY`` or the
+        generated key file); False: only the per-user keys of ``serve keys``.
+    ssl_certfile, ssl_keyfile : str or None
+        PEM certificate (chain) and private key: serve HTTPS (uvicorn's own TLS).
+    limit_concurrency : int or None
+        Connections and tasks at once beyond which uvicorn answers 503.
+    log_stream : file
+        Where the JSON log lines go (one per request).
+    sock : socket or None
+        A bound, listening socket to serve on (from :func:`.supervisor.supervise`) instead
+        of ``host:port``.
+    dask_scheduler, dask_workers
+        Do the level work on Dask (:func:`dask_cluster`): a scheduler's address, or a
+        local cluster of that many worker processes.
+    restart_above, restart_idle
+        With ``sock``: stop with :data:`.supervisor.RESTART_EXIT_CODE` once no session is
+        in memory, no request has come for ``restart_idle`` seconds, and the resident
+        memory has grown more than ``restart_above`` bytes since the start (0: never).
+    """
+    os.umask(0o077)  # whatever the server creates is its own
+    _log_to(log_stream)
+    key = load_access_key(data_dir, out) if default_key else None
     client, cluster = dask_cluster(dask_scheduler, dask_workers)
     try:
-        app = build_app(data_dir, key, limits, n_jobs, client)
-        where = ("" if client is None else
-                 f"; label work on Dask at {client.scheduler.address}, "
-                 f"{len(client.ncores())} workers")
-        print(f"cipherforest server on http://{host}:{port} (data in "
-              f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
-        uvicorn.run(app, host=host, port=port, log_level="warning")
+        return _run(host, port, build_app(data_dir, key, limits, n_jobs, client), out,
+                    data_dir, client, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+                    limit_concurrency=limit_concurrency, sock=sock,
+                    restart_above=restart_above, restart_idle=restart_idle)
     finally:
         if client is not None:
             client.close()
         if cluster is not None:
             cluster.close()
+
+
+def _run(host: str, port: int, app, out, data_dir: str, client, *, ssl_certfile,
+         ssl_keyfile, limit_concurrency, sock, restart_above: int,
+         restart_idle: float) -> int:
+    """Serve ``app`` with uvicorn until it stops; the exit code (:func:`serve`)."""
+    import uvicorn
+
+    from .supervisor import RESTART_EXIT_CODE, RestartWhenIdle
+
+    if sock is None:
+        scheme = "https" if ssl_certfile else "http"
+        where = ("" if client is None else
+                 f"; label work on Dask at {client.scheduler.address}, "
+                 f"{len(client.ncores())} workers")
+        print(f"cipherforest server on {scheme}://{host}:{port} (data in "
+              f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
+    server = uvicorn.Server(uvicorn.Config(
+        app, host=host, port=port, log_level="warning", access_log=False,
+        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+        limit_concurrency=limit_concurrency))
+    restart = None
+    if sock is not None and restart_above > 0:
+        manager = app.state.manager
+
+        def idle_seconds() -> float:
+            return 0.0 if len(manager.residency) else manager.metrics.idle_seconds()
+
+        restart = RestartWhenIdle(idle_seconds, lambda: setattr(server, "should_exit", True),
+                                  restart_above, restart_idle)
+    try:
+        server.run(sockets=None if sock is None else [sock])
+    finally:
+        if restart is not None:
+            restart.close()
+    return RESTART_EXIT_CODE if restart is not None and restart.requested else 0

@@ -1,9 +1,10 @@
 """The service's session logic between HTTP and the protocol state machine.
 
-:class:`SessionManager` authenticates, enforces limits and quotas, assembles chunked uploads,
-feeds protocol messages to one :class:`~cipherforest.privacy.PrivateForestServer`, persists
-each completed level through :class:`~cipherforest.service.storage.Storage` and brings
-sessions back after a restart. It knows nothing of HTTP: problems are raised as
+:class:`SessionManager` authenticates, enforces limits and per-key quotas, assembles chunked
+uploads, feeds protocol messages to one :class:`~cipherforest.privacy.PrivateForestServer`,
+persists each completed level through :class:`~cipherforest.service.storage.Storage` and
+brings sessions back into memory on demand (after a restart, or after they left memory:
+:mod:`~cipherforest.service.memory`). It knows nothing of HTTP: problems are raised as
 :class:`ServiceError` with a status code and a message, which the app turns into JSON.
 
 Retries are safe: a chunk may be sent again, a commit of the same bytes returns the stored
@@ -13,12 +14,14 @@ stored reply (a client that lost the reply to a restart sends it again).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import logging
 import secrets
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import replace
 
 from ..privacy.protocol import (
     Message,
@@ -27,12 +30,19 @@ from ..privacy.protocol import (
     ShardError,
     decode_message,
 )
-from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError, sha256_hex
+from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
+from .limits import Limits, Quotas
+from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
+from .metrics import ServiceMetrics
+from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError
 
 __all__ = ["Limits", "ServiceError", "SessionManager"]
 
 UPLOAD_KINDS = ("setup", "labels")
 ROUND_KINDS = ("train", "answer")
+#: Allowance for a protocol message's header (JSON) beyond its arrays.
+MESSAGE_HEADER_BYTES = 64 << 10
+_log = logging.getLogger("cipherforest.service")
 
 
 class ServiceError(Exception):
@@ -45,31 +55,6 @@ class ServiceError(Exception):
         self.message = message
 
 
-@dataclass(frozen=True)
-class Limits:
-    """Request size limits, quotas and expiry.
-
-    Parameters
-    ----------
-    max_chunk_bytes : int
-        Largest upload chunk (one PUT body).
-    max_chunks : int
-        Most chunks per upload.
-    max_message_bytes : int
-        Largest message: an assembled upload, a training or a prediction request.
-    max_sessions_per_key : int
-        Sessions one access key may hold at once.
-    session_idle_seconds : float
-        A session untouched this long is deleted with its data.
-    """
-
-    max_chunk_bytes: int = 16 << 20
-    max_chunks: int = 4096
-    max_message_bytes: int = 2 << 30
-    max_sessions_per_key: int = 64
-    session_idle_seconds: float = 7 * 24 * 3600.0
-
-
 def _token_digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -80,86 +65,156 @@ class SessionManager:
     Parameters
     ----------
     storage : Storage
-    access_key : str
-        Opening a session requires it.
+    access_key : str or None
+        The default key (opens sessions with the quotas of ``limits``); None: only the
+        per-user keys of ``key_store`` open sessions.
     limits : Limits
     n_jobs : int or None, default=None
         Worker processes the private-forest server forks per tree level (trees are split
         among them; ``PrivateForestServer``'s ``n_jobs``): None means 1, -1 all cores.
+    key_store : KeyStore or None
+        The per-user keys (default: those of the storage's data directory).
     dask_client : distributed.Client or None, default=None
         Do the level work on this Dask cluster instead (``PrivateForestServer``'s
         ``dask_client``). A level its workers cannot finish answers 503; the session stays
         as saved after its last level and is restored from disk on the next request.
     """
 
-    def __init__(self, storage: Storage, access_key: str, limits: Limits | None = None,
-                 n_jobs: int | None = None, dask_client=None):
-        if not access_key:
-            raise ValueError("the access key must not be empty")
+    def __init__(self, storage: Storage, access_key: str | None, limits: Limits | None = None,
+                 n_jobs: int | None = None, *, key_store: KeyStore | None = None,
+                 dask_client=None):
         self.storage = storage
         self.limits = Limits() if limits is None else limits
-        self._access_key = access_key.encode()
-        self._key_id = hashlib.sha256(self._access_key).hexdigest()[:16]
-        # The service's quota binds; sessions idle in memory are dropped by the server and
-        # restored from disk when used again.
-        self.server = PrivateForestServer(n_jobs=n_jobs,
-                                          max_sessions=self.limits.max_sessions_per_key,
-                                          dask_client=dask_client)
+        self.keys = KeyStore(storage.data_dir) if key_store is None else key_store
+        self._default_key = None
+        if access_key is not None:
+            if not access_key:
+                raise ValueError("the access key must not be empty")
+            self._default_key = (access_key.encode(), AccessKey(
+                key_id(access_key), DEFAULT_KEY_NAME, "", 0.0, None,
+                self.limits.default_quotas()))
+        elif not any(key.revoked is None for key in self.keys.keys()):
+            raise ValueError("without the default key, the server needs a per-user key: "
+                             "add one with 'cipherforest serve keys add NAME'")
+        # Memory is bounded by the residency budget, not by a session count; nor do
+        # sessions expire inside the state machine (they leave memory through Residency).
+        self.server = PrivateForestServer(n_jobs=n_jobs, max_sessions=1 << 30,
+                                          session_ttl=float("inf"), dask_client=dask_client)
+        self.residency = Residency(self.limits.memory_budget(), self.limits.memory_idle_seconds)
+        self.metrics = ServiceMetrics()
         # One protocol call at a time: the state machine is not thread-safe (and its
         # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
         self._server_lock = threading.Lock()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
-        self._store_digests: dict[str, dict[int, str]] = {}
+        self._store_digests: dict[str, dict[int, str]] = {}  # leaf stores saved on disk
+        # Sessions whose state in memory is ahead of the disk (a message handled, not yet
+        # persisted): they may not leave memory. Guarded by the server lock.
+        self._dirty: set[str] = set()
         self._next_expiry = 0.0
 
-    # ------------------------------------------------------------------ auth
-    def open_session(self, access_key: str | None) -> tuple[str, str]:
-        """A new session ``(id, bearer token)`` for the holder of the access key."""
-        if not access_key:
-            raise ServiceError(401, "missing_access_key", "opening a session needs the server's "
-                               "access key as 'Authorization: Bearer <key>'")
-        if not hmac.compare_digest(access_key.encode(), self._access_key):
+    # ------------------------------------------------------------------ auth and quotas
+    def _stored_key(self, lookup, value: str) -> AccessKey | None:
+        """``lookup(value)`` on the key store, a damaged key file refused with 503."""
+        try:
+            return lookup(value)
+        except ValueError as exc:
+            _log.error("%s", exc)
+            raise ServiceError(503, "keys_unreadable", "the server cannot read its key "
+                               "file; its operator is told in the log") from None
+
+    def _is_default(self, identifier: str) -> bool:
+        return self._default_key is not None and identifier == self._default_key[1].id
+
+    def _access_key(self, presented: str) -> AccessKey:
+        if self._default_key is not None and hmac.compare_digest(presented.encode(),
+                                                                 self._default_key[0]):
+            return self._default_key[1]
+        key = self._stored_key(self.keys.find, presented)
+        if key is None:
             raise ServiceError(403, "wrong_access_key", "the access key is not this server's")
+        if key.revoked is not None:
+            raise ServiceError(403, "key_revoked", f"the access key {key.name!r} was revoked")
+        return key
+
+    def _key_quotas(self, identifier: str) -> Quotas:
+        if self._is_default(identifier):
+            return self._default_key[1].quotas
+        key = self._stored_key(self.keys.by_id, identifier)
+        return self.limits.default_quotas() if key is None else key.quotas
+
+    def open_session(self, access_key: str | None) -> tuple[str, str]:
+        """A new session ``(id, bearer token)`` for the holder of an access key."""
+        if not access_key:
+            raise ServiceError(401, "missing_access_key", "opening a session needs an access "
+                               "key as 'Authorization: Bearer <key>'")
+        key = self._access_key(access_key)
         self.expire_idle()
-        if self.storage.count_sessions(self._key_id) >= self.limits.max_sessions_per_key:
-            raise ServiceError(429, "session_quota", "this access key holds "
-                               f"{self.limits.max_sessions_per_key} sessions already (the "
-                               "quota); delete one or wait for idle ones to expire")
+        sessions, _, _ = self.storage.index.key_usage(key.id)
+        if sessions >= key.quotas.sessions:
+            raise ServiceError(429, "session_quota", f"the access key {key.name!r} holds "
+                               f"{key.quotas.sessions} sessions already (its quota); delete "
+                               "one or wait for idle ones to expire")
         session_id, token = secrets.token_hex(16), secrets.token_urlsafe(32)
-        self.storage.create_session(session_id, _token_digest(token), self._key_id)
+        self.storage.create_session(session_id, _token_digest(token), key.id)
         return session_id, token
 
     def authenticate(self, session_id: str, token: str | None) -> SessionRecord:
-        """The session ``session_id`` if ``token`` is its bearer token."""
+        """The session ``session_id`` if ``token`` is its bearer token (and its access key
+        was not revoked)."""
         if not token:
             raise ServiceError(401, "missing_token", "this endpoint needs the session's token "
                                "as 'Authorization: Bearer <token>'")
         self.expire_idle()
-        record = self.storage.session_by_token(_token_digest(token))
+        record = self.storage.index.session_by_token(_token_digest(token))
         if record is None:
             raise ServiceError(401, "wrong_token", "the bearer token is not valid for any "
                                "session (wrong, or its session was deleted or expired)")
         if record.id != session_id:
             raise ServiceError(403, "other_session", f"the bearer token is not valid for "
                                f"session {session_id!r}")
+        key = None if self._is_default(record.key_id) else self._stored_key(
+            self.keys.by_id, record.key_id)
+        if key is not None and key.revoked is not None:
+            raise ServiceError(403, "key_revoked", f"the access key {key.name!r} that opened "
+                               "this session was revoked")
         self.storage.touch(record.id)
         return record
+
+    def _check_disk_quota(self, record: SessionRecord, incoming: int) -> None:
+        quotas = self._key_quotas(record.key_id)
+        _, stored, _ = self.storage.index.key_usage(record.key_id)
+        if stored + incoming > quotas.disk_bytes:
+            raise ServiceError(429, "disk_quota", f"this access key's sessions hold {stored} "
+                               f"bytes; {incoming} more would exceed its quota of "
+                               f"{quotas.disk_bytes} bytes")
 
     def _lock(self, session_id: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks.setdefault(session_id, threading.Lock())
 
+    # ------------------------------------------------------------------ body limits
+    def body_limit(self, record: SessionRecord, route: str) -> int:
+        """Largest body ``route`` (``chunk``, ``rounds`` or ``predict``) takes for this
+        session: a chunk; a ``train``, or an ``answer`` naming at most every (row, tree)
+        (3 int64 per open node); a ``predict`` batch of ``max_predict_rows`` rows."""
+        if route == "chunk":
+            return self.limits.max_chunk_bytes
+        if record.n_rows is None:  # no setup yet: only a small message can be valid
+            return MESSAGE_HEADER_BYTES
+        if route == "rounds":
+            return MESSAGE_HEADER_BYTES + 24 * record.n_rows * record.n_trees
+        return MESSAGE_HEADER_BYTES + 8 * record.n_features * self.limits.max_predict_rows
+
     # ------------------------------------------------------------------ uploads
     def _check_upload_name(self, name: str) -> None:
         if not UPLOAD_NAME.match(name):
             raise ServiceError(400, "bad_upload_name", f"upload name {name!r} must be 1-80 "
-                               "letters, digits, '.', '_' or '-'")
+                               "letters, digits, '.', '_' or '-', not starting with '.'")
 
-    def put_chunk(self, record: SessionRecord, name: str, index: int, data: bytes,
-                  sha256: str | None) -> list[int]:
-        """Store chunk ``index`` of upload ``name``; returns the chunks received so far."""
+    def check_chunk(self, name: str, index: int, sha256: str | None) -> None:
+        """Refuse a chunk's name, index or missing checksum before its body is read."""
         self._check_upload_name(name)
         if not 0 <= index < self.limits.max_chunks:
             raise ServiceError(400, "bad_chunk_index", f"chunk index {index} is outside "
@@ -167,42 +222,51 @@ class SessionManager:
         if not sha256:
             raise ServiceError(400, "missing_checksum", "a chunk needs its SHA-256 (hex) in "
                                "the X-Content-SHA256 header")
-        if sha256_hex(data) != sha256.lower():
+
+    def put_chunk(self, record: SessionRecord, name: str, index: int, body,
+                  sha256: str | None) -> list[int]:
+        """Store chunk ``index`` of upload ``name`` (``body``: a received body spooled to a
+        file, moved into place); returns the chunks received so far."""
+        self.check_chunk(name, index, sha256)
+        if body.sha256 != sha256.lower():
             raise ServiceError(400, "checksum_mismatch", f"chunk {index} of upload {name!r} "
-                               f"does not match its SHA-256 ({len(data)} bytes received): "
+                               f"does not match its SHA-256 ({body.size} bytes received): "
                                "truncated or corrupted in transit; send it again")
         with self._lock(record.id):
             if self.storage.upload(record.id, name) is not None:
                 raise ServiceError(409, "upload_committed", f"upload {name!r} is committed "
                                    "already")
-            self.storage.put_chunk(record.id, name, index, data)
+            self._check_disk_quota(record, body.size)
+            self.storage.put_chunk(record.id, name, index, body.path)
             return self.storage.chunks(record.id, name)
 
     def upload_status(self, record: SessionRecord, name: str) -> dict:
         self._check_upload_name(name)
         committed = self.storage.upload(record.id, name)
         return {"name": name, "committed": committed is not None,
-                "sha256": None if committed is None else committed[1],
+                "sha256": None if committed is None else committed.sha256,
                 "chunks": [] if committed else self.storage.chunks(record.id, name)}
 
     def commit(self, record: SessionRecord, name: str, n_chunks: int, size: int,
                sha256: str) -> bytes:
         """Assemble upload ``name``, check it, hand it to the protocol; the reply's bytes."""
         self._check_upload_name(name)
+        sha256 = sha256.lower()
         with self._lock(record.id):
+            record = self._current(record)
             done = self.storage.upload(record.id, name)
             if done is not None:
-                if done[1] != sha256.lower():
+                if done.sha256 != sha256:
                     raise ServiceError(409, "upload_committed", f"upload {name!r} was "
                                        "committed with other content")
-                if done[0] == "setup" and record.protocol_id is None:  # crashed in between
-                    self.storage.set_protocol_id(record.id, decode_message(
-                        done[2], "session").value("session", str))
-                return done[2]  # a retried commit: same reply
-            received = self.storage.chunks(record.id, name)
+                return done.reply  # a retried commit: same reply
             if not 1 <= n_chunks <= self.limits.max_chunks:
                 raise ServiceError(400, "bad_chunk_count", f"n_chunks={n_chunks} is outside "
                                    f"[1, {self.limits.max_chunks}]")
+            if size > self.limits.max_message_bytes:
+                raise ServiceError(413, "too_large", f"an upload of {size} bytes exceeds "
+                                   f"{self.limits.max_message_bytes}")
+            received = self.storage.chunks(record.id, name)
             missing = sorted(set(range(n_chunks)) - set(received))
             if missing:
                 raise ServiceError(409, "missing_chunks", f"upload {name!r} lacks chunks "
@@ -210,53 +274,86 @@ class SessionManager:
             if set(received) - set(range(n_chunks)):
                 raise ServiceError(409, "extra_chunks", f"upload {name!r} has chunks beyond "
                                    f"n_chunks={n_chunks}")
-            if size > self.limits.max_message_bytes:
-                raise ServiceError(413, "too_large", f"an upload of {size} bytes exceeds "
-                                   f"{self.limits.max_message_bytes}")
-            data = self.storage.read_chunks(record.id, name, n_chunks)
-            if len(data) != size or sha256_hex(data) != sha256.lower():
-                raise ServiceError(400, "checksum_mismatch", f"upload {name!r}: the chunks "
-                                   f"({len(data)} bytes) do not match the declared size "
-                                   f"{size} and SHA-256")
-            message = self._decode(data, UPLOAD_KINDS)
-            if message.kind == "setup":
-                if record.protocol_id is not None:
-                    raise ServiceError(409, "setup_done", "this session has its setup already")
-                reply = self._handle(data)
-                self.storage.commit_upload(record.id, name, message.kind, data, reply)
-                self.storage.set_protocol_id(record.id, decode_message(
-                    reply, "session").value("session", str))
-                return reply
-            self._ensure_live(record, message)
-            reply = self._handle(data)
-            self.storage.commit_upload(record.id, name, message.kind, data, reply)
+            path, got_size, got_sha = self.storage.assemble_upload(record.id, name, n_chunks)
+            try:
+                if got_size != size or got_sha != sha256:
+                    raise ServiceError(400, "checksum_mismatch", f"upload {name!r}: the "
+                                       f"chunks ({got_size} bytes) do not match the declared "
+                                       f"size {size} and SHA-256")
+                with open(path, "rb") as file:
+                    data = file.read()
+                return self._commit_message(record, name, data, path, size, sha256)
+            finally:
+                self.storage.discard_assembled(path)
+
+    def _commit_message(self, record: SessionRecord, name: str, data: bytes, path: str,
+                        size: int, sha256: str) -> bytes:
+        message = self._decode(data, UPLOAD_KINDS)
+        if message.kind == "labels":
+            self._check_message(record, message)
+            reply = self._handle(record, data, changes_state=True)
+            with self._on_failure_leave_memory(record):
+                self.storage.commit_upload(record.id, name, message.kind, path, size, sha256,
+                                           reply)
+            self._persisted(record)
             return reply
+        if record.protocol_id is not None:
+            raise ServiceError(409, "setup_done", "this session has its setup already")
+        X = message.arrays.get("X")
+        n_trees = message.meta.get("n_estimators")
+        if X is not None and X.ndim == 2 and isinstance(n_trees, int):
+            quotas = self._key_quotas(record.key_id)
+            _, _, work = self.storage.index.key_usage(record.key_id)
+            if work + X.shape[0] * n_trees > quotas.rows_x_trees:
+                raise ServiceError(429, "rows_x_trees_quota", f"{X.shape[0]} rows × {n_trees} "
+                                   f"trees on top of this access key's {work} would exceed "
+                                   f"its quota of {quotas.rows_x_trees}")
+        reply = self._handle(record, data, changes_state=True)
+        protocol_id = decode_message(reply, "session").value("session", str)
+        record = replace(record, protocol_id=protocol_id)
+        with self._on_failure_leave_memory(record):
+            self.storage.commit_upload(record.id, name, message.kind, path, size, sha256,
+                                       reply, protocol_id=protocol_id,
+                                       state="receiving labels", n_rows=int(X.shape[0]),
+                                       n_features=int(X.shape[1]), n_trees=int(n_trees))
+        self._persisted(record)
+        return reply
 
     # ------------------------------------------------------------------ training, predict
     def round(self, record: SessionRecord, data: bytes) -> bytes:
         """A ``train`` or ``answer`` message: the next query (or ``trained``), persisted."""
-        digest = sha256_hex(data)
+        digest = hashlib.sha256(data).hexdigest()
         with self._lock(record.id):
+            record = self._current(record)
             message = self._decode(data, ROUND_KINDS)
-            self._ensure_live(record, message)
-            last = self._last.get(record.id)
+            self._check_message(record, message)
+            last = self._last_reply(record)
             if last is not None and last[0] == digest:
                 return last[1]  # the same request again: its reply, not a replay error
-            reply = self._handle(data)
-            with self._server_lock:
-                state = self.server.export_state(
-                    record.protocol_id,
-                    skip_stores=self._store_digests.setdefault(record.id, {}))
-            self.storage.save_state(record.id, state, digest, reply,
-                                    self._store_digests[record.id])
+            started = time.perf_counter()
+            reply = self._handle(record, data, changes_state=True)
+            self.metrics.level(time.perf_counter() - started)
+            with self._on_failure_leave_memory(record):
+                with self._server_lock:
+                    state = self.server.export_state(
+                        record.protocol_id,
+                        skip_stores=self._store_digests.setdefault(record.id, {}))
+                self.storage.save_state(record.id, state, digest, reply,
+                                        self._store_digests[record.id])
             self._last[record.id] = (digest, reply)
+            if state.meta["state"] != record.state:
+                self.storage.update_session(record.id, state=state.meta["state"])
+            self._persisted(record)
+            if state.meta["state"] == "trained":  # prediction reloads it from disk
+                self._leave_memory(record.id, record.protocol_id)
+                release_free_memory()
             return reply
 
     def current_reply(self, record: SessionRecord) -> bytes:
         """The reply to the last training request (the open query, or ``trained``)."""
         with self._lock(record.id):
-            self._ensure_live(record, None)
-            last = self._last.get(record.id)
+            self._check_message(record, None)
+            last = self._last_reply(record)
             if last is None:
                 raise ServiceError(409, "not_training", "the session has not started training")
             return last[1]
@@ -264,33 +361,47 @@ class SessionManager:
     def predict(self, record: SessionRecord, data: bytes) -> bytes:
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
-            self._ensure_live(record, message)
-            return self._handle(data)
+            self._check_message(record, message)
+            reply = self._handle(record, data, changes_state=False)
+            self._used(record)
+            return reply
 
     def status(self, record: SessionRecord) -> dict:
+        """State and progress, from memory if the session is there in training, else from
+        disk (a status request does not bring a session back into memory)."""
         with self._lock(record.id):
             status = {"session": record.id, "created": record.created,
                       "idle_expiry_seconds": self.limits.session_idle_seconds,
                       "uploads": self.storage.committed_count(record.id)}
             if record.protocol_id is None:
                 status.update({"state": "awaiting setup", "round": 0})
-            else:
-                self._ensure_live(record, None)
-                with self._server_lock:
-                    status.update(self.server.session_progress(record.protocol_id))
-            return status
+                return status
+            with self._server_lock:  # (a trained session in memory may lack its labels)
+                if record.state != "trained" and self.server.has_session(record.protocol_id):
+                    return {**status, **self.server.session_progress(record.protocol_id)}
+            try:
+                saved = self.storage.state_summary(record.id)
+            except StorageError as exc:
+                raise ServiceError(410, "unrecoverable", str(exc)) from None
+            if saved is None:  # receiving labels: the last commit's acknowledgement
+                uploads = self.storage.index.uploads(record.id)
+                received = (decode_message(uploads[-1].reply, "ack").value("received", int)
+                            if len(uploads) > 1 else 0)
+                saved = {"state": record.state, "round": 0, "labels_received": received,
+                         "n_trees": record.n_trees, "open_nodes": record.n_trees,
+                         "leaves": 0}
+            return {**status, **saved, "n_labels": record.n_rows}
 
     def delete(self, record: SessionRecord) -> None:
         with self._lock(record.id):
             self._forget(record.id, record.protocol_id)
 
     def _forget(self, session_id: str, protocol_id: str | None) -> None:
-        if protocol_id is not None:
-            with self._server_lock:
-                self.server.forget_session(protocol_id)
-        self._last.pop(session_id, None)
+        self._leave_memory(session_id, protocol_id)
         self._store_digests.pop(session_id, None)
         self.storage.delete_session(session_id)
+        with self._locks_guard:
+            self._locks.pop(session_id, None)
 
     def expire_idle(self) -> list[str]:
         """Delete sessions idle longer than the limit (at most once a minute)."""
@@ -298,59 +409,163 @@ class SessionManager:
         if now < self._next_expiry:
             return []
         self._next_expiry = now + 60.0
-        expired = self.storage.idle_sessions(now - self.limits.session_idle_seconds)
+        expired = self.storage.index.idle_sessions(now - self.limits.session_idle_seconds)
         for session_id in expired:
             with self._lock(session_id):
-                record = self.storage.session(session_id)
+                record = self.storage.index.session(session_id)
                 if record is not None:
                     self._forget(session_id, record.protocol_id)
         return expired
 
+    # ------------------------------------------------------------------ memory
+    def _current(self, record: SessionRecord) -> SessionRecord:
+        """``record`` as the index holds it now (another request may have changed it)."""
+        current = self.storage.index.session(record.id)
+        if current is None:
+            raise ServiceError(401, "wrong_token", f"session {record.id} was deleted")
+        return current
+
+    @contextlib.contextmanager
+    def _on_failure_leave_memory(self, record: SessionRecord):
+        """If persisting what the state machine just did fails, the session leaves memory:
+        it comes back as the disk has it, and the client's retry is processed again."""
+        try:
+            yield
+        except BaseException:
+            self._leave_memory(record.id, record.protocol_id)
+            raise
+
+    def _persisted(self, record: SessionRecord) -> None:
+        """The disk has caught up with the session's state in memory: it may leave."""
+        with self._server_lock:
+            self._dirty.discard(record.id)
+        self._used(record)
+
+    def _used(self, record: SessionRecord) -> None:
+        """Record ``record``'s session as just used, with its estimated bytes; sessions
+        beyond the memory budget (or idle) leave memory."""
+        with self._server_lock:
+            if not self.server.has_session(record.protocol_id):
+                return
+            setup = self.storage.index.uploads(record.id)[:1]
+            self.residency.used(record.id, session_bytes(
+                self.server.session(record.protocol_id), setup[0].size if setup else 0))
+        self.release_memory()
+
+    def release_memory(self) -> int:
+        """Make idle sessions, and the least recently used beyond the budget, leave memory
+        (those whose requests wait for the state machine too: they come back when their
+        turn comes), passing over those whose state in memory is not on disk yet — which
+        may make the session just used leave; the number that left."""
+        with self._server_lock:
+            pinned = set(self._dirty)
+        count = 0
+        for session_id in self.residency.candidates(pinned):
+            record = self.storage.index.session(session_id)
+            if self._leave_memory(session_id, None if record is None else record.protocol_id,
+                                  unless_dirty=True):
+                count += 1
+        if count:
+            release_free_memory()
+        return count
+
+    def _leave_memory(self, session_id: str, protocol_id: str | None, *,
+                      unless_dirty: bool = False) -> bool:
+        """Forget the session's protocol state and cached last reply; whether it left
+        (``unless_dirty``: not if its state in memory is ahead of the disk)."""
+        with self._server_lock:
+            if unless_dirty and session_id in self._dirty:
+                return False
+            self._dirty.discard(session_id)
+            if protocol_id is not None:
+                self.server.forget_session(protocol_id)
+        self._last.pop(session_id, None)
+        self.residency.left(session_id)
+        return True
+
+    def sweep(self) -> None:
+        """Periodic upkeep: expire idle sessions, release memory, checkpoint the index."""
+        self.expire_idle()
+        self.release_memory()
+        self.storage.index.checkpoint()
+
+    def gauges(self, large_bodies: int = 0) -> dict:
+        """The values ``/metrics`` reads at scrape time."""
+        counts, stored = self.storage.index.totals()
+        return {"sessions": counts, "stored_bytes": stored,
+                "memory_sessions": len(self.residency), "memory_bytes": self.residency.total,
+                "memory_evictions": self.residency.evictions, "large_bodies": large_bodies,
+                "he_pool_bytes": he_pool_bytes()}
+
     # ------------------------------------------------------------------ helpers
     def _decode(self, data: bytes, kinds: tuple[str, ...]) -> Message:
-        if len(data) > self.limits.max_message_bytes:
-            raise ServiceError(413, "too_large", f"a message of {len(data)} bytes exceeds "
-                               f"{self.limits.max_message_bytes}")
         try:
             return decode_message(data, kinds)
         except ProtocolError as exc:
             raise ServiceError(400, "bad_message", str(exc)) from None
 
-    def _handle(self, data: bytes) -> bytes:
-        try:
-            with self._server_lock:
-                return self.server.handle(data)
-        except ProtocolError as exc:
-            raise ServiceError(409 if _is_state_error(str(exc)) else 400, "protocol_error",
-                               str(exc)) from None
-        except ShardError as exc:  # the server forgot the session; its disk state stands
-            raise ServiceError(503, "workers_unavailable", str(exc)) from None
+    def _handle(self, record: SessionRecord, data: bytes, *, changes_state: bool) -> bytes:
+        """The state machine's reply to ``data``, the session brought back from disk first
+        if it is not in memory (``changes_state``: it stays until :meth:`_persisted`)."""
+        with self._server_lock:
+            if record.protocol_id is not None and not self.server.has_session(
+                    record.protocol_id):
+                self._restore_locked(record)
+            try:
+                reply = self.server.handle(data)
+            except ProtocolError as exc:  # refused before any change
+                raise ServiceError(409 if _is_state_error(str(exc)) else 400,
+                                   "protocol_error", str(exc)) from None
+            except ShardError as exc:  # the server forgot the session; its disk state stands
+                raise ServiceError(503, "workers_unavailable", str(exc)) from None
+            except BaseException:  # the state may be half changed: reload it from disk
+                if record.protocol_id is not None:
+                    self.server.forget_session(record.protocol_id)
+                raise
+            if changes_state:
+                self._dirty.add(record.id)
+            return reply
 
-    def _ensure_live(self, record: SessionRecord, message: Message | None) -> None:
-        """The session's protocol state is in memory (restored after a restart), and
-        ``message`` names it."""
+    def _check_message(self, record: SessionRecord, message: Message | None) -> None:
+        """The session has its setup, and ``message`` (if any) names it."""
         if record.protocol_id is None:
             raise ServiceError(409, "no_setup", "upload the setup message first")
         if message is not None and message.meta.get("session") != record.protocol_id:
             raise ServiceError(403, "other_session", "the message names protocol session "
                                f"{message.meta.get('session')!r}, not this session's")
-        with self._server_lock:
-            if self.server.has_session(record.protocol_id):
-                return
+
+    def _restore_locked(self, record: SessionRecord) -> None:
+        """Bring the session back from disk (the server lock is held)."""
         try:
-            uploads = self.storage.committed_uploads(record.id)
             saved = self.storage.load_state(record.id)
-            with self._server_lock:
-                self.server.restore_session(record.protocol_id, uploads,
-                                None if saved is None else saved[0])
+            trained = saved is not None and saved[0].meta["state"] == "trained"
+            # A trained session needs no label: its setup and state bring it back.
+            uploads = self.storage.committed_uploads(record.id, setup_only=trained)
+            self.server.restore_session(record.protocol_id, uploads,
+                                        None if saved is None else saved[0])
         except (StorageError, ProtocolError) as exc:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "
-                               f"restored from disk: {exc}") from None
+                               f"restored from disk: {self.storage.relative(str(exc))}"
+                               ) from None
         except ShardError as exc:  # no Dask worker to place its labels on, yet
             raise ServiceError(503, "workers_unavailable", str(exc)) from None
         if saved is not None:
             self._last[record.id] = (saved[1], saved[2])
             self._store_digests[record.id] = saved[3]
+            if saved[0].meta["state"] != record.state:
+                self.storage.update_session(record.id, state=saved[0].meta["state"])
+
+    def _last_reply(self, record: SessionRecord) -> tuple[str, bytes] | None:
+        """``(request sha256, reply)`` of the session's last training request, from memory
+        or its state file; None before training."""
+        last = self._last.get(record.id)
+        if last is None:
+            try:
+                last = self.storage.last_reply(record.id)
+            except StorageError as exc:
+                raise ServiceError(410, "unrecoverable", f"session {record.id}: "
+                                   f"{self.storage.relative(str(exc))}") from None
+        return last
 
 
 def _is_state_error(message: str) -> bool:
@@ -358,4 +573,3 @@ def _is_state_error(message: str) -> bool:
     return any(part in message for part in ("session is", "replayed", "does not match the "
                                             "open query", "expected row", "label ciphertexts "
                                             "received"))
-

@@ -12,7 +12,7 @@ GIL, and allocates nothing). Unweighted bin edges are placed by columns on a few
 too, each sorting its column in scratch allocated by the calling thread: temporaries
 allocated on worker threads (``np.unique``'s, when edges were placed that way before) stay
 in the threads' malloc arenas for the rest of the process (21 MB more peak memory in a
-1M-row boosting fit, ``benchmarks/fit_memory.py``). Weighted edges are placed column by
+1M-row boosting fit, ``dev/fit_memory.py``). Weighted edges are placed column by
 column on the calling thread.
 """
 

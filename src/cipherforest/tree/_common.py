@@ -31,7 +31,7 @@ JIT_OPTIONS = {"nogil": NOGIL, "cache": CACHE, "boundscheck": BOUNDSCHECK, "fast
 #: reference counting of arrays (its runtime, "NRT"): a call of such a kernel would
 #: otherwise increment and decrement, atomically, a counter of every array it holds. A
 #: split scan of one feature with 4 occupied bins took 144 ns a call with the counting and
-#: 41 ns without (benchmarks/histogram_kernels.py --ab-kernels pendigits; a 31-leaf tree
+#: 41 ns without (dev/histogram_kernels.py --ab-kernels pendigits; a 31-leaf tree
 #: scans ~1,000 features). The arrays are the caller's, alive for the call. Nor may they
 #: call a kernel that allocates: numba may compile that callee for them, without the
 #: counting, and fail (tests/test_kernel_cache.py, the general grower's first fit).

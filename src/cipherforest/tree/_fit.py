@@ -30,7 +30,6 @@ from ._common import (
     n_criterion_stats,
 )
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
-from ._grower_general import grow_tree_general
 from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
@@ -61,7 +60,7 @@ class GrowthParams:
 
 #: Binned matrices from this size on get a column-major copy for the partitions
 #: (``TreeData.X_columns``). At 100k x 20 (2 MB, within a core's L2 cache on the benchmark
-#: machine) the copy made boosting fits no faster (``histogram_kernels.py --ab``: 1.04x one
+#: machine) the copy made boosting fits no faster (``dev/histogram_kernels.py --ab``: 1.04x one
 #: thread, 1.09x two, paired) — reading the rows also brings the lines the next histogram
 #: build reads into cache; at 1M x 20 one-thread fits took 0.82x (``ensembles.py``).
 COLUMN_COPY_MIN_BYTES = 1 << 22
@@ -108,7 +107,7 @@ class TreeData:
         histogram builds read) each row touches its own cache line for one byte, from a
         column the rows of a node share lines. At 1M rows, partitioning a node of 5 % of the
         rows took 29.0 ns a row reading the rows and 4.8 reading a column, of 25 % 14.1 and
-        4.0 (``benchmarks/histogram_kernels.py --partition-layout``). One more byte per
+        4.0 (``dev/histogram_kernels.py --partition-layout``). One more byte per
         value.
         """
         if self.X_binned is None:
@@ -249,16 +248,16 @@ class TreeGrowth:
     them all, runs the kernels back to back and then finishes them: the Python around each
     kernel runs with caches the kernel has emptied, several times slower than warm (a
     ``Tree`` built in 5.4 us, in 20.4 us after a kernel wrote 8 MB:
-    ``histogram_kernels.py --python-after-kernel pendigits``), so doing it tree after tree
-    in one batch costs less (docs/benchmarks.md, twenty-first session). Each growth holds
-    its row order and partition scratch until finished. Not for the general finder
-    (multi-output ``y``, absolute error, monotonic constraints).
+    ``dev/histogram_kernels.py --python-after-kernel pendigits``), so doing it tree after
+    tree in one batch costs less. Each growth holds its row order and partition scratch
+    until finished. Not for the general finder (multi-output ``y``, absolute error,
+    monotonic constraints).
     """
 
     __slots__ = ("data", "n_classes", "params", "return_leaves", "n_threads", "pool",
                  "pool_threads", "kernel_args", "samples", "partition_buffer",
                  "sorted_index", "n_stats", "node_tables", "scan_record", "shard",
-                 "y_kernel", "w", "n_shard0")
+                 "y_kernel", "w", "n_shard0", "compact")
 
     def run(self) -> TreeGrowth:
         """Grow the tree (the kernel); returns ``self``."""
@@ -266,7 +265,9 @@ class TreeGrowth:
         # Taken out while the kernel uses it, put back when it returned (zeroed): a kernel
         # that never returns leaves no half-used pool behind.
         pool_arrays = _THREAD_STATE.__dict__.pop("hist_pool", _EMPTY_HIST_POOL)
-        node_threads = contextlib.nullcontext(NO_NODE_THREADS)
+        # None selects the grower's specialisation without compact histograms (see
+        # ``grow_tree``): every tree but a compact one.
+        node_threads = contextlib.nullcontext(NO_NODE_THREADS if self.compact else None)
         governor = None
         n_samples = samples.shape[0]
         if (self.pool is not None and self.pool_threads > 1 and self.n_shard0 < n_samples
@@ -287,7 +288,7 @@ class TreeGrowth:
         try:
             with node_threads as node_threads_array:
                 node_int, node_float, node_stats, *pool_arrays = grow_tree(
-                    *head, self.n_threads if parallel else 1, node_threads_array,
+                    *head, self.n_threads if parallel else None, node_threads_array,
                     *pool_arrays, *tail)
             if pool_arrays[0].nbytes <= KEPT_HIST_POOL_BYTES:
                 _THREAD_STATE.hist_pool = pool_arrays
@@ -389,6 +390,7 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     growth.sorted_index, growth.n_stats = sorted_index, n_stats
     growth.scan_record, growth.shard, growth.n_shard0 = scan_record, shard, n_shard0
     growth.y_kernel, growth.w = y_kernel, w
+    growth.compact = kernel_compact
     # grow_tree's arguments before its thread count and after its histogram pool.
     growth.kernel_args = (
         (params.is_random, params.criterion, n_stats, y_kernel, w, samples, sorted_index,
@@ -409,15 +411,16 @@ _NO_LEAVES = np.zeros(0, dtype=np.int32)
 
 #: Each thread keeps the histogram pool of its last tree (all zero) for its next tree, up to
 #: this size: allocating and zeroing ~2 MB per tree cost 4-9 % of a pendigits fit's kernel
-#: time (docs/benchmarks.md, seventh session).
+#: time (``dev/histogram_kernels.py --profile pendigits``, before and after keeping it).
 KEPT_HIST_POOL_BYTES = 64 << 20
 _THREAD_STATE = threading.local()
 _EMPTY_HIST_POOL = (np.zeros((0, 0, 0, 0)), np.zeros((0, 0), dtype=np.int64),
                     np.zeros((0, 0), dtype=np.int64))
 
 #: Nodes with fewer rows run both shards' steps on the growing thread: below this, handing
-#: a node's step to the spinning worker saved little or lost (``benchmarks/histogram_kernels.py
-#: --node-handoff``, ``--node-threads``; docs/benchmarks.md, twelfth session).
+#: a node's step to the spinning worker saved little or lost: one node's step broke even at
+#: 1,000-2,000 rows, and fits handing off from 1,000 to 5,000 rows differed by less than
+#: their run-to-run drift (``dev/histogram_kernels.py --node-handoff``, ``--node-threads``).
 NODE_THREADS_MIN_ROWS = 2_000
 _NO_SHARD = (np.zeros(0, dtype=np.int64), np.zeros((0, 0)), np.zeros((0, 0, 0)),
              np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
@@ -465,6 +468,10 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
                   params: GrowthParams, seed: int, return_leaves: bool):
     """``grow_tree_on`` for multi-output ``y``, the absolute error or monotonic constraints
     (``_grower_general``)."""
+    # Imported here: most fits never grow on it, and every process that fits (each worker of
+    # a parallel search) would import its kernel modules for nothing.
+    from ._grower_general import grow_tree_general
+
     if data.max_bins is not None:
         raise ValueError("max_bins (histogram split finding) supports single-output y with "
                          "the gini, entropy, squared_error and poisson criteria without "

@@ -160,7 +160,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     exactly ``samples`` (and reorders them in place); histogram mode (``sorted_index`` and
     ``sorted_value`` are None) reads ``X_binned`` (``n_hist_bins`` bins, the last for NaN) and
     ``bin_thresholds``, and reorders ``samples`` in place; it builds the histograms of large
-    nodes on ``n_threads`` numba threads (1: all on the calling thread). Its partitions read
+    nodes on ``n_threads`` numba threads (1: all on the calling thread; None: the same, in a
+    specialisation that compiles no parallel build, as the estimators grow). Its partitions read
     the split feature from ``X_columns`` (``TreeData.X_columns``, column-major) when that is a
     copy of ``X_binned`` (as many rows), else from ``X_binned``.
     ``hist_pool`` (slots × features × bins × stats, all zero) with ``hist_lo`` / ``hist_hi``
@@ -187,6 +188,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
     exact fit never compiles the histogram finder, nor a histogram fit the exact one (half the
     first-use compile time). Every mode-specific call must stay inside such a guard.
+    Likewise ``node_threads`` is None for every tree but a compact one: such a tree grows on
+    the generic histograms, and its specialisation holds no compact histogram, row shard or
+    hand-off code (a first classification fit with ``max_bins`` compiles about a third
+    less); every use of that code sits under ``node_threads is not None``.
     """
     n_samples = samples.shape[0]
     use_histogram = X_binned is not None
@@ -223,10 +228,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     if best_first:
         n_slots = max(4, min(max_leaf_nodes + 2, 256))
     # Squared-error trees without random thresholds (boosting's) keep compact histograms:
-    # weight and sum, plus the count unless every weight is 1 (see ``_histogram``).
-    compact = use_histogram and criterion == CRITERION_SQUARED_ERROR and not is_random
+    # weight and sum, plus the count unless every weight is 1 (see ``_histogram``), when the
+    # caller passes a control array (see the docstring's last paragraph).
+    compact = (node_threads is not None and use_histogram
+               and criterion == CRITERION_SQUARED_ERROR and not is_random)
     n_hist_stats = n_stats
-    if compact:
+    if node_threads is not None and compact:
         if unit_weight < 0:
             unit_weight = 1 if unit_weights(w, samples) else 0
         n_hist_stats = 2 if unit_weight == 1 else 3
@@ -321,7 +328,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, slot = (
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists,
                               n_clean))
-            if compact:
+            if node_threads is not None and compact:
                 set_task(task0, -1, 0, False, np.int64(0), n_shard0, BUILD_ALL, 0)
                 if sharded:
                     set_task(shard_task, -1, 0, False, n_shard0, n_samples, BUILD_ALL, 0)
@@ -346,11 +353,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         # ---- evaluate pending nodes: find their best split, push them to the frontier
         # Two children with compact histograms: the worker (if any) scans the second while
         # this thread scans the first.
-        scan_posted = (compact and n_pending == 2 and pending_hist[0] >= 0
-                       and pending_hist[1] >= 0
-                       and hands_off_scan(node_threads, hist_pool, scan_record, n_stats))
+        scan_posted = False
         scan_began = np.int64(0)
-        if scan_posted:
+        if node_threads is not None:
+            scan_posted = (compact and n_pending == 2 and pending_hist[0] >= 0
+                           and pending_hist[1] >= 0
+                           and hands_off_scan(node_threads, hist_pool, scan_record, n_stats))
+        if node_threads is not None and scan_posted:
             for k in range(n_stats):
                 scan_record[k] = node_stats[pending_node[1], k]
             node_threads[CONTROL_SCAN_SLOT] = pending_hist[1]
@@ -387,10 +396,15 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             stats = node_stats[node_id]
             n_visited = 0
             n_scanned = n_features
-            if scan_posted and p == 1 and collect(node_threads, SCAN_POSTED, scan_began):
-                split[:] = scan_record[n_stats:]  # the worker scanned this node
+            if (node_threads is not None and scan_posted and p == 1
+                    and collect(node_threads, SCAN_POSTED, scan_began)):
+                # The worker scanned this node. A loop, not ``split[:] = ...``: an array
+                # assignment compiles numba's shape-mismatch message (seconds of first-fit
+                # compile time for string formatting that never runs).
+                for k in range(split.shape[0]):
+                    split[k] = scan_record[n_stats + k]
                 n_scanned = 0
-            if X_binned is not None:
+            if node_threads is not None and X_binned is not None:
                 if compact and slot >= 0 and n_scanned > 0:
                     # The worker's scan of a compact node, so both threads scan alike.
                     scan_compact_node(pending_seed[p], hist_pool[slot], hist_lo[slot],
@@ -494,7 +508,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         if X_binned is not None:
             # Sums each child's own samples on the way (see below).
             child_stats[:] = 0.0
-            if compact:
+            if node_threads is not None and compact:
                 position = np.int64(split[SPLIT_POSITION])
                 hand_off = sharded and hands_off(node_threads, start, end, start1, end1)
                 build = BUILD_NONE
@@ -629,7 +643,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             n_clean, s_slot = _acquire_hist(hist_pool, hist_lo, hist_hi,
                                                             hist_free, n_free_hists, n_hists,
                                                             n_clean)
-                        if compact:
+                        if node_threads is not None and compact:
                             set_task(task0, -1, 0, False, child_bounds[small, 0],
                                      child_bounds[small, 1], BUILD_ALL, 0)
                             if sharded:
@@ -653,7 +667,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     # and none to clear.
                     if child_needs[large]:
                         child_slots[large] = parent_slot
-                    if sharded:
+                    if node_threads is not None and sharded:
                         # Shard 1's part added and the parent subtracted, half the features
                         # on the worker when one runs.
                         merge_children_histograms(
@@ -779,7 +793,7 @@ def finished_tree_arrays(node_int, node_float, node_stats, n_values, order, shar
     (``SHARD0_SAMPLES`` counts each node's rows in the first) side by side. ``leaves`` is
     set to -1 first, so rows not in ``order`` stay -1. One call per tree, where NumPy
     took some twenty (the Python around each tree was 11-13 % of a pendigits fit:
-    ``histogram_kernels.py --profile``, docs/benchmarks.md, twenty-first session).
+    ``dev/histogram_kernels.py --profile``).
     """
     n_nodes = node_int.shape[0]
     children_left = np.empty(n_nodes, dtype=np.int32)

@@ -59,6 +59,9 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
 
     With ``n_threads > 1``, nodes of at least ``PARALLEL_MIN_SAMPLES`` samples are built on
     that many numba threads (``accumulate_parallel``); the histogram is the same either way.
+    ``n_threads=None`` is one thread in a specialisation without the parallel build: the
+    estimators pass it, so a first fit does not compile the ``parallel=True`` kernels (numba
+    prunes the branch on a None argument before typing).
     """
     n_features = X_binned.shape[1]
     n_bins = hist.shape[1]
@@ -77,10 +80,11 @@ def build_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, criterion
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
-                            n_threads)
-        return
+    if n_threads is not None:  # None: this specialisation holds no parallel build
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_parallel(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                                n_threads)
+            return
     _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
                          np.int64(0), n_features)
 
@@ -199,7 +203,7 @@ def _add_squared_error(hist, f, b, wi, wy, wyy):
 @njit(inline="always", **JIT_OPTIONS)
 def _add_class(hist, f, b, wi, k):
     # Three single adds: a pair (``add_pair``) and one add were no faster here
-    # (histogram_kernels.py --ab-kernels pendigits, 1.03x).
+    # (dev/histogram_kernels.py --ab-kernels pendigits, 1.03x).
     h = hist[f, b]
     h[STAT_WEIGHT] += wi
     h[STAT_COUNT] += 1.0
@@ -257,8 +261,8 @@ def subtract_histogram_features(parent, parent_lo, parent_hi, child, out, out_lo
                     flat_out[i + k] = flat_out[i + k] if keep else 0.0
         # The occupied range, found from its ends (where the occupied bins usually are)
         # rather than by a running minimum and maximum in the loops above: without that
-        # chain a unit-weight subtraction takes 0.75x the time (histogram_kernels.py
-        # --ab-kernels, twentieth session in docs/benchmarks.md).
+        # chain a unit-weight subtraction takes 0.75x the time (dev/histogram_kernels.py
+        # --ab-kernels).
         out_lo[f], out_hi[f] = occupied_range(out, f, first, last, count_column)
 
 
@@ -315,13 +319,10 @@ def best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterio
     if last == first and not has_missing:
         return False
 
-    if criterion == CRITERION_SQUARED_ERROR and not is_random:
-        _scan_squared_error(feature, hist, first, last, has_missing, bin_thresholds, node,
-                            min_samples_leaf, min_weight_leaf, split, cum, left, right)
-    else:
-        _scan_bins(feature, hist, first, last, has_missing, bin_thresholds, criterion, node,
-                   min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum, left,
-                   right)
+    # (Squared-error trees without random thresholds scan compact histograms instead:
+    # ``best_split_compact_feature``.)
+    _scan_bins(feature, hist, first, last, has_missing, bin_thresholds, criterion, node,
+               min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum, left, right)
     if has_missing:
         for k in range(cum.shape[0]):
             left[k] = node[k] - missing[k]
@@ -369,65 +370,6 @@ def _scan_bins(feature, hist, first, last, has_missing, bin_thresholds, criterio
                 split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
         if is_random:
             break
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _scan_squared_error(feature, hist, first, last, has_missing, bin_thresholds, node,
-                        min_samples_leaf, min_weight_leaf, split, cum, left, right):
-    """``_scan_bins`` for the squared error without random thresholds (boosting's hot loop).
-
-    The same candidates, float operations and records, with the running sums held in
-    scalars instead of stats vectors, so it finds bit-identical splits several times faster.
-    """
-    missing = hist[feature, hist.shape[1] - 1]
-    m_w, m_c, m_s, m_q = (missing[STAT_WEIGHT], missing[STAT_COUNT], missing[STAT_FIRST],
-                          missing[STAT_FIRST + 1])
-    best = split[SPLIT_CHILDREN]
-    c_w = c_c = c_s = c_q = 0.0
-    for b in range(first, last):
-        bin_stats = hist[feature, b]
-        if not bin_stats[STAT_COUNT] > 0.5:
-            continue  # an empty bin repeats the previous candidate
-        c_w += bin_stats[STAT_WEIGHT]
-        c_c += bin_stats[STAT_COUNT]
-        c_s += bin_stats[STAT_FIRST]
-        c_q += bin_stats[STAT_FIRST + 1]
-        c = _squared_error_children(c_w, c_c, c_s, c_q, node, min_samples_leaf,
-                                    min_weight_leaf)
-        if c < best:
-            best = c
-            _set_stats(cum, c_w, c_c, c_s, c_q)
-            children_impurity(cum, right, node, CRITERION_SQUARED_ERROR, 0, 0.0)  # fills right
-            record_candidate(split, feature, b, False, c, cum, right)
-            split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
-            if not has_missing:
-                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
-        if has_missing:
-            l_w, l_c, l_s, l_q = c_w + m_w, c_c + m_c, c_s + m_s, c_q + m_q
-            c = _squared_error_children(l_w, l_c, l_s, l_q, node, min_samples_leaf,
-                                        min_weight_leaf)
-            if c < best:
-                best = c
-                _set_stats(left, l_w, l_c, l_s, l_q)
-                children_impurity(left, right, node, CRITERION_SQUARED_ERROR, 0, 0.0)
-                record_candidate(split, feature, b, True, c, left, right)
-                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
-
-
-@njit(inline="always", **JIT_OPTIONS)
-def _squared_error_children(l_w, l_c, l_s, l_q, node, min_samples_leaf, min_weight_leaf):
-    """``children_impurity`` of the squared error for a left child given by its four sums."""
-    r_w = node[STAT_WEIGHT] - l_w
-    r_c = node[STAT_COUNT] - l_c
-    r_s = node[STAT_FIRST] - l_s
-    r_q = node[STAT_FIRST + 1] - l_q
-    if l_c < min_samples_leaf or r_c < min_samples_leaf:
-        return np.inf
-    if l_w < min_weight_leaf or r_w < min_weight_leaf:
-        return np.inf
-    if l_w <= 0.0 or r_w <= 0.0:
-        return np.inf
-    return (l_q - l_s * l_s / l_w) + (r_q - r_s * r_s / r_w)
 
 
 @njit(inline="always", **JIT_OPTIONS)
@@ -603,7 +545,7 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
 
 # Sums of a child's rows, after the partition rather than during it: a second pass over the
 # child's (contiguous) rows costs less than selecting each row's side for its sums in the
-# partition loop (benchmarks/histogram_kernels.py --ab-kernels), and sums the same rows in
+# partition loop (dev/histogram_kernels.py --ab-kernels), and sums the same rows in
 # the same order, so the values are the same bit for bit.
 @njit(**LEAF_JIT_OPTIONS)
 def _sum_side(prefetching, samples, start, end, y, w, criterion, stats):
@@ -684,10 +626,11 @@ def build_compact_histogram(hist, lo, hi, X_binned, samples, start, end, y, w, n
                 if b > hi[f]:
                     hi[f] = b
         return
-    if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
-        accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
-                                    n_threads)
-        return
+    if n_threads is not None:
+        if n_threads > 1 and end - start >= PARALLEL_MIN_SAMPLES:
+            accumulate_compact_parallel(hist, lo, hi, X_binned, samples, start, end, y, w,
+                                        n_threads)
+            return
     accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, w, np.int64(0),
                         n_features)
 
@@ -712,7 +655,7 @@ def accumulate_compact_features(hist, lo, hi, X_binned, samples, start, end, y, 
     # Four rows per step, interleaved feature by feature: their loads and adds overlap
     # instead of each row's adds waiting on the previous row's. A bin still receives its
     # rows in row order, so the sums are the same bit for bit
-    # (benchmarks/histogram_kernels.py --ab-kernels).
+    # (dev/histogram_kernels.py --ab-kernels).
     n_quads = (end - start) // 4
     if hist.shape[2] > 2:
         for q in range(n_quads):

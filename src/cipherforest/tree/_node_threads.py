@@ -316,8 +316,9 @@ def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w,
             if compare_exchange(control, CONTROL_STEP, state, STEP_CLAIMED):
                 claimed = cycle_counter()
                 if state == STEP_POSTED:
+                    # One thread (None: the grower's specialisation of the step).
                     shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi,
-                               child_stats, 1)
+                               child_stats, None)
                 elif state == MERGE_POSTED:
                     merge_features(hist_pool, hist_lo, hist_hi, control[CONTROL_MERGE_SLOT],
                                    control[CONTROL_MERGE_PARENT], hist, lo, hi,

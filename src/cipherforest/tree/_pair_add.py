@@ -8,10 +8,9 @@ the histogram builds are the hottest loop of a tree. ``add_pair`` does the two a
 one 2-lane add (one load and one store of 16 bytes instead of two each). Each lane is the
 same IEEE addition as the scalar one, so every sum is the same bit for bit. The pendigits
 root's compact histogram (unit weights) took 0.79x as long, its four-statistic one 0.69x,
-boosting fits 0.90-0.95x (``benchmarks/histogram_kernels.py --ab-kernels`` and ``--ab``;
-docs/benchmarks.md, twenty-second session). Where a bin's row takes a third addition (a
-weight column, a class count), a pair and a single add were no faster than three single
-ones, and those builds keep the latter.
+boosting fits 0.90-0.95x (``dev/histogram_kernels.py --ab-kernels`` and ``--ab``). Where
+a bin's row takes a third addition (a weight column, a class count), a pair and a single
+add were no faster than three single ones, and those builds keep the latter.
 """
 
 from __future__ import annotations

@@ -7,8 +7,7 @@ gradients). The hardware prefetcher cannot guess such addresses, and a histogram
 keeps too few of the misses in flight to hide them; asking for the rows some way ahead
 does: a histogram of a tenth of 1M rows (a sorted random subset) took 3.1 ns per row and
 feature without the hints and 0.8 with them, and a 1M-row fit 0.64-0.69x as long
-(``benchmarks/histogram_kernels.py --node-density`` and ``--ab``, docs/benchmarks.md,
-twenty-second session). Numba has no prefetch, so
+(``dev/histogram_kernels.py --node-density`` and ``--ab``). Numba has no prefetch, so
 ``prefetch`` emits LLVM's (``prefetcht0`` on x86; whatever the target has, or nothing,
 elsewhere). A prefetch never faults and changes no value: the kernels compute the same
 sums bit for bit.
@@ -89,7 +88,7 @@ def worth_prefetching(X_binned, samples, start, end, row_bytes):
     ``row_bytes`` per row of what it gathers (a binned row and a target; a column's byte; a
     target): not when the data fit in the caches, nor when the node's rows lie on average
     less than ``PREFETCH_MIN_GAP`` bytes apart there, which the hardware prefetcher
-    streams unaided (``histogram_kernels.py --node-density``)."""
+    streams unaided (``dev/histogram_kernels.py --node-density``)."""
     if end - start < 2 or X_binned.shape[0] * (X_binned.shape[1] + 8) < PREFETCH_MIN_BYTES:
         return False
     distance = np.int64(samples[end - 1]) - np.int64(samples[start])

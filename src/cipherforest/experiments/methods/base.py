@@ -9,7 +9,13 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["ForestSetting", "Method", "MethodOutput", "fit_predict_timed"]
+__all__ = ["KINDS", "ForestSetting", "Method", "MethodOutput", "fit_predict_timed"]
+
+# What a compared method is, as the report labels it: our own forests, plaintext references,
+# baselines run from their library, baselines re-implemented from their papers, stand-ins
+# that reproduce a system's model but not its protocol, and comparisons that are not among
+# the paper's six baselines.
+KINDS = ("ours", "plaintext", "library", "re-implementation", "stand-in", "extra")
 
 
 @dataclass(frozen=True)
@@ -47,10 +53,12 @@ class Method:
     """A compared method.
 
     ``run(X_train, y_train, X_test, setting)`` returns a :class:`MethodOutput`.
-    ``reimplementation`` marks accuracy-equivalent stand-ins for systems that cannot run here
-    (their times are reported as "not measured"). ``protocol`` marks the encrypted
-    client-server runs, which a configuration may restrict to fewer trials. ``params`` enter
-    the cache key, so a changed parameter never reuses stale results.
+    ``kind`` is one of :data:`KINDS`. ``time_measured`` is False for methods whose running
+    time here is not the system's (stand-ins, clear-text re-implementations of encrypted
+    protocols, simulations): the report writes "not measured". ``protocol`` marks the
+    encrypted client-server runs and their simulations, which a configuration may restrict to
+    fewer trials. ``params`` enter the cache key, so a changed parameter never reuses stale
+    results; so does ``code``, the modules whose source the method runs (see :mod:`..cv`).
     """
 
     key: str
@@ -58,8 +66,15 @@ class Method:
     run: Callable[..., MethodOutput]
     params: dict[str, Any] = field(default_factory=dict)
     description: str = ""
-    reimplementation: bool = False
+    kind: str = "ours"
+    time_measured: bool = True
     protocol: bool = False
+    code: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"method kind must be one of {KINDS}, got {self.kind!r}")
+
 
 
 def fit_predict_timed(model, X_train, y_train, X_test, extra=None) -> MethodOutput:

@@ -54,7 +54,9 @@ def method(epsilon: float = 1.0) -> Method:
             warnings.simplefilter("ignore")
             return fit_predict_timed(model, X_train, y_train, X_test)
 
-    return Method(f"diffpriv_rf_eps{epsilon:g}", f"DiffPrivRFs (ε = {epsilon:g})", run,
-                  {"epsilon": epsilon},
+    return Method(f"diffpriv_rf_eps{epsilon:g}", f"DiffPrivRFs (library, ε = {epsilon:g})",
+                  run,
+                  {"epsilon": epsilon}, kind="library",
+                  code=("experiments/methods/diffpriv.py",),
                   description=f"diffprivlib RandomForestClassifier, ε = {epsilon:g}, bounds "
                               "from the training fold, diffprivlib defaults otherwise.")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from ..common import forest_kwargs
 from .base import ForestSetting, Method, fit_predict_timed
 
+__all__ = ["FOREST_CODE", "ours", "sklearn"]
 
-def _forest_kwargs(setting: ForestSetting) -> dict:
-    return {"n_estimators": setting.n_estimators, "max_features": setting.max_features,
-            "min_samples_split": setting.min_samples_split,
-            "random_state": setting.random_state, "n_jobs": setting.n_jobs}
+# Source folders (relative to the package) of cipherforest's forests: every method that trains
+# one lists them, so that the result cache is invalidated when the forest code changes.
+FOREST_CODE = ("tree", "ensemble")
 
 
 def ours() -> Method:
@@ -16,10 +17,11 @@ def ours() -> Method:
     def run(X_train, y_train, X_test, setting: ForestSetting):
         from ...ensemble import RandomForestClassifier
 
-        return fit_predict_timed(RandomForestClassifier(**_forest_kwargs(setting)),
+        return fit_predict_timed(RandomForestClassifier(**forest_kwargs(setting)),
                                  X_train, y_train, X_test)
 
-    return Method("rf_ours", "plaintext RF (cipherforest)", run,
+    return Method("rf_ours", "plaintext RF (cipherforest)", run, kind="plaintext",
+                  code=(*FOREST_CODE, "experiments/methods/plaintext.py"),
                   description="Random forest on plaintext, cipherforest's implementation.")
 
 
@@ -28,8 +30,10 @@ def sklearn() -> Method:
     def run(X_train, y_train, X_test, setting: ForestSetting):
         from sklearn.ensemble import RandomForestClassifier
 
-        return fit_predict_timed(RandomForestClassifier(**_forest_kwargs(setting)),
+        return fit_predict_timed(RandomForestClassifier(**forest_kwargs(setting)),
                                  X_train, y_train, X_test)
 
-    return Method("rf_sklearn", "plaintext RF (scikit-learn)", run,
-                  description="scikit-learn's RandomForestClassifier, the paper's Original RFs.")
+    return Method("rf_sklearn", "Original RFs (scikit-learn)", run, kind="plaintext",
+                  code=("experiments/methods/plaintext.py",),
+                  description="scikit-learn's RandomForestClassifier on plaintext: the "
+                              "paper's Original RFs.")

@@ -1,4 +1,4 @@
-"""Accuracy-equivalent stand-ins for the MPC/HE systems that cannot run here.
+"""Accuracy-equivalent stand-ins for the MPC systems that cannot run here.
 
 PPD-ERTs, PivotRFs and MulPRFs are protocols (secure multi-party computation, threshold
 homomorphic encryption) whose models are standard tree ensembles. What they compute can be
@@ -14,20 +14,24 @@ protocol, which we do not have, so the report marks it "not measured".
 
 from __future__ import annotations
 
+from ..common import forest_kwargs
 from .base import ForestSetting, Method, fit_predict_timed
-from .plaintext import _forest_kwargs
+from .plaintext import FOREST_CODE
 
 __all__ = ["mulprfs", "pivot_rfs", "ppd_erts"]
+
+_CODE = (*FOREST_CODE, "experiments/methods/reimplementations.py")
 
 
 def ppd_erts() -> Method:
     def run(X_train, y_train, X_test, setting: ForestSetting):
         from ...ensemble import ExtraTreesClassifier
 
-        return fit_predict_timed(ExtraTreesClassifier(**_forest_kwargs(setting)),
+        return fit_predict_timed(ExtraTreesClassifier(**forest_kwargs(setting)),
                                  X_train, y_train, X_test)
 
-    return Method("ppd_erts", "PPD-ERTs (re-implementation)", run, reimplementation=True,
+    return Method("ppd_erts", "PPD-ERTs (stand-in)", run, kind="stand-in",
+                  time_measured=False, code=_CODE,
                   description="Extremely randomized trees in plaintext: PPD-ERTs' model, not "
                               "its protocol; time not measured.")
 
@@ -36,12 +40,13 @@ def pivot_rfs(max_depth: int = 4) -> Method:
     def run(X_train, y_train, X_test, setting: ForestSetting):
         from ...ensemble import RandomForestClassifier
 
-        return fit_predict_timed(RandomForestClassifier(**_forest_kwargs(setting),
+        return fit_predict_timed(RandomForestClassifier(**forest_kwargs(setting),
                                                         max_depth=max_depth),
                                  X_train, y_train, X_test)
 
-    return Method(f"pivot_rfs_d{max_depth}", f"PivotRFs (re-implementation, depth {max_depth})",
-                  run, {"max_depth": max_depth}, reimplementation=True,
+    return Method(f"pivot_rfs_d{max_depth}", f"PivotRFs (stand-in, depth {max_depth})",
+                  run, {"max_depth": max_depth}, kind="stand-in", time_measured=False,
+                  code=_CODE,
                   description=f"Random forest limited to depth {max_depth} in plaintext: "
                               "PivotRFs' model, not its protocol; time not measured.")
 
@@ -53,10 +58,11 @@ def mulprfs() -> Method:
 
         from ...ensemble import RandomForestClassifier
 
-        forest = RandomForestClassifier(**_forest_kwargs(setting))
+        forest = RandomForestClassifier(**forest_kwargs(setting))
         model = forest if np.unique(y_train).shape[0] <= 2 else OneVsRestClassifier(forest)
         return fit_predict_timed(model, X_train, y_train, X_test)
 
-    return Method("mulprfs", "MulPRFs (re-implementation)", run, reimplementation=True,
+    return Method("mulprfs", "MulPRFs (stand-in)", run, kind="stand-in",
+                  time_measured=False, code=_CODE,
                   description="Plaintext random forest, one-vs-all for multiclass: MulPRFs' "
                               "model, not its MPC protocol; time not measured.")

@@ -10,18 +10,13 @@ measured"; the real protocol's times are in the ``gipe_ckks_*`` rows.
 
 from __future__ import annotations
 
-import importlib.util
 import time
 
+from ..common import stratified_subsample
 from .base import ForestSetting, Method, MethodOutput
-from .gipe_ckks import stratified_subsample
+from .plaintext import FOREST_CODE
 
-__all__ = ["available", "method"]
-
-
-def available() -> bool:
-    """Whether this version of the library has :mod:`cipherforest.privacy.simulation`."""
-    return importlib.util.find_spec("cipherforest.privacy.simulation") is not None
+__all__ = ["method"]
 
 
 def method(split_selection: str = "gini", *, gipe_mode: str = "quantile",
@@ -29,6 +24,7 @@ def method(split_selection: str = "gini", *, gipe_mode: str = "quantile",
            n_estimators: int | None = None, max_train_rows: int | None = None) -> Method:
     """The simulated encrypted forest in one privacy setting."""
     def run(X_train, y_train, X_test, setting: ForestSetting) -> MethodOutput:
+        # Imported from its module until cipherforest.privacy re-exports it.
         from ...privacy.simulation import PrivateForestSimulator
 
         rows = stratified_subsample(y_train, max_train_rows, setting.random_state)
@@ -42,8 +38,7 @@ def method(split_selection: str = "gini", *, gipe_mode: str = "quantile",
         fitted = time.perf_counter()
         pred = model.predict(X_test)
         extra = {"train_rows": int(rows.shape[0]),
-                 "epsilon_spent": float(getattr(model, "epsilon_spent_", float("nan"))),
-                 "rounds": int(getattr(model, "n_rounds_", -1))}
+                 "epsilon_spent": float(model.epsilon_spent_), "rounds": int(model.n_rounds_)}
         return MethodOutput(pred, fitted - start, time.perf_counter() - fitted, extra)
 
     name = split_selection + (f"_eps{label_epsilon:g}" if label_epsilon is not None else "")
@@ -63,4 +58,5 @@ def method(split_selection: str = "gini", *, gipe_mode: str = "quantile",
         description="PrivateForestSimulator: the protocol's decisions on clear labels, "
                     f"{', '.join(what)}" + (f"; reduced: {', '.join(reductions)}"
                                             if reductions else "") + "; time not measured.",
-        reimplementation=True, protocol=True)
+        time_measured=False, protocol=True,
+        code=(*FOREST_CODE, "privacy", "experiments/methods/simulated.py"))

@@ -25,6 +25,9 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
   landing together share labels.
 * :mod:`.pair_oracle` — :class:`PairOracleServer` / :func:`pair_oracle_attack`: a malicious
   server asks crafted two-row "nodes" and reads "leaf" as "same label".
+* :mod:`.content_substitution` — :class:`ContentSubstitutionServer` /
+  :func:`content_substitution_attack`: a malicious server keeps every plan field honest and
+  forges the counts, one "same class as the reference?" question per node.
 * :mod:`.value_recovery` — :func:`quantile_value_recovery` / :func:`score_value_recovery`:
   values from cipher ranks and an auxiliary sample of the feature's distribution.
 
@@ -35,6 +38,12 @@ format, so the tree attacks run without the protocol; :mod:`.scoring` the scorin
 """
 
 from .alternation import alternation_labels
+from .content_substitution import (
+    ContentSubstitutionResult,
+    ContentSubstitutionServer,
+    content_substitution_attack,
+    without_count_check,
+)
 from .leaf_union import leaf_union_labels
 from .pair_oracle import PairOracleResult, PairOracleServer, pair_oracle_attack
 from .proximity import (
@@ -57,6 +66,10 @@ from .value_recovery import ValueRecoveryResult, quantile_value_recovery, score_
 
 __all__ = [
     "AttackResult",
+    "ContentSubstitutionResult",
+    "ContentSubstitutionServer",
+    "content_substitution_attack",
+    "without_count_check",
     "PairOracleResult",
     "PairOracleServer",
     "RecordingServer",

@@ -19,7 +19,22 @@ import numpy as np
 
 from ..protocol import Message, ProtocolError, decode_message, encode_message
 
-__all__ = ["PairOracleResult", "PairOracleServer", "pair_oracle_attack"]
+__all__ = ["PairOracleResult", "PairOracleServer", "packed_blocks", "pair_oracle_attack"]
+
+
+def packed_blocks(session, plans: list, shift: int) -> tuple[list[bytes], list[int]]:
+    """The real server's packing (what a malicious server would run) of node plans of its
+    own making over the session's label ciphertexts: every row weighs 1, and a plan's row
+    orders may repeat rows. Returns the query ciphertexts and each block's position."""
+    from ..protocol.server.level import level_part
+
+    ones = np.ones(session.X.shape[0], dtype=np.int64)
+    unit = SimpleNamespace(context=session.context, layout=session.layout,
+                           label_copy=session.label_copy, spec=session.spec,
+                           n_classes=session.n_classes,
+                           growth=SimpleNamespace(weights=lambda t: ones))
+    _, blobs, positions = level_part(unit, [], plans, shift, serialize=False)
+    return blobs, positions
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,11 @@ class PairOracleServer:
     def handle(self, data: bytes) -> bytes:
         message = decode_message(data)
         if message.kind == "train" and self._held_reply is None:
-            self._held_reply = self.server.handle(data)  # the real first query, held back
             self._session_id = message.meta["session"]
+            # Crafted first, from the label ciphertexts (a server that trains without
+            # rounds drops them once trained); the real first reply is held back.
             self.crafted_query = self._crafted_query()
+            self._held_reply = self.server.handle(data)
             return encode_message(self.crafted_query)
         if (message.kind == "answer" and self._token
                 and message.meta.get("token") == self._token):
@@ -106,19 +123,12 @@ class PairOracleServer:
         return self.server.handle(data)
 
     def _crafted_query(self) -> Message:
-        # The real server's packing, reused as is: what a malicious server would run.
         from ..protocol.planner import Candidate, NodePlan, OpenNode, midpoint
-        from ..protocol.server.level import level_part
 
         session = self.server.session(self._session_id)
         X = session.X
         n = X.shape[0]
         ref = self.reference_row
-        ones = np.ones(n, dtype=np.int64)
-        fake = SimpleNamespace(context=session.context, layout=session.layout,
-                               label_copy=session.label_copy, spec=session.spec,
-                               n_classes=session.n_classes,
-                               growth=SimpleNamespace(weights=lambda t: ones))
         plans = []
         for i in range(n):
             differs = np.flatnonzero(X[ref] != X[i])
@@ -131,7 +141,7 @@ class PairOracleServer:
                                   midpoint(float(X[low, f]), float(X[high, f])), 1, 1)
             plans.append(NodePlan(0, OpenNode(i, np.sort(pair), 0, 0), 2, [pair],
                                   [[candidate]]))
-        _, blobs, positions = level_part(fake, [], plans, 0, serialize=False)
+        blobs, positions = packed_blocks(session, plans, 0)
         self._token = secrets.token_hex(8)
         meta = {"session": self._session_id, "round": 1, "token": self._token, "shift": 0,
                 "block_size": session.block_size,

@@ -15,9 +15,11 @@ import numpy as np
 
 from ..dp import ExponentialMechanism, split_sensitivity
 from .messages import ProtocolError
-from .planner import ForestGrowth, NodePlan
+from .planner import ForestGrowth, NodePlan, plan_fields
 
-__all__ = ["choose_splits", "decide_splits", "exponential_mechanism", "node_scores"]
+__all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
+           "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores",
+           "squares_of_counts"]
 
 _EPSILON = np.finfo(np.float64).eps
 
@@ -95,6 +97,14 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
     return choice
 
 
+def _plan_arrays(growth: ForestGrowth, plans: list[NodePlan]):
+    """Per planned node its weight, its tree's root weight and its candidate count, and
+    every candidate's left weight: the public half of a decision."""
+    fields = plan_fields(growth, plans)
+    return (fields["weight"], fields["tree_weight"], fields["n_candidates"],
+            fields["left_weight"])
+
+
 def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarray,
                   n_classes: int, split_selection: str, reveal_leaves: bool,
                   label_epsilon: float | None, rng) -> np.ndarray:
@@ -105,17 +115,12 @@ def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarr
     draws by the exponential mechanism with ε = ``label_epsilon``. ``rng`` is a
     ``random.Random``-like source (the client uses the OS's).
     """
-    weight = np.array([p.weight for p in plans], dtype=np.int64)
-    n_candidates = np.array([p.n_candidates for p in plans], dtype=np.int64)
-    left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
-                           dtype=np.int64)
+    weight, tree_weight, n_candidates, left_weight = _plan_arrays(growth, plans)
     if split_selection == "dp":
         max_count = np.array([int(growth.weights(p.tree)[p.node.samples].max())
                               for p in plans], dtype=np.int64)
         return exponential_mechanism(squares, weight, n_candidates, left_weight, n_classes,
                                      label_epsilon, split_sensitivity(max_count), rng)
-    tree_weight = np.array([growth.trees[p.tree].total_weight for p in plans],
-                           dtype=np.int64)
     choice = choose_splits(squares, weight, tree_weight, n_candidates, left_weight, n_classes)
     if not reveal_leaves:
         hidden = np.flatnonzero(choice < 0)
@@ -136,3 +141,103 @@ def exponential_mechanism(squares: np.ndarray, weight: np.ndarray, n_candidates:
                                          n_classes):
         choice[i] = mechanism.choose(-children, float(sensitivity[i]), rng)
     return choice
+
+
+# ---------------------------------------------------------------------- counts in the clear
+def clear_counts(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
+    """``(blocks, τ)`` the class counts a query of ``plans`` carries, computed in the clear:
+    per node, each candidate's weighted left counts ``L`` in the server's order, then the
+    node's total ``T``. ``onehot`` is ``(n_samples, τ)``, ``weights_of(t)`` tree ``t``'s
+    bootstrap counts. The client compares them with what it decrypts; the simulator and the
+    randomized-response server decide from them."""
+    blocks = []
+    for plan in plans:
+        weights = weights_of(plan.tree)
+        total = None
+        for order, cands in zip(plan.orders, plan.candidates, strict=True):
+            running = np.cumsum(onehot[order] * weights[order, None], axis=0)
+            total = running[-1]
+            blocks.append(running[[c.end - 1 for c in cands]])
+        blocks.append(total[None, :])
+    return np.concatenate(blocks) if blocks else np.zeros((0, onehot.shape[1]))
+
+
+def squares_of_counts(counts: np.ndarray, n_candidates: np.ndarray) -> np.ndarray:
+    """Per candidate ``(ΣL², ΣR²)`` and per node ``(ΣT², 0)``, in query order, from the
+    blocks' class counts (``R = T - L``, checked to be a count)."""
+    blocks, start = [], 0
+    for k in np.asarray(n_candidates).tolist():
+        left, total = counts[start: start + k], counts[start + k]
+        right = total - left
+        if (right < 0).any():
+            raise ProtocolError("query: a candidate's left counts exceed its node's class "
+                                "totals: not made with this client's key or corrupted")
+        blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)], axis=1))
+        blocks.append([[float((total ** 2).sum()), 0.0]])
+        start += k + 1
+    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+
+
+def clear_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.ndarray:
+    """The decrypted query blocks of ``plans`` in the clear: per node ``(ΣL², ΣR²)`` for
+    every candidate in the server's order, then ``(ΣT², 0)``."""
+    return squares_of_counts(clear_counts(plans, onehot, weights_of),
+                             [p.n_candidates for p in plans])
+
+
+def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray) -> None:
+    """Refuse the round unless every decrypted class count is the client's own.
+
+    The client holds the labels and replays the plan, so it knows each candidate's left
+    counts and each node's total; a server that substituted ciphertext contents (to turn
+    the client's choice into a question about one row) is caught here, before any choice
+    is made from the round. Raises :class:`ProtocolError` naming the first node and
+    candidate that differ.
+    """
+    if decrypted.shape != expected.shape:
+        raise ProtocolError(f"query: {decrypted.shape[0]} count blocks, the plan has "
+                            f"{expected.shape[0]}")
+    wrong = np.flatnonzero((decrypted != expected).any(axis=1))
+    if wrong.size == 0:
+        return
+    block = int(wrong[0])
+    for plan in plans:
+        k = plan.n_candidates
+        if block <= k:
+            what = f"candidate {block}" if block < k else "its total"
+            raise ProtocolError(
+                f"query: the server's class counts for node {plan.node.node_id} of tree "
+                f"{plan.tree} ({what}) differ from the counts of the client's own labels "
+                f"({wrong.size} blocks differ): the ciphertexts were not computed as the "
+                "protocol says; round refused")
+        block -= k + 1
+
+
+def grow_levels(growth: ForestGrowth, decide) -> list:
+    """Grow every tree of ``growth`` level by level, all trees at once, as the rounds do:
+    ``decide(plans)`` returns a choice per planned node (negative: a leaf). Returns the
+    ``(tree, leaf node)`` pairs."""
+    leaves = []
+    while any(tree.open for tree in growth.trees):
+        plans = []
+        for t, tree in enumerate(growth.trees):
+            if tree.open:
+                tree_plans, rule_leaves = growth.plan_tree(t)
+                plans.extend(tree_plans)
+                leaves.extend((t, node) for node in rule_leaves)
+        if not plans:
+            break
+        choices = np.asarray(decide(plans), dtype=np.int64)
+        leaves.extend((p.tree, p.node) for p in growth.apply_level(plans, choices.tolist()))
+    return leaves
+
+
+def grow_on_labels(growth: ForestGrowth, onehot: np.ndarray) -> list:
+    """Grow every tree of ``growth`` by the paper's Gini rule on labels known in the clear
+    (randomized-response labels on the server, any labels in the simulator); returns the
+    ``(tree, leaf node)`` pairs. Nodes pure in these labels are leaves."""
+    def decide(plans):
+        squares = clear_squares(plans, onehot, growth.weights)
+        return choose_splits(squares, *_plan_arrays(growth, plans), onehot.shape[1])
+
+    return grow_levels(growth, decide)

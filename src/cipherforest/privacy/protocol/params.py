@@ -14,6 +14,7 @@ parameters together (``label_epsilon`` with ``split_selection``).
 
 from __future__ import annotations
 
+import math
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -24,14 +25,21 @@ from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_random_state
 
 from ...core import resolve_max_features, resolve_n_draws
+from ..dp import DEFAULT_LABEL_DELTA
 from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 
-__all__ = ["PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
-           "constraints", "forest_meta", "forest_seed"]
+__all__ = ["DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS", "SPLIT_SELECTIONS",
+           "ForestSpec", "Parameter", "check_selection_params", "constraints", "forest_meta",
+           "forest_seed", "label_epsilon"]
 
-#: How a node's split is chosen: by the client ("gini", "dp") or at random by the server.
-SPLIT_SELECTIONS = ("gini", "dp", "blind")
+#: How a node's split is chosen: by the client from encrypted counts ("gini", "dp"), by the
+#: server from randomized-response labels ("rr"), or at random by the server ("blind").
+SPLIT_SELECTIONS = ("gini", "dp", "rr", "blind")
+#: The default mode and its ε per row for the whole fit (docs/threat_model.md: the accuracy
+#: and attack curves it was chosen from).
+DEFAULT_SPLIT_SELECTION = "rr"
+DEFAULT_RR_EPSILON = 2.0
 
 MAX_ESTIMATORS = 10_000
 MIN_ROUND_BYTES = 1 << 18
@@ -61,13 +69,14 @@ PARAMETERS: dict[str, Parameter] = {
                                     Interval(Integral, 1, None, closed="left")]),
     "max_bins": Parameter(None, [Interval(Integral, 2, MAX_BINS, closed="both"), None]),
     "random_state": Parameter(None, ["random_state"]),
-    "split_selection": Parameter("gini", [StrOptions(set(SPLIT_SELECTIONS))]),
+    "split_selection": Parameter(DEFAULT_SPLIT_SELECTION, [StrOptions(set(SPLIT_SELECTIONS))]),
     # What the server may learn (the client's side only).
     "security_parameter": Parameter(6.4, [Interval(Real, 1.0, None, closed="left")]),
     "gipe_mode": Parameter("quantile", [StrOptions({"quantile", "order", "paper"})]),
     "gipe_bins": Parameter(32, [Interval(Integral, 2, None, closed="left")]),
     "reveal_leaves": Parameter(False, ["boolean"]),
-    "label_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="both"), None]),
+    "label_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="neither"), None]),
+    "label_delta": Parameter(DEFAULT_LABEL_DELTA, [Interval(Real, 0.0, 1.0, closed="neither")]),
     # The homomorphic layer and the rounds.
     "scheme": Parameter("ckks", [StrOptions(set(SCHEMES))]),
     "max_round_bytes": Parameter(None, [Interval(Integral, MIN_ROUND_BYTES, None,
@@ -87,7 +96,7 @@ PARAMETERS: dict[str, Parameter] = {
 SIMULATED_PARAMETERS = ("n_estimators", "max_features", "max_depth", "min_samples_split",
                         "min_samples_leaf", "bootstrap", "max_samples", "max_bins",
                         "random_state", "security_parameter", "gipe_mode", "gipe_bins",
-                        "reveal_leaves", "split_selection", "label_epsilon")
+                        "reveal_leaves", "split_selection", "label_epsilon", "label_delta")
 
 
 def constraints(names=None) -> dict[str, list | str]:
@@ -100,14 +109,29 @@ def check_selection_params(params: Mapping[str, Any]) -> None:
     """The rules between parameters that constraints cannot say; ``ValueError`` naming the
     parameter otherwise."""
     selection = params["split_selection"]
-    if selection == "dp" and params["label_epsilon"] is None:
+    epsilon = params["label_epsilon"]
+    if selection == "dp" and epsilon is None:
         raise ValueError('split_selection="dp" needs label_epsilon (ε per choice)')
-    if selection != "dp" and params["label_epsilon"] is not None:
-        raise ValueError(f"label_epsilon is used only with split_selection='dp', "
+    if selection in ("dp", "rr") and epsilon is not None and not (
+            isinstance(epsilon, Real) and math.isfinite(epsilon) and epsilon > 0):
+        raise ValueError(f"label_epsilon must be a finite number > 0 for "
+                         f"split_selection={selection!r}, got {epsilon!r}")
+    if selection not in ("dp", "rr") and epsilon is not None:
+        raise ValueError(f"label_epsilon is used only with split_selection='rr' or 'dp', "
                          f"not {selection!r}")
+    delta = params.get("label_delta", DEFAULT_LABEL_DELTA)
+    if not (isinstance(delta, Real) and 0.0 < delta < 1.0):
+        raise ValueError(f"label_delta must lie in (0, 1), got {delta!r}")
     if params["reveal_leaves"] and selection != "gini":
         raise ValueError("reveal_leaves=True is the paper's rule for "
                          "split_selection='gini' only")
+
+
+def label_epsilon(params: Mapping[str, Any]) -> float | None:
+    """The ε a fit uses: ``label_epsilon``, or the default ε of ``"rr"``."""
+    if params["split_selection"] == "rr" and params["label_epsilon"] is None:
+        return DEFAULT_RR_EPSILON
+    return params["label_epsilon"]
 
 
 def forest_seed(random_state) -> int:

@@ -36,7 +36,7 @@ from ...core import (
 )
 from .params import ForestSpec
 
-__all__ = ["Candidate", "ForestGrowth", "NodePlan", "OpenNode", "TreeGrowth"]
+__all__ = ["Candidate", "ForestGrowth", "NodePlan", "OpenNode", "TreeGrowth", "plan_fields"]
 
 @dataclass
 class OpenNode:
@@ -289,6 +289,23 @@ class ForestGrowth:
 
 
 _BLIND_STREAM = 0xB1D
+
+
+def plan_fields(growth: ForestGrowth, plans: list[NodePlan]) -> dict[str, np.ndarray]:
+    """The public fields a query carries for ``plans`` (int64 arrays): per node its tree,
+    node id, weight, its tree's root weight and its candidate count; per candidate its left
+    weight. The server sends them, the client recomputes them from its own plan to check a
+    query, and both decide from them."""
+    return {
+        "tree": np.array([p.tree for p in plans], dtype=np.int64),
+        "node": np.array([p.node.node_id for p in plans], dtype=np.int64),
+        "weight": np.array([p.weight for p in plans], dtype=np.int64),
+        "tree_weight": np.array([growth.trees[p.tree].total_weight for p in plans],
+                                dtype=np.int64),
+        "n_candidates": np.array([p.n_candidates for p in plans], dtype=np.int64),
+        "left_weight": np.array([c.left_weight for p in plans for cs in p.candidates
+                                 for c in cs], dtype=np.int64),
+    }
 
 
 def midpoint(a: float, b: float) -> float:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..he import BlockLayout, HEError, SecretContext
+from .decisions import squares_of_counts
 from .messages import Message, ProtocolError
 
 __all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
@@ -52,8 +53,9 @@ def decrypt_blob(he: SecretContext, blob: bytes, where: str,
 
 
 def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
-    """``(blocks, τ)`` class counts of every query block in query order, as exact integers:
-    each node's candidates' left counts ``L`` followed by its total ``T``."""
+    """``(blocks, τ)`` class counts a query carries, decrypted, in query order: per node,
+    each candidate's left counts ``L`` and then the node's total ``T``; exact integers
+    (BFV exactly, CKKS rounded within :data:`CKKS_INTEGER_TOLERANCE`)."""
     shift = query.value("shift", int)
     if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
             layout.block_size, layout.blocks_per_ciphertext):
@@ -92,33 +94,11 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
 
 
 def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
-    """Per candidate in query order ``(ΣL², ΣR²)``, each node's candidates followed by its
-    total block ``(ΣT², 0)``, from :func:`query_counts`; ``R = T - L``, checked to be a
-    count."""
-    counts = query_counts(he, layout, query)
-    n_candidates = query.array("n_candidates", "int64", 1)
-    weight = query.array("weight", "int64", 1)
-    left_weight = query.array("left_weight", "int64", 1)
-    if weight.shape != n_candidates.shape or left_weight.shape[0] != n_candidates.sum():
-        raise ProtocolError("query: node weights or candidates' left weights do not match "
-                            "the candidate counts")
-    blocks, start = [], 0
-    for i, k in enumerate(n_candidates.tolist()):
-        left, total = counts[start: start + k], counts[start + k]
-        right = total - left
-        if (right < 0).any():
-            raise ProtocolError("query: a candidate's left counts exceed its node's class "
-                                "totals: not made with this client's key or corrupted")
-        cands = slice(start - i, start - i + k)  # this node's candidates' left weights
-        if total.sum() != weight[i] or (left.sum(axis=1) != left_weight[cands]).any():
-            raise ProtocolError("query: decrypted class counts do not add up to the "
-                                "bootstrap draws the node and its candidates hold: not made "
-                                "with this client's key, corrupted, or (BFV) beyond the "
-                                "noise budget")
-        blocks.append(np.stack([(left ** 2).sum(axis=1), (right ** 2).sum(axis=1)], axis=1))
-        blocks.append([[float((total ** 2).sum()), 0.0]])
-        start += k + 1
-    return np.concatenate(blocks) if blocks else np.zeros((0, 2))
+    """Per candidate in query order ``(ΣL², ΣR²)`` as exact integers, each node's candidates
+    followed by its total block ``(ΣT², 0)`` (:func:`query_counts`,
+    :func:`~.decisions.squares_of_counts`)."""
+    return squares_of_counts(query_counts(he, layout, query),
+                             query.array("n_candidates", "int64", 1))
 
 
 def row_sums(he: SecretContext, layout: BlockLayout, reply: Message, n_rows: int,

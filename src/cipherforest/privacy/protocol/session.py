@@ -29,14 +29,14 @@ from typing import Any
 
 import numpy as np
 
-from ..dp import LabelPrivacyAccountant
+from ..dp import LabelPrivacyAccountant, RandomizedResponse
 from ..gipe import GiniPreservingEncryptor
 from ..he import BlockLayout, SecretContext
-from .decisions import decide_splits
+from .decisions import check_counts, clear_counts, decide_splits, squares_of_counts
 from .messages import Message, ProtocolError, decode_message, encode_message
-from .params import ForestSpec, forest_meta
-from .planner import ForestGrowth, NodePlan
-from .replies import leaf_counts, query_squares, row_sums
+from .params import ForestSpec, forest_meta, label_epsilon
+from .planner import ForestGrowth, NodePlan, plan_fields
+from .replies import leaf_counts, query_counts, row_sums
 from .transport import ResumableTransport, Transport
 
 __all__ = ["ClientSession", "ProtocolStats"]
@@ -80,8 +80,11 @@ class ClientSession:
         The server's session, once ``setup`` is accepted.
     n_draws : int
         Bootstrap draws per tree (bounds every leaf's counts).
+    labels : ndarray or None
+        The training labels as class indices (secret): the client checks every decrypted
+        count against them.
     accountant : LabelPrivacyAccountant
-        The label-privacy budget spent by the last :meth:`train`.
+        The label-privacy guarantee of the last :meth:`train`.
     """
 
     def __init__(self, params: Mapping[str, Any], transport: Transport | None = None):
@@ -93,8 +96,23 @@ class ClientSession:
         self.he: SecretContext | None = None
         self.layout: BlockLayout | None = None
         self.n_draws = 0
-        self.accountant = LabelPrivacyAccountant(params["split_selection"],
-                                                 params["label_epsilon"])
+        self.labels: np.ndarray | None = None
+        self.accountant = self._new_accountant()
+
+    def _new_accountant(self) -> LabelPrivacyAccountant:
+        return LabelPrivacyAccountant(self.params["split_selection"],
+                                      label_epsilon(self.params),
+                                      self.params.get("label_delta", 1e-6))
+
+    @property
+    def rows_per_message(self) -> int:
+        """Label rows per ``labels`` message: ``label_chunk`` packs of the layout's rows."""
+        return self.layout.rows_per_pack * int(self.params["label_chunk"])
+
+    @property
+    def asks_rounds(self) -> bool:
+        """Whether the server asks this client to choose splits (``"gini"``, ``"dp"``)."""
+        return self.params["split_selection"] in ("gini", "dp")
 
     @property
     def n_classes(self) -> int:
@@ -106,8 +124,9 @@ class ClientSession:
 
     def restore(self, classes: np.ndarray, encryptor: GiniPreservingEncryptor,
                 he: SecretContext, n_draws: int, rows_per_pack: int,
-                session_id: str | None) -> ClientSession:
-        """Set the state a saved client directory holds (:mod:`..package`)."""
+                session_id: str | None, labels: np.ndarray | None = None) -> ClientSession:
+        """Set the state a saved client directory holds (:mod:`..package`); ``labels``
+        only where rounds remain to be answered."""
         if he.scheme != self.params["scheme"]:
             raise ValueError(f"the keys are {he.scheme} keys, the client was fitted with "
                              f"{self.params['scheme']}")
@@ -118,6 +137,7 @@ class ClientSession:
         self.layout = BlockLayout(he.scheme, he.n_slots, self.n_classes, rows_per_pack,
                                   rows_per_pack)
         self.session_id = session_id
+        self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
         return self
 
     # ------------------------------------------------------------------ 1. encrypt
@@ -167,13 +187,19 @@ class ClientSession:
                 "label_pack_rows": None if params["label_pack_rows"] is None
                 else int(params["label_pack_rows"])}
         self.n_draws = meta["n_draws"]
-        setup = Message("setup", meta, {"X": X_cipher}, {"context": [self.he.public_bytes()]})
-        return setup, self._label_messages(np.asarray(y_codes, dtype=np.int64))
+        self.labels = np.asarray(y_codes, dtype=np.int64)
+        arrays = {"X": X_cipher}
+        if params["split_selection"] == "rr":
+            # Drawn once per fit from the OS; everything the server grows is post-processing.
+            mechanism = RandomizedResponse(label_epsilon(params), self.n_classes)
+            arrays["y_rr"] = mechanism.draw(self.labels, secrets.SystemRandom())
+        setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
+        return setup, self._label_messages(self.labels)
 
     def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
-        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
-        for start in range(0, y_codes.shape[0], rows_per_message):
-            packs = self.he.encrypt_packed_labels(y_codes[start: start + rows_per_message],
+        step = self.rows_per_message
+        for start in range(0, y_codes.shape[0], step):
+            packs = self.he.encrypt_packed_labels(y_codes[start: start + step],
                                                   self.layout)
             yield Message("labels", {"context": self.he.fingerprint_public, "start": start},
                           blobs={"labels": packs})
@@ -185,11 +211,10 @@ class ClientSession:
         started = time.perf_counter() if started is None else started
         self.accept_session(self.exchange(setup, "session", stats))
         n_samples = setup.arrays["X"].shape[0]
-        rows_per_message = self.layout.rows_per_pack * int(self.params["label_chunk"])
         for message in labels:
             self.exchange(self.addressed(message), "ack", stats)
             if self.verbose:
-                done = min(n_samples, message.value("start", int) + rows_per_message)
+                done = min(n_samples, message.value("start", int) + self.rows_per_message)
                 self._progress(f"labels {done}/{n_samples} rows, "
                                f"{stats.bytes_sent / 1e6:.1f} MB sent, "
                                f"{time.perf_counter() - started:.1f} s")
@@ -232,10 +257,13 @@ class ClientSession:
         n_samples, n_features = X_cipher.shape
         self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
                                                                    n_features))
-        self.accountant = LabelPrivacyAccountant(self.params["split_selection"],
-                                                 self.params["label_epsilon"])
+        self.accountant = self._new_accountant()
         self._rng = secrets.SystemRandom()
-        blind = self.params["split_selection"] == "blind"
+        if self.asks_rounds and self.labels is None:
+            raise ValueError("this client has no labels to check the server's counts "
+                             "against: encrypt the data again (packages made before the "
+                             "check was added do not hold them)")
+        no_rounds = not self.asks_rounds
         try:
             if answered:
                 reply = self._resume(answered, stats)
@@ -243,9 +271,10 @@ class ClientSession:
                 reply = self.exchange(Message("train", self._meta({})), ("query", "trained"),
                                       stats)
             while reply.kind == "query":
-                if blind:
-                    raise ProtocolError("the server sent a query in label-blind mode, where "
-                                        "the client answers none")
+                if no_rounds:
+                    raise ProtocolError(f"the server sent a query in "
+                                        f"{self.params['split_selection']!r} mode, where the "
+                                        "client answers none")
                 stats.rounds += 1
                 round_started = time.perf_counter()
                 answer = self.answer(reply)
@@ -257,7 +286,7 @@ class ClientSession:
                     self._progress(f"round {stats.rounds}: {answer.arrays['node'].shape[0]} "
                                    f"open nodes, {reply_bytes / 1e6:.1f} MB query, "
                                    f"{time.perf_counter() - round_started:.1f} s")
-            if not blind:
+            if not no_rounds:
                 self._check_finished()
         finally:
             del self._growth
@@ -293,14 +322,17 @@ class ClientSession:
         return reply
 
     def answer(self, query: Message) -> Message:
-        """The answer to one query: plan checked, squares decrypted and checked, one
-        candidate per node chosen."""
+        """The answer to one query: plan checked, counts decrypted and checked against the
+        client's own, one candidate per node chosen."""
         plans = self._check_plan(query)
-        squares = query_squares(self.he, self.layout, query)
+        counts = query_counts(self.he, self.layout, query)
+        onehot = np.eye(self.n_classes)[self.labels]
+        check_counts(plans, counts, clear_counts(plans, onehot, self._growth.weights))
+        squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
         params = self.params
         choice = decide_splits(self._growth, plans, squares, self.n_classes,
                                params["split_selection"], params["reveal_leaves"],
-                               params["label_epsilon"], self._rng)
+                               label_epsilon(params), self._rng)
         self.accountant.spend(len({p.tree for p in plans}))
         self._growth.apply_level(plans, choice.tolist())
         arrays = {"tree": query.array("tree", "int64", 1),
@@ -327,15 +359,7 @@ class ClientSession:
                 if growth.trees[t].open and growth.plan_tree(t)[0]:
                     raise ProtocolError(f"query: tree {t} has open nodes but is not in the "
                                         "round")
-        expected = {
-            "tree": [p.tree for p in plans],
-            "node": [p.node.node_id for p in plans],
-            "weight": [p.weight for p in plans],
-            "tree_weight": [growth.trees[p.tree].total_weight for p in plans],
-            "n_candidates": [p.n_candidates for p in plans],
-            "left_weight": [c.left_weight for p in plans for cs in p.candidates for c in cs],
-        }
-        for name, values in expected.items():
+        for name, values in plan_fields(growth, plans).items():
             got = query.array(name, "int64", 1)
             if got.shape[0] != len(values) or not np.array_equal(got, values):
                 raise ProtocolError(f"query: {name!r} differs from the forest's plan (the "
@@ -351,13 +375,15 @@ class ClientSession:
                                     "still has nodes to split")
 
     # ------------------------------------------------------------------ 4. predict
-    def predict_proba(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
+    def predict_proba(self, X: np.ndarray, stats: ProtocolStats,
+                      reply: str = "sums") -> np.ndarray:
         """Class probabilities of the rows ``X`` (validated float64): the mean over trees of
-        the leaf class frequencies, decrypted here."""
+        the leaf class frequencies, decrypted here. ``reply``: what to ask the server for,
+        ``"sums"`` (per-row sums over the trees, CKKS) or ``"leaves"``."""
         started = time.perf_counter()
         n_trees = int(self.params["n_estimators"])
         X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
-        request = Message("predict", self._meta({"reply": self.params["prediction_reply"]}),
+        request = Message("predict", self._meta({"reply": reply}),
                           {"X": X_cipher})
         reply = self.exchange(request, "scores", stats)
         if reply.value("n_rows", int) != X.shape[0] or reply.value("n_trees", int) != n_trees:

@@ -45,9 +45,10 @@ import numpy as np
 
 from ....core import effective_n_jobs
 from ...he import BlockLayout, HEError, PublicContext
+from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
-from ..planner import NodePlan, OpenNode
+from ..planner import NodePlan, OpenNode, plan_fields
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -288,7 +289,9 @@ class PrivateForestServer:
         if len(self._sessions) >= self.max_sessions:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
+        randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
+        session.randomized_labels = randomized
         session.labels = self._levels.new_labels(context, layout, session.growth.keys,
                                                  context_blob[0])
         self._sessions[session.id] = session
@@ -335,17 +338,38 @@ class PrivateForestServer:
         if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
             raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
                                 f"labels received; session is {session.state}")
-        if session.spec.split_selection == "blind":
-            return session, self._train_label_blind(session)
+        if session.spec.split_selection in ("blind", "rr"):
+            return session, self._train_without_rounds(session)
         reply = self._next_query(session)
         if reply.kind == "query":
             session.state = "training"
         return session, reply
 
-    def _train_label_blind(self, session: ServerSession) -> Message:
-        """Grow every tree from the ciphers alone and sum each leaf's label ciphertexts:
-        no query round, nothing label-dependent in the server's view."""
-        leaf_jobs = session.growth.grow_label_blind()
+    @staticmethod
+    def _randomized_labels(message: Message, spec: ForestSpec, n_rows: int,
+                           n_classes: int) -> np.ndarray | None:
+        """The randomized-response labels a ``"rr"`` setup carries (None otherwise)."""
+        if spec.split_selection != "rr":
+            if "y_rr" in message.arrays:
+                raise ProtocolError("setup: randomized labels (y_rr) go with "
+                                    "split_selection 'rr' only")
+            return None
+        y_rr = message.array("y_rr", "int64", 1)
+        if y_rr.shape[0] != n_rows or (y_rr.size and (y_rr.min() < 0
+                                                      or y_rr.max() >= n_classes)):
+            raise ProtocolError(f"setup: y_rr must hold one class index in [0, {n_classes}) "
+                                f"per row ({n_rows} rows)")
+        return y_rr
+
+    def _train_without_rounds(self, session: ServerSession) -> Message:
+        """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
+        or by the Gini rule on the randomized-response labels (``"rr"``) — and sum each
+        leaf's label ciphertexts: no query round."""
+        if session.spec.split_selection == "rr":
+            onehot = np.eye(session.n_classes)[session.randomized_labels]
+            leaf_jobs = grow_on_labels(session.growth, onehot)
+        else:
+            leaf_jobs = session.growth.grow_label_blind()
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
@@ -412,23 +436,12 @@ class PrivateForestServer:
         session.plans = plans
         session.stats.rounds += 1
         session.stats.query_ciphertexts += len(blobs)
-        n_cands = np.array([p.n_candidates for p in plans], dtype=np.int64)
-        session.stats.candidates += int(n_cands.sum())
-        left_weight = np.array([c.left_weight for p in plans for cs in p.candidates for c in cs],
-                               dtype=np.int64)
+        fields = plan_fields(session.growth, plans)
+        session.stats.candidates += int(fields["n_candidates"].sum())
         meta = {"session": session.id, "round": session.round, "token": session.query_token,
                 "shift": shift, "block_size": session.block_size,
                 "blocks_per_ciphertext": session.blocks_per_ciphertext}
-        arrays = {
-            "tree": np.array([p.tree for p in plans], dtype=np.int64),
-            "node": np.array([p.node.node_id for p in plans], dtype=np.int64),
-            "weight": np.array([p.weight for p in plans], dtype=np.int64),
-            "tree_weight": np.array([session.trees[p.tree].total_weight for p in plans],
-                                    dtype=np.int64),
-            "n_candidates": n_cands,
-            "left_weight": left_weight,
-            "block_position": np.asarray(positions, dtype=np.int64),
-        }
+        arrays = {**fields, "block_position": np.asarray(positions, dtype=np.int64)}
         return Message("query", meta, arrays, {"counts": blobs})
 
     def _round_fits(self, session: ServerSession, n_blocks: int, n_nodes: int) -> bool:

@@ -188,7 +188,10 @@ def setup_message(session: ServerSession, public_context: bytes) -> bytes:
     meta = session.spec.to_meta()
     meta["n_classes"] = session.n_classes
     meta["label_pack_rows"] = session.layout.rows_per_pack
-    return encode_message(Message("setup", meta, {"X": session.X},
+    arrays = {"X": session.X}
+    if session.randomized_labels is not None:
+        arrays["y_rr"] = session.randomized_labels
+    return encode_message(Message("setup", meta, arrays,
                                   {"context": [public_context]}))
 
 

@@ -24,9 +24,9 @@ on the kernel version (how much of the file it maps around each page fault).
 
 ::
 
-    PYTHONPATH=src python benchmarks/fit_memory.py                          # this checkout
-    python benchmarks/fit_memory.py --src /tmp/main/src --src src --runs 2  # before / after
-    python benchmarks/fit_memory.py --model ours_gb_hist --n-estimators 100
+    PYTHONPATH=src python dev/fit_memory.py                          # this checkout
+    python dev/fit_memory.py --src /tmp/main/src --src src --runs 2  # before / after
+    python dev/fit_memory.py --model ours_gb_hist --n-estimators 100
 
 Linux only (``/proc``). Memory in MB (2^20 bytes).
 """
@@ -40,7 +40,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+#: ``benchmarks/``, whose ``ensembles.py`` holds the datasets and models used here.
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 STAGES = ["start", "labels encoded", "binned", "first tree", "10 trees", "20 trees", "fitted",
           "peak"]
 
@@ -75,7 +76,7 @@ def resident_split_mb() -> dict[str, float]:
 
 def run_worker(model_name: str, dataset: str, n_estimators: int) -> dict:
     """One fit and prediction in this process; RSS at each stage."""
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from ensembles import make_model, peak_rss_since_reset_mb, prepare_worker, reset_peak_rss
 
     regression, X_train, X_test, y_train, _ = prepare_worker(model_name, dataset)
@@ -98,7 +99,7 @@ def _watch_stages(stages: dict) -> None:
     after the 10th and 20th tree's."""
     from cipherforest.ensemble import _gradient_boosting as gb
 
-    # A tree is counted when finished (sources before the twenty-first session: grown).
+    # A tree is counted when finished (sources without ``_finish_tree``: when grown).
     if hasattr(gb.BaseGradientBoosting, "_finish_tree"):
         tree_owner, tree_step = gb.BaseGradientBoosting, "_finish_tree"
         first_step = "prepare_growth"

@@ -7,7 +7,7 @@ symbols from), fits one model, then writes ``/tmp/perf-<pid>.map``, perf's map o
 code, with the address of every function in the grower kernel's compiled module
 (``grow_tree`` and the kernels inlined into or linked with it)::
 
-    perf record -F 5000 -o /tmp/fit.data python benchmarks/kernel_perf_map.py pendigits
+    perf record -F 5000 -o /tmp/fit.data python dev/kernel_perf_map.py pendigits
     perf report -i /tmp/fit.data --sort symbol | grep -E '_histogram|_grower|_node_threads'
 
 The shares among those lines are the kernel's profile (the rest of the samples are the
@@ -74,7 +74,7 @@ def main() -> int:
     dataset = sys.argv[1]
     model_name = sys.argv[2] if len(sys.argv) > 2 else "ours_gb_hist_1thread"
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="cipherforest-perf-")
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
     from cipherforest.tree import _grower
     from ensembles import is_regression, load_dataset, make_model
 

@@ -6,16 +6,16 @@ rows in increasing order (as the stable partition keeps every node's rows) and i
 order, and times one whole 31-leaf tree kernel. CPU time per call, median over interleaved
 repetitions, so other processes on the machine disturb it less than wall-clock time.
 
-    python benchmarks/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
-    python benchmarks/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
-    python benchmarks/histogram_kernels.py --node-threads synthetic_100k --repeats 5
-    python benchmarks/histogram_kernels.py --node-handoff --repeats 20
-    python benchmarks/histogram_kernels.py --partition-layout synthetic_1m --repeats 5
-    python benchmarks/histogram_kernels.py --first-fit --before-src /tmp/before/src
-    python benchmarks/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
-    python benchmarks/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
-    python benchmarks/histogram_kernels.py --node-density synthetic_1m --before-src /tmp/b/src
-    python benchmarks/histogram_kernels.py --python-after-kernel pendigits --repeats 20
+    python dev/histogram_kernels.py [--rows 100000] [--repeats 30] [--threads 2]
+    python dev/histogram_kernels.py --profile synthetic_100k   # where a fit's time goes
+    python dev/histogram_kernels.py --node-threads synthetic_100k --repeats 5
+    python dev/histogram_kernels.py --node-handoff --repeats 20
+    python dev/histogram_kernels.py --partition-layout synthetic_1m --repeats 5
+    python dev/histogram_kernels.py --first-fit --before-src /tmp/before/src
+    python dev/histogram_kernels.py --ab pendigits --before-src /tmp/before/src
+    python dev/histogram_kernels.py --ab-kernels pendigits --before-src /tmp/before/src
+    python dev/histogram_kernels.py --node-density synthetic_1m --before-src /tmp/b/src
+    python dev/histogram_kernels.py --python-after-kernel pendigits --repeats 20
 
 ``--threads N`` also times the whole tree with its large nodes' histograms built on N numba
 threads (``grow_tree_on(..., n_threads=N)``) against one thread, in wall-clock time (CPU time
@@ -88,6 +88,9 @@ from sklearn.datasets import make_classification
 from cipherforest.tree._common import CRITERION_GINI, CRITERION_SQUARED_ERROR
 from cipherforest.tree._fit import GrowthParams, grow_tree_on, prepare_tree_data
 from cipherforest.tree._histogram import build_histogram
+
+#: ``benchmarks/``, whose ``ensembles.py`` holds the datasets and models timed here.
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 try:  #: Row ids as the grower holds them (32-bit below 2^31 rows).
     from cipherforest.tree._fit import row_index_dtype
@@ -276,7 +279,7 @@ def profile_fit(dataset: str) -> None:
     split into its parts by replaying one tree's nodes through the kernels it calls."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     import cipherforest.ensemble._gb_losses as losses
     import cipherforest.ensemble._gradient_boosting as boosting
     import cipherforest.tree._fit as fit
@@ -347,7 +350,7 @@ def time_python_after_kernel(dataset: str, repeats: int) -> None:
     from cipherforest.tree._fit import TREE_ARRAYS, prepare_growth
     from cipherforest.tree._tree import Tree
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from ensembles import load_dataset
 
     @njit(cache=False)
@@ -511,7 +514,7 @@ def compare_node_threads(dataset: str, repeats: int, thresholds: list[int]) -> N
     order."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     import cipherforest.ensemble._gb_losses as losses
     import cipherforest.tree._fit as fit
     from ensembles import is_regression, load_dataset, make_model
@@ -583,7 +586,7 @@ def time_tree_worker(dataset: str, repeats: int) -> None:
     their kernel time the worker spent working and the grower spent waiting for it."""
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     import cipherforest.tree._fit as fit
     from cipherforest.tree._node_threads import CONTROL_TAKEN_BACK, NodeThreads
     from ensembles import is_regression, load_dataset, make_model
@@ -713,7 +716,7 @@ def time_partition_layout(dataset: str, repeats: int) -> None:
 
     from cipherforest.tree._histogram import _partition_rows
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from ensembles import load_dataset
 
     X, _, _, _ = load_dataset(dataset)
@@ -857,8 +860,8 @@ _AB_CHILD = "CIPHERFOREST_AB_CHILD"
 def _run_with_private_kernel_cache(argv: list[str] | None) -> int:
     """Run this script again in a child process whose numba cache is a new temporary
     directory. Two copies of the package compiled in one process left cache entries behind
-    that crashed later, ordinary fits (a segfault in the grower, seen in the eleventh
-    session), so an A/B run never writes to the cache other processes use."""
+    that crashed later, ordinary fits (a segfault in the grower), so an A/B run never writes
+    to the cache other processes use."""
     import subprocess
     import sys
     import tempfile
@@ -897,7 +900,7 @@ def compare_sources(dataset: str, before_src: Path, repeats: int) -> None:
     import importlib
     import sys
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from ensembles import cpu_ticks, is_regression, load_dataset, make_model, steal_percent
 
     sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))
@@ -971,7 +974,7 @@ def _histogram_kernels_of_both(dataset: str, before_src: Path):
 
     import cipherforest.tree._histogram as this
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from ensembles import load_dataset
 
     sys.path.insert(0, str(_importable_copy(before_src.resolve(), "cipherforest_before")))

@@ -10,8 +10,8 @@ times alone decide (on a quiet host: what the probes cost, and that they keep th
 the median wall time, the CPU steal the host took during those fits (``/proc/stat``) and
 what the choosers did (probes, switches, rounds on one thread; medians over the fits)::
 
-    python benchmarks/round_threads.py synthetic_100k --repeats 5
-    python benchmarks/cpu_steal.py -- python benchmarks/round_threads.py synthetic_100k
+    python dev/round_threads.py synthetic_100k --repeats 5
+    python benchmarks/cpu_steal.py -- python dev/round_threads.py synthetic_100k
 
 (the second: ``cpu_steal.py``'s imitation busies the CPUs from inside the guest, which the
 guest counts as other processes' time, not as steal: only "probes forced" reacts to it).
@@ -27,7 +27,8 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+#: ``benchmarks/``: ``ensembles.py`` (datasets, models) and ``cpu_steal.py`` (CPU times).
+BENCHMARKS_DIR = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("dataset", help="a dataset of ensembles.py")
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(BENCHMARKS_DIR))
     from cipherforest.ensemble import _round_threads as rt
     from cpu_steal import cpu_times
     from ensembles import is_regression, load_dataset, make_model

@@ -6,10 +6,10 @@ trees are interleaved ``--runs`` times and each cell is the median. Raw scores a
 with scale ``--scale`` (2: an early model; 8: a confident one, whose binomial terms mostly
 take ``_add_log1p``'s series), labels uniform, unit weights unless ``--weighted``::
 
-    python benchmarks/loss_passes.py                                  # this checkout
-    python benchmarks/loss_passes.py --src /tmp/main/src --src src     # before / after
-    python benchmarks/loss_passes.py --scale 8 --weighted
-    python benchmarks/loss_passes.py --threads 2                       # sharing a pass
+    python dev/loss_passes.py                                  # this checkout
+    python dev/loss_passes.py --src /tmp/main/src --src src     # before / after
+    python dev/loss_passes.py --scale 8 --weighted
+    python dev/loss_passes.py --threads 2                       # sharing a pass
 
 ``--threads N`` instead times whole passes (``chunked_gradient_and_loss``) in this process at
 pendigits', 100k and 1M rows: on the calling thread alone, shared with a pool of N threads,

@@ -7,7 +7,7 @@ predictions) on 20,000 training rows is printed side by side.
 
 ::
 
-    python benchmarks/model_identity.py --src /tmp/main/src --src src
+    python dev/model_identity.py --src /tmp/main/src --src src
 
 Models: histogram boosting on 300,000 binary rows with NaN on two threads, multiclass digits
 (plain and subsampled), Huber regression, histogram (50,000 rows: row shards, two threads)
