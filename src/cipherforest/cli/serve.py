@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import sys
 import time
 
@@ -152,6 +153,19 @@ def add_serve_parser(sub) -> None:
     _add_key_actions(serve)
 
 
+def _unreachable(address: str, timeout: float = 10.0) -> str:
+    """Why a TCP connection to a Dask scheduler's ``tcp://HOST:PORT`` fails ("" if it
+    opens; other protocols are left to Dask)."""
+    match = re.fullmatch(r"tcp://\[?([^\]]+?)\]?:(\d+)", address)
+    if match is None:
+        return "" if "://" in address else "expected tcp://HOST:PORT"
+    try:
+        socket.create_connection((match[1], int(match[2])), timeout=timeout).close()
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
 def _limits(args):
     from ..service.limits import Limits
 
@@ -174,6 +188,11 @@ def run_serve_command(args, parser: argparse.ArgumentParser) -> int:
     if dask and importlib.util.find_spec("distributed") is None:
         parser.error("--dask-scheduler and --dask-workers need dask.distributed: "
                      "pip install 'cipherforest[dask]'")
+    if args.dask_scheduler is not None:
+        problem = _unreachable(args.dask_scheduler)
+        if problem:  # before the supervisor forks: one clear line, exit 2
+            parser.exit(2, f"cipherforest serve: cannot reach the Dask scheduler at "
+                        f"{args.dask_scheduler}: {problem}\n")
     for flag, field in (("--body-timeout", "body_read_timeout"),
                         ("--memory-idle", "memory_idle_seconds")):
         if getattr(args, field) is not None and not getattr(args, field) > 0:
