@@ -355,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bins", type=int, default=32)
     parser.add_argument("--min-samples-split", type=int, default=100)
     parser.add_argument("--scheme", choices=("ckks", "bfv"), default="bfv")
-    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"), default="gini")
+    parser.add_argument("--split-selection", choices=("gini", "rr", "blind", "dp"),
+                        default="gini")
     parser.add_argument("--label-epsilon", type=float, default=None)
     parser.add_argument("--jobs", type=int, default=2, help="server processes per level")
     parser.add_argument("--dask-workers", type=int, default=None, metavar="N",
