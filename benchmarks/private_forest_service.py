@@ -26,6 +26,10 @@ Usage::
     python benchmarks/private_forest_service.py --work /tmp/small --dataset synthetic2000 \\
         --trees 4 --min-samples-split 10                                # a quick check
 
+    # the label work on two Dask worker processes (cipherforest serve --dask-workers 2)
+    python benchmarks/private_forest_service.py --work /data/run100k --dataset \\
+        synthetic100000 --dask-workers 2
+
 Datasets as in ``private_forest.py`` (syntheticN = make_classification(N, 20 features, 10
 informative, random_state=0), 25 % held out; pendigits from ../shared/data).
 """
@@ -54,7 +58,7 @@ from service_load import checkout_env, start_server  # noqa: E402
 
 ROUND_LINE = re.compile(r"round (\d+): (\d+) open nodes, ([\d.]+) MB query, ([\d.]+) s")
 PARAMS = ("dataset", "trees", "max_bins", "min_samples_split", "scheme", "split_selection",
-          "label_epsilon", "jobs")
+          "label_epsilon", "jobs", "dask_workers")
 
 
 def write_csv(path: Path, X: np.ndarray, y: np.ndarray) -> None:
@@ -122,9 +126,12 @@ class Segment:
     def start_server(self) -> None:
         with open(self.run.work / "server.log", "a") as log:
             try:
+                workers = self.run.params.get("dask_workers")
+                options = (("--dask-workers", str(workers)) if workers
+                           else ("--jobs", str(self.run.params["jobs"])))
                 self.server, self.url = start_server(
-                    self.run.work / "server", self.run.key, "--jobs",
-                    str(self.run.params["jobs"]), stdout=log, stderr=subprocess.STDOUT)
+                    self.run.work / "server", self.run.key, *options, stdout=log,
+                    stderr=subprocess.STDOUT)
             except RuntimeError as exc:
                 raise SystemExit(f"{exc} (see {self.run.work / 'server.log'})") from None
 
@@ -296,7 +303,8 @@ def report(run: Run, result: dict | None) -> str:
     lines = [f"## {params['dataset']}, {params['trees']} trees, {params['scheme'].upper()}, "
              f"split selection {params['split_selection']}, alpha = "
              f"{params['min_samples_split']}, max_bins = {params['max_bins']}, "
-             f"{params['jobs']} server processes", "",
+             + (f"{params['dask_workers']} Dask workers" if params.get("dask_workers")
+                else f"{params['jobs']} server processes"), "",
              segments[-1]["machine"], "",
              "| segment | started | ended | stage before → after | seconds by step | rounds | "
              "peak GB (PSS, all processes) | at |",
@@ -347,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-bins", type=int, default=32)
     parser.add_argument("--min-samples-split", type=int, default=100)
     parser.add_argument("--scheme", choices=("ckks", "bfv"), default="bfv")
-    parser.add_argument("--split-selection", choices=("gini", "blind", "dp"), default="gini")
+    parser.add_argument("--split-selection", choices=("gini", "rr", "blind", "dp"),
+                        default="gini")
     parser.add_argument("--label-epsilon", type=float, default=None)
     parser.add_argument("--jobs", type=int, default=2, help="server processes per level")
+    parser.add_argument("--dask-workers", type=int, default=None, metavar="N",
+                        help="serve with --dask-workers N (the label work on a local Dask "
+                        "cluster of N worker processes) instead of --jobs")
     parser.add_argument("--stop-after", type=float, default=None, metavar="SECONDS",
                         help="stop this segment (client and server) after SECONDS")
     parser.add_argument("--memory-report", type=float, default=None, metavar="SECONDS",

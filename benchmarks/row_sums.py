@@ -100,7 +100,7 @@ class _Probe:
         self.messages += 1
         ids = self.inner.session_ids
         session = self.inner.session(ids[0]) if ids else None
-        rotations = sum(len(d) for d in session.label_copies) if session else 0
+        rotations = sum(len(d) for d in session.labels.packs) if session else 0
         with open("/proc/self/status") as status:
             rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS"))
         print(f"message {self.messages}: RSS {rss / 1e6:.2f} GB, SEAL pool "

@@ -1,9 +1,10 @@
 """Homomorphic label encryption (``cipherforest.privacy.he``) over seal-python, CKKS and BFV.
 
 Proves: for both schemes, labels encrypted by a :class:`SecretContext` and loaded on a
-:class:`PublicContext` rebuilt from ``public_bytes()`` add up, take block masks, finish and
-square into exactly the expected class counts and squared counts (CKKS within 1e-6, BFV
-exactly), also on random label vectors (hypothesis); the public bundle carries no secret-key
+:class:`PublicContext` rebuilt from ``public_bytes()`` add up, take block masks and finish
+into exactly the expected class counts (CKKS within 1e-6, BFV exactly), also on random label
+vectors (hypothesis); BFV counts stay exact up to its largest count (the plain modulus less
+one), through the server's lane rotations; the public bundle carries no secret-key
 bytes and a public context cannot decrypt; loading a public bundle rejects garbage, truncation,
 trailing bytes, a secret key in place of any part and any parameter set but the library's;
 loading a ciphertext rejects truncation, coefficients beyond their modulus, non-bytes, a
@@ -27,7 +28,6 @@ from cipherforest.privacy.he import (
     bundles,
     scheme_named,
 )
-from cipherforest.privacy.he.schemes import POLY_MODULUS_DEGREE
 
 SCHEMES = ("ckks", "bfv")
 SEAL_HEADER = 16
@@ -104,12 +104,11 @@ def _sum(public, cts, start, stop):
     return acc
 
 
-def _packed_squares(secret, public, y, n_classes, split):
-    """The server's packing for one node and one candidate, decrypted by the client.
+def _packed_counts(secret, public, y, n_classes, split):
+    """Masked sums for one node and one candidate, decrypted by the client.
 
     Block 0 holds the node's total ``(T | 0)``; block 1 the candidate ``(L | T - L)`` with
-    ``L`` the counts of rows ``[0, split)``; both squared slot-wise by one multiplication.
-    Returns (decrypted slots, expected slots).
+    ``L`` the counts of rows ``[0, split)``. Returns (decrypted slots, expected slots).
     """
     tau, block, n = n_classes, 2 * n_classes, public.n_slots
     cts = _load_labels(secret, public, y, n_classes)
@@ -125,18 +124,17 @@ def _packed_squares(secret, public, y, n_classes, split):
     if left is not None:  # split == 0: L = 0, the block is (0 | T)
         public.add_inplace(acc, public.multiply_mask(left, public.mask(("test-lr", tau),
                                                                        lambda: lr_mask)))
-    squared = public.square(public.finish_sum(acc))
-    assert squared.size() == 2  # relinearised
-    assert squared.parms_id() == public.context.last_parms_id()
+    finished = public.finish_plain(acc)
+    assert finished.parms_id() == public.context.last_parms_id()
 
     y = np.asarray(y)
     t_counts = np.bincount(y, minlength=tau)
     l_counts = np.bincount(y[:split], minlength=tau)
     expected = np.zeros(n, dtype=np.float64 if secret.scheme == "ckks" else np.int64)
-    expected[:tau] = t_counts ** 2
-    expected[block: block + tau] = l_counts ** 2
-    expected[block + tau: 2 * block] = (t_counts - l_counts) ** 2
-    return _to_client(secret, public, squared), expected
+    expected[:tau] = t_counts
+    expected[block: block + tau] = l_counts
+    expected[block + tau: 2 * block] = t_counts - l_counts
+    return _to_client(secret, public, finished), expected
 
 
 # ---------------------------------------------------------------------- correctness
@@ -144,7 +142,7 @@ def _packed_squares(secret, public, y, n_classes, split):
 def test_public_context_matches_secret_context(contexts, scheme):
     secret, public = contexts[scheme]
     assert public.scheme == secret.scheme == scheme
-    n_slots = POLY_MODULUS_DEGREE // 2 if scheme == "ckks" else POLY_MODULUS_DEGREE
+    n_slots = 4096 if scheme == "ckks" else 8192  # N = 8192: complex / integer slots
     assert public.n_slots == secret.n_slots == n_slots
     assert public.fingerprint_public == secret.fingerprint_public
     assert len(public.fingerprint_public) == 32
@@ -185,18 +183,18 @@ def test_sum_of_labels_gives_class_counts(contexts, scheme):
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_masked_sums_square_to_exact_counts(contexts, scheme):
+def test_masked_sums_give_exact_counts(contexts, scheme):
     secret, public = contexts[scheme]
     y = [0, 1, 1, 0, 1, 1, 1, 0, 1, 0, 0]
-    got, expected = _packed_squares(secret, public, y, 2, split=4)
-    # T = (5, 6), L = (2, 2), R = (3, 4): blocks (T² | 0) and (L² | R²), zeros elsewhere.
-    assert expected[:8].tolist() == [25, 36, 0, 0, 4, 4, 9, 16]
+    got, expected = _packed_counts(secret, public, y, 2, split=4)
+    # T = (5, 6), L = (2, 2), R = (3, 4): blocks (T | 0) and (L | R), zeros elsewhere.
+    assert expected[:8].tolist() == [5, 6, 0, 0, 2, 2, 3, 4]
     assert not expected[8:].any()
     _assert_slots(scheme, got, expected)
 
 
 def test_ckks_masks_with_scaled_values(contexts):
-    """CKKS shrinks heavy nodes with 2^-shift masks: the square is scaled by 4^-shift."""
+    """CKKS shrinks heavy nodes with 2^-shift masks: the counts are scaled by 2^-shift."""
     scheme = "ckks"
     secret, public = contexts[scheme]
     y = np.array([0] * 30 + [1] * 50)
@@ -204,11 +202,10 @@ def test_ckks_masks_with_scaled_values(contexts):
     total = _sum(public, cts, 0, len(y))
     mask = np.zeros(public.n_slots)
     mask[:2] = 2.0 ** -3
-    squared = public.square(public.finish_sum(public.multiply_mask(total, public.encode_mask(
-        mask))))
-    got = _to_client(secret, public, squared)
+    finished = public.finish_plain(public.multiply_mask(total, public.encode_mask(mask)))
+    got = _to_client(secret, public, finished)
     expected = np.zeros(public.n_slots)
-    expected[:2] = np.array([30.0, 50.0]) ** 2 / 64
+    expected[:2] = np.array([30.0, 50.0]) / 8
     _assert_slots(scheme, got, expected)
 
 
@@ -245,18 +242,18 @@ def _rotating_contexts(scheme, stride):
     return _ROTATING[scheme, stride]
 
 
-def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weights=None):
+def _layout_counts(scheme, y, n_classes, splits, shift=0, pack_rows=None, weights=None):
     """Query blocks made as the server makes them (``he.blocks``): labels uploaded in packs,
     the server's lane rotations of each pack, block ``b`` filled through its lane's part
     mask (lane ``b // 2``, part ``b % 2``) by a running sum of the first ``splits[b]`` rows
     bound to that lane (sums of lanes 1, 3, ... moved there from the previous lane by a
-    rotation, as when a feature's blocks change lanes), one square.
+    rotation, as when a feature's blocks change lanes).
 
-    Returns the client's per-class squared counts of each block (scaled back by
-    ``4^shift``) and the exact values. ``weights``: how often each row is added (as the
+    Returns the client's per-class counts of each block (scaled back by ``2^shift``) and
+    the exact values. ``weights``: how often each row is added (as the
     server adds a bootstrap-drawn row), splits count rows.
     """
-    from cipherforest.privacy.protocol.server.level import lane_rotations
+    from cipherforest.privacy.protocol.server.labels import lane_rotations
 
     y = np.asarray(y)
     weights = np.ones(len(y), dtype=int) if weights is None else np.asarray(weights)
@@ -270,7 +267,9 @@ def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weigh
         acc = None
         for row in range(stop):
             pack, b = divmod(row, layout.rows_per_pack)
-            ct = packs[pack][layout.copy_index(b, layout.lane_position(lane))]
+            part, d = layout.copy_index(b, layout.lane_position(lane))
+            assert part == 0  # packs this small hold every rotation
+            ct = packs[pack][d]
             for _ in range(weights[row]):
                 acc = public.copy(ct) if acc is None else (public.add_inplace(acc, ct) or acc)
         return acc
@@ -289,37 +288,34 @@ def _layout_squares(scheme, y, n_classes, splits, shift=0, pack_rows=None, weigh
         product = public.multiply_mask(
             running, public.encode_mask(layout.block_mask(lane, part, value)))
         acc = product if acc is None else (public.add_inplace(acc, product) or acc)
-    expected = [np.bincount(y[:split], weights[:split], minlength=n_classes) ** 2
+    expected = [np.bincount(y[:split], weights[:split], minlength=n_classes)
                 for split in splits]
     if acc is None:  # every block empty
         return np.zeros((len(splits), n_classes)), np.array(expected, dtype=np.float64)
-    squared = public.square(public.finish_sum(acc))
-    blob = public.dump_ciphertext(squared)
+    blob = public.dump_ciphertext(public.finish_plain(acc))
     slots = secret.decrypt(secret.load_ciphertext(blob), complex_slots=True)
     if scheme == "ckks":
         assert slots.dtype == np.complex128
-    got = layout.block_squares(slots)[: len(splits)] * 4.0 ** shift
-    if scheme == "bfv":
-        got = secret.centered(got.astype(np.int64))
+    got = layout.block_values(slots)[: len(splits)] * 2.0 ** shift
     return got, np.array(expected, dtype=np.float64)
 
 
-def _assert_class_squares(scheme, got, expected):
+def _assert_class_counts(scheme, got, expected):
     if scheme == "bfv":
         np.testing.assert_array_equal(got, expected)
     else:
-        # What the client needs: rounding recovers every squared count (its tolerance).
+        # What the client needs: rounding recovers every count (its tolerance).
         np.testing.assert_allclose(got, expected, rtol=0, atol=0.25)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
-def test_server_block_layout_gives_sums_of_squares(scheme):
+def test_server_block_layout_gives_class_counts(scheme):
     y = [0, 2, 1, 1, 0, 2, 2, 2, 1, 0]
-    got, expected = _layout_squares(scheme, y, 3, splits=[1, 4, 9, 10, 0, 6])
+    got, expected = _layout_counts(scheme, y, 3, splits=[1, 4, 9, 10, 0, 6])
     # Block 1 (lane 0, second part): L = (1, 2, 1); block 3: the total T = (3, 3, 4).
-    assert expected[1].tolist() == [1, 4, 1] and expected[3].tolist() == [9, 9, 16]
+    assert expected[1].tolist() == [1, 2, 1] and expected[3].tolist() == [3, 3, 4]
     assert expected[4].tolist() == [0, 0, 0]
-    _assert_class_squares(scheme, got, expected)
+    _assert_class_counts(scheme, got, expected)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -328,8 +324,44 @@ def test_lanes_across_packs_and_slot_matrix_rows(scheme):
     slot-matrix rows (lanes 3..5, blocks 6..11, are in the second) give the same sums."""
     y = [0, 1, 1, 0, 1, 1, 1, 0]
     splits = [2, 3, 5, 7, 8, 1, 4, 6, 8, 3, 5, 7][: 6 if scheme == "ckks" else 12]
-    got, expected = _layout_squares(scheme, y, 2, splits=splits, pack_rows=3)
-    _assert_class_squares(scheme, got, expected)
+    got, expected = _layout_counts(scheme, y, 2, splits=splits, pack_rows=3)
+    _assert_class_counts(scheme, got, expected)
+
+
+def test_bfv_counts_exact_at_the_largest_count():
+    """BFV's noise budget holds the worst case the server can make: every block of a query
+    ciphertext at the largest count (the plain modulus less one), each a lane rotation added
+    to itself that often (noise grows linearly, more than sums of different rows), masked
+    and summed. Exact after the switch to the last prime."""
+    from cipherforest.privacy.protocol.server.labels import lane_rotations
+
+    layout = BlockLayout("bfv", SecretContext.slot_count("bfv"), 2, 10_000)
+    secret, public = _rotating_contexts("bfv", layout.stride)
+    most = public.kind.max_count
+    assert most == public.plain_modulus - 1 and most >= 75_000  # a 100,000-row data set
+    y = np.zeros(layout.rows_per_pack, dtype=np.int64)
+    y[1] = 1
+    rotations = lane_rotations(public, layout, public.load_fresh_ciphertext(
+        secret.encrypt_packed_labels(y, layout)[0]))
+    acc = public.copy(rotations[1])  # row 1 (class 1) brought to lane 0
+    for bit in reversed(range(most.bit_length() - 1)):
+        public.add_inplace(acc, acc)
+        if most >> bit & 1:
+            public.add_inplace(acc, rotations[1])
+    query, running = None, acc
+    for lane in range(layout.per_ciphertext):  # moved along lane by lane, as the server does
+        running = public.rotate(running, -layout.stride) if lane % layout.lanes_per_row \
+            else acc
+        product = public.multiply_mask(running, public.encode_mask(
+            layout.block_mask(lane, lane % 2, 1)))
+        query = product if query is None else (public.add_inplace(query, product) or query)
+    slots = secret.decrypt(secret.load_ciphertext(
+        public.dump_ciphertext(public.finish_plain(query))))
+    values = np.mod(layout.block_values(slots), public.plain_modulus)  # signed decoding
+    expected = np.zeros_like(values)
+    for lane in range(layout.per_ciphertext):
+        expected[2 * lane + lane % 2, 1] = most
+    np.testing.assert_array_equal(values, expected)
 
 
 def test_block_layout_geometry():
@@ -337,7 +369,13 @@ def test_block_layout_geometry():
     assert layout.block_size == 4  # τ complex slots, half the real layout's 2τ
     assert layout.per_ciphertext == layout.rows_per_pack == 1024
     assert layout.blocks_per_ciphertext == 2048  # two blocks per lane
-    assert layout.offsets() == list(range(1024))  # a full cycle: one rotation per row
+    # Four rotation parts: a quarter of the cycle's rotations, one per four rows.
+    assert layout.parts == 4 and layout.offsets() == list(range(256))
+    assert layout.copy_index(5, 2) == (0, 3) and layout.copy_index(2, 5) == (3, 253)
+    assert layout.part_lane(5, 3) == 5 + 768 and layout.part_lane(300, 3) == 44
+    assert layout.rotation_steps() == [4, -4, 1024, 32 * 4]  # lanes, parts, row-sum giant
+    whole = BlockLayout("ckks", 4096, 4, 10_000, rotation_parts=1)
+    assert whole.parts == 1 and whole.offsets() == list(range(1024))  # one per row
     ten = BlockLayout("ckks", 4096, 10, 3000)
     assert (ten.stride, ten.per_ciphertext, ten.leaves_per_ciphertext) == (16, 256, 256)
     bfv = BlockLayout("bfv", 8192, 4, 10_000)
@@ -345,33 +383,36 @@ def test_block_layout_geometry():
     small = BlockLayout("ckks", 4096, 2, 5)  # fewer rows than a pack: rows ± lanes only
     assert small.rows_per_pack == 5 and small.offsets() == [0, 1, 2, 3, 4, 2044, 2045, 2046,
                                                             2047]
+    assert small.parts == 1  # 9 rotations per pack: fewer than a part's 512
+    with pytest.raises(ValueError, match="rotation_parts"):
+        BlockLayout("bfv", 8192, 2, 10_000, rotation_parts=3)
 
 
 def test_ckks_block_layout_with_shift(contexts):
-    """Heavy nodes: masks carry 2^-shift, the client scales the squares back by 4^shift.
-    Both parts of a lane at the largest counts the shift allows (v·W = 2^7, W = 1,024)."""
+    """Heavy nodes: masks carry 2^-shift, the client scales the counts back by 2^shift.
+    Both parts of a lane at the largest counts the shift allows (v·W = 2^11, W = 16,384)."""
     secret, public = contexts["ckks"]
-    got, expected = _layout_squares("ckks", [0, 1, 0, 1], 2, splits=[1, 2, 4, 3], shift=3,
-                                    weights=[300, 200, 100, 424])
-    assert expected[2].tolist() == [400 ** 2, 624 ** 2]
-    _assert_class_squares("ckks", got, expected)
+    got, expected = _layout_counts("ckks", [0, 1, 0, 1], 2, splits=[1, 2, 4, 3], shift=3,
+                                   weights=[4800, 3200, 1600, 6784])
+    assert expected[2].tolist() == [6400, 9984]
+    _assert_class_counts("ckks", got, expected)
 
 
 @settings(max_examples=5, deadline=None)
 @given(data=st.data())
-def test_random_label_vectors_square_exactly(contexts, data):
+def test_random_label_vectors_count_exactly(contexts, data):
     scheme = data.draw(st.sampled_from(SCHEMES), label="scheme")
     n_classes = data.draw(st.integers(2, 5), label="n_classes")
     y = data.draw(st.lists(st.integers(0, n_classes - 1), min_size=1, max_size=12), label="y")
     split = data.draw(st.integers(0, len(y)), label="split")
     secret, public = contexts[scheme]
-    got, expected = _packed_squares(secret, public, y, n_classes, split)
+    got, expected = _packed_counts(secret, public, y, n_classes, split)
     _assert_slots(scheme, got, expected)
     # One lane per candidate; with fewer rows than a pack there are as many lanes as rows.
     splits = data.draw(st.lists(st.integers(0, len(y)), min_size=1, max_size=min(4, len(y))),
                        label="splits")
-    got, expected = _layout_squares(scheme, y, n_classes, sorted(splits))
-    _assert_class_squares(scheme, got, expected)
+    got, expected = _layout_counts(scheme, y, n_classes, sorted(splits))
+    _assert_class_counts(scheme, got, expected)
 
 
 @pytest.mark.parametrize("scheme", SCHEMES)
@@ -551,7 +592,19 @@ def test_bundle_carries_rotation_keys_of_one_step(foreign_ckks, contexts):
 
 def test_from_bytes_rejects_other_bfv_plain_modulus(contexts):
     parms = scheme_named("bfv").parameters()
-    parms.set_plain_modulus(seal.PlainModulus.Batching(8192, 20))
+    parms.set_plain_modulus(seal.PlainModulus.Batching(4096, 20))
+    parts = _parts(contexts["bfv"][0])
+    parts["params"] = parms.to_bytes()
+    with pytest.raises(HEError, match="unexpected bfv parameters"):
+        PublicContext.from_bytes(bundles.pack_bundle(parts))
+
+
+def test_from_bytes_rejects_the_earlier_bfv_parameters(contexts):
+    """SEAL's default modulus with a 30-bit plain modulus (the earlier set) is refused."""
+    parms = seal.EncryptionParameters(seal.scheme_type.bfv)
+    parms.set_poly_modulus_degree(8192)
+    parms.set_coeff_modulus(seal.CoeffModulus.BFVDefault(8192))
+    parms.set_plain_modulus(seal.PlainModulus.Batching(8192, 30))
     parts = _parts(contexts["bfv"][0])
     parts["params"] = parms.to_bytes()
     with pytest.raises(HEError, match="unexpected bfv parameters"):

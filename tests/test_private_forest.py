@@ -156,7 +156,7 @@ def test_ckks_wine_equals_plain_forest(wine):
     # CKKS counts are rounded to exact integers: in practice the very same forest.
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
     # Training over, the server forgot the label rotations; prediction needs none.
-    assert client.server_.session(client.session_).label_copies == []
+    assert client.server_.session(client.session_).labels.packs == []
     expected = rf.predict_proba(X_test_cipher)
     # Row sums (the default): approximate frequencies, ties resolved as argmax does.
     np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-5)
@@ -665,6 +665,17 @@ def test_setup_rejected(wine, baseline, case):
     assert len(tamper.inner.session_ids) == 1  # the rejected setup left no session behind
 
 
+def test_bfv_setup_beyond_the_plain_modulus_is_refused(wine, monkeypatch):
+    """BFV counts are exact below the plain modulus: a setup whose bootstrap draws could
+    reach it is refused (shown with a bound lowered to the data's size)."""
+    from cipherforest.privacy.he.schemes import BFV
+
+    monkeypatch.setattr(BFV, "max_count", property(lambda self: 50))
+    with pytest.raises(ProtocolError, match=r"setup: \d+ bootstrap draws per tree exceed "
+                                            r"the 50 a bfv class count holds exactly"):
+        PrivateForestClient(**SMALL, scheme="bfv").fit(wine[0], wine[2])
+
+
 def test_setup_with_secret_key_as_public_key(wine, baseline):
     def corrupt(message, data, tamper):
         from cipherforest.privacy.he import bundles
@@ -733,7 +744,7 @@ def test_client_rejects_flipped_reply_byte(wine, scheme):
 
 @pytest.mark.parametrize("scheme", ["ckks", "bfv"])
 def test_client_rejects_query_coefficient_beyond_modulus(wine, scheme):
-    server = ReplyTamper("query", _corrupt_first_blob("squares", _patched_blob))
+    server = ReplyTamper("query", _corrupt_first_blob("counts", _patched_blob))
     with pytest.raises(ProtocolError, match="query: invalid ciphertext for this context"):
         PrivateForestClient(**SMALL, scheme=scheme, server=server).fit(wine[0], wine[2])
 
@@ -741,14 +752,14 @@ def test_client_rejects_query_coefficient_beyond_modulus(wine, scheme):
 def test_client_rejects_perturbed_ckks_query(wine):
     """An in-range change of one coefficient (by 2^45, still below the 60-bit modulus) passes
     SEAL's check; its decryption is not integral."""
-    server = ReplyTamper("query", _corrupt_first_blob("squares", _shift_last_word))
-    with pytest.raises(ProtocolError, match="decrypted squared counts are not integers"):
+    server = ReplyTamper("query", _corrupt_first_blob("counts", _shift_last_word))
+    with pytest.raises(ProtocolError, match="decrypted class counts are not integers"):
         PrivateForestClient(**SMALL, server=server).fit(wine[0], wine[2])
     assert server.fired == 1
 
 
 def test_client_rejects_truncated_query_ciphertext(wine):
-    server = ReplyTamper("query", _corrupt_first_blob("squares", lambda b: b[:-WORD]))
+    server = ReplyTamper("query", _corrupt_first_blob("counts", lambda b: b[:-WORD]))
     with pytest.raises(ProtocolError, match="query: invalid ciphertext"):
         PrivateForestClient(**SMALL, server=server).fit(wine[0], wine[2])
 
@@ -757,7 +768,7 @@ def test_client_rejects_query_with_too_few_blocks(wine):
     def drop(reply):  # the plan is intact, its last ciphertext missing
         message = decode_message(reply)
         return _with(message, arrays={"block_position": message.arrays["block_position"]},
-                     blobs={"squares": message.blobs["squares"][:-1]})
+                     blobs={"counts": message.blobs["counts"][:-1]})
     with pytest.raises(ProtocolError, match=r"block positions must be distinct blocks of the"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
 
@@ -768,7 +779,7 @@ def test_client_rejects_query_with_bad_block_positions(wine, change):
         message = decode_message(reply)
         positions = message.arrays["block_position"].copy()
         if change == "beyond":
-            positions[-1] = len(message.blobs["squares"]) * message.meta[
+            positions[-1] = len(message.blobs["counts"]) * message.meta[
                 "blocks_per_ciphertext"]
         elif change == "negative":
             positions[0] = -1
@@ -781,7 +792,7 @@ def test_client_rejects_query_with_bad_block_positions(wine, change):
 
 def test_client_rejects_query_with_swapped_block_positions(wine):
     """Positions naming other blocks: some candidate's left counts exceed its node's
-    totals (or the squares fall out of range for the node's weights)."""
+    totals (or do not add up to the candidate's left weight)."""
     def swap(reply):
         message = decode_message(reply)
         positions = message.arrays["block_position"][::-1].copy()
@@ -918,7 +929,7 @@ class ForeignLabels:
 
 def test_ckks_client_rejects_query_made_under_another_key(wine, foreign):
     server = ForeignLabels(foreign["ckks"], 3)
-    with pytest.raises(ProtocolError, match="decrypted squared counts are not integers: the "
+    with pytest.raises(ProtocolError, match="decrypted class counts are not integers: the "
                                             "query was not made with this client's key"):
         PrivateForestClient(**SMALL, scheme="ckks", server=server).fit(wine[0], wine[2])
     session = server.inner.session(server.inner.session_ids[0])
@@ -932,12 +943,12 @@ def test_ckks_client_rejects_query_ciphertexts_of_another_key(wine, foreign):
         message = decode_message(reply)
         public = PublicContext.from_bytes(other.public_bytes())
         blobs = []
-        for _ in message.blobs["squares"]:  # integral squares, but under the other key
+        for _ in message.blobs["counts"]:  # integral counts, but under the other key
             ct = other.encrypt_vector(np.full(8, 4.0))
-            blobs.append(public.dump_ciphertext(public.square(public.finish_sum(
-                public.multiply_mask(ct, public.encode_mask(np.ones(public.n_slots)))))))
-        return _with(message, blobs={"squares": blobs})
-    with pytest.raises(ProtocolError, match="decrypted squared counts are not integers"):
+            blobs.append(public.dump_ciphertext(public.finish_plain(
+                public.multiply_mask(ct, public.encode_mask(np.ones(public.n_slots))))))
+        return _with(message, blobs={"counts": blobs})
+    with pytest.raises(ProtocolError, match="decrypted class counts are not integers"):
         PrivateForestClient(**SMALL, server=ReplyTamper("query", substitute)).fit(
             wine[0], wine[2])
 

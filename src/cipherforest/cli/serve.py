@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import re
+import socket
 import sys
 import time
 
@@ -119,6 +120,13 @@ def add_serve_parser(sub) -> None:
     serve.add_argument("--jobs", type=int, default=1,
                        help="worker processes per tree level of a training (trees are split "
                        "among them; default 1, -1 one per core)")
+    dask = serve.add_mutually_exclusive_group()
+    dask.add_argument("--dask-scheduler", metavar="tcp://HOST:PORT",
+                      help="run the label work on this Dask cluster: each session's labels "
+                      "in shards on its workers (needs cipherforest[dask])")
+    dask.add_argument("--dask-workers", type=int, metavar="N",
+                      help="run the label work on a Dask cluster of N worker processes "
+                      "started on this machine (needs cipherforest[dask])")
     for flag, kind, field, text in _LIMIT_OPTIONS:
         default = getattr(defaults, field)
         serve.add_argument(flag, type=kind, default=None, dest=field, help=f"{text} (default "
@@ -145,6 +153,19 @@ def add_serve_parser(sub) -> None:
     _add_key_actions(serve)
 
 
+def _unreachable(address: str, timeout: float = 10.0) -> str:
+    """Why a TCP connection to a Dask scheduler's ``tcp://HOST:PORT`` fails ("" if it
+    opens; other protocols are left to Dask)."""
+    match = re.fullmatch(r"tcp://\[?([^\]]+?)\]?:(\d+)", address)
+    if match is None:
+        return "" if "://" in address else "expected tcp://HOST:PORT"
+    try:
+        socket.create_connection((match[1], int(match[2])), timeout=timeout).close()
+    except OSError as exc:
+        return str(exc)
+    return ""
+
+
 def _limits(args):
     from ..service.limits import Limits
 
@@ -159,6 +180,19 @@ def run_serve_command(args, parser: argparse.ArgumentParser) -> int:
         parser.error("--port must be in [0, 65535]")
     if args.jobs == 0:
         parser.error("--jobs must not be 0 (1 or more processes, or -1 for one per core)")
+    dask = args.dask_scheduler is not None or args.dask_workers is not None
+    if dask and args.jobs != 1:
+        parser.error("--jobs applies without Dask: the Dask workers do the level work")
+    if args.dask_workers is not None and args.dask_workers < 1:
+        parser.error("--dask-workers must be at least 1")
+    if dask and importlib.util.find_spec("distributed") is None:
+        parser.error("--dask-scheduler and --dask-workers need dask.distributed: "
+                     "pip install 'cipherforest[dask]'")
+    if args.dask_scheduler is not None:
+        problem = _unreachable(args.dask_scheduler)
+        if problem:  # before the supervisor forks: one clear line, exit 2
+            parser.exit(2, f"cipherforest serve: cannot reach the Dask scheduler at "
+                        f"{args.dask_scheduler}: {problem}\n")
     for flag, field in (("--body-timeout", "body_read_timeout"),
                         ("--memory-idle", "memory_idle_seconds")):
         if getattr(args, field) is not None and not getattr(args, field) > 0:
@@ -195,7 +229,8 @@ def _serve(args, sock) -> int:
                           default_key=not args.no_default_key,
                           ssl_certfile=args.ssl_certfile, ssl_keyfile=args.ssl_keyfile,
                           limit_concurrency=args.limit_concurrency, sock=sock,
-                          restart_above=args.restart_above, restart_idle=args.restart_idle)
+                          restart_above=args.restart_above, restart_idle=args.restart_idle,
+                          dask_scheduler=args.dask_scheduler, dask_workers=args.dask_workers)
     except (StorageError, ValueError, OSError) as exc:
         print(f"cipherforest serve: {exc}", file=sys.stderr)
         return 1

@@ -63,6 +63,7 @@ from ._base import (
     bootstrap_counts,
     draw_seeds,
     effective_n_jobs,
+    fit_members,
     map_in_threads,
     resolve_n_draws,
     seeded_stream,
@@ -463,7 +464,7 @@ class BaseBagging(BaseEstimator):
             est.fit(X_rows, y[rows])  # kept even when fit returns None
             return est, features
 
-        fitted = map_in_threads(fit_one, range(n_more), self.n_jobs, self.verbose,
+        fitted = fit_members(fit_one, range(n_more), self.n_jobs, self.verbose,
                                 desc=type(self).__name__)
         self.estimators_ += [est for est, _ in fitted]
         self.estimators_features_ += [features for _, features in fitted]

@@ -138,6 +138,43 @@ def map_in_threads(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
     return out
 
 
+def fit_members(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
+                verbose: int = 0, desc: str = "fitting") -> list[R]:
+    """``[fn(x) for x in items]`` for an ensemble's members: on the workers of a Dask
+    cluster when ``joblib.parallel_config(backend="dask")`` is active (and ``n_jobs`` is
+    not 1), else :func:`map_in_threads`.
+
+    On Dask, ``fn`` (with the prepared data its closure holds) is scattered once for the
+    whole call, not sent with every member; members come back in order, so the ensemble
+    equals a local fit.
+    """
+    from joblib.parallel import get_active_backend
+
+    backend, _ = get_active_backend()
+    if type(backend).__name__ != "DaskDistributedBackend" or n_jobs == 1:
+        return map_in_threads(fn, items, n_jobs, verbose, desc)
+    from joblib import Parallel, delayed
+
+    shared = _Shared(fn)
+    return Parallel(verbose=verbose)(delayed(_call_shared)(shared, item) for item in items)
+
+
+class _Shared:
+    """A callable sent to Dask workers once. It reports a size above the 1 kB from which
+    joblib's Dask backend scatters an argument once per call (instead of pickling it into
+    every task): its closure holds the prepared training data."""
+
+    def __init__(self, fn: Callable):
+        self.fn = fn
+
+    def __sizeof__(self) -> int:
+        return 1 << 20
+
+
+def _call_shared(shared: _Shared, item):
+    return shared.fn(item)
+
+
 class ProgressBar:
     """A one-line text progress bar on stderr, shown for fits with ``verbose > 0``.
 

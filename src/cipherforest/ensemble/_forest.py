@@ -41,6 +41,7 @@ from ..tree._fit import prepare_tree_data
 from ._base import (
     bootstrap_counts,
     draw_seeds,
+    fit_members,
     map_in_threads,
     resolve_n_draws,
     warn_if_oob_missing,
@@ -139,7 +140,7 @@ class BaseForest(BaseEstimator):
                                          missing_mask=self.missing_values_in_feature_mask_,
                                          classes=classes, seed=int(seed))
 
-            new_trees = map_in_threads(grow, list(new_seeds), self.n_jobs, self.verbose,
+            new_trees = fit_members(grow, list(new_seeds), self.n_jobs, self.verbose,
                                        desc=type(self).__name__)
             self.estimators_ = self.estimators_ + new_trees
             self.estimator_seeds_ = np.asarray(seeds, dtype=np.int64)

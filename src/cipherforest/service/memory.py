@@ -38,10 +38,12 @@ def session_bytes(session, context_bytes: int) -> int:
     matrix and row ids, plus ``context_bytes`` for the public keys (the size of the context
     as uploaded) and, while training, one cached mask per block of a query ciphertext."""
     total = int(session.X.nbytes) + context_bytes
-    copies = [ct for pack in session.label_copies for ct in pack.values()]
-    if copies:
-        total += len(copies) * _ciphertext_bytes(copies[0])
-        total += session.blocks_per_ciphertext * _ciphertext_bytes(copies[0]) // 2
+    # The label rotations held here (with Dask: the packs kept to place shards again).
+    total += session.labels.nbytes()
+    # Held in this process only without Dask: one polynomial per cached query mask.
+    held = [ct for copies in getattr(session.labels, "packs", [])[:1] for ct in copies.values()]
+    if held:
+        total += session.blocks_per_ciphertext * _ciphertext_bytes(held[0]) // 2
     for ct in [*session.leaf_store, *session.leaf_open.values()]:
         total += _ciphertext_bytes(ct)
     total += sum(8 * node.samples.shape[0] for tree in session.trees for node in tree.open)

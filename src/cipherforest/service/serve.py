@@ -11,7 +11,8 @@ import sys
 from .sessions import Limits, SessionManager
 from .storage import Storage
 
-__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "load_access_key", "serve"]
+__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "dask_cluster", "load_access_key",
+           "serve"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 ACCESS_KEY_FILE = "access_key"
@@ -47,13 +48,48 @@ def load_access_key(data_dir: str, out=sys.stdout) -> str:
 
 
 def build_app(data_dir: str, access_key: str | None, limits: Limits | None = None,
-              n_jobs: int | None = None):
+              n_jobs: int | None = None, dask_client=None):
     """The FastAPI app over a session manager on ``data_dir`` (``access_key``: the default
-    key, or None for per-user keys only; ``n_jobs``: worker processes per tree level, see
+    key, or None for per-user keys only; ``n_jobs``: worker processes per tree level;
+    ``dask_client``: a Dask client doing the level work instead, see
     :class:`~cipherforest.service.sessions.SessionManager`)."""
     from .app import create_app
 
-    return create_app(SessionManager(Storage(data_dir), access_key, limits, n_jobs=n_jobs))
+    return create_app(SessionManager(Storage(data_dir), access_key, limits, n_jobs=n_jobs,
+                                     dask_client=dask_client))
+
+
+def dask_cluster(scheduler: str | None, workers: int | None):
+    """``(client, cluster)`` for ``--dask-scheduler`` (a client of that scheduler, no
+    cluster) or ``--dask-workers`` (a local cluster of that many single-threaded worker
+    processes, and its client); ``(None, None)`` without either.
+
+    Raises
+    ------
+    OSError
+        The scheduler cannot be reached.
+    """
+    if scheduler is None and workers is None:
+        return None, None
+    from distributed import Client, LocalCluster
+
+    # Operators see where the shards go, each level's bytes and seconds, and recoveries.
+    dask_log = logging.getLogger("cipherforest.privacy.dask")
+    if not dask_log.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: "
+                                               "%(message)s"))
+        dask_log.addHandler(handler)
+        dask_log.setLevel(logging.INFO)
+
+    if scheduler is not None:
+        try:
+            return Client(scheduler, timeout="10s", set_as_default=False), None
+        except (OSError, TimeoutError) as exc:
+            raise OSError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None)
+    return Client(cluster, set_as_default=False), cluster
 
 
 class _JSONLines(logging.Formatter):
@@ -85,7 +121,8 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
           default_key: bool = True, ssl_certfile: str | None = None,
           ssl_keyfile: str | None = None, limit_concurrency: int | None = None,
           log_stream=sys.stderr, sock=None, restart_above: int = 0,
-          restart_idle: float = 60.0) -> int:
+          restart_idle: float = 60.0, dask_scheduler: str | None = None,
+          dask_workers: int | None = None) -> int:
     """Run the service until interrupted (loopback by default); the exit code.
 
     Parameters
@@ -104,23 +141,45 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
     sock : socket or None
         A bound, listening socket to serve on (from :func:`.supervisor.supervise`) instead
         of ``host:port``.
+    dask_scheduler, dask_workers
+        Do the level work on Dask (:func:`dask_cluster`): a scheduler's address, or a
+        local cluster of that many worker processes.
     restart_above, restart_idle
         With ``sock``: stop with :data:`.supervisor.RESTART_EXIT_CODE` once no session is
         in memory, no request has come for ``restart_idle`` seconds, and the resident
         memory has grown more than ``restart_above`` bytes since the start (0: never).
     """
+    os.umask(0o077)  # whatever the server creates is its own
+    _log_to(log_stream)
+    key = load_access_key(data_dir, out) if default_key else None
+    client, cluster = dask_cluster(dask_scheduler, dask_workers)
+    try:
+        return _run(host, port, build_app(data_dir, key, limits, n_jobs, client), out,
+                    data_dir, client, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+                    limit_concurrency=limit_concurrency, sock=sock,
+                    restart_above=restart_above, restart_idle=restart_idle)
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _run(host: str, port: int, app, out, data_dir: str, client, *, ssl_certfile,
+         ssl_keyfile, limit_concurrency, sock, restart_above: int,
+         restart_idle: float) -> int:
+    """Serve ``app`` with uvicorn until it stops; the exit code (:func:`serve`)."""
     import uvicorn
 
     from .supervisor import RESTART_EXIT_CODE, RestartWhenIdle
 
-    os.umask(0o077)  # whatever the server creates is its own
-    _log_to(log_stream)
-    key = load_access_key(data_dir, out) if default_key else None
-    app = build_app(data_dir, key, limits, n_jobs)
     if sock is None:
         scheme = "https" if ssl_certfile else "http"
+        where = ("" if client is None else
+                 f"; label work on Dask at {client.scheduler.address}, "
+                 f"{len(client.ncores())} workers")
         print(f"cipherforest server on {scheme}://{host}:{port} (data in "
-              f"{os.path.abspath(data_dir)})", file=out, flush=True)
+              f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
     server = uvicorn.Server(uvicorn.Config(
         app, host=host, port=port, log_level="warning", access_log=False,
         ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,

@@ -30,6 +30,7 @@ from ..privacy.protocol import (
     PrivateForestServer,
     ProtocolError,
     SessionState,
+    ShardError,
     decode_message,
 )
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
@@ -76,10 +77,15 @@ class SessionManager:
         among them; ``PrivateForestServer``'s ``n_jobs``): None means 1, -1 all cores.
     key_store : KeyStore or None
         The per-user keys (default: those of the storage's data directory).
+    dask_client : distributed.Client or None, default=None
+        Do the level work on this Dask cluster instead (``PrivateForestServer``'s
+        ``dask_client``). A level its workers cannot finish answers 503; the session stays
+        as saved after its last level and is restored from disk on the next request.
     """
 
     def __init__(self, storage: Storage, access_key: str | None, limits: Limits | None = None,
-                 n_jobs: int | None = None, *, key_store: KeyStore | None = None):
+                 n_jobs: int | None = None, *, key_store: KeyStore | None = None,
+                 dask_client=None):
         self.storage = storage
         self.limits = Limits() if limits is None else limits
         self.keys = KeyStore(storage.data_dir) if key_store is None else key_store
@@ -96,7 +102,7 @@ class SessionManager:
         # Memory is bounded by the residency budget, not by a session count; nor do
         # sessions expire inside the state machine (they leave memory through Residency).
         self.server = PrivateForestServer(n_jobs=n_jobs, max_sessions=1 << 30,
-                                          session_ttl=float("inf"))
+                                          session_ttl=float("inf"), dask_client=dask_client)
         self.residency = Residency(self.limits.memory_budget(), self.limits.memory_idle_seconds)
         self.metrics = ServiceMetrics()
         # One protocol call at a time: the state machine is not thread-safe (and its
@@ -492,6 +498,8 @@ class SessionManager:
             except ProtocolError as exc:  # refused before any change
                 raise ServiceError(409 if _is_state_error(str(exc)) else 400,
                                    "protocol_error", str(exc)) from None
+            except ShardError as exc:  # the server forgot the session; its disk state stands
+                raise ServiceError(503, "workers_unavailable", str(exc)) from None
             except BaseException:  # the state may be half changed: reload it from disk
                 if record.protocol_id is not None:
                     self.server.forget_session(record.protocol_id)
@@ -522,6 +530,8 @@ class SessionManager:
             raise ServiceError(410, "unrecoverable", f"session {record.id} cannot be "
                                f"restored from disk: {self.storage.relative(str(exc))}"
                                ) from None
+        except ShardError as exc:  # no Dask worker to place its labels on, yet
+            raise ServiceError(503, "workers_unavailable", str(exc)) from None
         if saved is not None:
             self._last[record.id] = (saved[1], saved[2])
             self._store_digests[record.id] = saved[3]

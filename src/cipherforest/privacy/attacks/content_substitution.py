@@ -174,7 +174,7 @@ class ContentSubstitutionServer:
         blobs, positions = packed_blocks(session, forged, query.meta["shift"])
         arrays = dict(query.arrays)
         arrays["block_position"] = np.asarray(positions, dtype=np.int64)
-        return Message("query", query.meta, arrays, {"squares": blobs})
+        return Message("query", query.meta, arrays, {"counts": blobs})
 
 
 @contextlib.contextmanager

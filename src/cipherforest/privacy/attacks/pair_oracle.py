@@ -68,7 +68,7 @@ class PairOracleServer:
     It forwards ``setup`` and ``labels`` to the real server. When the client asks to
     ``train`` it answers, instead of the real first query, a query of fake nodes: node ``i``
     of tree 0 holds the reference row and row ``i`` (weight 1 each) and one candidate that
-    separates them on a feature where their ciphers differ. The packed squared sums are
+    separates them on a feature where their ciphers differ. The packed class counts are
     computed homomorphically from the client's own label ciphertexts, so they decrypt
     correctly: a node is pure exactly when the two labels are equal, and under the paper's
     rule the client answers "leaf" (-1) exactly then. The real first query (the real server
@@ -154,7 +154,7 @@ class PairOracleServer:
                   "n_candidates": np.ones(k, dtype=np.int64),
                   "left_weight": np.ones(k, dtype=np.int64),
                   "block_position": np.asarray(positions, dtype=np.int64)}
-        return Message("query", meta, arrays, {"squares": blobs})
+        return Message("query", meta, arrays, {"counts": blobs})
 
 
 def pair_oracle_attack(client, X, y, reference_row: int = 0) -> PairOracleResult:

@@ -9,8 +9,8 @@
 """
 
 from .blocks import BlockLayout
-from .contexts import PublicContext, SecretContext, galois_element
+from .contexts import PublicContext, SecretContext
 from .schemes import SCHEMES, HEError, HEScheme, scheme_named
 
 __all__ = ["BlockLayout", "HEError", "HEScheme", "PublicContext", "SCHEMES", "SecretContext",
-           "galois_element", "scheme_named"]
+           "scheme_named"]

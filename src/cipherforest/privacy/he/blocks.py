@@ -11,13 +11,21 @@ The slots are cut into *lanes* of ``stride`` slots, a power of two: ``τ`` for C
   to lane ``K`` are added from the rotations that bring each row there. Other lanes hold
   other rows' labels: garbage that the lane's mask removes. Rotations are cyclic because
   ``cycle · stride`` is the slot count (of one row, BFV).
+* **Rotation parts.** Holding every rotation costs one ciphertext per row. With ``parts =
+  P > 1`` the server holds only the rotations ``e < span = cycle / P``: a row that needs
+  rotation ``d = i·span + e`` is added from rotation ``e``, which brings it to lane
+  ``K + i·span`` instead of ``K``, into the sum's accumulator of *part* ``i`` (bound to that
+  lane). Each part's masked products go to their own query (or leaf-store) ciphertext, at
+  lane ``K + i·span``; the parts are added after a rotation by ``i·span`` lanes, once per
+  ciphertext (Horner's scheme, one more Galois key: ``span · stride`` slots). Memory per
+  row falls to ``1/P`` of a ciphertext; each block costs ``P`` mask products instead of
+  one. Small packs (``2·rows_per_pack - 1 <= cycle / P`` rotations) keep ``parts = 1``.
 * **Query blocks.** A query ciphertext holds two blocks per lane, each one set of ``τ``
   class counts: a candidate's left counts ``L`` or a node's total ``T`` (the client takes
   ``R = T - L``). Block ``2K + part`` of a ciphertext is lane ``K``'s first (``part`` 0) or
   second (``part`` 1) block. CKKS: ``τ`` complex slots ``z = v·a + i·v·b`` (``a``, ``b`` the
-  two blocks' counts, ``v = 2^-shift`` keeps squares in range), squared by the server:
-  ``z² = v²(a² - b²) + 2i·v²·a·b``, from which the client recovers ``a²`` and ``b²`` per
-  class (both non-negative). BFV: ``2τ`` integer slots ``a | b``, squared.
+  two blocks' counts, ``v = 2^-shift`` keeps them in the last prime's range); BFV: ``2τ``
+  integer slots ``a | b``. The client squares the counts itself.
 * **Leaf store.** CKKS: one leaf's class *frequencies* (counts over the leaf's bootstrap
   draws ``T``, which the server knows) per lane, in the real parts (so that a slot-wise mask
   can select one leaf: real and imaginary parts of a slot cannot be told apart by a
@@ -37,7 +45,7 @@ import math
 
 import numpy as np
 
-from .schemes import scheme_named
+from .schemes import HEScheme, scheme_named
 
 __all__ = ["BlockLayout"]
 
@@ -51,7 +59,7 @@ class BlockLayout:
 
     Parameters
     ----------
-    scheme : {"ckks", "bfv"}
+    scheme : {"ckks", "bfv"} or HEScheme
     n_slots : int
         Slots of a ciphertext (CKKS: complex slots).
     n_classes : int
@@ -61,13 +69,16 @@ class BlockLayout:
         (fewer rotations for the server to hold).
     pack_rows : int or None, default=None
         At most this many rows per label pack (and lanes per query ciphertext row).
+    rotation_parts : int or None, default=None
+        ``P``, a power of two: the server holds ``1/P`` of a pack's lane rotations (see
+        the module docstring); None: the scheme's (:attr:`HEScheme.rotation_parts`).
     """
 
-    def __init__(self, scheme: str, n_slots: int, n_classes: int, n_rows: int,
-                 pack_rows: int | None = None):
-        kind = scheme_named(scheme)
+    def __init__(self, scheme: str | HEScheme, n_slots: int, n_classes: int, n_rows: int,
+                 pack_rows: int | None = None, rotation_parts: int | None = None):
+        kind = scheme if isinstance(scheme, HEScheme) else scheme_named(scheme)
         self._kind = kind
-        self.scheme = scheme
+        self.scheme = kind.name
         self.n_slots = n_slots
         self.tau = n_classes
         self.stride = _power_of_two_at_least(kind.lane_width * n_classes)
@@ -86,11 +97,33 @@ class BlockLayout:
         # rotations (per store ciphertext) against the giant ones (per sum ciphertext).
         self.rows_per_sum = 2 * self.cycle
         self.giant_step = 1 << round(math.log2(self.cycle) / 2)
+        parts = kind.rotation_parts if rotation_parts is None else int(rotation_parts)
+        if parts < 1 or parts & (parts - 1) or parts > self.cycle:
+            raise ValueError(f"rotation_parts must be a power of two in [1, {self.cycle}], "
+                             f"got {parts}")
+        self.parts = 1 if 2 * self.rows_per_pack - 1 <= self.cycle // parts else parts
+        self.span = self.cycle // self.parts
+
+    def rotation_steps(self) -> list[int]:
+        """Slot steps the server rotates by (Galois keys the client must send): ``±stride``
+        (label lanes), ``span · stride`` (rotation parts, when ``parts > 1``) and, for
+        CKKS row sums, ``giant_step · stride``."""
+        steps = [self.stride, -self.stride]
+        if self.parts > 1:
+            steps.append(self.span * self.stride)
+        if self._kind.approximate and self.giant_step < self.cycle:
+            steps.append(self.giant_step * self.stride)
+        return steps
 
     # ------------------------------------------------------------------ lanes
     def lane_start(self, lane: int) -> int:
-        """First slot of ``lane``."""
+        """First slot of ``lane`` (``lanes_per_row`` lanes per slot-matrix row)."""
         row, k = divmod(int(lane), self.lanes_per_row)
+        return row * self.row_slots + k * self.stride
+
+    def _physical_start(self, physical_lane: int) -> int:
+        """First slot of lane ``physical_lane`` numbered ``cycle`` per slot-matrix row."""
+        row, k = divmod(int(physical_lane), self.cycle)
         return row * self.row_slots + k * self.stride
 
     def lane_position(self, lane: int) -> int:
@@ -99,15 +132,27 @@ class BlockLayout:
 
     def offsets(self) -> list[int]:
         """Rotations (in lanes, modulo ``cycle``) the server keeps per pack: every
-        ``row - lane`` for rows and lanes below ``rows_per_pack``."""
+        ``row - lane`` for rows and lanes below ``rows_per_pack``; with rotation parts the
+        ones below ``span``."""
         m = self.rows_per_pack
+        if self.parts > 1:
+            return list(range(self.span))
         if 2 * m - 1 >= self.cycle:
             return list(range(self.cycle))
         return sorted({d % self.cycle for d in range(-(m - 1), m)})
 
-    def copy_index(self, row_in_pack: int, lane_position: int) -> int:
-        """The rotation that brings row ``row_in_pack`` of a pack to ``lane_position``."""
-        return (row_in_pack - lane_position) % self.cycle
+    def copy_index(self, row_in_pack: int, lane_position: int) -> tuple[int, int]:
+        """``(part, rotation)``: the held rotation that brings row ``row_in_pack`` of a
+        pack to lane ``lane_position + part · span`` (part 0 without rotation parts)."""
+        d = (row_in_pack - lane_position) % self.cycle
+        return divmod(d, self.span) if self.parts > 1 else (0, d)
+
+    def part_lane(self, lane: int, part: int) -> int:
+        """The lane (numbered as :meth:`lane_start` numbers them) where rotation part
+        ``part`` of a sum bound to ``lane`` lives: ``part · span`` lanes further along its
+        slot-matrix row."""
+        row, k = divmod(int(lane), self.lanes_per_row)
+        return row * self.cycle + (k + part * self.span) % self.cycle
 
     def pack_values(self, y: np.ndarray) -> np.ndarray:
         """Slot values of one label pack: row ``b``'s one-hot label in lane ``b``."""
@@ -124,22 +169,26 @@ class BlockLayout:
     def empty_mask(self) -> np.ndarray:
         return np.zeros(self.n_slots, dtype=self._kind.mask_dtype)
 
-    def block_mask(self, lane: int, part: int, value: float) -> np.ndarray:
+    def block_mask(self, lane: int, part: int, value: float,
+                   rotation_part: int = 0) -> np.ndarray:
         """Mask putting ``value`` times a running sum bound to ``lane`` into the lane's
-        first (``part`` 0) or second (``part`` 1) query block."""
+        first (``part`` 0) or second (``part`` 1) query block; for ``rotation_part`` ``i``,
+        at the lane of that part (:meth:`part_lane`)."""
         mask = self.empty_mask()
-        self._kind.block_slots(mask, self.lane_start(lane), self.tau, part, value)
+        start = self._physical_start(self.part_lane(lane, rotation_part))
+        self._kind.block_slots(mask, start, self.tau, part, value)
         return mask
 
     def leaf_lane(self, position: int) -> int:
         """The lane of leaf-store ``position`` (CKKS: one leaf per lane; BFV: two)."""
         return int(position) // self._kind.leaves_per_lane
 
-    def leaf_mask(self, position: int) -> np.ndarray:
-        """Mask putting a leaf's counts ``T`` at ``position`` of a leaf-store ciphertext."""
+    def leaf_mask(self, position: int, rotation_part: int = 0) -> np.ndarray:
+        """Mask putting a leaf's counts ``T`` at ``position`` of a leaf-store ciphertext
+        (for ``rotation_part`` ``i``, at the lane of that part)."""
         mask = self.empty_mask()
-        self._kind.leaf_slots(mask, self.lane_start(self.leaf_lane(position)), self.tau,
-                              position)
+        start = self._physical_start(self.part_lane(self.leaf_lane(position), rotation_part))
+        self._kind.leaf_slots(mask, start, self.tau, position)
         return mask
 
     def row_sum_moves(self, leaf_lane: np.ndarray, row: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -168,12 +217,12 @@ class BlockLayout:
         starts = np.array([self.lane_start(j) for j in range(self.per_ciphertext)])
         return slots[starts[:, None] + np.arange(width)[None, :]]
 
-    def block_squares(self, slots: np.ndarray) -> np.ndarray:
+    def block_values(self, slots: np.ndarray) -> np.ndarray:
         """``(blocks_per_ciphertext, τ)``: per query block (``2 · lane + part``) and class
-        the squared count of a decrypted squared query ciphertext (unscaled: CKKS values
-        still carry ``v²``)."""
+        the count of a decrypted query ciphertext (unscaled: CKKS values still carry
+        ``v``)."""
         lanes = self._lane_slots(slots, self._kind.lane_width * self.tau)
-        pairs = self._kind.squares_of_lanes(lanes, self.tau)
+        pairs = self._kind.blocks_of_lanes(lanes, self.tau)
         return pairs.reshape(self.blocks_per_ciphertext, self.tau)
 
     def leaf_counts(self, slots: np.ndarray) -> np.ndarray:

@@ -1,8 +1,8 @@
 """Homomorphic encryption of labels: the two roles over Microsoft SEAL (``seal-python``).
 
 The encrypted forest needs few operations (docs/private_forest.md): encrypt packed one-hot
-labels, add ciphertexts, rotate them by a lane, multiply by pre-encoded block masks, square
-(+ relinearise, + rescale), decrypt, serialise and load untrusted bytes with validation.
+labels, add ciphertexts, rotate them by a lane, multiply by pre-encoded block masks, rescale
+or switch down, decrypt, serialise and load untrusted bytes with validation.
 What differs between CKKS and BFV is in :mod:`.schemes`; this module is scheme-free.
 
 ``benchmarks/he_backends.py`` measured seal-python against TenSEAL on these operations: equal
@@ -37,9 +37,9 @@ from .bundles import (
     pack_bundle,
     unpack_bundle,
 )
-from .schemes import POLY_MODULUS_DEGREE, SCHEMES, HEError, scheme_named, scheme_of
+from .schemes import SCHEMES, HEError, HEScheme, scheme_named, scheme_of
 
-__all__ = ["HEError", "PublicContext", "SecretContext", "SCHEMES", "galois_element"]
+__all__ = ["HEError", "PublicContext", "SecretContext", "SCHEMES"]
 
 
 def _context(parms: seal.EncryptionParameters) -> seal.SEALContext:
@@ -50,9 +50,9 @@ def _context(parms: seal.EncryptionParameters) -> seal.SEALContext:
     return context
 
 
-def _library_parameters(data: bytes) -> seal.EncryptionParameters:
-    """Encryption parameters loaded from ``data``, accepted only if they are exactly the
-    library's 128-bit set for their scheme."""
+def _library_parameters(data: bytes) -> tuple[HEScheme, seal.EncryptionParameters]:
+    """The scheme and encryption parameters loaded from ``data``, accepted only if they are
+    exactly the library's 128-bit set for their scheme."""
     parms = seal.EncryptionParameters(seal.scheme_type.none)
     try:
         parms.load_bytes(data)
@@ -62,14 +62,14 @@ def _library_parameters(data: bytes) -> seal.EncryptionParameters:
     if parms.to_bytes() != kind.parameters().to_bytes():
         raise HEError(f"unexpected {kind.name} parameters: only the library's 128-bit "
                       "parameter set is accepted")
-    return parms
+    return kind, parms
 
 
 class _Base:
     """What both roles share: parameters, encoders, ciphertext (de)serialisation."""
 
-    def __init__(self, parms: seal.EncryptionParameters):
-        self.kind = scheme_of(parms)
+    def __init__(self, kind: HEScheme, parms: seal.EncryptionParameters):
+        self.kind = kind
         self.scheme = self.kind.name
         self._parms = parms
         self.context = _context(parms)
@@ -119,18 +119,16 @@ class _Base:
         return self.kind.encode(self._encoder, values, scale)
 
 
-def galois_element(step: int) -> int:
-    """SEAL's Galois element of a rotation by ``step`` slots (generator 3 mod 2N)."""
-    return pow(3, step, 2 * POLY_MODULUS_DEGREE)
-
-
 class SecretContext(_Base):
     """The data owner's keys: encrypts labels, decrypts what the server returns.
 
     Parameters
     ----------
-    scheme : {"ckks", "bfv"}
-        Approximate (CKKS) or exact integer (BFV) arithmetic.
+    scheme : {"ckks", "bfv"} or HEScheme
+        Approximate (CKKS) or exact integer (BFV) arithmetic. An :class:`HEScheme`
+        instance with other parameters than the library's can encrypt and evaluate
+        (:meth:`public_context`) but its public bundle is refused by
+        :meth:`PublicContext.from_bytes`: it serves benchmarks' comparisons.
     rotation_step : int or None, default=None
         Put Galois keys for rotations by ``+rotation_step`` and ``-rotation_step`` slots
         (CKKS vector / BFV row rotations) into the public bundle; None: no Galois keys.
@@ -139,9 +137,10 @@ class SecretContext(_Base):
         the CKKS row sums; only with ``rotation_step``.
     """
 
-    def __init__(self, scheme: str = "ckks", rotation_step: int | None = None,
+    def __init__(self, scheme: str | HEScheme = "ckks", rotation_step: int | None = None,
                  extra_rotations=()):
-        super().__init__(scheme_named(scheme).parameters())
+        kind = scheme if isinstance(scheme, HEScheme) else scheme_named(scheme)
+        super().__init__(kind, kind.parameters())
         keygen = seal.KeyGenerator(self.context)
         self._secret_key = keygen.secret_key()
         self._public_key = keygen.create_public_key()
@@ -182,10 +181,10 @@ class SecretContext(_Base):
     def from_secret_bytes(cls, data: bytes) -> SecretContext:
         """The context :meth:`secret_bytes` saved (same keys, same public fingerprint)."""
         parts = unpack_bundle(data, SECRET_PARTS, SECRET_MAGIC)
-        parms = _library_parameters(parts["params"])
+        kind, parms = _library_parameters(parts["params"])
         try:
             self = cls.__new__(cls)
-            _Base.__init__(self, parms)
+            _Base.__init__(self, kind, parms)
             self._secret_key = self.context.from_secret_str(parts["secret_key"])
             self._public_key = self.context.from_public_str(parts["public_key"])
             self._relin_keys = self.context.from_relin_str(parts["relin_keys"])
@@ -200,6 +199,15 @@ class SecretContext(_Base):
     def public_bytes(self) -> bytes:
         """The server's evaluation material: parameters, public key, relinearisation keys."""
         return self._public_bundle
+
+    def public_context(self) -> PublicContext:
+        """The evaluation-only context of these keys, built without a bundle round trip
+        (for any scheme instance, also one :meth:`PublicContext.from_bytes` refuses)."""
+        galois = (self.context.from_galois_str(self._galois_keys) if self._galois_keys
+                  else None)
+        public = PublicContext(self.kind, self._parms, self._relin_keys, galois)
+        public.fingerprint_public = self.fingerprint_public
+        return public
 
     def encrypt_vector(self, values: np.ndarray) -> seal.Ciphertext:
         """Encrypt a vector of at most ``n_slots`` numbers (zero-padded), secret-key mode."""
@@ -244,6 +252,15 @@ class SecretContext(_Base):
         CKKS; int64 in [0, t) for BFV)."""
         return self.kind.decode(self._encoder, self._decryptor.decrypt(ct), complex_slots)
 
+    def noise_budget(self, ct: seal.Ciphertext) -> int | None:
+        """BFV: bits of noise budget ``ct`` has left (0: it no longer decrypts correctly);
+        None for CKKS, whose noise is an error in the values instead."""
+        if self.kind.approximate:
+            return None
+        if ct.is_ntt_form():
+            ct = seal.Evaluator(self.context).transform_from_ntt(ct)
+        return int(self._decryptor.invariant_noise_budget(ct))
+
     def centered(self, slots: np.ndarray) -> np.ndarray:
         """BFV slots as signed integers in (-t/2, t/2]; CKKS slots unchanged."""
         return self.kind.centered(slots, self.plain_modulus)
@@ -255,8 +272,8 @@ class PublicContext(_Base):
     Build it with :meth:`from_bytes` on what :meth:`SecretContext.public_bytes` produced.
     """
 
-    def __init__(self, parms, relin_keys, galois_keys=None):
-        super().__init__(parms)
+    def __init__(self, kind: HEScheme, parms, relin_keys, galois_keys=None):
+        super().__init__(kind, parms)
         self._relin_keys = relin_keys
         self._galois_keys = galois_keys
         self._evaluator = seal.Evaluator(self.context)
@@ -266,7 +283,7 @@ class PublicContext(_Base):
     def from_bytes(cls, data: bytes) -> PublicContext:
         """Load and validate a public bundle; anything but params + public + relin keys fails."""
         parts = unpack_bundle(data, PUBLIC_PARTS)
-        parms = _library_parameters(parts["params"])
+        kind, parms = _library_parameters(parts["params"])
         context = _context(parms)
         try:
             context.from_public_str(parts["public_key"])
@@ -279,7 +296,7 @@ class PublicContext(_Base):
                 galois_keys = context.from_galois_str(parts["galois_keys"])
             except (RuntimeError, ValueError, TypeError) as exc:
                 raise HEError(f"invalid Galois keys: {exc}") from None
-        public = cls(parms, relin_keys, galois_keys)
+        public = cls(kind, parms, relin_keys, galois_keys)
         public.fingerprint_public = fingerprint(bytes(data))
         return public
 
@@ -288,7 +305,7 @@ class PublicContext(_Base):
         ``both_ways=False``, by ``+step``)."""
         steps = (step, -step) if both_ways else (step,)
         return self._galois_keys is not None and all(
-            self._galois_keys.has_key(galois_element(s)) for s in steps)
+            self._galois_keys.has_key(self.kind.galois_element(s)) for s in steps)
 
     # ------------------------------------------------------------------ evaluation
     def rotate(self, ct: seal.Ciphertext, step: int) -> seal.Ciphertext:
@@ -340,14 +357,6 @@ class PublicContext(_Base):
         """After masked products were added up: rescale (CKKS) or leave NTT form (BFV)."""
         self.kind.finish_sum(self._evaluator, ct)
         return ct
-
-    def square(self, ct: seal.Ciphertext) -> seal.Ciphertext:
-        """Slot-wise square, relinearised, rescaled (CKKS), switched to the last level."""
-        out = self._evaluator.square(ct)
-        self._evaluator.relinearize_inplace(out, self._relin_keys)
-        self.kind.after_square(self._evaluator, out)
-        self._to_last_level(out)
-        return out
 
     def finish_leaf_store(self, ct: seal.Ciphertext) -> seal.Ciphertext:
         """A finished leaf-store sum: rescaled (CKKS, keeping one level for the row-sum

@@ -7,15 +7,28 @@ how decrypted slots are read — so that the contexts (:mod:`.contexts`) and the
 
 * :class:`CKKS` — approximate arithmetic (the paper's choice); ``N = 8192``, coefficient
   moduli of 50 + 40 + 40 + 60 bits (190 ≤ 218, 128-bit security), masks at scale 2^40,
-  packed labels at 2^37. A mask multiplication and the square each use one 40-bit level;
-  what reaches the client sits on the 50-bit prime (the 60-bit special prime only serves key
-  switching, whose noise grows with the largest data prime: ~100 times smaller than with a
-  60-bit first prime, which made rotated labels too noisy for exact counts at 3,000 rows).
-  ``N/2`` complex slots in one row.
-* :class:`BFV` — exact integer arithmetic: SEAL's default 128-bit modulus for ``N = 8192``
-  and a 30-bit batching plain modulus. Counts and squared counts are exact integers as long
-  as they stay below the plain modulus. ``N`` integer slots in a 2 × N/2 matrix whose rows
-  rotate separately.
+  packed labels at 2^37. A query's mask multiplication uses one 40-bit level and what
+  reaches the client sits on the 50-bit prime; the leaf store keeps the second 40-bit level
+  for the row-sum masks of prediction. (The 60-bit special prime only serves key switching,
+  whose noise grows with the largest data prime: ~100 times smaller than with a 60-bit first
+  prime, which made rotated labels too noisy for exact counts at 3,000 rows.) ``N/2``
+  complex slots in one row.
+* :class:`BFV` — exact integer arithmetic: ``N = 8192``, coefficient moduli of 60 + 60 + 60
+  bits (two data primes and the special prime; 180 ≤ 218, 128-bit security) and a 24-bit
+  batching plain modulus. The server returns class counts, not their squares, so counts
+  only need to stay below the plain modulus (every node's bootstrap draws, up to
+  16,760,832), and 120 bits of data modulus leave ~18 bits of noise budget after the worst
+  case (a label rotation added to itself that many times, masked, 1,024 such blocks summed;
+  tests/test_he.py). Two data primes instead of SEAL's default four halve a label
+  ciphertext (256 KiB) and the cost of every addition. ``N = 4096`` (two 36-bit primes)
+  would halve it again but has too little budget: the rotations of one pack share the
+  constant coefficient of its noise, so the sums of a 75,000-row node grow it coherently
+  (``benchmarks/label_layout.py`` measures the budgets). ``N`` integer slots in a 2 × N/2
+  matrix whose rows rotate separately.
+
+Each scheme also fixes its *rotation parts* (:class:`~.blocks.BlockLayout`): the server holds
+``1/P`` of a label pack's lane rotations, 128 KiB per row with BFV (P = 2) and 96 KiB with
+CKKS (P = 4).
 """
 
 from __future__ import annotations
@@ -23,10 +36,9 @@ from __future__ import annotations
 import numpy as np
 import seal
 
-__all__ = ["BFV", "CKKS", "HEError", "HEScheme", "SCHEMES", "POLY_MODULUS_DEGREE",
-           "scheme_named", "scheme_of"]
+__all__ = ["BFV", "CKKS", "HEError", "HEScheme", "SCHEMES", "scheme_named", "scheme_of"]
 
-POLY_MODULUS_DEGREE = 8192
+CKKS_POLY_MODULUS_DEGREE = 8192
 CKKS_COEFF_BITS = (50, 40, 40, 60)
 CKKS_SCALE_BITS = 40
 # Packed labels are encoded at 2^37 (with masks at 2^40, query blocks reach the square at
@@ -36,7 +48,9 @@ CKKS_SCALE_BITS = 40
 # 7.7e5 in coefficient units). The label scale balances that noise against the masks'
 # encoding error (the smaller mask value 2^-shift a larger label scale forces).
 CKKS_LABEL_SCALE_BITS = 37
-BFV_PLAIN_BITS = 30
+BFV_POLY_MODULUS_DEGREE = 8192
+BFV_COEFF_BITS = (60, 60, 60)
+BFV_PLAIN_BITS = 24
 
 
 class HEError(ValueError):
@@ -59,12 +73,18 @@ class HEScheme:
         two query blocks side by side: ``2τ``; CKKS packs them as a complex number: ``τ``).
     leaves_per_lane : int
         Leaf-store entries per lane.
+    rotation_parts : int
+        ``P``: the server holds ``1/P`` of each label pack's lane rotations
+        (:class:`~.blocks.BlockLayout`).
     fresh_ntt_form : bool
         Whether a freshly encrypted ciphertext is in NTT form.
     approximate : bool
         CKKS: results carry noise, counts are scaled and rounded by the client; BFV: exact.
     poly_modulus_degree : int
         N: a ciphertext is 2 polynomials of N coefficients per prime.
+    max_count : int or None
+        The largest class count a query or leaf block can hold exactly (BFV: the plain
+        modulus less one); None when precision, not a modulus, bounds it (CKKS).
     leaf_store_keeps_level : bool
         Whether a finished leaf-store ciphertext keeps a level for the row-sum masks of
         prediction (CKKS) or is switched to the last level (BFV).
@@ -78,10 +98,11 @@ class HEScheme:
     slot_rows: int
     lane_width: int
     leaves_per_lane: int
+    rotation_parts: int
     fresh_ntt_form: bool
     leaf_store_keeps_level: bool
     approximate: bool
-    poly_modulus_degree: int = POLY_MODULUS_DEGREE
+    poly_modulus_degree: int
     slot_dtype: type
     mask_dtype: type
     scale: float
@@ -91,6 +112,14 @@ class HEScheme:
     def row_slots(self) -> int:
         """Slots of one slot-matrix row (what a rotation moves cyclically)."""
         return self.n_slots // self.slot_rows
+
+    @property
+    def max_count(self) -> int | None:
+        return None
+
+    def galois_element(self, step: int) -> int:
+        """SEAL's Galois element of a rotation by ``step`` slots (generator 3 mod 2N)."""
+        return pow(3, step, 2 * self.poly_modulus_degree)
 
     def parameters(self) -> seal.EncryptionParameters:
         raise NotImplementedError
@@ -125,9 +154,6 @@ class HEScheme:
         """After masked products were added up (in place)."""
         raise NotImplementedError
 
-    def after_square(self, evaluator, ct: seal.Ciphertext) -> None:
-        """After a relinearised square (in place)."""
-
     def centered(self, slots: np.ndarray, plain_modulus: int) -> np.ndarray:
         """Decrypted slots as signed values."""
         return slots
@@ -147,8 +173,9 @@ class HEScheme:
         """Write leaf-store ``position``'s selector of the lane starting at ``start``."""
         raise NotImplementedError
 
-    def squares_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
-        """``(lanes, 2, τ)`` squared counts of a lane's two query blocks, from its slots."""
+    def blocks_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
+        """``(lanes, 2, τ)`` values of a lane's two query blocks, from its slots (CKKS:
+        still scaled by the mask value ``v``)."""
         raise NotImplementedError
 
     def leaves_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
@@ -159,10 +186,12 @@ class HEScheme:
 class CKKS(HEScheme):
     name = "ckks"
     seal_type = seal.scheme_type.ckks
-    n_slots = POLY_MODULUS_DEGREE // 2
+    poly_modulus_degree = CKKS_POLY_MODULUS_DEGREE
+    n_slots = CKKS_POLY_MODULUS_DEGREE // 2
     slot_rows = 1
     lane_width = 1
     leaves_per_lane = 1
+    rotation_parts = 4
     fresh_ntt_form = True
     leaf_store_keeps_level = True
     approximate = True
@@ -173,8 +202,8 @@ class CKKS(HEScheme):
 
     def parameters(self) -> seal.EncryptionParameters:
         parms = seal.EncryptionParameters(self.seal_type)
-        parms.set_poly_modulus_degree(POLY_MODULUS_DEGREE)
-        parms.set_coeff_modulus(seal.CoeffModulus.Create(POLY_MODULUS_DEGREE,
+        parms.set_poly_modulus_degree(self.poly_modulus_degree)
+        parms.set_coeff_modulus(seal.CoeffModulus.Create(self.poly_modulus_degree,
                                                          list(CKKS_COEFF_BITS)))
         return parms
 
@@ -210,9 +239,6 @@ class CKKS(HEScheme):
     def finish_sum(self, evaluator, ct: seal.Ciphertext) -> None:
         evaluator.rescale_to_next_inplace(ct)
 
-    def after_square(self, evaluator, ct: seal.Ciphertext) -> None:
-        evaluator.rescale_to_next_inplace(ct)
-
     def pack_offsets(self, tau: int, row_slots: int) -> tuple[int, ...]:
         return (0,)
 
@@ -225,20 +251,33 @@ class CKKS(HEScheme):
         # apart, so one leaf per lane.
         mask[start: start + tau] = 1.0
 
-    def squares_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
-        # z² = v²(a² - b²) + 2i·v²·a·b: a² and b² are the non-negative roots.
-        difference, cross = lanes.real, lanes.imag
-        first = 0.5 * (difference + np.hypot(difference, cross))
-        return np.stack([first, first - difference], axis=1)
+    def blocks_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
+        # z = v·a + i·v·b: the two blocks are the real and imaginary parts.
+        return np.stack([lanes.real, lanes.imag], axis=1)
 
     def leaves_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
         return lanes.real
 
 
 class BFV(HEScheme):
+    """Exact integer arithmetic (see the module docstring).
+
+    Parameters
+    ----------
+    poly_modulus_degree : int, default=8192
+    plain_bits : int, default=24
+        Bits of the batching plain modulus.
+    coeff_bits : tuple of int or None, default=(60, 60, 60)
+        Bit sizes of the coefficient moduli (the last is the special prime); None: SEAL's
+        default for ``poly_modulus_degree``.
+    rotation_parts : int, default=2
+
+    The library's set is the defaults; other values serve ``benchmarks/label_layout.py``'s
+    comparison only (a session's public context must hold the library's set).
+    """
+
     name = "bfv"
     seal_type = seal.scheme_type.bfv
-    n_slots = POLY_MODULUS_DEGREE
     slot_rows = 2
     lane_width = 2
     leaves_per_lane = 2
@@ -250,12 +289,28 @@ class BFV(HEScheme):
     scale = 1.0
     label_scale = 1.0
 
+    def __init__(self, poly_modulus_degree: int = BFV_POLY_MODULUS_DEGREE,
+                 plain_bits: int = BFV_PLAIN_BITS,
+                 coeff_bits: tuple[int, ...] | None = BFV_COEFF_BITS,
+                 rotation_parts: int = 2):
+        self.poly_modulus_degree = int(poly_modulus_degree)
+        self.n_slots = self.poly_modulus_degree
+        self.plain_bits = int(plain_bits)
+        self.coeff_bits = None if coeff_bits is None else tuple(int(b) for b in coeff_bits)
+        self.rotation_parts = int(rotation_parts)
+
+    @property
+    def max_count(self) -> int:
+        return int(self.parameters().plain_modulus().value()) - 1
+
     def parameters(self) -> seal.EncryptionParameters:
         parms = seal.EncryptionParameters(self.seal_type)
-        parms.set_poly_modulus_degree(POLY_MODULUS_DEGREE)
-        parms.set_coeff_modulus(seal.CoeffModulus.BFVDefault(POLY_MODULUS_DEGREE))
-        parms.set_plain_modulus(seal.PlainModulus.Batching(POLY_MODULUS_DEGREE,
-                                                           BFV_PLAIN_BITS))
+        parms.set_poly_modulus_degree(self.poly_modulus_degree)
+        parms.set_coeff_modulus(
+            seal.CoeffModulus.BFVDefault(self.poly_modulus_degree) if self.coeff_bits is None
+            else seal.CoeffModulus.Create(self.poly_modulus_degree, list(self.coeff_bits)))
+        parms.set_plain_modulus(seal.PlainModulus.Batching(self.poly_modulus_degree,
+                                                           self.plain_bits))
         return parms
 
     def encoder(self, context: seal.SEALContext):
@@ -304,7 +359,7 @@ class BFV(HEScheme):
         start += (int(position) % 2) * tau
         mask[start: start + tau] = 1
 
-    def squares_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
+    def blocks_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
         return lanes.astype(np.float64).reshape(lanes.shape[0], 2, tau)
 
     def leaves_of_lanes(self, lanes: np.ndarray, tau: int) -> np.ndarray:
@@ -324,7 +379,7 @@ def scheme_named(name: str) -> HEScheme:
 
 
 def scheme_of(parms: seal.EncryptionParameters) -> HEScheme:
-    """The scheme of SEAL encryption parameters."""
+    """The library's scheme of SEAL encryption parameters (of that scheme's type)."""
     for scheme in SCHEMES.values():
         if parms.scheme() == scheme.seal_type:
             return scheme

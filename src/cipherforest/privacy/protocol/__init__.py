@@ -5,7 +5,7 @@
 * :mod:`.params` — the one table of the forest's parameters (:data:`PARAMETERS`) and the
   validated :class:`ForestSpec` a ``setup`` message carries.
 * :mod:`.planner` — the label-free growth plan that server and client both compute.
-* :mod:`.decisions` — the client's split choices from decrypted squared counts.
+* :mod:`.decisions` — the client's split choices from the squares of decrypted counts.
 * :mod:`.replies` — the client's checked reading of decrypted replies.
 * :mod:`.transport` — the :class:`Transport` protocol, :class:`InProcessTransport`;
   :mod:`.http` — :class:`HTTPTransport` to a ``cipherforest serve`` process.
@@ -27,7 +27,7 @@ _MODULES = {  # submodule -> the public names it defines
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
     ".http": ("HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"),
     ".session": ("ClientSession", "ProtocolStats"),
-    ".server": ("PrivateForestServer", "SessionState"),
+    ".server": ("PrivateForestServer", "SessionState", "ShardError"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
 
@@ -51,6 +51,7 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .params import forest_meta as forest_meta
     from .server import PrivateForestServer as PrivateForestServer
     from .server import SessionState as SessionState
+    from .server import ShardError as ShardError
     from .session import ClientSession as ClientSession
     from .session import ProtocolStats as ProtocolStats
     from .transport import InProcessTransport as InProcessTransport

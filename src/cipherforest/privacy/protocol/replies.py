@@ -1,7 +1,7 @@
 """The client's reading of what the server sends back encrypted, each value checked.
 
-Decrypted values must be what the client's own keys and labels can produce: squared class
-counts that are squares of counts within the node's weight, row sums of class frequencies
+Decrypted values must be what the client's own keys and labels can produce: class counts
+whose left parts fit within their node's totals, row sums of class frequencies
 over the trees, leaf counts that add up to the leaves' bootstrap draws. Anything else was
 made under another key, corrupted, or (CKKS, very large nodes) ran out of precision, and is
 refused with a :class:`~.messages.ProtocolError` before any decision is taken from it.
@@ -18,7 +18,7 @@ from .messages import Message, ProtocolError
 __all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
            "query_counts", "query_squares", "row_sums"]
 
-# CKKS returns squared counts with an error far below this; more means a wrong key or a
+# CKKS returns class counts with an error far below this; more means a wrong key or a
 # corrupted ciphertext, not rounding.
 CKKS_INTEGER_TOLERANCE = 0.25
 # Row sums (predict_proba) carry CKKS noise of ~1e-6 per tree (measured); this bound per
@@ -37,8 +37,8 @@ def integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
     rounded = np.rint(values)
     if np.abs(values - rounded).max(initial=0.0) > CKKS_INTEGER_TOLERANCE:
         raise ProtocolError(f"decrypted {what} are not integers: {source} not made with "
-                            "this client's key or corrupted, or (large nodes) CKKS ran out of "
-                            "precision: nodes of several thousand rows need scheme='bfv'")
+                            "this client's key or corrupted, or CKKS ran out of precision "
+                            "(scheme='bfv' is exact)")
     return rounded
 
 
@@ -53,11 +53,9 @@ def decrypt_blob(he: SecretContext, blob: bytes, where: str,
 
 
 def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
-    """``(blocks, τ)`` class counts a query carries, decrypted and checked, in query order:
-    per node, each candidate's left counts ``L`` and then the node's total ``T``.
-
-    The server sends their squares; each must be the square of a count (exact with BFV;
-    CKKS rounded within :data:`CKKS_INTEGER_TOLERANCE`)."""
+    """``(blocks, τ)`` class counts a query carries, decrypted, in query order: per node,
+    each candidate's left counts ``L`` and then the node's total ``T``; exact integers
+    (BFV exactly, CKKS rounded within :data:`CKKS_INTEGER_TOLERANCE`)."""
     shift = query.value("shift", int)
     if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
             layout.block_size, layout.blocks_per_ciphertext):
@@ -65,7 +63,7 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
                             f"({layout.block_size} slots × {layout.blocks_per_ciphertext})")
     if not 0 <= shift <= 60:
         raise ProtocolError(f"query: shift {shift} out of range")
-    ciphertexts = query.blob_list("squares")
+    ciphertexts = query.blob_list("counts")
     positions = query.array("block_position", "int64", 1)
     n_candidates = query.array("n_candidates", "int64", 1)
     n_blocks = int((n_candidates + 1).sum())
@@ -80,20 +78,19 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
                            or np.unique(positions).shape[0] != positions.shape[0]):
         raise ProtocolError(f"query: block positions must be distinct blocks of the "
                             f"{len(ciphertexts)} ciphertexts")
-    squares = np.zeros((max(n_places, 1), layout.tau))
+    values = np.zeros((max(n_places, 1), layout.tau))
     for i, blob in enumerate(ciphertexts):
         slots = decrypt_blob(he, blob, "query", complex_slots=True)
-        squares[i * per_ct: (i + 1) * per_ct] = layout.block_squares(slots)
-    squares = squares[positions]  # (blocks, τ) in query order
+        values[i * per_ct: (i + 1) * per_ct] = layout.block_values(slots)
+    values = values[positions]  # (blocks, τ) in query order
     if he.kind.approximate:
-        squares = integers(squares * 4.0 ** shift, "squared counts", "the query was")
-    else:
-        squares = he.centered(squares.astype(np.int64)).astype(np.float64)
-    counts = np.sqrt(np.maximum(squares, 0.0))
-    if (squares < 0).any() or (np.rint(counts) ** 2 != squares).any():
-        raise ProtocolError("decrypted squared counts are not squares of counts: the "
-                            "query was not made with this client's key or is corrupted")
-    return np.rint(counts)
+        counts = integers(values * 2.0 ** shift, "class counts", "the query was")
+    else:  # BFV decodes residues as signed; counts are below t (the server's setup)
+        counts = np.mod(values, he.plain_modulus)
+    if (counts < 0).any():
+        raise ProtocolError("decrypted class counts are negative: the query was not made "
+                            "with this client's key or is corrupted")
+    return counts
 
 
 def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
@@ -152,8 +149,8 @@ def leaf_counts(he: SecretContext, layout: BlockLayout, reply: Message, n_rows: 
     if he.kind.approximate:  # the store holds frequencies: counts / draws
         counts = integers(table[positions] * draws[:, :, None], "leaf counts",
                           "the scores were")
-    else:
-        counts = he.centered(table[positions])
+    else:  # signed residues: leaf counts are below t (the server's setup)
+        counts = np.mod(table[positions], he.plain_modulus)
     if (counts.sum(axis=2) != draws).any():
         raise ProtocolError("scores: decrypted leaf counts do not add up to the leaves' "
                             "bootstrap draws: the scores were not made with this client's "

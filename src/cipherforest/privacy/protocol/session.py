@@ -179,10 +179,9 @@ class ClientSession:
         scheme = params["scheme"]
         layout = BlockLayout(scheme, SecretContext.slot_count(scheme), self.n_classes,
                              n_samples, params["label_pack_rows"])
-        # CKKS predicts by row sums, which need the giant-step key as well.
-        giant = ([layout.giant_step * layout.stride]
-                 if scheme == "ckks" and layout.giant_step < layout.cycle else [])
-        self.he = SecretContext(scheme, rotation_step=layout.stride, extra_rotations=giant)
+        # Rotation parts and CKKS row sums need keys beyond the lanes' ±stride.
+        self.he = SecretContext(scheme, rotation_step=layout.stride,
+                                extra_rotations=layout.rotation_steps()[2:])
         self.layout = layout
         meta = {"n_classes": self.n_classes, **forest_meta(params, n_samples, n_features),
                 "label_pack_rows": None if params["label_pack_rows"] is None

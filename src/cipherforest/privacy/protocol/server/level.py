@@ -4,70 +4,225 @@ For the leaves a level closes, the weighted label rotations of their rows are ad
 masked into their slot of the packed leaf store. For the nodes it plans, running sums of
 label rotations along each candidate feature's row order give every candidate's left class
 counts ``L`` and the node's total ``T``; :class:`LanePacker` places them as blocks in the
-lanes of query ciphertexts and squares each ciphertext once (:mod:`...he.blocks` documents the
-layout). Trees are independent, so with ``n_jobs > 1`` contiguous ranges of trees go to
-forked worker processes.
+lanes of query ciphertexts (:mod:`...he.blocks` documents the layout). The client receives
+the counts themselves and squares them.
+
+Every sum is linear in the rows, so the same code computes a level over all rows (one
+server) or over one shard of rows (a Dask worker, :mod:`.dask_levels`): a shard's partial
+query and leaf-store ciphertexts add up to the whole level's. On one server, trees are
+independent, so with ``n_jobs > 1`` contiguous ranges of trees go to forked worker
+processes.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import signal
+from dataclasses import dataclass
 
 import numpy as np
 
 from ...he import BlockLayout, PublicContext
 from ..planner import NodePlan
+from .labels import DrawSums, LabelRotations, LeafJob, add_into, join_parts, leaf_sums
 from .session import ServerSession
 
-__all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "compute_level", "lane_rotations", "level_part",
-           "level_worker_pool"]
+__all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "NodeRows", "QueryGrid", "add_to_leaf_store",
+           "assign_leaves", "compute_level", "level_part", "level_worker_pool",
+           "merge_partials", "node_rows_of_plan", "LocalLevels"]
 
-# CKKS: labels sit at scale 2^37 and masks at 2^40, so a query block z reaches the square at
-# scale ~2^37 on 50 + 40 bits of modulus: (z * 2^37)^2 < 2^89, i.e. |z| < 2^7.5. A slot
-# holds two blocks' counts, z = v·a + i·v·b, |z| <= sqrt(2)·v·W for a node of weight W:
-# masks carry v = 2^-shift so that v·W <= 2^7 even for the heaviest node.
-CKKS_MAX_SCALED_COUNT = 2.0 ** 7
-# CKKS leaves are stored as class frequencies (counts / T, at most 1): at scale 2^48 they fit
-# the 50-bit prime of a leaf reply, and the store's rescale noise (~3e3 in scaled units) is
-# ~1e-11 of a frequency.
-_CKKS_STORE_SCALE_BITS = 48
+# CKKS: labels sit at scale 2^37 and masks at 2^40; after the rescale by a 40-bit prime a
+# query block z reaches the client at scale 2^37 on the 50-bit prime: |z| · 2^37 < 2^49, i.e.
+# |z| < 2^12. A slot holds two blocks' counts, z = v·a + i·v·b, |z| <= sqrt(2)·v·W for a node
+# of weight W: masks carry v = 2^-shift so that v·W <= 2^11 even for the heaviest node.
+CKKS_MAX_SCALED_COUNT = 2.0 ** 11
 
 
-def _ckks_leaf_mask_scale(context: PublicContext) -> float:
-    """Encoding scale of the leaf masks: the store lands at 2^48 after the rescale by the
-    mask's 40-bit prime."""
-    return 2.0 ** _CKKS_STORE_SCALE_BITS * context.scale / context.label_scale
+@dataclass
+class NodeRows:
+    """One planned node's rows as its running sums visit them: per planned feature the row
+    ids in the feature's order, their bootstrap draws, and each candidate's end (rows
+    ``order[:end]`` go left). On a shard, only the shard's rows."""
+
+    orders: list[np.ndarray]
+    counts: list[np.ndarray]
+    ends: list[np.ndarray]
 
 
-def lane_rotations(context: PublicContext, layout: BlockLayout, pack) -> dict[int, object]:
-    """A label pack rotated by every lane offset the running sums need (one key switch per
-    rotation, each from its neighbour), prepared for mask multiplication."""
-    offsets = layout.offsets()
-    copies = {0: pack}
-    forward = [d for d in offsets if 0 < d <= layout.rows_per_pack - 1 or
-               len(offsets) == layout.cycle and d > 0]
-    for d in forward:
-        copies[d] = context.rotate(copies[d - 1], layout.stride)
-    for d in sorted((d for d in offsets if d not in copies), reverse=True):
-        previous = copies[(d + 1) % layout.cycle]
-        copies[d] = context.rotate(previous, -layout.stride)
-    return {d: context.prepare(ct) for d, ct in copies.items()}
+def node_rows_of_plan(plan: NodePlan, weights: np.ndarray) -> NodeRows:
+    """All of a planned node's rows (one server)."""
+    return NodeRows(list(plan.orders), [weights[order] for order in plan.orders],
+                    [np.array([c.end for c in cands], dtype=np.int64)
+                     for cands in plan.candidates])
 
 
-def _add_rows(session: ServerSession, weights: np.ndarray, rows: np.ndarray, lane: int, acc=None):
-    """``acc`` plus the weighted labels of ``rows`` bound to ``lane`` (other lanes: garbage);
-    a new ciphertext if ``acc`` is None."""
-    context = session.context
-    position = session.layout.lane_position(lane)
-    for row in rows.tolist():
-        ct = session.label_copy(row, position)
-        for _ in range(int(weights[row])):
-            if acc is None:
-                acc = context.copy(ct)
-            else:
-                context.add_inplace(acc, ct)
-    return acc
+@dataclass
+class QueryGrid:
+    """Where a level's query blocks go: ``height`` ciphertexts, each block's position
+    (``ciphertext * blocks_per_ciphertext + 2 * lane + part``) in query order, and the
+    *pieces* the running sums make: ``(node, feature, first block, places)`` with places
+    ``(lane, ciphertext, part)`` of consecutive lanes of one slot-matrix row."""
+
+    height: int
+    positions: list[int]
+    pieces: list[tuple[int, int, int, list[tuple[int, int, int]]]]
+
+
+class LanePacker:
+    """Packs query blocks (candidates' ``L``, nodes' ``T``) into lanes of query ciphertexts.
+
+    A node's blocks in query order: the candidates of each of its features, then its total
+    ``T``. Blocks fill the lanes column by column, two blocks per lane of each of the ``H``
+    ciphertexts: block ``j`` goes to lane ``j // 2H``; within the lane's column, ``v = j mod
+    2H`` is ciphertext ``v mod H``, part ``v // H`` (:meth:`grid`). One running sum per
+    feature of a node, over the node's rows sorted by the feature, emits each candidate's
+    ``L`` through its lane's part mask; when the blocks move on to the next lane, the sum is
+    rotated one lane along (instead of summed again). The last feature's sum runs on to the
+    node's last row and emits ``T``; the others stop at their last candidate. ``H`` is at
+    least the fewest ciphertexts, ``ceil(blocks / blocks per ciphertext)``: a longer ``H``
+    saves lane changes (one rotation each) but costs bytes, decryptions and the rotations
+    that join the ciphertexts' rotation parts: :meth:`height` weighs the two.
+    """
+
+    def __init__(self, context: PublicContext, layout: BlockLayout, shift: int):
+        self.context = context
+        self.layout = layout
+        self.value = 2.0 ** -shift if context.kind.approximate else 1
+        self.shift = shift
+
+    def _mask(self, lane: int, part: int, rotation_part: int):
+        # Cached by the lane the mask selects: rotation part i of lane K is the lane
+        # i·span further along, whose own part-0 mask it is (no more masks with parts).
+        physical = self.layout.part_lane(lane, rotation_part)
+        return self.context.mask(
+            ("block", physical, part, self.shift),
+            lambda: self.layout.block_mask(lane, part, self.value, rotation_part))
+
+    def encode_all_masks(self) -> None:
+        for lane in range(self.layout.per_ciphertext):
+            for part in (0, 1):
+                for rotation_part in range(self.layout.parts):
+                    self._mask(lane, part, rotation_part)
+
+    def grid(self, n_candidates: list[list[int]], height: int | None = None,
+             taller: bool = True) -> QueryGrid:
+        """The query grid of nodes with ``n_candidates[i][f]`` candidates on their planned
+        features, ``height`` ciphertexts high (None: :meth:`height`, taller than the fewest
+        only if ``taller``). A function of its arguments alone: a shard computes the
+        server's grid."""
+        blocks = []  # (node, feature, k): candidate k, or k = its count for the node total
+        for i, counts in enumerate(n_candidates):
+            last = len(counts) - 1
+            for f, n in enumerate(counts):
+                blocks.extend((i, f, k) for k in range(n + (f == last)))
+        if not blocks:
+            return QueryGrid(0, [], [])
+        layout = self.layout
+        if height is None:
+            height = self.height(n_candidates, taller)
+        column = 2 * height  # blocks per lane
+
+        def place(j: int) -> tuple[int, int, int]:  # (lane, ciphertext, part) of block j
+            lane, v = divmod(j, column)
+            return lane, v % height, v // height
+
+        positions = []
+        for j in range(len(blocks)):
+            lane, ct, part = place(j)
+            positions.append(ct * layout.blocks_per_ciphertext + 2 * lane + part)
+        pieces = []
+        j = 0
+        while j < len(blocks):
+            i, f, first = blocks[j]
+            last = len(n_candidates[i]) - 1
+            stop = j + n_candidates[i][f] + (f == last) - first
+            # A piece: consecutive lanes of one slot-matrix row (BFV has two).
+            row = (j // column) // layout.lanes_per_row
+            stop = min(stop, (row + 1) * layout.lanes_per_row * column)
+            pieces.append((i, f, first, [place(k) for k in range(j, stop)]))
+            j = stop
+        return QueryGrid(height, positions, pieces)
+
+    def height(self, n_candidates: list[list[int]], taller: bool = True) -> int:
+        """Query ciphertexts for these blocks: at least the fewest that hold them; taller
+        (if ``taller``) when that saves more lane changes — ``P`` rotations each, a
+        feature's blocks changing lanes every ``2H`` blocks — than the extra ciphertexts
+        cost (``P - 1`` rotations to join their parts, finishing, bytes and the client's
+        decryption: counted as two rotations each)."""
+        sizes = [n + (f == len(counts) - 1) for counts in n_candidates
+                 for f, n in enumerate(counts)]
+        fewest = -(-sum(sizes) // self.layout.blocks_per_ciphertext)
+        if not taller:
+            return fewest
+        widest = max(sizes)
+
+        def cost(h: int) -> int:
+            changes = sum(-(-b // (2 * h)) - 1 for b in sizes)
+            return self.layout.parts * changes + (self.layout.parts + 1) * h
+
+        heights, h = {fewest, max(fewest, -(-widest // 2))}, fewest
+        while 2 * h < widest:
+            h *= 2
+            heights.add(h)
+        return min(sorted(heights), key=cost)
+
+    def accumulate(self, grid: QueryGrid, nodes: list[NodeRows], label_copy) -> list:
+        """The query ciphertexts of ``grid`` over ``nodes``' rows, finished sums with their
+        rotation parts joined but not yet on the last level (None where no row
+        contributes): what shards add up."""
+        parts = [[None] * self.layout.parts for _ in range(grid.height)]
+        for i, f, first, places in grid.pieces:
+            self._piece(nodes[i], f, first, places, parts, label_copy)
+        context = self.context
+        return [join_parts(context, self.layout,
+                           [None if ct is None else context.finish_sum(ct) for ct in cts])
+                for cts in parts]
+
+    def finish(self, query: list) -> list[bytes]:
+        """Query ciphertexts from :meth:`accumulate` (summed over shards), on the last
+        level, serialised."""
+        return [self.context.dump_ciphertext(self.context.last_level(ct)) for ct in query]
+
+    def _piece(self, node: NodeRows, f: int, first: int,
+               places: list[tuple[int, int, int]], query: list, label_copy) -> None:
+        """Blocks ``first ..`` of feature ``f`` of a node (its candidates, then for the last
+        feature the node total), at ``places`` (lane, ciphertext, part)."""
+        context, layout = self.context, self.layout
+        rows, counts, ends = node.orders[f], node.counts[f], node.ends[f]
+        # Pairs of draws pay off when a block's sum is read after more than ~16 draws
+        # (a read costs three ciphertext operations, a pair saves one per ~3.6 draws).
+        pairs = counts.sum() > 16 * len(places)
+        sums, lane, stop = DrawSums(context, layout.parts, pairs), places[0][0], 0
+        for k, (block_lane, ct, part) in enumerate(places, start=first):
+            if block_lane != lane:  # next lane: move the sums along
+                sums.rotate(-layout.stride)
+                lane = block_lane
+            end = int(ends[k]) if k < len(ends) else rows.shape[0]
+            sums.add_rows(label_copy, rows[stop: end], counts[stop: end],
+                          layout.lane_position(lane))
+            stop = end
+            for rotation_part, acc in enumerate(sums.totals()):
+                if acc is not None:
+                    add_into(context, query[ct], rotation_part, context.multiply_mask(
+                        acc, self._mask(lane, part, rotation_part)))
+
+
+def merge_partials(context: PublicContext, parts: list[tuple]):
+    """Add shards' partial leaf-store sums (by store index) and query ciphertexts
+    (position by position; None contributes nothing): ``parts`` are ``(store, query, ...)``.
+    Bytes are loaded first."""
+    def load(ct):
+        return context.load_ciphertext(ct) if isinstance(ct, bytes) else ct
+
+    store: dict[int, object] = {}
+    query: list = [None] * max((len(part[1]) for part in parts), default=0)
+    for part_store, part_query, *_ in parts:
+        for index, ct in part_store.items():
+            add_into(context, store, index, load(ct))
+        for k, ct in enumerate(part_query):
+            if ct is not None:
+                add_into(context, query, k, load(ct))
+    return store, query
 
 
 _FORK_STATE = None  # (session, tasks, shift) inherited by forked level workers
@@ -75,34 +230,30 @@ _MIN_PARALLEL_WORK = 2_000  # row-visits below which forking costs more than it 
 
 
 def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: bool):
-    """For some trees of one level: the leaves' counts added into their leaf-store
-    ciphertexts (unfinished partial sums by store index) and the packed query ciphertexts
-    (with each block's position)."""
+    """For some trees of one level, on this server's label rotations: the leaves' counts
+    added into their leaf-store ciphertexts (unfinished partial sums by store index) and
+    the packed query ciphertexts (with each block's position).
+
+    ``leaf_jobs``: ``(tree, node, store position)``; ``session`` needs ``context``,
+    ``layout``, ``label_copy`` and ``growth.weights``.
+    """
     context, layout = session.context, session.layout
     per_store = layout.leaves_per_ciphertext
-    store: dict[int, object] = {}
-    ckks = context.kind.approximate
-    scale = _ckks_leaf_mask_scale(context) if ckks else None
+    jobs = []
     for t, node, leaf in leaf_jobs:
-        index, position = divmod(leaf, per_store)
         weights = session.growth.weights(t)
-        total = _add_rows(session, weights, node.samples, layout.leaf_lane(position))
-        # CKKS stores frequencies: the mask carries 1/T, T the leaf's bootstrap draws.
-        mask = layout.leaf_mask(position)
-        if ckks:
-            mask = mask / float(weights[node.samples].sum())
-        # Leaf masks are not cached: a level has few leaves, and a cached mask set would
-        # cost as much memory as the query masks.
-        product = context.multiply_mask(total, context.encode_mask(mask, scale=scale))
-        if index in store:
-            context.add_inplace(store[index], product)
-        else:
-            store[index] = product
-    packer = LanePacker(session, shift)
-    blobs, positions = packer.run(plans)
+        index, position = divmod(leaf, per_store)
+        counts = weights[node.samples]
+        jobs.append(LeafJob(index, position, node.samples, counts, int(counts.sum())))
+    store = leaf_sums(context, layout, session.label_copy, jobs)
+    packer = LanePacker(context, layout, shift)
+    grid = packer.grid([[len(c) for c in p.candidates] for p in plans],
+                       taller=session.spec.max_round_bytes is None)
+    nodes = [node_rows_of_plan(p, session.growth.weights(p.tree)) for p in plans]
+    blobs = packer.finish(packer.accumulate(grid, nodes, session.label_copy))
     if serialize:
         store = {index: context.dump_ciphertext(ct) for index, ct in store.items()}
-    return store, blobs, positions
+    return store, blobs, grid.positions
 
 
 def level_worker_pool(n_workers: int):
@@ -141,106 +292,31 @@ def _tree_ranges(session: ServerSession, leaf_jobs, plans, n_parts: int) -> list
     return [(lo, hi) for lo, hi in zip(edges[:-1], edges[1:], strict=True) if hi > lo]
 
 
-class LanePacker:
-    """Packs query blocks (candidates' ``L``, nodes' ``T``) into lanes of query ciphertexts,
-    then squares them.
+def assign_leaves(session: ServerSession, leaf_jobs) -> list[tuple]:
+    """Give the level's leaves the next positions of the leaf store, in job order:
+    ``(tree, node, position)``."""
+    leaves = range(session.n_leaves, session.n_leaves + len(leaf_jobs))
+    session.n_leaves += len(leaf_jobs)
+    return [(t, node, position) for (t, node), position in zip(leaf_jobs, leaves, strict=True)]
 
-    A node's blocks in query order: the candidates of each of its features, then its total
-    ``T``. Blocks fill the lanes column by column, two blocks per lane of each of the ``H``
-    ciphertexts: block ``j`` goes to lane ``j // 2H``; within the lane's column, ``v = j mod
-    2H`` is ciphertext ``v mod H``, part ``v // H`` (``_blocks``). One running sum per
-    feature of a node, over the node's rows sorted by the feature, emits each candidate's
-    ``L`` through its lane's part mask; when the blocks move on to the next lane, the sum is
-    rotated one lane along (instead of summed again). The last feature's sum runs on to the
-    node's last row and emits ``T``; the others stop at their last candidate. ``H`` is the
-    fewest ciphertexts, ``ceil(blocks / blocks per ciphertext)``: a longer ``H`` saves lane
-    changes (one rotation each) but costs about as much in squares, bytes and decryptions,
-    and holds more accumulators in memory (benchmarks.md, "Query packing").
-    """
 
-    def __init__(self, session: ServerSession, shift: int):
-        self.session = session
-        self.context = session.context
-        self.layout = session.layout
-        self.value = 2.0 ** -shift if self.context.kind.approximate else 1
-        self.shift = shift
-
-    def _mask(self, lane: int, part: int):
-        return self.context.mask(("block", lane, part, self.shift),
-                                 lambda: self.layout.block_mask(lane, part, self.value))
-
-    def encode_all_masks(self) -> None:
-        for lane in range(self.layout.per_ciphertext):
-            for part in (0, 1):
-                self._mask(lane, part)
-
-    def run(self, plans: list[NodePlan]) -> tuple[list[bytes], list[int]]:
-        # (plan, feature, k): candidate k of the feature, or k = its candidate count for the
-        # node total T, which ends the node's last feature.
-        blocks = []
-        for i, plan in enumerate(plans):
-            last = len(plan.candidates) - 1
-            for f, cands in enumerate(plan.candidates):
-                blocks.extend((i, f, k) for k in range(len(cands) + (f == last)))
-        if not blocks:
-            return [], []
-        layout = self.layout
-        height = -(-len(blocks) // layout.blocks_per_ciphertext)
-        column = 2 * height  # blocks per lane
-
-        def place(j: int) -> tuple[int, int, int]:  # (lane, ciphertext, part) of block j
-            lane, v = divmod(j, column)
-            return lane, v % height, v // height
-
-        positions = []
-        for j in range(len(blocks)):
-            lane, ct, part = place(j)
-            positions.append(ct * layout.blocks_per_ciphertext + 2 * lane + part)
-        query: list = [None] * height
-        j = 0
-        while j < len(blocks):
-            i, f, first = blocks[j]
-            last = len(plans[i].candidates) - 1
-            stop = j + len(plans[i].candidates[f]) + (f == last) - first
-            # A piece: consecutive lanes of one slot-matrix row (BFV has two).
-            row = (j // column) // layout.lanes_per_row
-            stop = min(stop, (row + 1) * layout.lanes_per_row * column)
-            self._piece(plans[i], f, first, [place(k) for k in range(j, stop)], query)
-            j = stop
-        blobs = []
-        for acc in query:
-            squared = self.context.square(self.context.finish_sum(acc))
-            blobs.append(self.context.dump_ciphertext(squared))
-        return blobs, positions
-
-    def _piece(self, plan: NodePlan, f: int, first: int,
-               places: list[tuple[int, int, int]], query: list) -> None:
-        """Blocks ``first ..`` of feature ``f`` of a node (its candidates, then for the last
-        feature the node total), at ``places`` (lane, ciphertext, part)."""
-        context, layout = self.context, self.session.layout
-        cands = plan.candidates[f]
-        weights = self.session.growth.weights(plan.tree)
-        rows = plan.orders[f]
-        acc, lane, stop = None, places[0][0], 0
-        for k, (block_lane, ct, part) in enumerate(places, start=first):
-            if block_lane != lane:  # next lane: move the sum along
-                acc = context.rotate(acc, -layout.stride)
-                lane = block_lane
-            end = cands[k].end if k < len(cands) else rows.shape[0]
-            acc = _add_rows(self.session, weights, rows[stop: end], lane, acc)
-            stop = end
-            self._add(query, ct, context.multiply_mask(acc, self._mask(lane, part)))
-
-    def _add(self, query: list, ct: int, product) -> None:
-        if query[ct] is None:
-            query[ct] = product
-        else:
-            self.context.add_inplace(query[ct], product)
+def add_to_leaf_store(session: ServerSession, stores: list[dict]) -> None:
+    """Add a level's leaf-store partial sums (by store index, from every part of the
+    level), then finish the ciphertexts that are full."""
+    for store in stores:
+        for index, partial in store.items():
+            if isinstance(partial, bytes):
+                partial = session.context.load_ciphertext(partial)
+            if index in session.leaf_open:
+                session.context.add_inplace(session.leaf_open[index], partial)
+            else:
+                session.leaf_open[index] = partial
+    session.finish_leaf_store(everything=False)
 
 
 def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: int):
-    """Encrypted work of one level: leaf counts into the leaf store and the packed,
-    squared query blocks. Returns each leaf's store position, the query ciphertexts and
+    """Encrypted work of one level on this server: leaf counts into the leaf store and the
+    packed query blocks. Returns each leaf's store position, the query ciphertexts and
     each block's position (``ciphertext * blocks_per_ciphertext + 2 * lane + part``) in
     query order.
 
@@ -249,11 +325,7 @@ def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: 
     label rotations, shared copy-on-write; SEAL holds the GIL). Workers return their
     ciphertexts serialised; blocks stay in tree order, so the query order is unchanged.
     """
-    # Leaves take the next positions of the leaf store, in job order.
-    leaves = list(range(session.n_leaves, session.n_leaves + len(leaf_jobs)))
-    leaf_jobs = [(t, node, position) for (t, node), position in
-                 zip(leaf_jobs, leaves, strict=True)]
-    session.n_leaves += len(leaf_jobs)
+    leaf_jobs = assign_leaves(session, leaf_jobs)
     n_jobs = min(n_jobs, len(session.trees))
     work = (sum(p.node.samples.shape[0] * len(p.candidates) for p in plans)
             + sum(node.samples.shape[0] for _, node, _ in leaf_jobs))
@@ -264,7 +336,7 @@ def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: 
         parts = [level_part(session, leaf_jobs, plans, shift, serialize=False)]
     else:
         # Encode the lane masks once here: masks a worker encodes die with the worker.
-        LanePacker(session, shift).encode_all_masks()
+        LanePacker(session.context, session.layout, shift).encode_all_masks()
         tasks = [([j for j in leaf_jobs if lo <= j[0] < hi],
                   [p for p in plans if lo <= p.tree < hi]) for lo, hi in bounds]
         global _FORK_STATE
@@ -280,17 +352,35 @@ def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: 
                 pool.join()
         finally:
             _FORK_STATE = None
+    add_to_leaf_store(session, [part_store for part_store, _, _ in parts])
     blobs, positions = [], []
-    for part_store, part_blobs, part_positions in parts:
-        for index, partial in part_store.items():
-            if isinstance(partial, bytes):
-                partial = session.context.load_ciphertext(partial)
-            if index in session.leaf_open:
-                session.context.add_inplace(session.leaf_open[index], partial)
-            else:
-                session.leaf_open[index] = partial
+    for _, part_blobs, part_positions in parts:
         positions.extend(len(blobs) * session.layout.blocks_per_ciphertext + p
                          for p in part_positions)
         blobs.extend(part_blobs)
-    session.finish_leaf_store(everything=False)
-    return leaves, blobs, positions
+    return [position for _, _, position in leaf_jobs], blobs, positions
+
+
+class LocalLevels:
+    """Levels computed by this process (and ``n_jobs - 1`` forked workers): the label
+    rotations of a session are held here."""
+
+    def __init__(self, n_jobs: int):
+        self.n_jobs = n_jobs
+
+    @property
+    def n_parts(self) -> int:
+        """How many partly filled query ciphertexts a level may end with."""
+        return self.n_jobs
+
+    def new_labels(self, context: PublicContext, layout: BlockLayout, keys: np.ndarray,
+                   public_context: bytes) -> LabelRotations:
+        """Where a new session's label rotations are held: here."""
+        return LabelRotations(context, layout)
+
+    def compute(self, session: ServerSession, leaf_jobs, plans, shift: int):
+        """:func:`compute_level`."""
+        return compute_level(session, leaf_jobs, plans, shift, self.n_jobs)
+
+    def close(self) -> None:
+        """Nothing to release."""

@@ -16,12 +16,15 @@ It grows every tree of the forest level by level (docs/private_forest.md, the pa
    feature's candidates' ``L`` one after the other (the lane's mask keeps them), and its
    end is ``T``. A feature's blocks fill one lane of consecutive query ciphertexts (lanes
    are filled column by column, a lane change rotates the sum along), so one sum serves
-   many candidates. Squaring each query ciphertext (one multiplication for all its lanes)
-   gives the client ``L²`` and ``T²`` per class; it takes ``R = T - L``.
+   many candidates. The client decrypts ``L`` and ``T`` per class and takes ``R = T - L``.
 3. All trees' blocks of one level travel in one message; the client answers each node with
    a candidate index or "leaf". A leaf's encrypted class counts ``T`` (CKKS: frequencies)
    go to one slot block of the packed leaf store (:mod:`...he.blocks`); the encrypted
    work of a level is in :mod:`.level`.
+
+A level is a sum over rows: with a Dask client the label rotations live in shards of rows on
+the workers, each computes its partial sums, and the partials are added on the way back
+(:mod:`.dask_levels`); otherwise this process holds them and may fork workers per level.
 
 Prediction routes GIPE-encrypted test rows through every tree and returns the leaf-store
 ciphertexts the rows reach plus each (row, tree)'s leaf position; the client decrypts the
@@ -46,9 +49,10 @@ from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
-from .level import CKKS_MAX_SCALED_COUNT, compute_level, lane_rotations
+from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
+from .shards import ShardError
 from .state import SessionState, apply_state, export_state, setup_message
 
 __all__ = ["MAX_LABEL_CHUNK", "PrivateForestServer"]
@@ -77,15 +81,45 @@ class PrivateForestServer:
     max_rows_x_trees : int, default=10**8
         Largest ``n_samples × n_estimators`` a session may ask for: a level's open nodes
         hold up to that many row ids.
+    dask_client : distributed.Client or str or None, default=None
+        Run the label work on Dask (``pip install 'cipherforest[dask]'``): a client, or a
+        scheduler address (``"tcp://host:8786"``) to connect to. Each session's label
+        rotations are placed in shards of rows on the workers once, at upload; every level
+        sums each shard's rows there and adds the partial sums on the way back
+        (:mod:`.dask_levels`). ``n_jobs`` is then unused. None: this process does the work.
+
+    Raises
+    ------
+    ImportError
+        ``dask_client`` given without ``dask.distributed`` installed.
+    OSError
+        A scheduler address that cannot be reached.
     """
 
     def __init__(self, n_jobs: int | None = None, *, max_sessions: int = 32,
-                 session_ttl: float = 3600.0, max_rows_x_trees: int = 10**8):
+                 session_ttl: float = 3600.0, max_rows_x_trees: int = 10**8,
+                 dask_client=None):
         self._sessions: dict[str, ServerSession] = {}
         self.n_jobs = effective_n_jobs(n_jobs)
         self.max_sessions = max_sessions
         self.session_ttl = session_ttl
         self.max_rows_x_trees = max_rows_x_trees
+        if dask_client is None:
+            self._levels = LocalLevels(self.n_jobs)
+        else:
+            try:
+                from .dask_levels import DaskLevels  # dask is an optional extra
+            except ImportError as exc:
+                raise ImportError(f"dask_client needs dask.distributed ({exc}): "
+                                  "pip install 'cipherforest[dask]'") from None
+            self._levels = DaskLevels(dask_client)
+
+    def close(self) -> None:
+        """Forget every session (releasing its label shards) and, if this server connected
+        to a scheduler address itself, close that Dask client."""
+        for session_id in list(self._sessions):
+            self.forget_session(session_id)
+        self._levels.close()
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, data: bytes) -> bytes:
@@ -97,7 +131,13 @@ class PrivateForestServer:
                     "answer": self._answer, "predict": self._predict, "close": self._close}
         if message.kind not in handlers:
             raise ProtocolError(f"unknown request kind {message.kind!r}")
-        session, reply = handlers[message.kind](message)
+        try:
+            session, reply = handlers[message.kind](message)
+        except ShardError:
+            # A level the Dask workers could not finish leaves the session between
+            # levels in memory: forget it (the service restores it from disk).
+            self.forget_session(message.meta.get("session"))
+            raise
         out = encode_message(reply)
         session.stats.seconds += time.perf_counter() - started
         session.last_used = time.monotonic()
@@ -111,7 +151,7 @@ class PrivateForestServer:
         now = time.monotonic()
         for session_id in [sid for sid, session in self._sessions.items()
                            if now - session.last_used > self.session_ttl]:
-            del self._sessions[session_id]
+            self.forget_session(session_id)
 
     def session_stats(self, session_id: str) -> ServerStats:
         return self._session(session_id).stats
@@ -136,8 +176,11 @@ class PrivateForestServer:
         return session_id in self._sessions
 
     def forget_session(self, session_id: str) -> None:
-        """Drop ``session_id`` if it is here (its storage deleted it, or it left memory)."""
-        self._sessions.pop(session_id, None)
+        """Drop ``session_id`` if it is here (its storage deleted it, or it left memory),
+        with its label rotations (here or on Dask workers)."""
+        session = self._sessions.pop(session_id, None) if isinstance(session_id, str) else None
+        if session is not None:
+            session.labels.clear()
 
     def session_progress(self, session_id: str) -> dict:
         """Where a session stands (:meth:`ServerSession.progress`)."""
@@ -188,7 +231,7 @@ class PrivateForestServer:
             if state is not None:
                 apply_state(session, state)
         except BaseException:
-            del self._sessions[session_id]
+            self.forget_session(session_id)
             raise
 
     def _session(self, session_id) -> ServerSession:
@@ -229,7 +272,17 @@ class PrivateForestServer:
         if not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
                                 f"by ±{layout.stride} slots (the label packs' lane width)")
+        if layout.parts > 1 and not context.has_rotation(layout.span * layout.stride,
+                                                         both_ways=False):
+            raise ProtocolError(f"setup: the public context lacks the Galois key for "
+                                f"rotations by {layout.span * layout.stride} slots (the "
+                                f"label rotations' {layout.parts} parts)")
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        max_count = context.kind.max_count
+        if max_count is not None and spec.n_draws > max_count:
+            raise ProtocolError(f"setup: {spec.n_draws} bootstrap draws per tree exceed the "
+                                f"{max_count} a {context.scheme} class count holds exactly "
+                                "(its plain modulus); draw fewer (max_samples)")
         if X.shape[0] * spec.n_estimators > self.max_rows_x_trees:
             raise ProtocolError(f"setup: {X.shape[0]} rows × {spec.n_estimators} trees exceeds "
                                 f"this server's limit of {self.max_rows_x_trees}")
@@ -239,6 +292,8 @@ class PrivateForestServer:
         randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
         session.randomized_labels = randomized
+        session.labels = self._levels.new_labels(context, layout, session.growth.keys,
+                                                 context_blob[0])
         self._sessions[session.id] = session
         reply = Message("session", {"session": session.id, "n_labels": X.shape[0],
                                     "max_label_chunk": MAX_LABEL_CHUNK,
@@ -247,7 +302,8 @@ class PrivateForestServer:
 
     def _labels(self, message: Message):
         """A chunk of label packs (``rows_per_pack`` rows each, the last pack fewer): each is
-        validated, then expanded into its lane rotations (one key switch per rotation)."""
+        validated, then expanded into its lane rotations (one key switch per rotation),
+        here or on the Dask worker holding its shard."""
         session = self._session_of(message)
         if session.state != "receiving labels":
             raise ProtocolError(f"labels: session is {session.state}, not receiving labels")
@@ -273,8 +329,7 @@ class PrivateForestServer:
                 first = start + i * m
                 raise ProtocolError(f"labels: pack {i} (rows {first}-"
                                     f"{min(first + m, n_rows) - 1}): {exc}") from None
-        for pack in loaded:
-            session.label_copies.append(lane_rotations(context, session.layout, pack))
+        session.labels.add_packs(start // m, loaded, blobs)
         session.n_labels = covered
         return session, Message("ack", {"received": covered})
 
@@ -315,7 +370,7 @@ class PrivateForestServer:
             leaf_jobs = grow_on_labels(session.growth, onehot)
         else:
             leaf_jobs = session.growth.grow_label_blind()
-        leaves, _, _ = compute_level(session, leaf_jobs, [], 0, self.n_jobs)
+        leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()
@@ -368,7 +423,7 @@ class PrivateForestServer:
         if shift != session.mask_shift:  # masks of another shift will not be used again
             session.context.clear_masks()
             session.mask_shift = shift
-        leaves, blobs, positions = compute_level(session, leaf_jobs, plans, shift, self.n_jobs)
+        leaves, blobs, positions = self._levels.compute(session, leaf_jobs, plans, shift)
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         if not plans:  # every tree was visited and none has an open node left
@@ -387,7 +442,7 @@ class PrivateForestServer:
                 "shift": shift, "block_size": session.block_size,
                 "blocks_per_ciphertext": session.blocks_per_ciphertext}
         arrays = {**fields, "block_position": np.asarray(positions, dtype=np.int64)}
-        return Message("query", meta, arrays, {"squares": blobs})
+        return Message("query", meta, arrays, {"counts": blobs})
 
     def _round_fits(self, session: ServerSession, n_blocks: int, n_nodes: int) -> bool:
         """Whether a query of ``n_blocks`` blocks for ``n_nodes`` nodes stays within
@@ -399,7 +454,8 @@ class PrivateForestServer:
         # worker process may leave one ciphertext partly filled. (Node counted as a block:
         # the cap errs on the safe side.)
         ciphertext_bytes = 2 * 8 * session.context.kind.poly_modulus_degree + 128
-        n_ciphertexts = -(-n_blocks // session.blocks_per_ciphertext) + self.n_jobs - 1
+        n_ciphertexts = (-(-n_blocks // session.blocks_per_ciphertext)
+                         + self._levels.n_parts - 1)
         metadata = 8 * n_blocks + 56 * n_nodes + 8192  # per-candidate/node arrays, header
         return n_ciphertexts * ciphertext_bytes + metadata <= cap
 
@@ -449,7 +505,7 @@ class PrivateForestServer:
     def _close(self, message: Message):
         """Forget a session: its ciphertexts, trees and leaves."""
         session = self._session_of(message)
-        del self._sessions[session.id]
+        self.forget_session(session.id)
         return session, Message("closed", {"session": session.id})
 
     # ------------------------------------------------------------------ prediction

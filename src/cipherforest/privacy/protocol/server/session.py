@@ -2,7 +2,8 @@
 
 A session holds what one client uploaded — the GIPE cipher matrix, the forest parameters,
 the client's public homomorphic context, the label packs (each expanded into the lane
-rotations the running sums need) — and what training has produced so far: the trees grown
+rotations the running sums need, here or on Dask workers) — and what training has produced
+so far: the trees grown
 level by level (:class:`~..planner.ForestGrowth`), the packed leaf store, and the protocol
 position (state, round, the open query's token and node plans).
 """
@@ -17,6 +18,7 @@ import numpy as np
 from ...he import BlockLayout, PublicContext
 from ..params import ForestSpec
 from ..planner import ForestGrowth, NodePlan, OpenNode
+from .labels import LabelRotations
 
 __all__ = ["SESSION_STATES", "ServerSession", "ServerStats"]
 
@@ -49,9 +51,10 @@ class ServerSession:
         The GIPE cipher matrix.
     spec : ForestSpec
     layout : BlockLayout
-    label_copies : list of dict
-        ``label_copies[p][d]``: label pack ``p`` rotated by ``d`` lanes
-        (:meth:`BlockLayout.offsets`); emptied once the forest is trained.
+    labels : LabelRotations or ShardedLabels
+        Where the label packs' lane rotations are held: here
+        (:class:`~.labels.LabelRotations`) or in shards on Dask workers
+        (:class:`~.dask_levels.ShardedLabels`); released once the forest is trained.
     leaf_store : list
         Finished leaf-store ciphertexts; ``leaf_open`` holds the partial sums of the others.
     trees : list of TreeGrowth
@@ -67,7 +70,7 @@ class ServerSession:
         self.n_classes = n_classes
         self.spec = spec
         self.layout = layout
-        self.label_copies: list[dict[int, object]] = []
+        self.labels = LabelRotations(context, layout)  # or shards, set by the server
         self.n_labels = 0
         self.randomized_labels: np.ndarray | None = None  # "rr": the client's ỹ
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
@@ -89,9 +92,9 @@ class ServerSession:
         self.blocks_per_ciphertext = self.layout.blocks_per_ciphertext
 
     def label_copy(self, row: int, lane_position: int):
-        """The label rotation holding ``row``'s one-hot label in lane ``lane_position``."""
-        pack, b = divmod(int(row), self.layout.rows_per_pack)
-        return self.label_copies[pack][self.layout.copy_index(b, lane_position)]
+        """The label rotation holding ``row``'s one-hot label in lane ``lane_position``
+        (labels held here)."""
+        return self.labels.copy(row, lane_position)
 
     def leaf_totals(self) -> list[np.ndarray]:
         """Per tree and node id, the bootstrap draws of the training rows reaching the node
@@ -125,7 +128,7 @@ class ServerSession:
         masks. Prediction needs the trees and the leaf store alone."""
         self.finish_leaf_store(everything=True)
         self.state = "trained"
-        self.label_copies = []
+        self.labels.clear()
         self.context.clear_masks()
 
     def progress(self) -> dict:
