@@ -470,3 +470,76 @@ def test_duplicate_blob_names_rejected():
     body = b"xy"
     with pytest.raises(ProtocolError, match="appear twice"):
         decode_message(_raw(_header(blobs=[spec, spec], body=body), body))
+
+
+# ---------------------------------------------------------------------- stored messages
+def _outcome(check, data):
+    """("ok", None) or ("error", message) of ``check(data)``."""
+    try:
+        check(data)
+    except ProtocolError as exc:
+        return "error", str(exc)
+    return "ok", None
+
+
+def _verify_bytes(tmp_path, data: bytes, kind=None) -> None:
+    path = tmp_path / "stored.msg"
+    path.write_bytes(data)
+    protocol.verify_message_file(path, kind)
+
+
+def _mutations(data: bytes) -> list[bytes]:
+    """Every truncation, a flip of every byte, and some paddings of ``data``."""
+    flipped = [data[:pos] + bytes([data[pos] ^ 0x41]) + data[pos + 1:] for pos in
+               range(len(data))]
+    return [data, *(data[:cut] for cut in range(len(data))), *flipped, data + b"\x00",
+            data + b"CFMSG1\n"]
+
+
+def test_verify_message_file_agrees_with_decode_on_every_mutation(tmp_path):
+    """A stored message passes the streamed check exactly when decode_message accepts its
+    bytes, and fails with the same message otherwise (truncations, flipped bytes anywhere —
+    magic, header size, header JSON, body —, padding)."""
+    data = encode_message(_small_message())
+    for i, mutated in enumerate(_mutations(data)):
+        for kind in (None, "answer", "query"):
+            expected = _outcome(lambda d, k=kind: decode_message(d, k), mutated)
+            got = _outcome(lambda d, k=kind: _verify_bytes(tmp_path, d, k), mutated)
+            assert got == expected, f"mutation {i}, kind {kind}"
+
+
+@settings(max_examples=30, deadline=None)
+@given(arrays=st.dictionaries(st.text(max_size=6), _array_strategy, max_size=3),
+       blobs=st.dictionaries(st.text(max_size=6), st.lists(st.binary(max_size=3000),
+                                                            max_size=3), max_size=2),
+       flip=st.integers(min_value=0))
+def test_verify_message_file_property(tmp_path_factory, arrays, blobs, flip):
+    data = encode_message(Message("prop", {}, arrays, blobs))
+    tmp = tmp_path_factory.mktemp("stored")
+    _verify_bytes(tmp, data, "prop")
+    bad = bytearray(data)
+    bad[flip % len(bad)] ^= 0x10
+    assert _outcome(lambda d: _verify_bytes(tmp, d), bytes(bad)) == _outcome(
+        decode_message, bytes(bad))
+
+
+def test_verify_message_file_reads_a_large_body_in_bounded_memory(tmp_path):
+    """A 64 MiB message with a wrong digest is refused with about 1 MiB of Python
+    allocations (the reading buffer), not a copy of the file."""
+    import tracemalloc
+
+    body = b"\x07" * (64 << 20)
+    header = _header(blobs=[{"name": "b", "sizes": [len(body)]}], body=b"other")
+    path = tmp_path / "big.msg"
+    path.write_bytes(_raw(header, body))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProtocolError, match="SHA-256 digest"):
+            protocol.verify_message_file(path)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+    path.write_bytes(_raw(_header(blobs=[{"name": "b", "sizes": [len(body)]}], body=body),
+                          body))
+    protocol.verify_message_file(path)

@@ -32,6 +32,7 @@ from ..privacy.protocol import (
     SessionState,
     ShardError,
     decode_message,
+    verify_message_file,
 )
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
 from .limits import Limits, Quotas
@@ -280,6 +281,9 @@ class SessionManager:
                     raise ServiceError(400, "checksum_mismatch", f"upload {name!r}: the "
                                        f"chunks ({got_size} bytes) do not match the declared "
                                        f"size {size} and SHA-256")
+                # Checked by streaming first: a message that fails costs no memory (a
+                # mapping would bring every page of it into the process's resident set).
+                self._verify_file(path, UPLOAD_KINDS)
                 return self._commit_message(record, name, _mapped(path), path, size, sha256)
             finally:
                 self.storage.discard_assembled(path)
@@ -477,6 +481,12 @@ class SessionManager:
                 "he_pool_bytes": he_pool_bytes()}
 
     # ------------------------------------------------------------------ helpers
+    def _verify_file(self, path: str, kinds: tuple[str, ...]) -> None:
+        try:
+            verify_message_file(path, kinds)
+        except ProtocolError as exc:
+            raise ServiceError(400, "bad_message", str(exc)) from None
+
     def _decode(self, data: bytes, kinds: tuple[str, ...]) -> Message:
         try:
             return decode_message(data, kinds)
@@ -552,9 +562,9 @@ class SessionManager:
 
 
 def _mapped(path: str) -> memoryview:
-    """The file's bytes, mapped read-only: its pages stay the kernel's file cache (which it
-    may drop) rather than the process's own memory, so an upload of any size that fails its
-    checks costs no memory. The mapping goes when the last view of it does."""
+    """The file's bytes, mapped read-only: decoding copies out the message's parts, and the
+    file's pages stay the kernel's cache (which it may drop) rather than a second copy in the
+    process's own memory. The mapping goes when the last view of it does."""
     with open(path, "rb") as file:
         if os.fstat(file.fileno()).st_size == 0:
             return memoryview(b"")

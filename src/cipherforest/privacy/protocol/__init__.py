@@ -1,7 +1,7 @@
 """The encrypted-forest protocol: messages, parameters, planning, decisions, both sides.
 
 * :mod:`.messages` — :class:`Message` and its byte format (:func:`encode_message`,
-  :func:`decode_message`), :class:`ProtocolError`.
+  :func:`decode_message`, :func:`verify_message_file` for a stored one), :class:`ProtocolError`.
 * :mod:`.params` — the one table of the forest's parameters (:data:`PARAMETERS`) and the
   validated :class:`ForestSpec` a ``setup`` message carries.
 * :mod:`.planner` — the label-free growth plan that server and client both compute.
@@ -21,7 +21,7 @@ from ..._lazy import lazy_exports
 
 _MODULES = {  # submodule -> the public names it defines
     ".messages": ("MAX_MESSAGE_BYTES", "Message", "ProtocolError", "decode_message",
-                  "encode_message"),
+                  "encode_message", "verify_message_file"),
     ".params": ("PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "check_selection_params",
                 "constraints", "forest_meta"),
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
@@ -43,6 +43,7 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .messages import ProtocolError as ProtocolError
     from .messages import decode_message as decode_message
     from .messages import encode_message as encode_message
+    from .messages import verify_message_file as verify_message_file
     from .params import PARAMETERS as PARAMETERS
     from .params import SPLIT_SELECTIONS as SPLIT_SELECTIONS
     from .params import ForestSpec as ForestSpec

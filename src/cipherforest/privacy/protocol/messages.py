@@ -20,13 +20,15 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Message", "ProtocolError", "decode_message", "encode_message", "MAX_MESSAGE_BYTES"]
+__all__ = ["Message", "ProtocolError", "decode_message", "encode_message", "MAX_MESSAGE_BYTES",
+           "verify_message_file"]
 
 _MAGIC = b"CFMSG1\n"
 _ALLOWED_DTYPES = ("int8", "uint8", "int32", "int64", "float64")
@@ -103,11 +105,90 @@ def encode_message(message: Message) -> bytes:
 
 def _digest(header: dict, body) -> str:
     """SHA-256 of the header without its digest (canonical JSON) followed by the body."""
-    fields = {key: header[key] for key in ("kind", "meta", "arrays", "blobs")}
-    canonical = json.dumps(fields, allow_nan=False, sort_keys=True, separators=(",", ":"))
-    digest = hashlib.sha256(canonical.encode())
+    digest = _digest_of_header(header)
     digest.update(body)
     return digest.hexdigest()
+
+
+def _digest_of_header(header: dict):
+    """A SHA-256 object fed with the header without its digest, in canonical JSON: the body
+    follows."""
+    fields = {key: header[key] for key in ("kind", "meta", "arrays", "blobs")}
+    try:
+        canonical = json.dumps(fields, allow_nan=False, sort_keys=True,
+                               separators=(",", ":"))
+    except (ValueError, RecursionError):
+        raise ProtocolError("message header cannot be put in canonical form") from None
+    return hashlib.sha256(canonical.encode())
+
+
+def _check_kind(kind: str, expected_kind: str | tuple[str, ...] | None) -> None:
+    if expected_kind is not None:
+        allowed = (expected_kind,) if isinstance(expected_kind, str) else expected_kind
+        if kind not in allowed:
+            raise ProtocolError(f"expected a {' or '.join(allowed)} message, got {kind!r}")
+
+
+def _read_header(read_at, total: int) -> tuple[dict, int]:
+    """``(header, body offset)`` of a message of ``total`` bytes whose bytes ``read_at(offset,
+    size)`` returns: magic, header size, JSON, the header's fields, and a body length equal
+    to what the header describes, all checked."""
+    if total > MAX_MESSAGE_BYTES:
+        raise ProtocolError(f"message of {total} bytes exceeds the limit of "
+                            f"{MAX_MESSAGE_BYTES}")
+    prefix = read_at(0, len(_MAGIC) + 4)
+    if len(prefix) < len(_MAGIC) + 4 or prefix[: len(_MAGIC)] != _MAGIC:
+        raise ProtocolError("not a cipherforest protocol message (bad magic or too short)")
+    (header_size,) = struct.unpack_from("<I", prefix, len(_MAGIC))
+    start = len(_MAGIC) + 4
+    if header_size > _MAX_HEADER_BYTES or start + header_size > total:
+        raise ProtocolError("message header is truncated or too large")
+    try:
+        header = json.loads(read_at(start, header_size), parse_constant=_reject_constant)
+    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
+        raise ProtocolError(f"message header is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ProtocolError("message header is nested too deeply") from None
+    _check_header(header)
+    body_size = total - start - header_size
+    expected = sum(s["size"] for s in header["arrays"]) + sum(
+        sum(s["sizes"]) for s in header["blobs"])
+    if body_size != expected:
+        raise ProtocolError(f"message body has {body_size} bytes, its header describes "
+                            f"{expected}: truncated or padded")
+    return header, start + header_size
+
+
+def verify_message_file(path: str | os.PathLike,
+                        expected_kind: str | tuple[str, ...] | None = None) -> None:
+    """Check a message stored in a file as :func:`decode_message` would — magic, header,
+    sizes, digest, kind — reading its body in 1 MiB pieces, so that a file of any size costs
+    1 MiB of memory to refuse (its pages stay in the kernel's cache, outside the process).
+
+    Raises
+    ------
+    ProtocolError
+        As :func:`decode_message`.
+    OSError
+        The file cannot be read.
+    """
+    with open(path, "rb") as file:
+        fd = file.fileno()
+        header, start = _read_header(lambda offset, size: os.pread(fd, size, offset),
+                                     os.fstat(fd).st_size)
+        digest = _digest_of_header(header)
+        buffer = bytearray(1 << 20)
+        view = memoryview(buffer)
+        file.seek(start)
+        while True:
+            read = file.readinto(buffer)
+            if not read:
+                break
+            digest.update(view[:read])
+    if digest.hexdigest() != header["sha256"]:
+        raise ProtocolError("message does not match its SHA-256 digest: corrupted or "
+                            "tampered with in transit")
+    _check_kind(header["kind"], expected_kind)
 
 
 def _reject_constant(name: str):
@@ -129,41 +210,16 @@ def decode_message(data: bytes, expected_kind: str | tuple[str, ...] | None = No
     if not data.contiguous:
         data = memoryview(data.tobytes())
     data = data.cast("B")
-    if len(data) > MAX_MESSAGE_BYTES:
-        raise ProtocolError(f"message of {len(data)} bytes exceeds the limit of "
-                            f"{MAX_MESSAGE_BYTES}")
-    if len(data) < len(_MAGIC) + 4 or bytes(data[: len(_MAGIC)]) != _MAGIC:
-        raise ProtocolError("not a cipherforest protocol message (bad magic or too short)")
-    (header_size,) = struct.unpack_from("<I", data, len(_MAGIC))
-    start = len(_MAGIC) + 4
-    if header_size > _MAX_HEADER_BYTES or start + header_size > len(data):
-        raise ProtocolError("message header is truncated or too large")
-    try:
-        header = json.loads(bytes(data[start: start + header_size]),
-                            parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError) as exc:  # JSONDecodeError is a ValueError
-        raise ProtocolError(f"message header is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise ProtocolError("message header is nested too deeply") from None
-    _check_header(header)
-    body = data[start + header_size:]
-    expected = sum(s["size"] for s in header["arrays"]) + sum(
-        sum(s["sizes"]) for s in header["blobs"])
-    if len(body) != expected:
-        raise ProtocolError(f"message body has {len(body)} bytes, its header describes "
-                            f"{expected}: truncated or padded")
-    try:
-        digest = _digest(header, body)
-    except (ValueError, RecursionError):
-        raise ProtocolError("message header cannot be put in canonical form") from None
-    if digest != header["sha256"]:
+    header, start = _read_header(lambda offset, size: bytes(data[offset: offset + size]),
+                                 len(data))
+    body = data[start:]
+    digest = _digest_of_header(header)
+    digest.update(body)
+    if digest.hexdigest() != header["sha256"]:
         raise ProtocolError("message does not match its SHA-256 digest: corrupted or "
                             "tampered with in transit")
     kind = header["kind"]
-    if expected_kind is not None:
-        allowed = (expected_kind,) if isinstance(expected_kind, str) else expected_kind
-        if kind not in allowed:
-            raise ProtocolError(f"expected a {' or '.join(allowed)} message, got {kind!r}")
+    _check_kind(kind, expected_kind)
     arrays, offset = {}, 0
     for spec in header["arrays"]:
         dtype = np.dtype(spec["dtype"]).newbyteorder("<")
