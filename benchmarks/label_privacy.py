@@ -269,16 +269,22 @@ def _attacks(fit, X, y, known_rows, known_labels, audited) -> dict:
     return out
 
 
-def run_curves(args):
+def datasets(args):
+    """``(name, X, y)`` of each of ``--datasets`` that is found (digits and pendigits capped
+    at their ``--*-rows``), labels as 0..k-1."""
     caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows}
-    results = []
     for name in args.datasets:
         data = load(name, caps.get(name))
         if data is None:
             print(f"  {name}: not found, skipped", file=sys.stderr)
             continue
         X, y = data
-        y = np.unique(y, return_inverse=True)[1]
+        yield name, X, np.unique(y, return_inverse=True)[1]
+
+
+def run_curves(args):
+    results = []
+    for name, X, y in datasets(args):
         known_rows, known_labels = atk.one_known_per_class(y, random_state=0)
         others = np.setdiff1d(np.arange(y.shape[0]), known_rows)
         audited = np.random.default_rng(0).choice(others, max(20, others.shape[0] // 5),
@@ -347,15 +353,8 @@ def _simulator(mode, eps, trees, X, y):
 def run_trees(args):
     """rr at ``--rr-epsilon`` against Gini at each forest size: k-fold CV accuracy, rr
     averaged over ``--rr-draws`` independent randomized-response draws per fold."""
-    caps = {"pendigits": args.pendigits_rows, "digits": args.digits_rows}
     results = []
-    for name in args.datasets:
-        data = load(name, caps.get(name))
-        if data is None:
-            print(f"  {name}: not found, skipped", file=sys.stderr)
-            continue
-        X, y = data
-        y = np.unique(y, return_inverse=True)[1]
+    for name, X, y in datasets(args):
         folds = list(StratifiedKFold(args.folds, shuffle=True, random_state=0).split(X, y))
         for trees in args.forest_sizes:
             started = time.perf_counter()
