@@ -7,10 +7,12 @@ train seconds, rounds, the mean seconds of the *full* levels (those whose nodes 
 every training row: the first levels, before nodes fall below ``min_samples_split``), the
 bytes the driver and the workers exchanged per level (the server's log), peak memory (PSS
 of every process) and whether the encrypted predictions equal the GIPE forest's. Then the
-speed-up of N workers over one on the same data, and a *model* — labelled as such — of the
-time and memory of 1M and 10M rows on N workers, from the measured cost per (row, tree,
-worker) of a full level, the measured bytes per row, and the levels' count growing by one
-per doubling of the rows.
+speed-up of N workers over one on the same data, level by level over the levels both
+runs reached (a run stopped with ``--stop-after`` counts), and a *model* — labelled as such —
+of the time and memory of 1M and 10M rows on N workers, from the measured cost per (row,
+tree, worker) of a full level of the largest finished run, the levels' count growing by one
+per doubling of the rows, and the peak memory as a fixed part plus a part per row (a line
+through the peaks of the smallest and the largest run).
 
 Usage (the runs first, each resumable; then this script)::
 
@@ -57,11 +59,14 @@ def read_run(work: Path) -> dict:
     for s in segments:
         for step in s["steps"]:
             steps[step["step"]] = steps.get(step["step"], 0.0) + step["seconds"]
+    train_csv = work / "train.csv"
+    train_rows = (sum(1 for _ in train_csv.open()) - 1) if train_csv.exists() else None
     package = work / "model" / "package"
     upload = sum(f.stat().st_size for f in package.glob("*.msg")) if package.exists() else 0
     result = log.get("result")
     return {"work": work, "params": params, "rounds": rounds, "levels": levels, "steps": steps,
-            "upload": upload, "result": result,
+            "upload": upload, "result": result, "train_rows": train_rows,
+            "finished": result is not None,
             "peak_gb": max((s.get("peak_pss_gb", 0.0) for s in segments), default=0.0),
             "machine": segments[-1]["machine"] if segments else ""}
 
@@ -83,7 +88,7 @@ def full_levels(run: dict) -> list[dict]:
 
 def summary(run: dict) -> dict:
     params, result = run["params"], run["result"]
-    train_rows = result["train_rows"] if result else None
+    train_rows = run["train_rows"]
     full = full_levels(run)
     level_s = sum(level["seconds"] for level in full) / len(full) if full else math.nan
     cpus = [level["cpu"] for level in full if level["cpu"] is not None]
@@ -92,6 +97,7 @@ def summary(run: dict) -> dict:
     moved = (sum(level["out_mb"] + level["back_mb"] for level in run["levels"])
              / len(run["levels"])) if run["levels"] else math.nan
     return {"dataset": params["dataset"], "workers": params.get("dask_workers"),
+            "finished": run["finished"], "level_seconds": [lv["seconds"] for lv in run["levels"]],
             "trees": params["trees"], "train_rows": train_rows,
             "upload_per_row": run["upload"] / train_rows if train_rows else math.nan,
             "train_s": run["steps"].get("train", math.nan), "levels": len(run["levels"]),
@@ -106,13 +112,28 @@ def summary(run: dict) -> dict:
             "gipe": None if not result else result["gipe"]}
 
 
-def model_rows(base: dict, rows: int, workers: int) -> dict:
+def memory_line(runs: list[dict]) -> tuple[float, float]:
+    """``(fixed bytes, bytes per training row)`` of the peak memory: a line through the
+    smallest and the largest run when their sizes differ (the fixed part is the processes
+    themselves: interpreters, libraries, the client), else all of it per row."""
+    peaks: dict[int, float] = {}  # training rows -> the highest peak of a run of that size
+    for r in runs:
+        if r["train_rows"] and r["peak_gb"]:
+            peaks[r["train_rows"]] = max(peaks.get(r["train_rows"], 0.0), r["peak_gb"] * 1e9)
+    small, large = min(peaks), max(peaks)
+    if large > small:
+        per_row = (peaks[large] - peaks[small]) / (large - small)
+        return max(0.0, peaks[small] - per_row * small), per_row
+    return 0.0, peaks[small] / small
+
+
+def model_rows(base: dict, rows: int, workers: int, memory: tuple[float, float]) -> dict:
     """Time and memory of ``rows`` training rows on ``workers`` workers, from ``base`` (a
     finished run): full levels cost in proportion to rows × trees / workers; the number of
     levels grows by one per doubling of the rows (nodes halve per level until they fall
     below min_samples_split); the levels after the full ones cost what they cost in the
-    base run, scaled alike; memory is the label bytes per row on the workers plus the
-    measured rest per row."""
+    base run, scaled alike; memory is ``memory`` (fixed bytes, bytes per row: see
+    :func:`memory_line`) and, per worker, the label rotations of its rows."""
     extra_levels = max(0.0, math.log2(rows / base["train_rows"]))
     if base["levels_cpu"] == base["levels_cpu"]:  # CPU seconds measured: a core per worker
         scale = rows / base["train_rows"] / workers
@@ -122,10 +143,10 @@ def model_rows(base: dict, rows: int, workers: int) -> dict:
         full, total = base["full_level_s"], base["train_s"]
     tail = total - base["n_full"] * full  # the narrowing levels
     seconds = (base["n_full"] + extra_levels) * full * scale + tail * scale
-    rest_per_row = max(0.0, base["peak_gb"] * 1e9 / base["train_rows"] - LABEL_BYTES_PER_ROW)
+    fixed, per_row = memory
     return {"rows": rows, "workers": workers, "hours": seconds / 3600,
             "per_worker_gb": rows * LABEL_BYTES_PER_ROW / workers / 1e9,
-            "total_gb": rows * (LABEL_BYTES_PER_ROW + rest_per_row) / 1e9}
+            "total_gb": (fixed + rows * per_row) / 1e9}
 
 
 def main(argv=None) -> int:
@@ -156,10 +177,14 @@ def main(argv=None) -> int:
             one = by_workers[1]
             for n, r in sorted(by_workers.items()):
                 if n > 1:
-                    print(f"\n{dataset}: {n} workers vs 1: full level "
-                          f"{one['full_level_s'] / r['full_level_s']:.2f}× faster, training "
-                          f"{one['train_s'] / r['train_s']:.2f}× faster")
-    finished = [r for r in runs if r["train_rows"] and r["full_level_s"] == r["full_level_s"]]
+                    pairs = list(zip(one["level_seconds"], r["level_seconds"], strict=False))
+                    ratios = ", ".join(f"{a / b:.2f}×" for a, b in pairs)
+                    line = (f"\n{dataset}: {n} workers vs 1, level by level over the "
+                            f"{len(pairs)} levels both ran: {ratios} faster")
+                    if one["finished"] and r["finished"]:
+                        line += f"; training {one['train_s'] / r['train_s']:.2f}× faster"
+                    print(line)
+    finished = [r for r in runs if r["finished"] and r["full_level_s"] == r["full_level_s"]]
     if not finished:
         return 0
     base = max(finished, key=lambda r: (r["train_rows"], r["workers"]))
@@ -170,6 +195,9 @@ def main(argv=None) -> int:
           f"of wall time × workers on the shared machine); {base['moved_mb']:.1f} MB move "
           "between the driver and the workers per level (mean; tasks out, partial sums "
           "back).")
+    memory = memory_line(runs)
+    print(f"Peak memory (PSS, all processes) modelled as {memory[0] / 1e9:.2f} GB + "
+          f"{memory[1]:,.0f} B per training row (from the runs' peaks).")
     print("\nModel (from those measurements, not a run: one core of this machine per "
           f"worker, {base['trees']} trees, the same data shape, the network not counted):\n")
     print("| training rows | workers | hours | label memory per worker GB | "
@@ -177,7 +205,7 @@ def main(argv=None) -> int:
     print("|---:|---:|---:|---:|---:|")
     for rows in (750_000, 7_500_000):
         for workers in (2, 8, 32):
-            m = model_rows(base, rows, workers)
+            m = model_rows(base, rows, workers, memory)
             print(f"| {rows:,} | {workers} | {m['hours']:.1f} | {m['per_worker_gb']:.1f} | "
                   f"{m['total_gb']:.0f} |")
     return 0
