@@ -54,7 +54,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gipe import machine_line  # noqa: E402
 from private_forest import MemorySampler, load  # noqa: E402
-from service_load import checkout_env, start_server  # noqa: E402
+from service_load import checkout_env, forest_oracle, start_server  # noqa: E402
 
 ROUND_LINE = re.compile(r"round (\d+): (\d+) open nodes, ([\d.]+) MB query, ([\d.]+) s")
 PARAMS = ("dataset", "trees", "max_bins", "min_samples_split", "scheme", "split_selection",
@@ -265,10 +265,13 @@ def run_segment(run: Run, stop_after: float | None, memory_report: float | None,
 
 def accuracies(run: Run) -> dict:
     """Accuracy of the encrypted forest's predictions, of the plaintext forest, and of the
-    forest on the client's GIPE ciphers (the oracle), and the agreement with it."""
+    forest on the client's GIPE ciphers (the oracle: grown on the labels the server saw —
+    the randomized-response labels of the setup message under ``rr`` — with leaf
+    frequencies from the true labels), and the agreement with it."""
     from cipherforest.cli.client import read_csv
     from cipherforest.ensemble import RandomForestClassifier
     from cipherforest.privacy import PrivateForestClient
+    from cipherforest.privacy.protocol import decode_message
 
     params = run.params
     X_train, y_train, _ = read_csv(str(run.train_csv), "y")
@@ -279,10 +282,15 @@ def accuracies(run: Run) -> dict:
                   min_samples_split=params["min_samples_split"], n_jobs=-1)
     plain = RandomForestClassifier(**forest).fit(X_train, y_train).predict(X_test)
     client = PrivateForestClient.load(str(run.model))
-    encrypt = client.encryptor_.transform
-    oracle = RandomForestClassifier(**forest).fit(
-        encrypt(X_train).astype(np.float64), y_train).predict(
-        encrypt(X_test).astype(np.float64))
+    setup = decode_message((run.model / "package" / "setup.msg").read_bytes(), "setup")
+    grown_labels = setup.arrays.get("y_rr")  # rr: the server grew the trees on these
+    if grown_labels is None:
+        encrypt = client.encryptor_.transform
+        oracle = RandomForestClassifier(**forest).fit(
+            encrypt(X_train).astype(np.float64), y_train).predict(
+            encrypt(X_test).astype(np.float64))
+    else:
+        oracle = forest_oracle(client, X_train, y_train, X_test, forest, grown_labels)
     return {"plain": float(np.mean(plain == y_test)), "gipe": float(np.mean(oracle == y_test)),
             "encrypted": float(np.mean(predicted == y_test)),
             "agreement": float(np.mean(predicted == oracle)),
