@@ -10,9 +10,9 @@ of every process) and whether the encrypted predictions equal the GIPE forest's.
 speed-up of N workers over one on the same data, level by level over the levels both
 runs reached (a run stopped with ``--stop-after`` counts), and a *model* — labelled as such —
 of the time and memory of 1M and 10M rows on N workers, from the measured cost per (row,
-tree, worker) of a full level of the largest finished run, the levels' count growing by one
-per doubling of the rows, and the peak memory as a fixed part plus a part per row (a line
-through the peaks of the smallest and the largest run).
+tree, worker) of a full level of the largest finished Gini run, the levels' count growing by
+one per doubling of the rows, the label rotations' exact bytes per row, and an upper bound
+for all processes' memory.
 
 Usage (the runs first, each resumable; then this script)::
 
@@ -97,6 +97,7 @@ def summary(run: dict) -> dict:
     moved = (sum(level["out_mb"] + level["back_mb"] for level in run["levels"])
              / len(run["levels"])) if run["levels"] else math.nan
     return {"dataset": params["dataset"], "workers": params.get("dask_workers"),
+            "selection": params["split_selection"],
             "finished": run["finished"], "level_seconds": [lv["seconds"] for lv in run["levels"]],
             "trees": params["trees"], "train_rows": train_rows,
             "upload_per_row": run["upload"] / train_rows if train_rows else math.nan,
@@ -112,28 +113,15 @@ def summary(run: dict) -> dict:
             "gipe": None if not result else result["gipe"]}
 
 
-def memory_line(runs: list[dict]) -> tuple[float, float]:
-    """``(fixed bytes, bytes per training row)`` of the peak memory: a line through the
-    smallest and the largest run when their sizes differ (the fixed part is the processes
-    themselves: interpreters, libraries, the client), else all of it per row."""
-    peaks: dict[int, float] = {}  # training rows -> the highest peak of a run of that size
-    for r in runs:
-        if r["train_rows"] and r["peak_gb"]:
-            peaks[r["train_rows"]] = max(peaks.get(r["train_rows"], 0.0), r["peak_gb"] * 1e9)
-    small, large = min(peaks), max(peaks)
-    if large > small:
-        per_row = (peaks[large] - peaks[small]) / (large - small)
-        return max(0.0, peaks[small] - per_row * small), per_row
-    return 0.0, peaks[small] / small
-
-
-def model_rows(base: dict, rows: int, workers: int, memory: tuple[float, float]) -> dict:
+def model_rows(base: dict, rows: int, workers: int) -> dict:
     """Time and memory of ``rows`` training rows on ``workers`` workers, from ``base`` (a
     finished run): full levels cost in proportion to rows × trees / workers; the number of
     levels grows by one per doubling of the rows (nodes halve per level until they fall
     below min_samples_split); the levels after the full ones cost what they cost in the
-    base run, scaled alike; memory is ``memory`` (fixed bytes, bytes per row: see
-    :func:`memory_line`) and, per worker, the label rotations of its rows."""
+    base run, scaled alike. Memory: the label rotations (exact bytes per row, split over the
+    workers) and an upper bound for all processes, the base run's peak beyond its label
+    rotations scaled with the rows (part of it — interpreters, libraries, the client — is
+    fixed, so the bound overstates)."""
     extra_levels = max(0.0, math.log2(rows / base["train_rows"]))
     if base["levels_cpu"] == base["levels_cpu"]:  # CPU seconds measured: a core per worker
         scale = rows / base["train_rows"] / workers
@@ -143,10 +131,10 @@ def model_rows(base: dict, rows: int, workers: int, memory: tuple[float, float])
         full, total = base["full_level_s"], base["train_s"]
     tail = total - base["n_full"] * full  # the narrowing levels
     seconds = (base["n_full"] + extra_levels) * full * scale + tail * scale
-    fixed, per_row = memory
+    rest_per_row = max(0.0, base["peak_gb"] * 1e9 / base["train_rows"] - LABEL_BYTES_PER_ROW)
     return {"rows": rows, "workers": workers, "hours": seconds / 3600,
             "per_worker_gb": rows * LABEL_BYTES_PER_ROW / workers / 1e9,
-            "total_gb": (fixed + rows * per_row) / 1e9}
+            "total_gb": rows * (LABEL_BYTES_PER_ROW + rest_per_row) / 1e9}
 
 
 def main(argv=None) -> int:
@@ -156,35 +144,38 @@ def main(argv=None) -> int:
     runs = [summary(read_run(work)) for work in args.works]
     print(read_run(args.works[0])["machine"])
     print()
-    print("| data set | training rows | Dask workers | upload B/row | train s | levels | "
-          "full levels: mean s (CPU s) | MB moved per level: mean / max | peak GB (PSS) | "
+    print("| data set | selection | training rows | Dask workers | upload B/row | train s | "
+          "levels | full levels: mean s (CPU s) | MB moved per level: mean / max | peak GB (PSS) | "
           "accuracy (GIPE forest) | equal to the GIPE forest |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for r in runs:
         equal = "—" if r["equal"] is None else f"{100 * r['equal']:.2f} %"
         acc = "—" if r["accuracy"] is None else f"{r['accuracy']:.4f} ({r['gipe']:.4f})"
         rows = "—" if r["train_rows"] is None else f"{r['train_rows']:,}"
-        print(f"| {r['dataset']} | {rows} | {r['workers']} | {r['upload_per_row']:,.0f} | "
-              f"{r['train_s']:,.0f} | {r['levels']} | {r['n_full']}: "
+        print(f"| {r['dataset']} | {r['selection']} | {rows} | {r['workers']} | "
+              f"{r['upload_per_row']:,.0f} | {r['train_s']:,.0f} | {r['levels']} | {r['n_full']}: "
               f"{r['full_level_s']:.0f} ({r['full_level_cpu']:.0f}) | "
               f"{r['moved_mb']:.1f} / {r['max_moved_mb']:.1f} | "
               f"{r['peak_gb']:.2f} | {acc} | {equal} |")
     by_data: dict[str, dict[int, dict]] = {}
     for r in runs:
-        by_data.setdefault(r["dataset"], {})[r["workers"]] = r
-    for dataset, by_workers in by_data.items():
+        by_data.setdefault((r["dataset"], r["selection"]), {})[r["workers"]] = r
+    for (dataset, selection), by_workers in by_data.items():
         if 1 in by_workers and len(by_workers) > 1:
             one = by_workers[1]
             for n, r in sorted(by_workers.items()):
                 if n > 1:
                     pairs = list(zip(one["level_seconds"], r["level_seconds"], strict=False))
                     ratios = ", ".join(f"{a / b:.2f}×" for a, b in pairs)
-                    line = (f"\n{dataset}: {n} workers vs 1, level by level over the "
+                    line = (f"\n{dataset} ({selection}): {n} workers vs 1, level by level "
+                            "over the "
                             f"{len(pairs)} levels both ran: {ratios} faster")
                     if one["finished"] and r["finished"]:
                         line += f"; training {one['train_s'] / r['train_s']:.2f}× faster"
                     print(line)
-    finished = [r for r in runs if r["finished"] and r["full_level_s"] == r["full_level_s"]]
+    # The model is of the Gini selection's levels (rr and blind grow without rounds).
+    gini = [r for r in runs if r["selection"] == "gini"]
+    finished = [r for r in gini if r["finished"] and r["full_level_s"] == r["full_level_s"]]
     if not finished:
         return 0
     base = max(finished, key=lambda r: (r["train_rows"], r["workers"]))
@@ -195,17 +186,14 @@ def main(argv=None) -> int:
           f"of wall time × workers on the shared machine); {base['moved_mb']:.1f} MB move "
           "between the driver and the workers per level (mean; tasks out, partial sums "
           "back).")
-    memory = memory_line(runs)
-    print(f"Peak memory (PSS, all processes) modelled as {memory[0] / 1e9:.2f} GB + "
-          f"{memory[1]:,.0f} B per training row (from the runs' peaks).")
     print("\nModel (from those measurements, not a run: one core of this machine per "
           f"worker, {base['trees']} trees, the same data shape, the network not counted):\n")
-    print("| training rows | workers | hours | label memory per worker GB | "
-          "all processes GB |")
+    print("| training rows | workers | hours | label rotations per worker GB | "
+          "all processes GB (upper bound) |")
     print("|---:|---:|---:|---:|---:|")
     for rows in (750_000, 7_500_000):
         for workers in (2, 8, 32):
-            m = model_rows(base, rows, workers, memory)
+            m = model_rows(base, rows, workers)
             print(f"| {rows:,} | {workers} | {m['hours']:.1f} | {m['per_worker_gb']:.1f} | "
                   f"{m['total_gb']:.0f} |")
     return 0
