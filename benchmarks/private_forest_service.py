@@ -283,14 +283,9 @@ def accuracies(run: Run) -> dict:
     plain = RandomForestClassifier(**forest).fit(X_train, y_train).predict(X_test)
     client = PrivateForestClient.load(str(run.model))
     setup = decode_message((run.model / "package" / "setup.msg").read_bytes(), "setup")
-    grown_labels = setup.arrays.get("y_rr")  # rr: the server grew the trees on these
-    if grown_labels is None:
-        encrypt = client.encryptor_.transform
-        oracle = RandomForestClassifier(**forest).fit(
-            encrypt(X_train).astype(np.float64), y_train).predict(
-            encrypt(X_test).astype(np.float64))
-    else:
-        oracle = forest_oracle(client, X_train, y_train, X_test, forest, grown_labels)
+    # rr: the server grew the trees on the randomized labels; otherwise on the true ones.
+    oracle = forest_oracle(client, X_train, y_train, X_test, forest,
+                           setup.arrays.get("y_rr"))
     return {"plain": float(np.mean(plain == y_test)), "gipe": float(np.mean(oracle == y_test)),
             "encrypted": float(np.mean(predicted == y_test)),
             "agreement": float(np.mean(predicted == oracle)),

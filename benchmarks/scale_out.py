@@ -141,8 +141,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("works", nargs="+", type=Path, help="run work directories")
     args = parser.parse_args(argv)
-    runs = [summary(read_run(work)) for work in args.works]
-    print(read_run(args.works[0])["machine"])
+    read = [read_run(work) for work in args.works]
+    runs = [summary(run) for run in read]
+    print(read[0]["machine"])
     print()
     print("| data set | selection | training rows | Dask workers | upload B/row | train s | "
           "levels | full levels: mean s (CPU s) | MB moved per level: mean / max | peak GB (PSS) | "
@@ -157,7 +158,7 @@ def main(argv=None) -> int:
               f"{r['full_level_s']:.0f} ({r['full_level_cpu']:.0f}) | "
               f"{r['moved_mb']:.1f} / {r['max_moved_mb']:.1f} | "
               f"{r['peak_gb']:.2f} | {acc} | {equal} |")
-    by_data: dict[str, dict[int, dict]] = {}
+    by_data: dict[tuple[str, str], dict[int, dict]] = {}  # (data set, selection) -> runs
     for r in runs:
         by_data.setdefault((r["dataset"], r["selection"]), {})[r["workers"]] = r
     for (dataset, selection), by_workers in by_data.items():
@@ -168,8 +169,7 @@ def main(argv=None) -> int:
                     pairs = list(zip(one["level_seconds"], r["level_seconds"], strict=False))
                     ratios = ", ".join(f"{a / b:.2f}×" for a, b in pairs)
                     line = (f"\n{dataset} ({selection}): {n} workers vs 1, level by level "
-                            "over the "
-                            f"{len(pairs)} levels both ran: {ratios} faster")
+                            f"over the {len(pairs)} levels both ran: {ratios} faster")
                     if one["finished"] and r["finished"]:
                         line += f"; training {one['train_s'] / r['train_s']:.2f}× faster"
                     print(line)
