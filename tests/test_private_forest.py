@@ -231,15 +231,44 @@ def _stop_signal_handlers():
     return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
 
-def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monkeypatch):
+# A forked child sleeps here when the test asks for it: every second level worker of a
+# pool starts late, so the pool's terminate can reach it before its own code runs.
+_LATE_START = {"seconds": 0.0, "forks": 0}
+
+
+def _count_fork() -> None:
+    _LATE_START["forks"] += 1
+
+
+def _start_late() -> None:
+    import time
+
+    if _LATE_START["seconds"] and _LATE_START["forks"] % 2 == 0:
+        time.sleep(_LATE_START["seconds"])
+
+
+@pytest.fixture(scope="module")
+def late_start_hook():
+    import os
+
+    os.register_at_fork(before=_count_fork, after_in_child=_start_late)
+    return _LATE_START
+
+
+@pytest.mark.parametrize("late_seconds", [0.0, 5.0], ids=["prompt-start", "late-start"])
+def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monkeypatch,
+                                                                   late_start_hook,
+                                                                   late_seconds):
     """A forked level worker that fails ends the level with its error, also when the
-    parent's SIGTERM handler only takes note (as an HTTP server's does)."""
+    parent's SIGTERM handler only takes note (as an HTTP server's does), and also when
+    the pool terminates a worker that has not started running its own code yet."""
     import signal
     import threading
 
     import cipherforest.privacy.protocol.server.level as server_module
 
     monkeypatch.setattr(server_module, "_level_part_in_worker", _failing_level_part)
+    monkeypatch.setitem(late_start_hook, "seconds", late_seconds)
     noted = []
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: noted.append(signum))
     outcome = []

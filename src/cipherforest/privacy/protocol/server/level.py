@@ -17,6 +17,7 @@ processes.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import signal
 from dataclasses import dataclass
 
@@ -256,20 +257,44 @@ def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: 
     return store, blobs, grid.positions
 
 
+_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_forking_level_workers = False  # set while level_worker_pool forks its workers
+
+
 def level_worker_pool(n_workers: int):
     """``n_workers`` processes forked from this one (they share its session pages), which
     die on SIGTERM and SIGINT whatever Python handlers this process has installed."""
-    return multiprocessing.get_context("fork").Pool(n_workers,
-                                                    initializer=_default_stop_signals)
+    # A forked worker inherits its parent's Python signal handlers. An HTTP server's
+    # (uvicorn's) SIGTERM handler only takes note, and a pool that ends with an error holds
+    # its task queue's lock and SIGTERMs its workers once: a worker that only took note
+    # blocks on that lock, and the parent waits for it forever. So each worker gets the
+    # default handlers inside fork(), before any Python code of its own runs, and the stop
+    # signals stay blocked from before fork() until then, so none is taken note of early.
+    global _forking_level_workers
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    _forking_level_workers = True
+    try:
+        # The initializer covers a worker the pool forks later to replace a dead one.
+        return multiprocessing.get_context("fork").Pool(n_workers,
+                                                        initializer=_default_stop_signals)
+    finally:
+        _forking_level_workers = False
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _default_stop_signals() -> None:
-    # A forked worker inherits its parent's Python signal handlers. An HTTP server's
-    # (uvicorn's) SIGTERM handler only takes note, and a pool that ends with an error holds
-    # its task queue's lock and SIGTERMs its workers: they would block on that lock, and the
-    # parent wait for them, forever (seen with ``cipherforest serve --jobs 2``).
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    for stop in _STOP_SIGNALS:
+        signal.signal(stop, signal.SIG_DFL)
+
+
+def _default_stop_signals_in_forked_level_worker() -> None:
+    if _forking_level_workers:
+        _default_stop_signals()
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_default_stop_signals_in_forked_level_worker)
 
 
 def _level_part_in_worker(index: int):
