@@ -4,7 +4,8 @@ Reads the work directories of ``benchmarks/private_forest_service.py`` runs made
 ``--dask-workers N`` (``cipherforest serve --dask-workers N``: the label work on N Dask worker
 processes of this machine) and prints, per run: training rows, workers, upload bytes per row,
 train seconds, rounds, the mean seconds of the *full* levels (those whose nodes still hold
-every training row: the first levels, before nodes fall below ``min_samples_split``), the
+every training row: the first levels, before nodes fall below ``min_samples_split``; told
+apart by the workers' CPU seconds per level), the
 bytes the driver and the workers exchanged per level (the server's log), peak memory (PSS
 of every process) and whether the encrypted predictions equal the GIPE forest's. Then the
 speed-up of N workers over one on the same data, level by level over the levels both
@@ -72,15 +73,18 @@ def read_run(work: Path) -> dict:
 
 
 def full_levels(run: dict) -> list[dict]:
-    """The levels whose open nodes still hold (nearly) every row: the first ones, until the
-    partial sums' level time falls below 90 % of the first level's."""
+    """The levels whose open nodes still hold (nearly) every row: the first ones, until a
+    level's cost falls below 90 % of the first level's. The cost is the workers' CPU seconds
+    where the log has them for every level (a busy machine stretches wall seconds, not CPU
+    seconds), else wall seconds."""
     levels = run["levels"]
     if not levels:
         return []
-    first = levels[0]["seconds"]
+    key = "cpu" if all(level["cpu"] is not None for level in levels) else "seconds"
+    first = levels[0][key]
     out = []
     for level in levels:
-        if level["seconds"] < 0.9 * first and out:
+        if level[key] < 0.9 * first and out:
             break
         out.append(level)
     return out
