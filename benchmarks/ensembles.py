@@ -26,8 +26,11 @@ Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 feature
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
 10 992 × 16, 10 classes, 25 % held out; scikit-learn's 8×8 digits when the file is absent)
 and ``regression_100k`` (make_regression, 20 features, 10 informative, noise 10, 50k held-out
-rows; score R²). Models whose name ends in ``_1thread`` run with one thread, pinned to one
-core (``sched_setaffinity``), so binning and every other step use a single core too.
+rows; score R²). Wide data, by name only: ``digits`` (scikit-learn's 8×8 digits, 1,797 × 64,
+25 % held out) and ``wide_784`` (make_classification, 10,000 rows × 784 features, 40
+informative, 10 classes, 2,500 held-out rows: MNIST's width). Models whose name ends in
+``_1thread`` run with one thread, pinned to one core (``sched_setaffinity``), so binning and
+every other step use a single core too.
 """
 
 from __future__ import annotations
@@ -77,6 +80,14 @@ def load_dataset(name: str):
     if name == "regression_100k":
         n = 100_000
         X, y = make_regression(n + 50_000, 20, n_informative=10, noise=10.0, random_state=0)
+        return X[:n], X[n:], y[:n], y[n:]
+    if name == "digits":
+        X, y = load_digits(return_X_y=True)
+        return train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    if name == "wide_784":
+        n = 10_000
+        X, y = make_classification(n + 2_500, 784, n_informative=40, n_redundant=0,
+                                   n_classes=10, random_state=0)
         return X[:n], X[n:], y[:n], y[n:]
     if name == "pendigits":
         if PENDIGITS.exists():
