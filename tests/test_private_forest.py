@@ -231,6 +231,46 @@ def _stop_signal_handlers():
     return signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
 
 
+def _stop_signals_of_this_worker():
+    import os
+    import signal
+
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    return (os.getpid(), _stop_signal_handlers(),
+            bool({signal.SIGTERM, signal.SIGINT} & blocked))
+
+
+def _exit_this_worker():
+    import os
+
+    os._exit(0)
+
+
+def test_a_replaced_level_worker_also_dies_on_sigterm():
+    """A worker the pool forks to replace one that exited (from the pool's own thread) has
+    the default stop handlers and does not block the stop signals."""
+    import signal
+    import time
+
+    from cipherforest.privacy.protocol.server.level import level_worker_pool
+
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
+    try:
+        with level_worker_pool(1) as pool:
+            first, _, _ = pool.apply(_stop_signals_of_this_worker)
+            pool.apply_async(_exit_this_worker)  # exits mid-task: its result never comes
+            deadline = time.monotonic() + 30
+            while True:
+                pid, handlers, blocked = pool.apply(_stop_signals_of_this_worker)
+                if pid != first or time.monotonic() > deadline:
+                    break
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert pid != first, "the pool did not replace its worker"
+    assert handlers == (signal.SIG_DFL, signal.SIG_DFL)
+    assert not blocked
+
+
 # A forked child sleeps here when the test asks for it: every second level worker of a
 # pool starts late, so the pool's terminate can reach it before its own code runs.
 _LATE_START = {"seconds": 0.0, "forks": 0}

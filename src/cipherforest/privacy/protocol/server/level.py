@@ -19,6 +19,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -258,7 +259,8 @@ def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: 
 
 
 _STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_forking_level_workers = False  # set while level_worker_pool forks its workers
+_pools_forking = 0  # level_worker_pool calls forking right now, in any thread
+_pools_forking_lock = threading.Lock()
 
 
 def level_worker_pool(n_workers: int):
@@ -270,27 +272,30 @@ def level_worker_pool(n_workers: int):
     # blocks on that lock, and the parent waits for it forever. So each worker gets the
     # default handlers inside fork(), before any Python code of its own runs, and the stop
     # signals stay blocked from before fork() until then, so none is taken note of early.
-    global _forking_level_workers
+    global _pools_forking
     blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    _forking_level_workers = True
+    with _pools_forking_lock:
+        _pools_forking += 1
     try:
-        # The initializer covers a worker the pool forks later to replace a dead one.
+        # The initializer covers a worker the pool forks later to replace a dead one (from
+        # its own thread, which inherited the blocked stop signals).
         return multiprocessing.get_context("fork").Pool(n_workers,
                                                         initializer=_default_stop_signals)
     finally:
-        _forking_level_workers = False
+        with _pools_forking_lock:
+            _pools_forking -= 1
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
 
 
 def _default_stop_signals() -> None:
     for stop in _STOP_SIGNALS:
         signal.signal(stop, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 def _default_stop_signals_in_forked_level_worker() -> None:
-    if _forking_level_workers:
+    if _pools_forking:
         _default_stop_signals()
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
 
 
 if hasattr(os, "register_at_fork"):
