@@ -13,7 +13,8 @@ runs reached (a run stopped with ``--stop-after`` counts), and a *model* — lab
 of the time and memory of 1M and 10M rows on N workers, from the measured cost per (row,
 tree, worker) of a full level of the largest finished Gini run, the levels' count growing by
 one per doubling of the rows, the label rotations' exact bytes per row, and an upper bound
-for all processes' memory.
+for all processes' memory; and the model made from each smaller finished run checked
+against the largest one.
 
 Usage (the runs first, each resumable; then this script)::
 
@@ -200,6 +201,17 @@ def main(argv=None) -> int:
             m = model_rows(base, rows, workers)
             print(f"| {rows:,} | {workers} | {m['hours']:.1f} | {m['per_worker_gb']:.1f} | "
                   f"{m['total_gb']:.0f} |")
+    # The model checked against a run: made from each smaller finished run, for the base's rows.
+    for small in finished:
+        if small["train_rows"] < base["train_rows"] and small["levels_cpu"] == small["levels_cpu"]:
+            m = model_rows(small, base["train_rows"], base["workers"])
+            measured_h = base["levels_cpu"] / base["workers"] / 3600
+            print(f"\nCheck: the model made from {small['dataset']} "
+                  f"({small['train_rows']:,} rows) "
+                  f"predicts {m['hours']:.2f} h of CPU per worker and at most "
+                  f"{m['total_gb']:.1f} GB for {base['dataset']} ({base['train_rows']:,} rows, "
+                  f"{base['workers']} workers); measured {measured_h:.2f} h "
+                  f"({base['levels_cpu']:,.0f} CPU s) and {base['peak_gb']:.2f} GB.")
     return 0
 
 
