@@ -1,4 +1,8 @@
-"""The package boundaries hold: nobody imports another package's private names.
+"""The package boundaries hold: layers import downwards only, nobody imports private names.
+
+The layers are import-linter contracts in pyproject.toml (``[tool.importlinter]``, every module
+in a layer); ``test_import_contracts_are_kept`` runs them and the positive controls break each
+contract kind on a copy of the package in a temporary folder.
 
 Outside a package, only its public names are imported: no module path component and no
 imported name starting with an underscore, unless the importing module lives inside the
@@ -13,6 +17,10 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -93,36 +101,31 @@ def _python_files():
             yield from sorted(p for p in base.rglob("*.py") if "sklearn_upstream" not in p.parts)
 
 
-def private_imports() -> list[str]:
+def private_imports(files, root: Path = ROOT) -> list[str]:
+    """``path:line: module [names]`` of every import of another package's private part."""
     found = []
-    for path in _python_files():
+    for path in files:
         importer = _module_name(path)
         for line, module, names in _imports(path):
             if not (module == "cipherforest" or module.startswith("cipherforest.")):
                 continue
             owner = _private_owner(module, names)
             if owner is not None and not _inside(importer, owner, path):
-                found.append(f"{path.relative_to(ROOT)}:{line}: {module} {names or ''}")
+                found.append(f"{path.relative_to(root)}:{line}: {module} {names or ''}")
     return found
 
 
 def test_no_cross_package_private_imports():
-    assert private_imports() == []
+    assert private_imports(_python_files()) == []
 
 
-def test_the_walk_finds_a_private_import(tmp_path, monkeypatch):
+def test_the_walk_finds_a_private_import(tmp_path):
     """Positive control: a file outside the core importing a core module's private name."""
-    probe = ROOT / "tests" / "_architecture_probe.py"
-    monkeypatch.setattr(
-        "test_architecture._python_files", lambda: iter([probe]))
+    probe = tmp_path / "probe.py"
     probe.write_text("from cipherforest.tree._fit import prepare_tree_data\n"
                      "from cipherforest.privacy.protocol import session\n")
-    try:
-        found = private_imports()
-    finally:
-        probe.unlink()
-    assert found == ["tests/_architecture_probe.py:1: cipherforest.tree._fit "
-                     "['prepare_tree_data']"]
+    assert private_imports([probe], root=tmp_path) == [
+        "probe.py:1: cipherforest.tree._fit ['prepare_tree_data']"]
 
 
 @pytest.mark.parametrize("estimator", ["PrivateForestClient", "PrivateForestSimulator"])
@@ -140,25 +143,55 @@ def test_parameter_table_is_the_estimators(estimator):
     assert set(cls._parameter_constraints) == {p.name for p in params}
 
 
-LAYERS = {  # package -> packages it must not import
-    "cipherforest.tree": ("cipherforest.privacy", "cipherforest.service", "cipherforest.cli",
-                          "cipherforest.experiments"),
-    "cipherforest.ensemble": ("cipherforest.privacy", "cipherforest.service",
-                              "cipherforest.cli", "cipherforest.experiments"),
-    "cipherforest.privacy": ("cipherforest.service", "cipherforest.cli",
-                             "cipherforest.experiments"),
-    "cipherforest.service": ("cipherforest.cli", "cipherforest.experiments"),
-}
+def _lint_imports(root: Path, contracts: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    """Run import-linter on the package under ``root/src`` with ``root/pyproject.toml``."""
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, "
+            f"limit_to_contracts={contracts!r}))")
+    env = {**os.environ, "PYTHONPATH": str(root / "src")}
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
 
 
-def test_layers_import_downwards_only():
-    """The core never imports the privacy layer, privacy never the service or the CLI."""
-    found = []
-    for path in (SRC / "cipherforest").rglob("*.py"):
-        importer = _module_name(path)
-        for package, forbidden in LAYERS.items():
-            if importer == package or importer.startswith(package + "."):
-                found += [f"{path.relative_to(ROOT)}:{line}: {module}"
-                          for line, module, _ in _imports(path)
-                          if any(module == f or module.startswith(f + ".") for f in forbidden)]
-    assert found == []
+def test_import_contracts_are_kept():
+    """The layers and the core facade of pyproject's [tool.importlinter] hold on the sources."""
+    run = _lint_imports(ROOT)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "2 kept, 0 broken" in run.stdout
+
+
+@pytest.fixture(scope="module")
+def package_copy(tmp_path_factory):
+    """A copy of the package and pyproject.toml, for the contracts' positive controls."""
+    root = tmp_path_factory.mktemp("copy")
+    shutil.copytree(SRC / "cipherforest", root / "src" / "cipherforest",
+                    ignore=shutil.ignore_patterns("__pycache__", "*.nbi", "*.nbc"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+@pytest.mark.parametrize(("contract", "module", "line"), [
+    ("layers", "io.py", "from cipherforest import privacy"),
+    ("layers", "core.py", "from cipherforest.privacy import dp"),
+    ("layers", "experiments/common.py", "from cipherforest import cli"),
+    # independent siblings of one layer
+    ("layers", "service/app.py", "from cipherforest.experiments import run"),
+    # a module in no layer
+    ("layers", "_unlisted.py", "X = 1"),
+    ("core-facade", "privacy/dp.py", "from cipherforest.tree import DecisionTreeClassifier"),
+])
+def test_contracts_fail_on_a_forbidden_import(package_copy, contract, module, line):
+    """Positive controls: each contract kind breaks on a copy with one forbidden import."""
+    path = package_copy / "src" / "cipherforest" / module
+    original = path.read_text() if path.exists() else None
+    assert _lint_imports(package_copy, (contract,)).returncode == 0
+    path.write_text((original or "") + f"\n{line}\n")
+    try:
+        run = _lint_imports(package_copy, (contract,))
+    finally:
+        if original is None:
+            path.unlink()
+        else:
+            path.write_text(original)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "0 kept, 1 broken" in run.stdout
