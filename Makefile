@@ -3,8 +3,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(VENV)/.installed-benchmarks
+DOCS_STAMP := $(VENV)/.installed-docs
 
-.PHONY: demo test test-fast sklearn-tests lint bench precompile clean clean-cache
+.PHONY: demo test test-fast sklearn-tests lint bench docs precompile clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,6 +17,10 @@ $(STAMP): pyproject.toml
 $(BENCH_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet -e ".[test,plot,benchmarks]"
 	touch $(BENCH_STAMP)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e ".[test,plot,docs]"
+	touch $(DOCS_STAMP)
 
 demo: $(STAMP)
 	$(VENV)/bin/cipherforest demo
@@ -38,6 +43,11 @@ sklearn-tests: $(STAMP)
 bench: $(BENCH_STAMP)
 	$(PY) benchmarks/trees.py --markdown docs/benchmarks-trees-latest.md
 
+# The documentation site into site/ (docs/contributing.md): strict, so a broken link or anchor,
+# a public name no API page documents or a public class without a docstring fails the build.
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # Compile the numba kernels into the cache again (the install step does it once; a changed
 # source file drops the whole cache, see cipherforest/_kernel_cache.py).
 precompile: $(STAMP)
@@ -47,4 +57,4 @@ clean-cache:
 	find src -name '*.nbi' -delete -o -name '*.nbc' -delete
 
 clean: clean-cache
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) build site *.egg-info src/*.egg-info

@@ -75,7 +75,7 @@ def machine_line() -> str:
 def mean_depth(enc: GiniPreservingEncryptor) -> float:
     """Mean depth of the node holding a training sample, over all features' states."""
     depths = []
-    for state in enc._states:
+    for state in enc.column_states_:
         m = state.n_nodes
         left, right = state.node[:m, LEFT], state.node[:m, RIGHT]
         depth = np.zeros(m, dtype=np.int64)

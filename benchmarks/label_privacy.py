@@ -431,13 +431,19 @@ def figure(results, path):
 
 
 # ---------------------------------------------------------------------- output
-def markdown(results, columns, note):
+TITLES = {"protocol": "Attacks on the server's view, by mode",
+          "curves": "Accuracy and attack success against ε",
+          "trees": "Randomized response against the Gini selection, by forest size"}
+
+
+def markdown(results, columns, note, title, command):
     def cell(v):
         if isinstance(v, float):
             return f"{v:.4f}" if v < 10 else f"{v:.1f}"
         return "–" if v is None else str(v)
 
-    lines = [f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
+    lines = [f"# {title}", "", f"`{command}`", "",
+             f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores; "
              f"{note}.", "", "| " + " | ".join(columns) + " |",
              "|" + "---|" * len(columns)]
     for r in results:
@@ -474,7 +480,9 @@ def main(argv=None):
         args.trees = 10 if args.part == "protocol" else 30
     run = {"protocol": run_protocol, "curves": run_curves, "trees": run_trees}[args.part]
     results, columns, note = run(args)
-    text = markdown(results, columns, note)
+    command = "python benchmarks/label_privacy.py " + " ".join(
+        sys.argv[1:] if argv is None else argv)
+    text = markdown(results, columns, note, TITLES[args.part], command)
     print(text)
     if args.markdown:
         args.markdown.write_text(text)

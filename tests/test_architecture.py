@@ -128,6 +128,26 @@ def test_the_walk_finds_a_private_import(tmp_path):
         "probe.py:1: cipherforest.tree._fit ['prepare_tree_data']"]
 
 
+def sklearn_private_imports(files, root: Path = ROOT) -> list[str]:
+    """``path:line: module [names]`` of every import of scikit-learn's private parts."""
+    found = []
+    for path in files:
+        for line, module, names in _imports(path):
+            if module == "sklearn" or module.startswith("sklearn."):
+                owner = _private_owner(module, names)
+                if owner is not None:
+                    found.append(f"{path.relative_to(root)}:{line}: {module} {names or ''}")
+    return found
+
+
+def test_sklearn_private_names_come_through_one_module():
+    """scikit-learn's private names are imported in cipherforest/_sklearn_compat.py only."""
+    compat = SRC / "cipherforest" / "_sklearn_compat.py"
+    sources = [p for p in sorted((SRC / "cipherforest").rglob("*.py")) if p != compat]
+    assert sklearn_private_imports(sources) == []
+    assert sklearn_private_imports([compat])  # positive control: the module's own imports
+
+
 @pytest.mark.parametrize("estimator", ["PrivateForestClient", "PrivateForestSimulator"])
 def test_parameter_table_is_the_estimators(estimator):
     """One table of parameters: each estimator's defaults and constraints are the table's."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ PARAMS = {"n_estimators": 2, "max_depth": 3, "random_state": 4, "split_selection
 
 LOAD_AND_PREDICT = """
 import sys
+import warnings
 import numpy as np
 from cipherforest.privacy import PrivateForestClient
 client = PrivateForestClient.load(sys.argv[1])
@@ -104,3 +106,20 @@ def test_loading_a_damaged_directory_names_the_problem(tmp_path, data):
         PrivateForestClient.load(tmp_path / "nowhere")
     with pytest.raises(TypeError, match="server object"):
         PrivateForestClient(server=client.server_, **PARAMS).fit(X, y).save(tmp_path / "x")
+
+
+def test_feature_names_survive_save_and_load(tmp_path, data):
+    """A client fitted on a DataFrame keeps ``feature_names_in_`` through save and load."""
+    pd = pytest.importorskip("pandas")
+    X, y, X_test = data
+    columns = [f"f{j}" for j in range(X.shape[1])]
+    client = PrivateForestClient(**PARAMS).fit(pd.DataFrame(X, columns=columns), y)
+    client.save(tmp_path / "model")
+    loaded = PrivateForestClient.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.feature_names_in_, columns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "fitted without feature names" warning
+        proba = loaded.predict_proba(pd.DataFrame(X_test, columns=columns))
+    np.testing.assert_allclose(proba, client.predict_proba(X_test), atol=1e-9)
+    with pytest.raises(ValueError, match="feature names"):
+        loaded.predict(pd.DataFrame(X_test, columns=columns[::-1]))

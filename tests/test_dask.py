@@ -243,7 +243,7 @@ def test_no_worker_left_is_a_shard_error_naming_shard_and_worker(cancer, monkeyp
     client = distributed.Client(local, set_as_default=False)
     try:
         server = PrivateForestServer(dask_client=client)
-        server._levels.worker_timeout = 2.0
+        server.levels.worker_timeout = 2.0
         monkeypatch.setattr(dask_levels, "_ABSENCE_GRACE", 1.0)
 
         class Retire:
@@ -339,7 +339,7 @@ def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_pa
                                      dashboard_address=None)
     client = distributed.Client(local, set_as_default=False)
     manager = SessionManager(Storage(str(tmp_path)), "key", Limits(), dask_client=client)
-    manager.server._levels.worker_timeout = 2.0
+    manager.server.levels.worker_timeout = 2.0
     monkeypatch.setattr(dask_levels, "_ABSENCE_GRACE", 1.0)
     server = uvicorn.Server(uvicorn.Config(create_app(manager), host="127.0.0.1", port=0,
                                            log_level="warning"))

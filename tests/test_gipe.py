@@ -186,7 +186,7 @@ def test_rekeys_during_fit_warn_and_keep_everything_consistent():
     with pytest.warns(GipeRekeyWarning, match=r"re-keyed feature\(s\) \[0"):
         C = enc.fit_transform(X, y)
     assert enc.cipher_max_ == 64 * 601 and enc.epochs_[0] > 0
-    assert all(state.validate() == (0, -1) for state in enc._states)
+    assert all(state.validate() == (0, -1) for state in enc.column_states_)
     assert np.array_equal(enc.transform(X), C)
     c1, c2 = enc.encrypt(X)
     assert np.array_equal(enc.inverse_transform(c1, c2), X)

@@ -207,7 +207,7 @@ def test_forest_partitions(mode, n_bins, cancer):
 
 # ------------------------------------------------------------------------------ unseen values
 def _gaps(enc, j=0):
-    state = enc._states[j]
+    state = enc.column_states_[j]
     return state.in_vmax, state.in_vmin, state.in_cipher
 
 
@@ -243,7 +243,7 @@ def test_order_mode_unseen_values_on_the_midpoint_side(data, seed, probes):
 def test_order_mode_unseen_ciphers_are_fresh_uniform_draws():
     X = np.array([[0.0], [10.0], [20.0]])
     enc = GiniPreservingEncryptor(100.0, mode="order").fit(X)  # c_max = 2**53: wide gaps
-    c = enc._states[0].in_cipher
+    c = enc.column_states_[0].in_cipher
     probes = np.repeat([[2.0], [7.0], [4.0], [-1.0], [25.0]], 2000, axis=0)
     e = enc.transform(probes)[:, 0].reshape(5, 2000)
     assert all(len(np.unique(row)) > 1900 for row in e)  # not a function of the value
@@ -293,7 +293,7 @@ def test_quantile_mode_unseen_values_get_their_bins_cipher(data, seed, n_bins, p
 def test_encrypt_column_draws_from_the_given_words():
     X = np.array([[0.0], [8.0]])
     enc = GiniPreservingEncryptor(mode="order", random_state=0).fit(X)
-    state = enc._states[0]
+    state = enc.column_states_[0]
     x = np.array([1.0, 3.0, 5.0])
     a, _ = encrypt_column(state, x, snap=False, take=WordSource([5]).take)
     b, _ = encrypt_column(state, x, snap=False, take=WordSource([5]).take)
@@ -312,4 +312,4 @@ def test_decrypt_inverts_encrypt_in_every_mode(data, seed, mode, n_bins, unseen)
     for part in (X, rows, np.vstack([X, rows])):
         cipher1, cipher2 = enc.encrypt(part)
         assert np.array_equal(enc.inverse_transform(cipher1, cipher2), part)
-    assert all(state.validate() == (0, -1) for state in enc._states)
+    assert all(state.validate() == (0, -1) for state in enc.column_states_)

@@ -246,7 +246,7 @@ def test_encryption_keeps_order_and_midpoint_sides(data, seed, probes):
     values, labels, _ = data
     enc = GiniPreservingEncryptor(mode="paper", random_state=seed)
     train = enc.fit_transform(values[:, None], labels)[:, 0]
-    state = enc._states[0]
+    state = enc.column_states_[0]
     # Probe everywhere: training values, gaps, plaintext midpoints, beyond both extremes.
     mids = state.in_vmax[:-1] / 2 + state.in_vmin[1:] / 2
     a = np.sort(np.concatenate([probes, values, mids, np.nextafter(mids, np.inf),
@@ -281,6 +281,6 @@ def test_ciphers_are_exact_in_float64(data, seed, probes):
     as_float = c.astype(np.float64)
     assert np.array_equal(as_float.astype(np.int64), c)  # no cipher changes
     assert np.all(np.diff(as_float) > 0)  # none merge, none reorder
-    node = enc._states[0].in_cipher.astype(np.float64)
+    node = enc.column_states_[0].in_cipher.astype(np.float64)
     mid = node[:, None] / 2 + node[None, :] / 2  # how the splitter makes thresholds
     assert np.array_equal(mid, np.round(mid)) and np.all(mid % 2 == 0)

@@ -155,7 +155,7 @@ def test_rr_server_view_depends_on_the_randomized_labels_only(wine_rows, monkeyp
         server = Recording()
         client = PrivateForestClient(4, random_state=3, split_selection="rr",
                                      label_epsilon=1.0, server=server)
-        client._new_encryptor = _seeded(X)
+        client.new_encryptor = _seeded(X)
         client.fit(X, labels)
         assert client.epsilon_spent_ == 1.0 and client.fit_stats_.rounds == 0
         assert not any(m.kind == "query" for m in server.replies)

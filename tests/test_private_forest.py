@@ -392,7 +392,7 @@ class SeededGipeClient(PrivateForestClient):
     ciphers, so a tampered run can be compared with the untampered one exactly. The real
     client draws its GIPE keys from the OS."""
 
-    def _new_encryptor(self):
+    def new_encryptor(self):
         return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
                                        n_bins=self.gipe_bins, random_state=0)
 

@@ -205,7 +205,7 @@ def test_label_blind_sends_no_query_and_ignores_the_labels(wine):
         server = Recording()
         client = PrivateForestClient(n_estimators=5, random_state=2, split_selection="blind",
                                      gipe_mode="order", server=server)
-        client._new_encryptor = encryptor
+        client.new_encryptor = encryptor
         client.fit(X_train, labels)
         assert not any(m.kind == "query" for m in server.replies)
         assert server.sent("answer") == []
@@ -399,7 +399,7 @@ def test_simulator_blind_trees_equal_the_servers(wine):
     server = Recording()
     client = PrivateForestClient(n_estimators=3, random_state=5, split_selection="blind",
                                  gipe_mode="order", server=server)
-    client._new_encryptor = _fixed_encryptor(X_train)
+    client.new_encryptor = _fixed_encryptor(X_train)
     client.fit(X_train, y_train)
     sim = PrivateForestSimulator(n_estimators=3, random_state=5, split_selection="blind",
                                  gipe_mode="order")

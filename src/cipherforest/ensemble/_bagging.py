@@ -32,16 +32,13 @@ from collections.abc import Callable
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.metrics import accuracy_score, r2_score
-from sklearn.utils import _safe_indexing, compute_sample_weight
-from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt
-from sklearn.utils._tags import get_tags
+from sklearn.utils import compute_sample_weight, get_tags
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.random import sample_without_replacement
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_array,
     check_is_fitted,
     check_random_state,
@@ -51,6 +48,14 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
+from .._sklearn_compat import (
+    HasMethods,
+    Interval,
+    RealNotInt,
+    _check_sample_weight,
+    _fit_context,
+    _safe_indexing,
+)
 from ..tree._classes import (
     DecisionTreeClassifier,
     DecisionTreeRegressor,

@@ -14,14 +14,14 @@ from numbers import Integral
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import compute_sample_weight
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from .._registry import register_model_class
+from .._sklearn_compat import Interval, RealNotInt, StrOptions, _fit_context
 from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,

@@ -31,12 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.model_selection import train_test_split
-from sklearn.utils._param_validation import HasMethods, Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_is_fitted,
     check_random_state,
     column_or_1d,
@@ -44,6 +42,14 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
+from .._sklearn_compat import (
+    HasMethods,
+    Interval,
+    RealNotInt,
+    StrOptions,
+    _check_sample_weight,
+    _fit_context,
+)
 from ..tree._classes import DecisionTreeRegressor, densify, tree_X_options
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,

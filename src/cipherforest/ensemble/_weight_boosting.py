@@ -45,15 +45,12 @@ from sklearn.base import (
     ClassifierMixin,
     MetaEstimatorMixin,
     RegressorMixin,
-    _fit_context,
     clone,
 )
 from sklearn.metrics import accuracy_score, r2_score
 from sklearn.utils import compute_sample_weight, get_tags
-from sklearn.utils._param_validation import HasMethods, Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_is_fitted,
     check_random_state,
     has_fit_parameter,
@@ -61,6 +58,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
+from .._sklearn_compat import HasMethods, Interval, StrOptions, _check_sample_weight, _fit_context
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ..tree._classes import densify
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG

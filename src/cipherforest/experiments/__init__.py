@@ -12,6 +12,8 @@
 Command line: ``cipherforest experiments [--quick | --full] --out DIR`` (:mod:`.command`).
 """
 
+from typing import TYPE_CHECKING
+
 from .._lazy import lazy_exports
 
 _EXPORTS = {"PAPER_DATASETS": ".config", "ExperimentConfig": ".config",
@@ -22,3 +24,17 @@ _EXPORTS = {"PAPER_DATASETS": ".config", "ExperimentConfig": ".config",
 
 __all__ = sorted(_EXPORTS)
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+
+if TYPE_CHECKING:  # static analysers (and the API reference) see the names
+    from .config import PAPER_DATASETS as PAPER_DATASETS
+    from .config import ExperimentConfig as ExperimentConfig
+    from .config import full_config as full_config
+    from .config import quick_config as quick_config
+    from .datasets import Dataset as Dataset
+    from .datasets import load_bundled as load_bundled
+    from .datasets import load_csv as load_csv
+    from .datasets import load_csv_folder as load_csv_folder
+    from .datasets import load_openml as load_openml
+    from .run import ExperimentResult as ExperimentResult
+    from .run import load_datasets as load_datasets
+    from .run import run_experiments as run_experiments

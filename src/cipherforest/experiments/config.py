@@ -61,10 +61,13 @@ class ExperimentConfig:
         ``label_epsilons``).
     simulated_trees, simulated_max_train_rows : int or None
         Reductions of the simulated runs.
-    attacks, attack_* :
-        The attack table (:mod:`.attack_table`): rows per dataset, trees of the proximity
-        forest, draws of the known labels, and the protocol run for the transcript attack
-        (rows, trees; None: no protocol run).
+    attacks : bool
+        Whether to compute the attack table (:mod:`.attack_table`).
+    attack_max_rows, attack_proximity_trees, attack_draws : int
+        The attack table's rows per dataset, trees of the proximity forest and draws of the
+        known labels.
+    attack_protocol_rows, attack_protocol_trees : int or None, int
+        The protocol run for the transcript attack (rows, trees; rows None: no protocol run).
     protocol_label_epsilons : tuple of float or None
         Label ε of the protocol's DP runs (None: ``label_epsilons``, which the simulated
         runs use).

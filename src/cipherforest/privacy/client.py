@@ -15,11 +15,12 @@ import time
 from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._sklearn_compat import _fit_context
 from .dp import format_privacy_report, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .progress import fit_progress
@@ -263,14 +264,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                              "training rows")
         engine = ClientSession(self.get_params())
         setup, labels = engine.encrypt(X, encoder.transform(y), encoder.classes_,
-                                       self._new_encryptor())
+                                       self.new_encryptor())
         self.classes_ = engine.classes
         self.encryptor_ = engine.encryptor
         self.client_session_ = engine
         return setup, labels
 
-    def _new_encryptor(self) -> GiniPreservingEncryptor:
-        """GIPE with keys and jitter from the OS: nothing the server receives seeds it."""
+    def new_encryptor(self) -> GiniPreservingEncryptor:
+        """The unfitted GIPE encryptor a fit uses: keys and jitter from the OS.
+
+        Nothing the server receives seeds it. A subclass may override it (tests fix the keys
+        with a seeded encryptor so that two fits send the same ciphers).
+        """
         return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
                                        n_bins=self.gipe_bins).set_output(transform="default")
 
@@ -318,7 +323,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         stats = ProtocolStats()
         engine = self.client_session_
         engine.transport = transport
-        engine.params["verbose"] = self.verbose  # set_params after encrypt (the CLI's -v)
+        engine.verbose = self.verbose  # set_params after encrypt (the CLI's -v)
         engine.train(setup, stats, answered=answered, on_answer=on_answer)
         return self._fitted(stats)
 

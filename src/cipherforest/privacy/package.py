@@ -123,7 +123,14 @@ def _client_meta(client, params: dict) -> dict[str, Any]:
     return {"params": params, "session": getattr(client, "session_", None),
             "n_classes": engine.n_classes, "n_draws": engine.n_draws,
             "n_features_in": int(client.n_features_in_),
+            "feature_names_in": _feature_names(client),
             "rows_per_pack": int(engine.layout.rows_per_pack)}
+
+
+def _feature_names(client) -> list[str] | None:
+    """``feature_names_in_`` as a JSON list (None when fitted on an array without names)."""
+    names = getattr(client, "feature_names_in_", None)
+    return None if names is None else [str(name) for name in names]
 
 
 def _classes(client) -> np.ndarray:
@@ -289,6 +296,12 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
     client = cls(**params)
     client.classes_ = arrays["classes"]
     client.n_features_in_ = int(meta["n_features_in"])
+    names = meta.get("feature_names_in")  # absent from files of earlier versions
+    if names is not None:
+        if len(names) != client.n_features_in_:
+            raise ValueError(f"{len(names)} feature names for {client.n_features_in_} "
+                             "features in the saved client")
+        client.feature_names_in_ = np.asarray(names, dtype=object)
     session = None if meta["session"] is None else str(meta["session"])
     if session is not None:
         client.session_ = session

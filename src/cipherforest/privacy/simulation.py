@@ -17,11 +17,12 @@ from __future__ import annotations
 import secrets
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from .._sklearn_compat import _fit_context
 from .dp import LabelPrivacyAccountant, RandomizedResponse
 from .gipe import GiniPreservingEncryptor
 from .protocol.decisions import clear_squares, decide_splits, grow_levels, grow_on_labels

@@ -11,12 +11,10 @@ from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils import compute_sample_weight
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import (
-    _check_sample_weight,
     check_is_fitted,
     check_random_state,
     column_or_1d,
@@ -24,6 +22,7 @@ from sklearn.utils.validation import (
 )
 
 from .._registry import register_model_class
+from .._sklearn_compat import Interval, RealNotInt, StrOptions, _check_sample_weight, _fit_context
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path

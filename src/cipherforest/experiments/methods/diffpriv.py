@@ -17,6 +17,7 @@ import warnings
 
 import numpy as np
 
+from ..._sklearn_compat import restore_tree_dtype_names
 from .base import ForestSetting, Method, fit_predict_timed
 
 __all__ = ["import_diffprivlib", "method"]
@@ -24,12 +25,7 @@ __all__ = ["import_diffprivlib", "method"]
 
 def import_diffprivlib():
     """``diffprivlib.models``, after the scikit-learn >= 1.9 shim when it is needed."""
-    import sklearn.tree._tree as sk_tree
-
-    if not hasattr(sk_tree, "DOUBLE"):
-        sk_tree.DOUBLE = np.float64
-    if not hasattr(sk_tree, "DTYPE"):
-        sk_tree.DTYPE = np.float32
+    restore_tree_dtype_names()
     try:
         import diffprivlib.models as models
     except ImportError as exc:

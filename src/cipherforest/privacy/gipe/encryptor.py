@@ -19,12 +19,12 @@ from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin, _fit_context
+from sklearn.base import BaseEstimator, OneToOneFeatureMixin, TransformerMixin
 from sklearn.utils import check_array
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from ..._sklearn_compat import Interval, StrOptions, _fit_context
 from ...core import map_in_threads
 from ..state_file import StateFileError, read_state_file, write_state_file
 from .cipher2 import Cipher2, GipeDecryptionError, pack_payload, payload_size, unpack_payload
@@ -172,6 +172,8 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
         Re-keys per feature during fit (always 0 outside ``"paper"`` mode).
     n_nodes_ : ndarray of int64, shape (n_features,)
         Nodes per feature state (the number of distinct cipher1 values of training rows).
+    column_states_ : list of ColumnState
+        Each feature's secret state (its cipher tree and key); :meth:`save_state` writes them.
 
     Notes
     -----
@@ -257,7 +259,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
         out = np.empty((n_samples, n_features), dtype=np.int64)
         for j, ciphers in enumerate(map_in_threads(build, range(n_features), self.n_jobs)):
             out[:, j] = ciphers
-        self._states = states
+        self.column_states_ = states
         self._refresh_attributes()
         rekeyed = np.flatnonzero(self.epochs_)
         if rekeyed.size:
@@ -284,7 +286,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
             source = WordSource(None if seed is None else [seed, j])
             return build_state(X[:, j], n_bins, self.cipher_max_, source)
 
-        self._states = list(map_in_threads(build, range(n_features), self.n_jobs))
+        self.column_states_ = list(map_in_threads(build, range(n_features), self.n_jobs))
         self._refresh_attributes()
         return self._encrypt1(X)[0]
 
@@ -298,8 +300,8 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
         self._mode = self.mode
 
     def _refresh_attributes(self) -> None:
-        self.epochs_ = np.array([s.epoch for s in self._states], dtype=np.int64)
-        self.n_nodes_ = np.array([s.n_nodes for s in self._states], dtype=np.int64)
+        self.epochs_ = np.array([s.epoch for s in self.column_states_], dtype=np.int64)
+        self.n_nodes_ = np.array([s.n_nodes for s in self.column_states_], dtype=np.int64)
 
     # ------------------------------------------------------------------ encryption
     def transform(self, X):
@@ -323,9 +325,9 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
 
         def one(j: int) -> int:
             if mode == "paper":
-                cipher1[:, j], rank[:, j] = self._states[j].encrypt(X[:, j])
+                cipher1[:, j], rank[:, j] = self.column_states_[j].encrypt(X[:, j])
             else:
-                cipher1[:, j], rank[:, j] = encrypt_column(self._states[j], X[:, j],
+                cipher1[:, j], rank[:, j] = encrypt_column(self.column_states_[j], X[:, j],
                                                            snap=mode == "quantile")
             return j
 
@@ -349,7 +351,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
         cipher1, rank = self._encrypt1(X)
         words = np.empty((n_samples, n_features), dtype=np.int64)
         inline = np.empty((n_samples, n_features), dtype=bool)
-        for j, state in enumerate(self._states):
+        for j, state in enumerate(self.column_states_):
             position = state.positions(X[:, j], rank[:, j])
             inline[:, j] = position < 0
             words[:, j] = np.where(inline[:, j], X[:, j].view(np.int64), position)
@@ -391,7 +393,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
         payload = Cipher2(self._key).open(cipher1, tokens, payload_size(n_features))
         words, inline = unpack_payload(payload, n_features)
         out = np.empty((n_samples, n_features), dtype=np.float64)
-        for j, state in enumerate(self._states):
+        for j, state in enumerate(self.column_states_):
             position = np.where(inline[:, j], -1, words[:, j])
             values = np.empty(n_samples, dtype=np.float64)
             bad = state.decrypt(np.ascontiguousarray(cipher1[:, j]), position, values)
@@ -436,7 +438,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
                     raise TypeError("save_state supports labels that are numbers or strings")
                 classes = classes.astype(str)
             arrays["classes"] = classes
-        for j, state in enumerate(self._states):
+        for j, state in enumerate(self.column_states_):
             for name, array in state.to_arrays().items():
                 arrays[f"feature{j}.{name}"] = array
         write_state_file(path, STATE_FORMAT, STATE_FORMAT_VERSION, meta, arrays)
@@ -497,7 +499,7 @@ class GiniPreservingEncryptor(OneToOneFeatureMixin, TransformerMixin, BaseEstima
                 raise ValueError(f"feature {j}: missing array {exc.args[0]!r}") from None
             except ValueError as exc:
                 raise ValueError(f"feature {j}: {exc}") from None
-        enc._states = states
+        enc.column_states_ = states
         enc._key = key.tobytes()
         enc._mode = mode
         if mode == "paper":

@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from numbers import Integral, Real
 from typing import Any
 
-from sklearn.utils._param_validation import Interval, RealNotInt, StrOptions
 from sklearn.utils.validation import check_random_state
 
+from ..._sklearn_compat import Interval, RealNotInt, StrOptions
 from ...core import resolve_max_features, resolve_n_draws
 from ..dp import DEFAULT_LABEL_DELTA
 from ..he.schemes import SCHEMES

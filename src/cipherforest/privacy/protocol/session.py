@@ -120,7 +120,12 @@ class ClientSession:
 
     @property
     def verbose(self) -> int:
+        """Progress printing level: the ``verbose`` parameter, settable between stages."""
         return int(self.params["verbose"])
+
+    @verbose.setter
+    def verbose(self, value: int) -> None:
+        self.params["verbose"] = int(value)
 
     def restore(self, classes: np.ndarray, encryptor: GiniPreservingEncryptor,
                 he: SecretContext, n_draws: int, rows_per_pack: int,

@@ -114,6 +114,13 @@ class PrivateForestServer:
                                   "pip install 'cipherforest[dask]'") from None
             self._levels = DaskLevels(dask_client)
 
+    @property
+    def levels(self):
+        """What computes the training levels: this process and its forked workers
+        (``LocalLevels``) or the Dask workers (``DaskLevels``, whose ``worker_timeout`` says
+        how long a level waits for a worker to appear)."""
+        return self._levels
+
     def close(self) -> None:
         """Forget every session (releasing its label shards) and, if this server connected
         to a scheduler address itself, close that Dask client."""
