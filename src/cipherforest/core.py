@@ -8,14 +8,9 @@ the thread helpers and the one-line progress bar of long fits. They are public h
 layers outside ``tree`` and ``ensemble`` never import those packages' private modules.
 """
 
-from .ensemble._base import (
-    ProgressBar,
-    bootstrap_counts,
-    draw_seeds,
-    effective_n_jobs,
-    map_in_threads,
-    resolve_n_draws,
-)
+from ._parallel import effective_n_jobs, map_in_threads
+from ._progress import ProgressBar
+from .ensemble._base import bootstrap_counts, draw_seeds, resolve_n_draws
 from .tree._binning import bin_thresholds_for_column
 from .tree._classes import resolve_max_features
 from .tree._common import JIT_OPTIONS

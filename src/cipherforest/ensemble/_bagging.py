@@ -47,6 +47,7 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from .._parallel import effective_n_jobs, map_in_threads
 from .._registry import register_model_class
 from .._sklearn_compat import (
     HasMethods,
@@ -67,9 +68,7 @@ from ..tree._fit import TreeData, prepare_tree_data
 from ._base import (
     bootstrap_counts,
     draw_seeds,
-    effective_n_jobs,
     fit_members,
-    map_in_threads,
     resolve_n_draws,
     seeded_stream,
     warn_if_oob_missing,

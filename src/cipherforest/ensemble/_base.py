@@ -1,18 +1,17 @@
-"""Pieces every ensemble shares: bootstrap draws, out-of-bag bookkeeping, thread pools and a
-progress bar for long fits."""
+"""Pieces every ensemble shares: bootstrap draws, out-of-bag bookkeeping, members fitted in
+threads or on Dask. Thread pools and the progress bar, which the privacy layer uses too, are
+in :mod:`cipherforest._parallel` and :mod:`cipherforest._progress`."""
 
 from __future__ import annotations
 
-import os
-import sys
 import threading
-import time
 import warnings
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 import numpy as np
+
+from .._parallel import map_in_threads
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -96,48 +95,6 @@ def warn_if_oob_missing(n_oob_models: np.ndarray) -> np.ndarray:
     return covered
 
 
-def effective_n_jobs(n_jobs: int | None) -> int:
-    """Threads to use: None → 1, -1 → all cores, -k → all but k-1 cores."""
-    cores = os.cpu_count() or 1
-    if n_jobs is None:
-        return 1
-    if n_jobs < 0:
-        return max(1, cores + 1 + n_jobs)
-    return max(1, int(n_jobs))
-
-
-def pool_size(pool: ThreadPoolExecutor) -> int:
-    """Most threads ``pool`` runs (its ``max_workers``)."""
-    return pool._max_workers
-
-
-def map_in_threads(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
-                   verbose: int = 0, desc: str = "fitting") -> list[R]:
-    """``[fn(x) for x in items]`` on a thread pool; results keep the order of ``items``.
-
-    The tree kernels release the GIL, so threads run them in parallel without copying data.
-    """
-    n_threads = min(effective_n_jobs(n_jobs), max(1, len(items)))
-    bar = ProgressBar(len(items), desc) if verbose > 0 else None
-    if n_threads == 1:
-        out = []
-        for item in items:
-            out.append(fn(item))
-            if bar:
-                bar.update()
-    else:
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            futures = [pool.submit(fn, item) for item in items]
-            out = []
-            for future in futures:
-                out.append(future.result())
-                if bar:
-                    bar.update()
-    if bar:
-        bar.close()
-    return out
-
-
 def fit_members(fn: Callable[[T], R], items: Sequence[T], n_jobs: int | None,
                 verbose: int = 0, desc: str = "fitting") -> list[R]:
     """``[fn(x) for x in items]`` for an ensemble's members: on the workers of a Dask
@@ -173,66 +130,3 @@ class _Shared:
 
 def _call_shared(shared: _Shared, item):
     return shared.fn(item)
-
-
-class ProgressBar:
-    """A one-line text progress bar on stderr, shown for fits with ``verbose > 0``.
-
-    ``total=None`` draws a counter without a bar (work whose length is not known ahead);
-    ``note`` (:meth:`update`) is shown after the counts.
-    """
-
-    def __init__(self, total: int | None, desc: str = "", stream=None, width: int = 30):
-        self.total = None if total is None else max(1, total)
-        self.desc = desc
-        self.stream = stream if stream is not None else sys.stderr
-        self.width = width
-        self.done = 0
-        self.note = ""
-        self.start = time.perf_counter()
-        self._drawn = 0
-        self._draw()
-
-    def update(self, n: int = 1, note: str | None = None) -> None:
-        """Advance by ``n`` steps (replace the note if one is given) and redraw."""
-        self.done += n
-        if self.total is not None:
-            self.done = min(self.total, self.done)
-        if note is not None:
-            self.note = note
-        self._draw()
-
-    def close(self) -> None:
-        """Finish the line."""
-        self.stream.write("\n")
-        self.stream.flush()
-
-    def _draw(self) -> None:
-        elapsed = time.perf_counter() - self.start
-        if self.total is None:
-            line = f"\r{self.desc} {self.done} {elapsed:.1f}s"
-        else:
-            filled = int(self.width * self.done / self.total)
-            line = (f"\r{self.desc} [{'#' * filled}{'.' * (self.width - filled)}] "
-                    f"{self.done}/{self.total} {elapsed:.1f}s")
-        if self.note:
-            line += f" {self.note}"
-        # Blanks over what a longer previous line left on the terminal.
-        self.stream.write(line + " " * max(0, self._drawn - len(line)))
-        self._drawn = len(line)
-        self.stream.flush()
-
-
-def iterate_with_progress(items: Iterable[T], total: int, verbose: int,
-                          desc: str) -> Iterable[T]:
-    """Yield ``items``, drawing a progress bar when ``verbose > 0`` (sequential fits)."""
-    if verbose <= 0:
-        yield from items
-        return
-    bar = ProgressBar(total, desc)
-    try:
-        for item in items:
-            yield item
-            bar.update()
-    finally:
-        bar.close()

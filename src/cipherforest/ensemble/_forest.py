@@ -20,6 +20,7 @@ from sklearn.utils import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
+from .._parallel import map_in_threads
 from .._registry import register_model_class
 from .._sklearn_compat import Interval, RealNotInt, StrOptions, _fit_context
 from ..tree._classes import (
@@ -42,7 +43,6 @@ from ._base import (
     bootstrap_counts,
     draw_seeds,
     fit_members,
-    map_in_threads,
     resolve_n_draws,
     warn_if_oob_missing,
 )

@@ -42,9 +42,9 @@ import numpy as np
 from numba import njit
 from scipy.special import expit, logsumexp, softmax
 
+from .._parallel import pool_size
 from ..tree._common import JIT_OPTIONS
 from ..tree._weights import is_unit_weight_view, kernel_weights, weight_at
-from ._base import pool_size
 
 #: Denominators below this make a leaf's Newton step 0 (no improvement possible), as
 #: scikit-learn's ``_safe_divide``.

@@ -41,6 +41,8 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from .._parallel import effective_n_jobs
+from .._progress import ProgressBar
 from .._registry import register_model_class
 from .._sklearn_compat import (
     HasMethods,
@@ -61,7 +63,7 @@ from ..tree._histogram import unit_weights
 from ..tree._pruning import prune_tree
 from ..tree._tree import Tree
 from ..tree._weights import unit_weight_view
-from ._base import SEED_BOUND, ProgressBar, draw_seeds, effective_n_jobs, seeded_stream
+from ._base import SEED_BOUND, draw_seeds, seeded_stream
 from ._gb_losses import (
     CLASSIFICATION_LOSSES,
     REGRESSION_LOSSES,

@@ -57,13 +57,14 @@ from sklearn.utils.validation import (
     validate_data,
 )
 
+from .._progress import ProgressBar
 from .._registry import register_model_class
 from .._sklearn_compat import HasMethods, Interval, StrOptions, _check_sample_weight, _fit_context
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
 from ..tree._classes import densify
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import prepare_tree_data
-from ._base import ProgressBar, draw_seeds
+from ._base import draw_seeds
 
 __all__ = ["AdaBoostClassifier", "AdaBoostRegressor"]
 

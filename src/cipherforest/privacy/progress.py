@@ -22,7 +22,7 @@ import sys
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from ..core import ProgressBar
+from .._progress import ProgressBar
 from .protocol import Message
 
 __all__ = ["AUTO_SECONDS", "FitProgress", "expected_fit_seconds", "fit_progress",

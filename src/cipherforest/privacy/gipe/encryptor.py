@@ -24,8 +24,8 @@ from sklearn.utils import check_array
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d, validate_data
 
+from ..._parallel import map_in_threads
 from ..._sklearn_compat import Interval, StrOptions, _fit_context
-from ...core import map_in_threads
 from ..state_file import StateFileError, read_state_file, write_state_file
 from .cipher2 import Cipher2, GipeDecryptionError, pack_payload, payload_size, unpack_payload
 from .codebook import build_state, encrypt_column

@@ -236,7 +236,7 @@ class SecretContext(_Base):
     def encrypt_packed_labels(self, y: np.ndarray, layout) -> list[bytes]:
         """Serialised ciphertexts holding ``layout.rows_per_pack`` labels each (the last
         one fewer): row ``b`` of a pack is its one-hot vector in lane ``b``
-        (:meth:`~cipherforest.privacy._blocks.BlockLayout.pack_values`)."""
+        (:meth:`~cipherforest.privacy.he.blocks.BlockLayout.pack_values`)."""
         y = np.asarray(y, dtype=np.int64)
         if y.size and (y.min() < 0 or y.max() >= layout.tau):
             raise ValueError("labels must be class indices in [0, n_classes)")

@@ -43,7 +43,7 @@ import time
 
 import numpy as np
 
-from ....core import effective_n_jobs
+from ...._parallel import effective_n_jobs
 from ...he import BlockLayout, HEError, PublicContext
 from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
@@ -521,7 +521,7 @@ class PrivateForestServer:
 
         * ``reply="sums"`` (asked for, and possible: CKKS with the giant-step key): per test
           row, its leaves' class frequencies summed over the trees, a few ciphertexts
-          (:mod:`._row_sums`); or
+          (:mod:`.row_sums`); or
         * ``reply="leaves"``: the leaf-store ciphertexts the rows reach and, per (row, tree),
           the leaf's position among those ciphertexts' leaves and its bootstrap draws
           (the client rounds CKKS frequencies times draws to exact counts).
