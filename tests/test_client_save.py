@@ -117,9 +117,10 @@ def test_feature_names_survive_save_and_load(tmp_path, data):
     client.save(tmp_path / "model")
     loaded = PrivateForestClient.load(tmp_path / "model")
     np.testing.assert_array_equal(loaded.feature_names_in_, columns)
+    frame = pd.DataFrame(X_test, columns=columns)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no "fitted without feature names" warning
-        proba = loaded.predict_proba(pd.DataFrame(X_test, columns=columns))
-    np.testing.assert_allclose(proba, client.predict_proba(X_test), atol=1e-9)
+        proba = loaded.predict_proba(frame)
+        np.testing.assert_allclose(proba, client.predict_proba(frame), atol=1e-9)
     with pytest.raises(ValueError, match="feature names"):
         loaded.predict(pd.DataFrame(X_test, columns=columns[::-1]))
