@@ -1,0 +1,104 @@
+"""The service under hostile load, through a real server on loopback: connections that never
+finish their headers, floods of junk methods, oversized numbers and declared sizes, deleted
+key files. Each test states the attack and what the server must still do.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import urllib.parse
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("uvicorn")
+
+from cipherforest.service.sessions import Limits  # noqa: E402
+from test_service import KEY, bearer, request, start_server  # noqa: E402
+
+HOSTILE = Limits(max_chunk_bytes=1 << 20, max_message_bytes=8 << 20, header_timeout=2.0,
+                 max_keyless_per_ip=32, body_read_timeout=2.0, max_predict_rows=1000)
+
+
+@pytest.fixture
+def served(tmp_path):
+    url, stop = start_server(tmp_path / "data", HOSTILE, limit_concurrency=256)
+    yield url
+    stop()
+
+
+def _connect(url: str) -> socket.socket:
+    parts = urllib.parse.urlsplit(url)
+    return socket.create_connection((parts.hostname, parts.port), timeout=10)
+
+
+def _closed_by_server(sock: socket.socket, wait: float) -> bool:
+    """Whether the server closed ``sock`` within ``wait`` seconds (it sent nothing else)."""
+    sock.settimeout(wait)
+    try:
+        return sock.recv(1024) == b""
+    except TimeoutError:
+        return False
+    except ConnectionResetError:
+        return True
+
+
+def test_slow_header_sockets_cannot_starve_a_keyed_client(served):
+    """300 sockets that send part of their headers and stop (more than --limit-concurrency
+    256): a keyed request and /healthz are still answered within 2 s each, and the half-open
+    sockets are closed by the header deadline (2 s here), not held forever."""
+    slow = []
+    try:
+        for _ in range(300):
+            sock = _connect(served)
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+            slow.append(sock)
+        started = time.monotonic()
+        status, body = request(served, "POST", "/v1/sessions", headers=bearer(KEY))
+        keyed = time.monotonic() - started
+        assert status == 201 and "token" in body
+        assert keyed <= 2.0, f"the keyed request took {keyed:.2f} s"
+        started = time.monotonic()
+        assert request(served, "GET", "/healthz")[0] == 200
+        assert time.monotonic() - started <= 2.0
+        # The newest 32 (the per-address cap) are left to the deadline, which closes them.
+        time.sleep(HOSTILE.header_timeout + 0.5)
+        closed = sum(_closed_by_server(sock, 0.05) for sock in slow)
+        assert closed == len(slow)
+    finally:
+        for sock in slow:
+            sock.close()
+
+
+def test_a_byte_at_a_time_does_not_extend_the_header_deadline(served):
+    """A client that trickles its headers a byte every 0.5 s is cut off at the deadline."""
+    with _connect(served) as sock:
+        started = time.monotonic()
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 100
+        try:
+            for byte in head:
+                sock.sendall(bytes([byte]))
+                time.sleep(0.5)
+                if time.monotonic() - started > HOSTILE.header_timeout + 3:
+                    break
+        except OSError:
+            pass  # the server closed it
+        assert _closed_by_server(sock, 1.0)
+        assert time.monotonic() - started <= HOSTILE.header_timeout + 2
+
+
+def test_a_request_on_a_kept_alive_connection_still_works(served):
+    """The deadline does not cut normal keep-alive use: two requests on one socket, the
+    second one second after the first."""
+    with _connect(served) as sock:
+        for _ in range(2):
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while b'"ok"' not in data:
+                chunk = sock.recv(4096)
+                assert chunk, "closed by the server"
+                data += chunk
+            assert data.startswith(b"HTTP/1.1 200")
+            time.sleep(1.0)
+
