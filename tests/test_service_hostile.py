@@ -102,3 +102,50 @@ def test_a_request_on_a_kept_alive_connection_still_works(served):
             assert data.startswith(b"HTTP/1.1 200")
             time.sleep(1.0)
 
+
+
+def _exchange(sock: socket.socket, head: bytes) -> int:
+    """Send a bodiless request on a kept-alive socket; the answer's status (body read)."""
+    sock.sendall(head)
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(65536)
+        assert chunk, "closed by the server"
+        data += chunk
+    header, _, rest = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in header.split(b"\r\n")
+                   if line.lower().startswith(b"content-length:")), 0)
+    while len(rest) < length:
+        rest += sock.recv(65536)
+    return int(header.split()[1])
+
+
+def _series(url: str) -> int:
+    _, text = request(url, "GET", "/metrics")
+    return sum(line.startswith("cipherforest_requests_total{")
+               for line in text.decode().splitlines())
+
+
+def test_junk_methods_and_paths_add_no_metric_series(served):
+    """3,000 requests with random 200-letter methods and random paths (on keep-alive
+    sockets): each is answered 4xx, and /metrics gains at most the few series of the
+    collapsed labels (method "other", route "unmatched")."""
+    import random
+
+    rng = random.Random(0)
+    request(served, "GET", "/healthz")
+    before = _series(served)
+    statuses = set()
+    with _connect(served) as sock:
+        for i in range(3000):
+            method = "".join(rng.choice("ABCDEFGHIJKLMNOPQRSTUVWXYZ") for _ in range(200))
+            path = "/" + "".join(rng.choice("abcdefghij") for _ in range(30))
+            if i % 2:
+                method, path = rng.choice(["GET", "POST", "BREW"]), path
+            statuses.add(_exchange(sock, f"{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n"
+                                   .encode()))
+    assert all(400 <= status < 500 for status in statuses), statuses
+    after = _series(served)
+    assert after - before <= 6, (before, after)
+    _, text = request(served, "GET", "/metrics")
+    assert len(text) < 20_000

@@ -37,7 +37,7 @@ __all__ = ["KEYS_FILE", "AccessKey", "KeyStore", "key_id"]
 KEYS_FILE = "keys.json"
 _FORMAT = "cipherforest-service-keys"
 _VERSION = 1
-_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 DEFAULT_KEY_NAME = "default"
 
 
@@ -114,7 +114,7 @@ class KeyStore:
 
     def add(self, name: str, quotas: Quotas) -> tuple[AccessKey, str]:
         """A new key named ``name``: its record and the key itself (shown once)."""
-        if not _NAME.match(name) or name == DEFAULT_KEY_NAME:
+        if not _NAME.fullmatch(name) or name == DEFAULT_KEY_NAME:
             raise ValueError(f"key name {name!r} must be 1-64 letters, digits, '_', '.', '@' "
                              f"or '-', and not {DEFAULT_KEY_NAME!r}")
         with self._editing() as keys:

@@ -32,6 +32,7 @@ from ..privacy.protocol import (
     SessionState,
     ShardError,
     decode_message,
+    message_header,
     verify_message_file,
 )
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
@@ -210,7 +211,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ uploads
     def _check_upload_name(self, name: str) -> None:
-        if not UPLOAD_NAME.match(name):
+        if not UPLOAD_NAME.fullmatch(name):
             raise ServiceError(400, "bad_upload_name", f"upload name {name!r} must be 1-80 "
                                "letters, digits, '.', '_' or '-', not starting with '.'")
 
@@ -283,7 +284,7 @@ class SessionManager:
                                        f"size {size} and SHA-256")
                 # Checked by streaming first: a message that fails costs no memory (a
                 # mapping would bring every page of it into the process's resident set).
-                self._verify_file(path, UPLOAD_KINDS)
+                self._check_header(record, self._verify_file(path, UPLOAD_KINDS))
                 return self._commit_message(record, name, _mapped(path), path, size, sha256)
             finally:
                 self.storage.discard_assembled(path)
@@ -299,18 +300,8 @@ class SessionManager:
                                            reply)
             self._used(record)
             return reply
-        if record.protocol_id is not None:
-            raise ServiceError(409, "setup_done", "this session has its setup already")
-        X = message.arrays.get("X")
-        n_trees = message.meta.get("n_estimators")
-        if X is not None and X.ndim == 2 and isinstance(n_trees, int):
-            quotas = self._key_quotas(record.key_id)
-            _, _, work = self.storage.index.key_usage(record.key_id)
-            if work + X.shape[0] * n_trees > quotas.rows_x_trees:
-                raise ServiceError(429, "rows_x_trees_quota", f"{X.shape[0]} rows × {n_trees} "
-                                   f"trees on top of this access key's {work} would exceed "
-                                   f"its quota of {quotas.rows_x_trees}")
         reply, _ = self._handle(record, data)
+        X, n_trees = message.arrays["X"], message.meta["n_estimators"]  # checked by it
         protocol_id = decode_message(reply, "session").value("session", str)
         record = replace(record, protocol_id=protocol_id)
         with self._on_failure_leave_memory(record):
@@ -357,6 +348,16 @@ class SessionManager:
             return last[1]
 
     def predict(self, record: SessionRecord, data: bytes) -> bytes:
+        """A ``predict`` message's reply; its row count is checked against
+        ``max_predict_rows`` before its rows are decoded."""
+        try:
+            header = message_header(data)
+        except ProtocolError as exc:
+            raise ServiceError(400, "bad_message", str(exc)) from None
+        if header["kind"] != "predict":
+            raise ServiceError(400, "bad_message", f"expected a predict message, got "
+                               f"{header['kind']!r}")
+        self._check_header(record, header)
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
             self._check_message(record, message)
@@ -481,11 +482,51 @@ class SessionManager:
                 "he_pool_bytes": he_pool_bytes()}
 
     # ------------------------------------------------------------------ helpers
-    def _verify_file(self, path: str, kinds: tuple[str, ...]) -> None:
+    def _verify_file(self, path: str, kinds: tuple[str, ...]) -> dict:
         try:
-            verify_message_file(path, kinds)
+            return verify_message_file(path, kinds)
         except ProtocolError as exc:
             raise ServiceError(400, "bad_message", str(exc)) from None
+
+    def _check_header(self, record: SessionRecord, header: dict) -> None:
+        """Refuse a message from its header alone — before its arrays are decoded — if it
+        names another session, comes in the wrong state, or declares sizes beyond this
+        session's limits (rows of a prediction) or its key's quota (rows × trees)."""
+        kind, meta = header["kind"], header["meta"]
+        shapes = {spec["name"]: spec["shape"] for spec in header["arrays"]}
+        if kind == "setup":
+            if record.protocol_id is not None:
+                raise ServiceError(409, "setup_done", "this session has its setup already")
+            shape, n_trees = shapes.get("X"), meta.get("n_estimators")
+            if shape is None or len(shape) != 2 or type(n_trees) is not int or n_trees < 1:
+                raise ServiceError(400, "bad_message", "a setup message needs a 2-d array X "
+                                   "and a positive integer n_estimators")
+            quotas = self._key_quotas(record.key_id)
+            _, _, work = self.storage.index.key_usage(record.key_id)
+            if work + shape[0] * n_trees > quotas.rows_x_trees:
+                raise ServiceError(429, "rows_x_trees_quota", f"{shape[0]} rows × {n_trees} "
+                                   f"trees on top of this access key's {work} would exceed "
+                                   f"its quota of {quotas.rows_x_trees}")
+            return
+        if record.protocol_id is None:
+            raise ServiceError(409, "no_setup", "upload the setup message first")
+        if meta.get("session") != record.protocol_id:
+            raise ServiceError(403, "other_session", "the message names protocol session "
+                               f"{meta.get('session')!r}, not this session's")
+        if kind == "labels" and record.state != "receiving labels":
+            raise ServiceError(409, "protocol_error", f"labels: session is {record.state}, "
+                               "not receiving labels")
+        if kind == "predict":
+            shape = shapes.get("X")
+            if shape is None or len(shape) != 2:
+                raise ServiceError(400, "bad_message", "a predict message needs a 2-d array X")
+            if shape[0] > self.limits.max_predict_rows:
+                raise ServiceError(413, "too_many_rows", f"a prediction of {shape[0]} rows "
+                                   f"exceeds this server's --max-predict-rows "
+                                   f"{self.limits.max_predict_rows}")
+            if record.n_features is not None and shape[1] != record.n_features:
+                raise ServiceError(400, "bad_message", f"predict: X must have "
+                                   f"{record.n_features} columns, not {shape[1]}")
 
     def _decode(self, data: bytes, kinds: tuple[str, ...]) -> Message:
         try:
