@@ -149,3 +149,83 @@ def test_junk_methods_and_paths_add_no_metric_series(served):
     assert after - before <= 6, (before, after)
     _, text = request(served, "GET", "/metrics")
     assert len(text) < 20_000
+
+
+def test_deleting_or_corrupting_the_key_store_never_unrevokes(tmp_path):
+    """A revoked user's session token stays refused when keys.json is deleted (403:
+    unknown key), corrupted (503) or replaced by a store without the key; the server logs
+    the loss, and a new server refuses to start on the directory until the file is
+    restored."""
+    from cipherforest.service.keys import KeyStore
+    from cipherforest.service.limits import Quotas
+    from cipherforest.service.serve import build_app
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = KeyStore(str(data_dir))
+    _, secret = store.add("mallory", Quotas(4, 1 << 30, 10**6))
+    _, keeper = store.add("keeper", Quotas(4, 1 << 30, 10**6))
+    url, stop = start_server(data_dir, HOSTILE)
+    try:
+        status, opened = request(url, "POST", "/v1/sessions", headers=bearer(secret))
+        assert status == 201
+        path = f"/v1/sessions/{opened['session']}"
+        assert request(url, "GET", path, headers=bearer(opened["token"]))[0] == 200
+        store.revoke("mallory")
+        saved = (data_dir / "keys.json").read_bytes()
+        assert request(url, "GET", path, headers=bearer(opened["token"]))[0] == 403
+
+        (data_dir / "keys.json").unlink()
+        status, reply = request(url, "GET", path, headers=bearer(opened["token"]))
+        assert (status, reply["error"]) == (403, "key_unknown")
+        assert request(url, "POST", "/v1/sessions", headers=bearer(secret))[0] == 403
+
+        (data_dir / "keys.json").write_bytes(saved[: len(saved) // 2])
+        assert request(url, "GET", path, headers=bearer(opened["token"]))[0] == 503
+        assert request(url, "POST", "/v1/sessions", headers=bearer(secret))[0] == 503
+
+        (data_dir / "keys.json").write_bytes(b'{"format": "cipherforest-service-keys", '
+                                             b'"version": 1, "keys": []}')
+        assert request(url, "GET", path, headers=bearer(opened["token"]))[0] == 403
+        (data_dir / "keys.json").write_bytes(saved)
+        assert request(url, "GET", path, headers=bearer(opened["token"]))[0] == 403
+        assert request(url, "POST", "/v1/sessions", headers=bearer(keeper))[0] == 201
+    finally:
+        stop()
+    (data_dir / "keys.json").unlink()
+    with pytest.raises(ValueError, match="keys.json is missing"):
+        build_app(str(data_dir), KEY, HOSTILE)
+    (data_dir / "keys.json").write_bytes(b"{not json")
+    with pytest.raises(ValueError, match="damaged"):
+        build_app(str(data_dir), KEY, HOSTILE)
+
+
+def test_expect_continue_over_the_limit_gets_413_without_100(served):
+    """A chunk declared over the limit with ``Expect: 100-continue`` is answered 413 at
+    once — no "100 Continue" first — and the connection is closed."""
+    _, opened = request(served, "POST", "/v1/sessions", headers=bearer(KEY))
+    with _connect(served) as sock:
+        sock.sendall((f"PUT /v1/sessions/{opened['session']}/uploads/u/chunks/0 HTTP/1.1\r\n"
+                      f"Host: x\r\nAuthorization: Bearer {opened['token']}\r\n"
+                      f"Content-Type: application/octet-stream\r\nX-Content-SHA256: {'0' * 64}"
+                      f"\r\nContent-Length: {2 << 20}\r\nExpect: 100-continue\r\n\r\n").encode())
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    assert data.startswith(b"HTTP/1.1 413"), data[:100]
+    assert b"100 Continue" not in data and b'"too_large"' in data
+
+
+def test_status_of_a_session_whose_folder_vanished_is_410(served, tmp_path):
+    """The status of a session whose folder was removed from the data directory is 410."""
+    import shutil
+
+    _, opened = request(served, "POST", "/v1/sessions", headers=bearer(KEY))
+    path = f"/v1/sessions/{opened['session']}"
+    assert request(served, "GET", path, headers=bearer(opened["token"]))[0] == 200
+    shutil.rmtree(tmp_path / "data" / "sessions" / opened["session"])
+    status, reply = request(served, "GET", path, headers=bearer(opened["token"]))
+    assert (status, reply["error"]) == (410, "unrecoverable")

@@ -231,6 +231,8 @@ def create_app(manager: SessionManager) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {"Retry-After": "1"} if exc.status == 503 else None
+        if exc.status == 413 and request.headers.get("expect", "").lower() == "100-continue":
+            headers = {"Connection": "close"}  # the body it held back is not wanted
         if exc.status == 499:
             _log.info("client disconnected mid-body on %s %s", request.method,
                       request.url.path)

@@ -5,8 +5,9 @@ nothing upstream holds it whole):
 
 * a ``Content-Length`` beyond the route's limit is refused (413) before a byte is read — a
   moderately larger body is read and dropped first, so that the client gets the 413 rather
-  than a reset connection; a body without a length is counted as it arrives and refused at
-  the limit;
+  than a reset connection, unless the client sent ``Expect: 100-continue`` (it then gets
+  the 413 and no "100 Continue", and the connection is closed); a body without a length
+  is counted as it arrives and refused at the limit;
 * bodies over ``spool_bytes`` go to a 0600 file under the data directory's ``tmp/`` as they
   arrive (uvicorn itself buffers at most 64 KiB of a request before pausing the socket);
   the handler then moves the file into place (upload chunks, which never return to memory)
@@ -161,7 +162,10 @@ class BodyReceiver:
             raise ServiceError(400, "bad_content_length", "Content-Length is not a number")
         size = None if declared is None else int(declared)
         if size is not None and size > limit:
-            if size <= limit + _DRAIN_BYTES:
+            # A client waiting for "100 Continue" has not sent the body: refuse it without
+            # inviting it (reading would make the server send "100 Continue").
+            expects = request.headers.get("expect", "").lower() == "100-continue"
+            if size <= limit + _DRAIN_BYTES and not expects:
                 await self._drain(request, size)
             raise self._too_large(size, limit)
         large = to_file or size is None or size > self.spool_bytes

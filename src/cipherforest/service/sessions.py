@@ -98,7 +98,8 @@ class SessionManager:
             self._default_key = (access_key.encode(), AccessKey(
                 key_id(access_key), DEFAULT_KEY_NAME, "", 0.0, None,
                 self.limits.default_quotas()))
-        elif not any(key.revoked is None for key in self.keys.keys()):
+        self.keys.check()
+        if access_key is None and not any(key.revoked is None for key in self.keys.keys()):
             raise ValueError("without the default key, the server needs a per-user key: "
                              "add one with 'cipherforest serve keys add NAME'")
         # Memory is bounded by the residency budget, not by a session count; nor do
@@ -178,6 +179,13 @@ class SessionManager:
                                f"session {session_id!r}")
         key = None if self._is_default(record.key_id) else self._stored_key(
             self.keys.by_id, record.key_id)
+        if key is None and not self._is_default(record.key_id):
+            # Fail closed: a key file that lost the key (deleted, replaced) un-revokes nothing.
+            _log.error("session %s: its access key %s is not in the key store (%s missing or "
+                       "without it); its requests are refused until it is restored",
+                       record.id, record.key_id, self.keys.path)
+            raise ServiceError(403, "key_unknown", "the access key that opened this session "
+                               "is not in the server's key store: its sessions are refused")
         if key is not None and key.revoked is not None:
             raise ServiceError(403, "key_revoked", f"the access key {key.name!r} that opened "
                                "this session was revoked")
@@ -369,6 +377,9 @@ class SessionManager:
         """State and progress, from memory if the session is there in training, else from
         disk (a status request does not bring a session back into memory)."""
         with self._lock(record.id):
+            if not os.path.isdir(self.storage.session_dir(record.id)):
+                raise ServiceError(410, "unrecoverable", f"session {record.id}: its folder "
+                                   "is gone from the data directory")
             status = {"session": record.id, "created": record.created,
                       "idle_expiry_seconds": self.limits.session_idle_seconds,
                       "uploads": self.storage.committed_count(record.id)}

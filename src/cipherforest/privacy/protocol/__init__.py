@@ -25,7 +25,8 @@ _MODULES = {  # submodule -> the public names it defines
     ".params": ("PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "check_selection_params",
                 "constraints", "forest_meta"),
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
-    ".http": ("HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"),
+    ".http": ("HTTPTransport", "ServiceRequestError", "ServiceTLSError",
+              "ServiceUnavailableError"),
     ".session": ("ClientSession", "ProtocolStats"),
     ".server": ("PrivateForestServer", "SessionState", "ShardError"),
 }
@@ -37,6 +38,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .http import HTTPTransport as HTTPTransport
     from .http import ServiceRequestError as ServiceRequestError
+    from .http import ServiceTLSError as ServiceTLSError
     from .http import ServiceUnavailableError as ServiceUnavailableError
     from .messages import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
     from .messages import Message as Message
