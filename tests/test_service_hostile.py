@@ -5,6 +5,7 @@ key files. Each test states the attack and what the server must still do.
 
 from __future__ import annotations
 
+import json
 import socket
 import time
 import urllib.parse
@@ -229,3 +230,47 @@ def test_status_of_a_session_whose_folder_vanished_is_410(served, tmp_path):
     shutil.rmtree(tmp_path / "data" / "sessions" / opened["session"])
     status, reply = request(served, "GET", path, headers=bearer(opened["token"]))
     assert (status, reply["error"]) == (410, "unrecoverable")
+
+
+def test_every_log_line_is_json_uvicorns_and_tracebacks_included(tmp_path, monkeypatch):
+    """With serve's logging: an invalid HTTP request (uvicorn's own warning) and an internal
+    error (the app's log and uvicorn's "Exception in ASGI application", each with a
+    traceback) all come out as one JSON object a line, the traceback as a field."""
+    import io
+    import logging
+
+    from cipherforest.service.serve import LOGGERS, log_json_to
+
+    saved = {name: (logging.getLogger(name).handlers[:], logging.getLogger(name).propagate,
+                    logging.getLogger(name).level) for name in LOGGERS}
+    stream = io.StringIO()
+    log_json_to(stream)
+    url, stop = start_server(tmp_path / "data", HOSTILE)
+    try:
+        with _connect(url) as sock:
+            sock.sendall(b"\x16\x03\x01 not http\r\n\r\n")
+            sock.settimeout(5)
+            assert sock.recv(1024).startswith(b"HTTP/1.1 400")
+        from cipherforest.service.sessions import SessionManager
+
+        def broken(self, record):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(SessionManager, "status", broken)
+        _, opened = request(url, "POST", "/v1/sessions", headers=bearer(KEY))
+        status, _ = request(url, "GET", f"/v1/sessions/{opened['session']}",
+                            headers=bearer(opened["token"]))
+        assert status == 500
+        time.sleep(0.3)
+    finally:
+        stop()
+        for name, (handlers, propagate, level) in saved.items():
+            logger = logging.getLogger(name)
+            logger.handlers[:], logger.propagate = handlers, propagate
+            logger.setLevel(level)
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert any("Invalid HTTP request" in line.get("message", "") for line in lines)
+    tracebacks = [line for line in lines if "exception" in line]
+    assert len(tracebacks) >= 2 and all("RuntimeError: boom" in line["exception"]
+                                        for line in tracebacks)
+    assert any(line.get("logger", "").startswith("uvicorn") for line in tracebacks)

@@ -12,7 +12,7 @@ from .sessions import Limits, SessionManager
 from .storage import Storage
 
 __all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "dask_cluster", "load_access_key",
-           "serve", "uvicorn_config"]
+           "log_json_to", "serve", "uvicorn_config"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 ACCESS_KEY_FILE = "access_key"
@@ -135,7 +135,9 @@ LOGGERS = ("cipherforest.service", "uvicorn", "uvicorn.error", "uvicorn.access",
            "uvicorn.asgi")
 
 
-def _log_to(stream) -> None:
+def log_json_to(stream) -> None:
+    """Write the service's log records and uvicorn's own (:data:`LOGGERS`) to ``stream``,
+    one JSON object a line (:class:`JSONLines`)."""
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JSONLines())
     for name in LOGGERS:
@@ -180,7 +182,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
         memory has grown more than ``restart_above`` bytes since the start (0: never).
     """
     os.umask(0o077)  # whatever the server creates is its own
-    _log_to(log_stream)
+    log_json_to(log_stream)
     key = load_access_key(data_dir, out) if default_key else None
     client, cluster = dask_cluster(dask_scheduler, dask_workers)
     try:
