@@ -274,3 +274,40 @@ def test_every_log_line_is_json_uvicorns_and_tracebacks_included(tmp_path, monke
     assert len(tracebacks) >= 2 and all("RuntimeError: boom" in line["exception"]
                                         for line in tracebacks)
     assert any(line.get("logger", "").startswith("uvicorn") for line in tracebacks)
+
+
+def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
+    """With blocks of one row-sum ciphertext's rows, a prediction of 4,000 rows is made in
+    several state-machine calls, and both reply kinds ("sums" and "leaves") still equal
+    RandomForestClassifier on the client's ciphers."""
+    import numpy as np
+    from sklearn.datasets import load_wine
+
+    from cipherforest.privacy import PrivateForestClient, PrivateForestServer
+    from cipherforest.privacy.protocol import HTTPTransport, message_header
+    from test_service import PARAMS, forest_on_ciphers_proba
+
+    calls, handle = [], PrivateForestServer.handle
+
+    def counting(self, data):
+        calls.append(message_header(data)["kind"])
+        return handle(self, data)
+
+    monkeypatch.setattr(PrivateForestServer, "handle", counting)
+
+    X, y = load_wine(return_X_y=True)
+    idx = np.random.RandomState(1).permutation(X.shape[0])
+    X_train, y_train = X[idx[:40]], y[idx[:40]]
+    X_test = np.tile(X[idx[40:]], (32, 1))[:4000]
+    url, stop = start_server(tmp_path / "data", Limits(predict_block_rows=1,
+                                                       max_predict_rows=5000))
+    try:
+        for reply in ("sums", "leaves"):
+            client = PrivateForestClient(server=HTTPTransport(url, KEY), **PARAMS,
+                                         prediction_reply=reply).fit(X_train, y_train)
+            expected = forest_on_ciphers_proba(client, X_train, y_train, X_test, PARAMS)
+            calls.clear()
+            np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
+            assert calls.count("predict") >= 2, calls
+    finally:
+        stop()

@@ -32,6 +32,7 @@ from ..privacy.protocol import (
     SessionState,
     ShardError,
     decode_message,
+    encode_message,
     message_header,
     verify_message_file,
 )
@@ -39,6 +40,7 @@ from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
 from .limits import Limits, Quotas
 from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
 from .metrics import ServiceMetrics
+from .scheduling import FairLock, block_rows, merge_scores
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError
 
 __all__ = ["Limits", "ServiceError", "SessionManager"]
@@ -109,8 +111,9 @@ class SessionManager:
         self.residency = Residency(self.limits.memory_budget(), self.limits.memory_idle_seconds)
         self.metrics = ServiceMetrics()
         # One protocol call at a time: the state machine is not thread-safe (and its
-        # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
-        self._server_lock = threading.Lock()
+        # homomorphic work holds the GIL anyway); storage I/O runs outside this lock, which
+        # is granted in arrival order (long predictions take it once per row block).
+        self._server_lock = FairLock()
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
@@ -369,9 +372,30 @@ class SessionManager:
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
             self._check_message(record, message)
-            reply, _ = self._handle(record, data)
+            X = message.arrays.get("X")
+            if X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
+                reply, _ = self._handle(record, data)
+            else:
+                reply = self._predict_in_blocks(record, message, X)
             self._used(record)
             return reply
+
+    def _predict_in_blocks(self, record: SessionRecord, message: Message, X) -> bytes:
+        """The reply to a prediction of many rows, made one block of rows per state-machine
+        call (:mod:`~cipherforest.service.scheduling`), so that other users' requests are
+        served between the blocks."""
+        with self._server_lock:
+            if not self.server.has_session(record.protocol_id):
+                self._restore_locked(record)
+            rows_per_sum = self.server.session(record.protocol_id).layout.rows_per_sum
+        step = block_rows(self.limits.predict_block_rows, rows_per_sum)
+        replies = []
+        for start in range(0, X.shape[0], step):
+            part = encode_message(Message("predict", message.meta,
+                                          {"X": X[start: start + step]}))
+            reply, _ = self._handle(record, part)
+            replies.append(decode_message(reply, "scores"))
+        return encode_message(merge_scores(replies))
 
     def status(self, record: SessionRecord) -> dict:
         """State and progress, from memory if the session is there in training, else from
