@@ -40,8 +40,9 @@ __all__ = ["BodyReceiver", "ReceivedBody", "json_depth", "parse_json"]
 _DRAIN_BYTES = 64 << 20
 
 
-def json_depth(raw: bytes) -> int:
-    """Deepest nesting of arrays and objects in the JSON text ``raw`` (strings skipped)."""
+def json_depth(raw: bytes, stop_above: int | None = None) -> int:
+    """Deepest nesting of arrays and objects in the JSON text ``raw`` (strings skipped);
+    with ``stop_above``, the first depth beyond it (the scan stops there)."""
     depth = deepest = 0
     in_string = escaped = False
     for byte in raw:
@@ -57,6 +58,8 @@ def json_depth(raw: bytes) -> int:
         elif byte in (0x5B, 0x7B):  # [ {
             depth += 1
             deepest = max(deepest, depth)
+            if stop_above is not None and deepest > stop_above:
+                break
         elif byte in (0x5D, 0x7D):
             depth -= 1
     return deepest
@@ -76,7 +79,7 @@ def parse_json(raw: bytes, *, max_bytes: int, max_depth: int = 8, max_digits: in
     if len(raw) > max_bytes:
         raise ServiceError(413, "too_large", f"a JSON body of {len(raw)} bytes exceeds the "
                            f"limit of {max_bytes} bytes")
-    if json_depth(raw) > max_depth:
+    if json_depth(raw, max_depth) > max_depth:
         raise ServiceError(400, "malformed_json", f"the JSON body nests deeper than "
                            f"{max_depth} levels")
 
