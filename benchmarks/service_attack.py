@@ -353,7 +353,9 @@ def main() -> None:
           "statuses")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.only:
-            server, url = start_server(f"{tmp}/{name}", args.src, *OPTIONS,
+            # (an older server may lack --header-timeout: it then runs without)
+            options = OPTIONS if args.src is None else OPTIONS[:4] + OPTIONS[6:]
+            server, url = start_server(f"{tmp}/{name}", args.src, *options,
                                        log=f"{tmp}/{name}.log")
             try:
                 victim = Victim(url)

@@ -277,8 +277,9 @@ def test_every_log_line_is_json_uvicorns_and_tracebacks_included(tmp_path, monke
 
 
 def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
-    """With blocks of one row-sum ciphertext's rows, a prediction of 4,000 rows is made in
-    several state-machine calls, and both reply kinds ("sums" and "leaves") still equal
+    """With level workers forked (n_jobs=2), predictions share the state machine's lock
+    in row blocks: with blocks of one row-sum ciphertext's rows, a prediction of 4,000 rows
+    is made in several calls, and both reply kinds ("sums" and "leaves") still equal
     RandomForestClassifier on the client's ciphers."""
     import numpy as np
     from sklearn.datasets import load_wine
@@ -300,7 +301,7 @@ def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
     X_train, y_train = X[idx[:40]], y[idx[:40]]
     X_test = np.tile(X[idx[40:]], (32, 1))[:4000]
     url, stop = start_server(tmp_path / "data", Limits(predict_block_rows=1,
-                                                       max_predict_rows=5000))
+                                                       max_predict_rows=5000), n_jobs=2)
     try:
         for reply in ("sums", "leaves"):
             client = PrivateForestClient(server=HTTPTransport(url, KEY), **PARAMS,
@@ -309,5 +310,55 @@ def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
             calls.clear()
             np.testing.assert_allclose(client.predict_proba(X_test), expected, atol=1e-5)
             assert calls.count("predict") >= 2, calls
+    finally:
+        stop()
+
+
+def test_a_long_prediction_does_not_hold_up_another_users_commit(tmp_path, monkeypatch):
+    """While one user's prediction runs (held 6 s inside the state machine here), another
+    user's setup commit — a state-machine call too — is answered within 2 s (before, the
+    one protocol lock made it wait for the whole prediction)."""
+    import threading
+
+    import numpy as np
+    from sklearn.datasets import load_wine
+
+    from cipherforest.privacy import PrivateForestClient, PrivateForestServer
+    from cipherforest.privacy.protocol import (
+        HTTPTransport,
+        Message,
+        ServiceRequestError,
+        encode_message,
+    )
+    from test_service import PARAMS
+
+    X, y = load_wine(return_X_y=True)
+    X, y = X[::3], y[::3]
+    url, stop = start_server(tmp_path / "data", HOSTILE)
+    try:
+        client = PrivateForestClient(server=HTTPTransport(url, KEY), **PARAMS).fit(X[:40],
+                                                                                  y[:40])
+        predict, inside = PrivateForestServer._predict, threading.Event()
+
+        def slow_predict(self, message):
+            inside.set()
+            time.sleep(6.0)
+            return predict(self, message)
+
+        monkeypatch.setattr(PrivateForestServer, "_predict", slow_predict)
+        worker = threading.Thread(target=client.predict_proba, args=(X[40:50],))
+        worker.start()
+        assert inside.wait(30)
+        other = HTTPTransport(url, KEY)
+        other.open_session()
+        setup = encode_message(Message("setup", {"n_estimators": 2},
+                                       {"X": np.zeros((10, 3))}, {"context": [b"junk"]}))
+        started = time.monotonic()
+        with pytest.raises(ServiceRequestError) as refused:  # by the state machine
+            other.upload(setup, "setup", "setup")
+        waited = time.monotonic() - started
+        assert refused.value.status == 400 and "setup" in refused.value.detail
+        assert worker.is_alive() and waited <= 2.0, waited
+        worker.join(60)
     finally:
         stop()

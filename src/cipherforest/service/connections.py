@@ -139,7 +139,7 @@ class GuardedH11Protocol(H11Protocol):
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
-        if self.transport.is_closing():
+        if self.transport.is_closing() or self._in_request():  # (a pipelined request began)
             return
         if self.conn.their_state is h11.SEND_BODY:  # a body the app did not read
             self._start_deadline()

@@ -114,6 +114,13 @@ class SessionManager:
         # homomorphic work holds the GIL anyway); storage I/O runs outside this lock, which
         # is granted in arrival order (long predictions take it once per row block).
         self._server_lock = FairLock()
+        # A prediction only reads its trained session: it runs beside the other protocol
+        # calls, one prediction at a time — unless level work forks worker processes,
+        # which must not happen while another thread is inside the homomorphic library
+        # (the child would inherit its locks held): then predictions take the shared lock,
+        # one row block per call.
+        self._predict_lock = FairLock()
+        self._predict_beside = dask_client is not None or self.server.n_jobs == 1
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
@@ -373,12 +380,28 @@ class SessionManager:
             message = self._decode(data, ("predict",))
             self._check_message(record, message)
             X = message.arrays.get("X")
-            if X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
+            if self._predict_beside:
+                reply = self._predict_beside_training(record, data)
+            elif X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
                 reply, _ = self._handle(record, data)
             else:
                 reply = self._predict_in_blocks(record, message, X)
             self._used(record)
             return reply
+
+    def _predict_beside_training(self, record: SessionRecord, data: bytes) -> bytes:
+        """The reply to a prediction, made outside the shared lock (the session is brought
+        back into memory under it first): another user's commit or training level is not
+        held up by it."""
+        with self._server_lock:
+            if not self.server.has_session(record.protocol_id):
+                self._restore_locked(record)
+        with self._predict_lock:
+            try:
+                return self.server.handle(data)
+            except ProtocolError as exc:
+                raise ServiceError(409 if _is_state_error(str(exc)) else 400,
+                                   "protocol_error", str(exc)) from None
 
     def _predict_in_blocks(self, record: SessionRecord, message: Message, X) -> bytes:
         """The reply to a prediction of many rows, made one block of rows per state-machine
