@@ -11,8 +11,8 @@ import sys
 from .sessions import Limits, SessionManager
 from .storage import Storage
 
-__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "dask_cluster", "load_access_key",
-           "log_json_to", "serve", "uvicorn_config"]
+__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "LOGGERS", "JSONLines", "build_app",
+           "dask_cluster", "load_access_key", "log_json_to", "serve", "uvicorn_config"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 ACCESS_KEY_FILE = "access_key"
