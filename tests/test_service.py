@@ -37,18 +37,20 @@ from cipherforest.privacy.protocol import (  # noqa: E402  # noqa: E402
     decode_message,
     encode_message,
 )
-from cipherforest.service.serve import build_app  # noqa: E402
+from cipherforest.service.serve import build_app, uvicorn_config  # noqa: E402
 from cipherforest.service.sessions import Limits  # noqa: E402
 
 KEY = "test-access-key"
 LIMITS = Limits(max_chunk_bytes=1 << 20, max_message_bytes=96 << 20, max_sessions_per_key=50)
 
 
-def start_server(data_dir, limits=LIMITS, key=KEY):
-    """A uvicorn server on a free loopback port in a daemon thread: (url, stop); ``key``:
-    the default access key (None: per-user keys only)."""
-    app = build_app(str(data_dir), key, limits)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+def start_server(data_dir, limits=LIMITS, key=KEY, n_jobs=None, **options):
+    """A uvicorn server on a free loopback port in a daemon thread, set up as ``serve``
+    sets it up (:func:`uvicorn_config`): (url, stop); ``key``: the default access key
+    (None: per-user keys only); ``n_jobs``: level worker processes; ``options``: more
+    ``uvicorn.Config`` arguments."""
+    app = build_app(str(data_dir), key, limits, n_jobs)
+    server = uvicorn.Server(uvicorn_config(app, **options))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30

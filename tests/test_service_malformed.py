@@ -171,11 +171,20 @@ def _http_cases(served) -> list[tuple]:
             ("over 64 KiB", b'{"pad": "' + b"x" * (70 << 10) + b'"}', 413),
             ("invalid UTF-8", b'{"n_chunks": "\xff\xfe"}', 400),
             ("huge size", json.dumps({"n_chunks": 1, "size": 10**12, "sha256": "a" * 64})
-             .encode(), 413)]:
+             .encode(), 413),
+            ("5,000-digit size", b'{"n_chunks": 1, "size": ' + b"9" * 5000
+             + b', "sha256": "' + b"a" * 64 + b'"}', 400),
+            ("5,000-digit n_chunks", b'{"n_chunks": ' + b"7" * 5000
+             + b', "size": 1, "sha256": "' + b"a" * 64 + b'"}', 400),
+            ("40-digit size", b'{"n_chunks": 1, "size": ' + b"9" * 40
+             + b', "sha256": "' + b"a" * 64 + b'"}', 400),
+            ("1e400 size", b'{"n_chunks": 1, "size": 1e400, "sha256": "a"}', None),
+            ("NaN size", b'{"n_chunks": 1, "size": NaN, "sha256": "a"}', 400)]:
         cases.append((f"commit body: {name}", "POST", f"{session}/uploads/c1/commit", body,
                       as_json, status))
     chunk = b"x" * 100
-    for name in (".", "..", ".hidden", "x" * 81, "a%20b", "a%00b", "a%2Fb", "%2E%2E"):
+    for name in (".", "..", ".hidden", "x" * 81, "a%20b", "a%00b", "a%2Fb", "%2E%2E",
+                 "setup%0A", "labels%0A"):
         for method, tail, body, headers in [
                 ("GET", "", None, bearer(token)),
                 ("PUT", "/chunks/0", chunk, {**octet, "X-Content-SHA256": "0" * 64}),
@@ -305,3 +314,21 @@ def test_upload_name_dot_dot_cannot_touch_the_session(served):
             + f"\r\nContent-Length: {len(body)}"), body)
         assert status == 400 and reply["error"] == "bad_upload_name", reply
     assert sorted(os.listdir(folder)) == before
+
+
+def test_prediction_rows_are_bounded_by_count_not_bytes(served):
+    """A predict message of max_predict_rows + 1 rows is refused (413) from its header,
+    whatever its byte size: as int8 it is 8 times under the body limit."""
+    from cipherforest.privacy.protocol import Message, encode_message
+
+    transport = served["transport"]
+    n_features = served["client"].encryptor_.transform(np.zeros((1, 13))).shape[1]
+    for dtype in ("float64", "int8"):
+        X = np.zeros((LIMITS.max_predict_rows + 1, n_features), dtype=dtype)
+        body = encode_message(Message("predict", {"session": transport.protocol_id,
+                                                  "reply": "sums"}, {"X": X}))
+        status, reply = request(served["url"], "POST",
+                                f"/v1/sessions/{transport.session_id}/predict", body,
+                                {**bearer(transport.token),
+                                 "Content-Type": "application/octet-stream"})
+        assert (status, reply["error"]) == (413, "too_many_rows"), (dtype, status, reply)

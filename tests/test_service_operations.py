@@ -32,6 +32,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from cipherforest.privacy import PrivateForestClient  # noqa: E402
+from cipherforest.privacy.protocol import HTTPTransport, ServiceTLSError  # noqa: E402
 from cipherforest.service.storage import Storage  # noqa: E402
 from test_service import KEY, PARAMS, forest_on_ciphers_proba, request, start_server  # noqa: E402
 from test_service_restart import KEY as SERVER_PROCESS_KEY  # noqa: E402
@@ -154,6 +155,12 @@ def test_tls_with_a_self_signed_certificate(tmp_path, data, monkeypatch):
             urllib.request.urlopen(server.url + "/healthz", timeout=5).read()
         with pytest.raises(OSError, match="CERTIFICATE_VERIFY_FAILED"):  # not trusted
             urllib.request.urlopen(https + "/healthz", timeout=5).read()
+        # The client's transport does not retry an untrusted certificate: it says so at once.
+        untrusting = HTTPTransport(https, SERVER_PROCESS_KEY, timeout=60)
+        started = time.monotonic()
+        with pytest.raises(ServiceTLSError, match="not trusted"):
+            untrusting.open_session()
+        assert time.monotonic() - started < 5 and untrusting.retries == 0
         # The client's transport trusts the certificate through SSL_CERT_FILE.
         monkeypatch.setenv("SSL_CERT_FILE", str(cert))
         client = PrivateForestClient(server=https, server_key=SERVER_PROCESS_KEY,

@@ -96,6 +96,11 @@ _LIMIT_OPTIONS = (
      "received or processed at once (others wait, then get 503)"),
     ("--body-timeout", float, "body_read_timeout", "seconds without a byte of a request "
      "body before the request is dropped"),
+    ("--header-timeout", float, "header_timeout", "seconds a connection has to send its "
+     "request headers before it is closed"),
+    ("--max-keyless-per-ip", _positive_int, "max_keyless_per_ip", "connections one address "
+     "may hold without a request carrying a key in progress; the oldest beyond it are "
+     "closed"),
 )
 
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from typing import Annotated
 
@@ -25,7 +24,7 @@ from pydantic import BaseModel, Field, ValidationError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .bodies import BodyReceiver
+from .bodies import BodyReceiver, parse_json
 from .metrics import RequestLog
 from .sessions import ServiceError, SessionManager
 from .storage import SessionRecord
@@ -34,7 +33,6 @@ __all__ = ["create_app"]
 
 _log = logging.getLogger("cipherforest.service")
 _MAX_JSON_BYTES = 64 << 10
-_MAX_JSON_DEPTH = 8
 _SWEEP_SECONDS = 15.0
 _OCTET = "application/octet-stream"
 _MESSAGE_BODY = {"requestBody": {"required": True, "content": {
@@ -65,8 +63,8 @@ class UploadStatus(BaseModel):
 
 
 class CommitRequest(BaseModel):
-    n_chunks: int = Field(ge=1)
-    size: int = Field(ge=1)
+    n_chunks: int = Field(ge=1, le=1 << 31)
+    size: int = Field(ge=1, le=1 << 62)
     sha256: str = Field(pattern=r"^[0-9a-fA-F]{64}$")
 
 
@@ -84,36 +82,9 @@ def _bearer(authorization: str | None) -> str | None:
     return value.strip()
 
 
-def json_depth(raw: bytes) -> int:
-    """Deepest nesting of arrays and objects in the JSON text ``raw`` (strings skipped)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for byte in raw:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif byte == 0x5C:  # backslash
-                escaped = True
-            elif byte == 0x22:  # closing quote
-                in_string = False
-        elif byte == 0x22:
-            in_string = True
-        elif byte in (0x5B, 0x7B):  # [ {
-            depth += 1
-            deepest = max(deepest, depth)
-        elif byte in (0x5D, 0x7D):
-            depth -= 1
-    return deepest
-
-
 def _commit_request(raw: bytes) -> CommitRequest:
-    if json_depth(raw) > _MAX_JSON_DEPTH:
-        raise ServiceError(400, "malformed_json", f"the JSON body nests deeper than "
-                           f"{_MAX_JSON_DEPTH} levels")
     try:
-        return CommitRequest.model_validate(json.loads(raw))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise ServiceError(400, "malformed_json", f"the body is not JSON: {exc}") from None
+        return CommitRequest.model_validate(parse_json(raw, max_bytes=_MAX_JSON_BYTES))
     except ValidationError as exc:
         raise ServiceError(422, "invalid_body", _validation_text(exc.errors())) from None
 
@@ -260,6 +231,8 @@ def create_app(manager: SessionManager) -> FastAPI:
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         headers = {"Retry-After": "1"} if exc.status == 503 else None
+        if exc.status == 413 and request.headers.get("expect", "").lower() == "100-continue":
+            headers = {"Connection": "close"}  # the body it held back is not wanted
         if exc.status == 499:
             _log.info("client disconnected mid-body on %s %s", request.method,
                       request.url.path)

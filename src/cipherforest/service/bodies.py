@@ -5,8 +5,9 @@ nothing upstream holds it whole):
 
 * a ``Content-Length`` beyond the route's limit is refused (413) before a byte is read — a
   moderately larger body is read and dropped first, so that the client gets the 413 rather
-  than a reset connection; a body without a length is counted as it arrives and refused at
-  the limit;
+  than a reset connection, unless the client sent ``Expect: 100-continue`` (it then gets
+  the 413 and no "100 Continue", and the connection is closed); a body without a length
+  is counted as it arrives and refused at the limit;
 * bodies over ``spool_bytes`` go to a 0600 file under the data directory's ``tmp/`` as they
   arrive (uvicorn itself buffers at most 64 KiB of a request before pausing the socket);
   the handler then moves the file into place (upload chunks, which never return to memory)
@@ -24,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
+import json
 import os
 import secrets
 import time
@@ -33,9 +35,71 @@ from starlette.requests import Request
 
 from .sessions import ServiceError
 
-__all__ = ["BodyReceiver", "ReceivedBody"]
+__all__ = ["BodyReceiver", "ReceivedBody", "json_depth", "parse_json"]
 
 _DRAIN_BYTES = 64 << 20
+
+
+def json_depth(raw: bytes, stop_above: int | None = None) -> int:
+    """Deepest nesting of arrays and objects in the JSON text ``raw`` (strings skipped);
+    with ``stop_above``, the first depth beyond it (the scan stops there)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for byte in raw:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # closing quote
+                in_string = False
+        elif byte == 0x22:
+            in_string = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+            if stop_above is not None and deepest > stop_above:
+                break
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+def parse_json(raw: bytes, *, max_bytes: int, max_depth: int = 8, max_digits: int = 24):
+    """The JSON value of a request body, every bound checked before the value is built: at
+    most ``max_bytes`` bytes, ``max_depth`` levels of nesting, numbers of at most
+    ``max_digits`` digits (no NaN or Infinity). The one JSON parser of the service's
+    routes.
+
+    Raises
+    ------
+    ServiceError
+        413 over ``max_bytes``; 400 (``malformed_json``) for anything else refused.
+    """
+    if len(raw) > max_bytes:
+        raise ServiceError(413, "too_large", f"a JSON body of {len(raw)} bytes exceeds the "
+                           f"limit of {max_bytes} bytes")
+    if json_depth(raw, max_depth) > max_depth:
+        raise ServiceError(400, "malformed_json", f"the JSON body nests deeper than "
+                           f"{max_depth} levels")
+
+    def bounded(convert):
+        def parse(text: str):
+            if len(text) > max_digits + 8:  # sign, point and exponent beside the digits
+                raise ValueError(f"a number of {len(text)} characters (at most {max_digits} "
+                                 "digits are accepted)")
+            return convert(text)
+        return parse
+
+    def constant(name: str):
+        raise ValueError(f"{name} is not a JSON number")
+
+    try:
+        return json.loads(raw, parse_int=bounded(int), parse_float=bounded(float),
+                          parse_constant=constant)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ServiceError(400, "malformed_json", f"the body is not JSON within the limits: "
+                           f"{exc}") from None
 
 
 class ReceivedBody:
@@ -101,7 +165,10 @@ class BodyReceiver:
             raise ServiceError(400, "bad_content_length", "Content-Length is not a number")
         size = None if declared is None else int(declared)
         if size is not None and size > limit:
-            if size <= limit + _DRAIN_BYTES:
+            # A client waiting for "100 Continue" has not sent the body: refuse it without
+            # inviting it (reading would make the server send "100 Continue").
+            expects = request.headers.get("expect", "").lower() == "100-continue"
+            if size <= limit + _DRAIN_BYTES and not expects:
                 await self._drain(request, size)
             raise self._too_large(size, limit)
         large = to_file or size is None or size > self.spool_bytes

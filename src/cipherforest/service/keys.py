@@ -13,9 +13,12 @@ A plain SHA-256 suffices (no slow password hash): keys are 256-bit random string
 is no dictionary to try. A key's id is the first 16 hex digits of its SHA-256; sessions
 record the id of the key that opened them, and quotas count per id, so one user's sessions,
 bytes and rows × trees never use another's allowance. ``keys.json`` lives outside the
-session index on purpose: losing the index loses no user. The server rereads the file when
-it changes, so ``keys add`` and ``keys revoke`` apply to a running server at once; edits
-take a lock file, so two commands never lose each other's change.
+session index on purpose: losing the index loses no user. Losing ``keys.json`` fails closed:
+a session whose key is not in the store is refused (revoked or not), and the server refuses
+to start while the file is missing beside its lock file (:meth:`KeyStore.check`). The
+server rereads the file when it changes, so ``keys add`` and ``keys revoke`` apply to a
+running server at once; edits take a lock file, so two commands never lose each other's
+change.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
 import re
 import secrets
@@ -37,8 +41,9 @@ __all__ = ["KEYS_FILE", "AccessKey", "KeyStore", "key_id"]
 KEYS_FILE = "keys.json"
 _FORMAT = "cipherforest-service-keys"
 _VERSION = 1
-_NAME = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
+_NAME = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
 DEFAULT_KEY_NAME = "default"
+_log = logging.getLogger("cipherforest.service")
 
 
 def _sha256(text: str) -> str:
@@ -80,12 +85,33 @@ class KeyStore:
         self._seen: tuple | None = None
         self._keys: list[AccessKey] = []
 
+    def check(self) -> None:
+        """Refuse to serve with a key store that lost its file or is damaged: a missing
+        ``keys.json`` beside its lock file (which every ``keys add`` / ``revoke`` leaves)
+        means the keys were deleted, not never made.
+
+        Raises
+        ------
+        ValueError
+            Naming the file and what to do.
+        """
+        if not os.path.exists(self.path) and os.path.exists(self.path + ".lock"):
+            raise ValueError(f"{self.path} is missing, but {self.path}.lock shows that "
+                             "per-user keys were made here: restore it from a backup (to "
+                             "start without any per-user key, delete the .lock file too; "
+                             "the sessions of the lost keys stay refused)")
+        self.keys()  # ValueError if damaged
+
     def keys(self) -> list[AccessKey]:
         """Every key, revoked ones included, in creation order (reread if the file
-        changed)."""
+        changed). A file that disappears leaves no key valid: sessions of per-user keys
+        are then refused, never un-revoked."""
         try:
             info = os.stat(self.path)
         except FileNotFoundError:
+            if self._seen is not None:
+                _log.error("%s disappeared: every per-user key and its sessions are refused "
+                           "until it is restored", self.path)
             self._seen, self._keys = None, []
             return []
         seen = (info.st_ino, info.st_mtime_ns, info.st_size)
@@ -114,7 +140,7 @@ class KeyStore:
 
     def add(self, name: str, quotas: Quotas) -> tuple[AccessKey, str]:
         """A new key named ``name``: its record and the key itself (shown once)."""
-        if not _NAME.match(name) or name == DEFAULT_KEY_NAME:
+        if not _NAME.fullmatch(name) or name == DEFAULT_KEY_NAME:
             raise ValueError(f"key name {name!r} must be 1-64 letters, digits, '_', '.', '@' "
                              f"or '-', and not {DEFAULT_KEY_NAME!r}")
         with self._editing() as keys:

@@ -64,6 +64,17 @@ class Limits:
         held at once, bytes on disk, and the sum of training rows × trees.
     session_idle_seconds : float
         A session untouched this long is deleted with its data.
+    header_timeout : float
+        Seconds a connection has to complete its request headers (and to finish a body the
+        server answered without reading) before it is closed.
+    predict_block_rows : int
+        Rows of a prediction handled per call of the protocol state machine: other
+        requests are served between blocks, so one of them waits at most about one block's
+        time per prediction in progress.
+    max_keyless_per_ip : int
+        Connections one client address may hold open without a request carrying an
+        ``Authorization`` header in progress; beyond it the oldest are closed
+        (:class:`~cipherforest.service.connections.ConnectionGuard`).
     """
 
     max_chunk_bytes: int = 16 << 20
@@ -78,6 +89,9 @@ class Limits:
     max_disk_bytes_per_key: int = 64 << 30
     max_rows_x_trees_per_key: int = 10**9
     session_idle_seconds: float = 7 * 24 * 3600.0
+    header_timeout: float = 10.0
+    predict_block_rows: int = 4096
+    max_keyless_per_ip: int = 32
 
     def memory_budget(self) -> int:
         """``memory_limit``, or a quarter of the physical memory (at least 1 GiB; 2 GiB if

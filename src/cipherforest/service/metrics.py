@@ -1,7 +1,9 @@
 """What an operator watches: ``/metrics`` in Prometheus text format, one JSON log line per
 request.
 
-:class:`ServiceMetrics` counts requests by method, route and status, the bytes they moved,
+:class:`ServiceMetrics` counts requests by method, route and status (methods outside
+:data:`METHODS` as ``other``, paths outside the app's routes as ``unmatched``: a bounded
+set of series whatever clients send), the bytes they moved,
 and the seconds of each training level (a histogram); :meth:`ServiceMetrics.render` adds
 the gauges read at scrape time (sessions by state, bytes stored, sessions in memory and
 their estimated bytes, large bodies in progress). :class:`RequestLog` is a plain ASGI
@@ -25,8 +27,11 @@ import threading
 import time
 from collections import Counter
 
-__all__ = ["LEVEL_BUCKETS", "RequestLog", "ServiceMetrics"]
+__all__ = ["LEVEL_BUCKETS", "METHODS", "RequestLog", "ServiceMetrics"]
 
+#: HTTP methods counted under their own name; any other is counted (and logged) as
+#: ``"other"``, so that junk methods cannot add metric series.
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "DELETE", "OPTIONS", "PATCH"})
 #: Upper bounds (seconds) of the training-level histogram's buckets.
 LEVEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 900.0)
 _access_log = logging.getLogger("cipherforest.service.access")
@@ -181,18 +186,19 @@ class RequestLog:
 
     def _record(self, scope, seen: dict, seconds: float) -> None:
         route = getattr(scope.get("route"), "path", None) or "unmatched"
+        method = scope["method"] if scope["method"] in METHODS else "other"
         error = None
         if seen["status"] >= 400:
             try:
                 error = json.loads(seen["error_body"]).get("error")
             except (ValueError, AttributeError):
                 error = None
-        self.metrics.request(scope["method"], route, seen["status"], seen["in"], seen["out"])
+        self.metrics.request(method, route, seen["status"], seen["in"], seen["out"])
         session = (scope.get("path_params") or {}).get("session_id")
         now = time.time()
         line = {"time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now))
                 + f".{int(now % 1 * 1000):03d}Z",
-                "method": scope["method"], "route": route,
+                "method": method, "route": route,
                 "session": session if isinstance(session, str) and len(session) == 32
                 else None,
                 "status": seen["status"], "error": error, "bytes_in": seen["in"],

@@ -11,8 +11,8 @@ import sys
 from .sessions import Limits, SessionManager
 from .storage import Storage
 
-__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "build_app", "dask_cluster", "load_access_key",
-           "serve"]
+__all__ = ["ACCESS_KEY_ENV", "ACCESS_KEY_FILE", "LOGGERS", "JSONLines", "build_app",
+           "dask_cluster", "load_access_key", "log_json_to", "serve", "uvicorn_config"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 ACCESS_KEY_FILE = "access_key"
@@ -59,6 +59,24 @@ def build_app(data_dir: str, access_key: str | None, limits: Limits | None = Non
                                      dask_client=dask_client))
 
 
+def uvicorn_config(app, host: str = "127.0.0.1", port: int = 0, **options):
+    """uvicorn's settings for an app of :func:`build_app`: its h11 protocol guarded by a
+    :class:`~.connections.ConnectionGuard` with the manager's header deadline and keyless
+    caps, no access log of uvicorn's own (the app logs each request) and no logging setup
+    of uvicorn's (its loggers go through :func:`serve`'s JSON handler). ``options``:
+    further ``uvicorn.Config`` arguments."""
+    import uvicorn
+
+    from .connections import ConnectionGuard
+
+    limits = app.state.manager.limits
+    guard = ConnectionGuard(limits.header_timeout, limits.max_keyless_per_ip,
+                            max(4 * limits.max_keyless_per_ip, 128))
+    app.state.connection_guard = guard
+    return uvicorn.Config(app, host=host, port=port, http=guard.protocol_class(),
+                          log_config=None, log_level="warning", access_log=False, **options)
+
+
 def dask_cluster(scheduler: str | None, workers: int | None):
     """``(client, cluster)`` for ``--dask-scheduler`` (a client of that scheduler, no
     cluster) or ``--dask-workers`` (a local cluster of that many single-threaded worker
@@ -92,28 +110,42 @@ def dask_cluster(scheduler: str | None, workers: int | None):
     return Client(cluster, set_as_default=False), cluster
 
 
-class _JSONLines(logging.Formatter):
+class JSONLines(logging.Formatter):
     """Log records as JSON lines: access lines (JSON already) as they are, others as
-    ``{"time", "level", "message"}``."""
+    ``{"time", "level", "logger", "message"}`` and, with a traceback, ``"exception"``
+    (the traceback's text in the one line)."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
         if record.name == "cipherforest.service.access":
             return message
         line = {"time": self.formatTime(record, "%Y-%m-%dT%H:%M:%S"), "level": record.levelname,
-                "message": message}
+                "logger": record.name, "message": message}
         if record.exc_info:
             line["exception"] = self.formatException(record.exc_info)
+        elif record.exc_text:
+            line["exception"] = record.exc_text
+        if record.stack_info:
+            line["stack"] = record.stack_info
         return json.dumps(line, separators=(",", ":"))
 
 
-def _log_to(stream) -> None:
+#: The loggers whose records :func:`serve` writes (uvicorn's own included).
+LOGGERS = ("cipherforest.service", "uvicorn", "uvicorn.error", "uvicorn.access",
+           "uvicorn.asgi")
+
+
+def log_json_to(stream) -> None:
+    """Write the service's log records and uvicorn's own (:data:`LOGGERS`) to ``stream``,
+    one JSON object a line (:class:`JSONLines`)."""
     handler = logging.StreamHandler(stream)
-    handler.setFormatter(_JSONLines())
-    logger = logging.getLogger("cipherforest.service")
-    logger.handlers[:] = [handler]
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+    handler.setFormatter(JSONLines())
+    for name in LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler] if name in ("cipherforest.service", "uvicorn") else []
+        logger.propagate = name not in ("cipherforest.service", "uvicorn")
+    logging.getLogger("cipherforest.service").setLevel(logging.INFO)
+    logging.getLogger("uvicorn").setLevel(logging.INFO)
 
 
 def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherforest-data",
@@ -150,7 +182,7 @@ def serve(host: str = "127.0.0.1", port: int = 8000, data_dir: str = "cipherfore
         memory has grown more than ``restart_above`` bytes since the start (0: never).
     """
     os.umask(0o077)  # whatever the server creates is its own
-    _log_to(log_stream)
+    log_json_to(log_stream)
     key = load_access_key(data_dir, out) if default_key else None
     client, cluster = dask_cluster(dask_scheduler, dask_workers)
     try:
@@ -180,9 +212,8 @@ def _run(host: str, port: int, app, out, data_dir: str, client, *, ssl_certfile,
                  f"{len(client.ncores())} workers")
         print(f"cipherforest server on {scheme}://{host}:{port} (data in "
               f"{os.path.abspath(data_dir)}{where})", file=out, flush=True)
-    server = uvicorn.Server(uvicorn.Config(
-        app, host=host, port=port, log_level="warning", access_log=False,
-        ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
+    server = uvicorn.Server(uvicorn_config(
+        app, host, port, ssl_certfile=ssl_certfile, ssl_keyfile=ssl_keyfile,
         limit_concurrency=limit_concurrency))
     restart = None
     if sock is not None and restart_above > 0:

@@ -32,12 +32,15 @@ from ..privacy.protocol import (
     SessionState,
     ShardError,
     decode_message,
+    encode_message,
+    message_header,
     verify_message_file,
 )
 from .keys import DEFAULT_KEY_NAME, AccessKey, KeyStore, key_id
 from .limits import Limits, Quotas
 from .memory import Residency, he_pool_bytes, release_free_memory, session_bytes
 from .metrics import ServiceMetrics
+from .scheduling import FairLock, block_rows, merge_scores
 from .storage import UPLOAD_NAME, SessionRecord, Storage, StorageError
 
 __all__ = ["Limits", "ServiceError", "SessionManager"]
@@ -97,7 +100,8 @@ class SessionManager:
             self._default_key = (access_key.encode(), AccessKey(
                 key_id(access_key), DEFAULT_KEY_NAME, "", 0.0, None,
                 self.limits.default_quotas()))
-        elif not any(key.revoked is None for key in self.keys.keys()):
+        self.keys.check()
+        if access_key is None and not any(key.revoked is None for key in self.keys.keys()):
             raise ValueError("without the default key, the server needs a per-user key: "
                              "add one with 'cipherforest serve keys add NAME'")
         # Memory is bounded by the residency budget, not by a session count; nor do
@@ -107,8 +111,16 @@ class SessionManager:
         self.residency = Residency(self.limits.memory_budget(), self.limits.memory_idle_seconds)
         self.metrics = ServiceMetrics()
         # One protocol call at a time: the state machine is not thread-safe (and its
-        # homomorphic work holds the GIL anyway); storage I/O runs outside this lock.
-        self._server_lock = threading.Lock()
+        # homomorphic work holds the GIL anyway); storage I/O runs outside this lock, which
+        # is granted in arrival order (long predictions take it once per row block).
+        self._server_lock = FairLock()
+        # A prediction only reads its trained session: it runs beside the other protocol
+        # calls, one prediction at a time — unless level work forks worker processes,
+        # which must not happen while another thread is inside the homomorphic library
+        # (the child would inherit its locks held): then predictions take the shared lock,
+        # one row block per call.
+        self._predict_lock = FairLock()
+        self._predict_beside = dask_client is not None or self.server.n_jobs == 1
         self._locks: dict[str, threading.Lock] = {}
         self._locks_guard = threading.Lock()
         self._last: dict[str, tuple[str, bytes]] = {}  # session -> (request sha, reply)
@@ -177,6 +189,13 @@ class SessionManager:
                                f"session {session_id!r}")
         key = None if self._is_default(record.key_id) else self._stored_key(
             self.keys.by_id, record.key_id)
+        if key is None and not self._is_default(record.key_id):
+            # Fail closed: a key file that lost the key (deleted, replaced) un-revokes nothing.
+            _log.error("session %s: its access key %s is not in the key store (%s missing or "
+                       "without it); its requests are refused until it is restored",
+                       record.id, record.key_id, self.keys.path)
+            raise ServiceError(403, "key_unknown", "the access key that opened this session "
+                               "is not in the server's key store: its sessions are refused")
         if key is not None and key.revoked is not None:
             raise ServiceError(403, "key_revoked", f"the access key {key.name!r} that opened "
                                "this session was revoked")
@@ -210,7 +229,7 @@ class SessionManager:
 
     # ------------------------------------------------------------------ uploads
     def _check_upload_name(self, name: str) -> None:
-        if not UPLOAD_NAME.match(name):
+        if not UPLOAD_NAME.fullmatch(name):
             raise ServiceError(400, "bad_upload_name", f"upload name {name!r} must be 1-80 "
                                "letters, digits, '.', '_' or '-', not starting with '.'")
 
@@ -283,7 +302,7 @@ class SessionManager:
                                        f"size {size} and SHA-256")
                 # Checked by streaming first: a message that fails costs no memory (a
                 # mapping would bring every page of it into the process's resident set).
-                self._verify_file(path, UPLOAD_KINDS)
+                self._check_header(record, self._verify_file(path, UPLOAD_KINDS))
                 return self._commit_message(record, name, _mapped(path), path, size, sha256)
             finally:
                 self.storage.discard_assembled(path)
@@ -299,18 +318,8 @@ class SessionManager:
                                            reply)
             self._used(record)
             return reply
-        if record.protocol_id is not None:
-            raise ServiceError(409, "setup_done", "this session has its setup already")
-        X = message.arrays.get("X")
-        n_trees = message.meta.get("n_estimators")
-        if X is not None and X.ndim == 2 and isinstance(n_trees, int):
-            quotas = self._key_quotas(record.key_id)
-            _, _, work = self.storage.index.key_usage(record.key_id)
-            if work + X.shape[0] * n_trees > quotas.rows_x_trees:
-                raise ServiceError(429, "rows_x_trees_quota", f"{X.shape[0]} rows × {n_trees} "
-                                   f"trees on top of this access key's {work} would exceed "
-                                   f"its quota of {quotas.rows_x_trees}")
         reply, _ = self._handle(record, data)
+        X, n_trees = message.arrays["X"], message.meta["n_estimators"]  # checked by it
         protocol_id = decode_message(reply, "session").value("session", str)
         record = replace(record, protocol_id=protocol_id)
         with self._on_failure_leave_memory(record):
@@ -357,17 +366,67 @@ class SessionManager:
             return last[1]
 
     def predict(self, record: SessionRecord, data: bytes) -> bytes:
+        """A ``predict`` message's reply; its row count is checked against
+        ``max_predict_rows`` before its rows are decoded."""
+        try:
+            header = message_header(data)
+        except ProtocolError as exc:
+            raise ServiceError(400, "bad_message", str(exc)) from None
+        if header["kind"] != "predict":
+            raise ServiceError(400, "bad_message", f"expected a predict message, got "
+                               f"{header['kind']!r}")
+        self._check_header(record, header)
         with self._lock(record.id):
             message = self._decode(data, ("predict",))
             self._check_message(record, message)
-            reply, _ = self._handle(record, data)
+            X = message.arrays.get("X")
+            if self._predict_beside:
+                reply = self._predict_beside_training(record, data)
+            elif X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
+                reply, _ = self._handle(record, data)
+            else:
+                reply = self._predict_in_blocks(record, message, X)
             self._used(record)
             return reply
+
+    def _predict_beside_training(self, record: SessionRecord, data: bytes) -> bytes:
+        """The reply to a prediction, made outside the shared lock (the session is brought
+        back into memory under it first): another user's commit or training level is not
+        held up by it."""
+        with self._server_lock:
+            if not self.server.has_session(record.protocol_id):
+                self._restore_locked(record)
+        with self._predict_lock:
+            try:
+                return self.server.handle(data)
+            except ProtocolError as exc:
+                raise ServiceError(409 if _is_state_error(str(exc)) else 400,
+                                   "protocol_error", str(exc)) from None
+
+    def _predict_in_blocks(self, record: SessionRecord, message: Message, X) -> bytes:
+        """The reply to a prediction of many rows, made one block of rows per state-machine
+        call (:mod:`~cipherforest.service.scheduling`), so that other users' requests are
+        served between the blocks."""
+        with self._server_lock:
+            if not self.server.has_session(record.protocol_id):
+                self._restore_locked(record)
+            rows_per_sum = self.server.session(record.protocol_id).layout.rows_per_sum
+        step = block_rows(self.limits.predict_block_rows, rows_per_sum)
+        replies = []
+        for start in range(0, X.shape[0], step):
+            part = encode_message(Message("predict", message.meta,
+                                          {"X": X[start: start + step]}))
+            reply, _ = self._handle(record, part)
+            replies.append(decode_message(reply, "scores"))
+        return encode_message(merge_scores(replies))
 
     def status(self, record: SessionRecord) -> dict:
         """State and progress, from memory if the session is there in training, else from
         disk (a status request does not bring a session back into memory)."""
         with self._lock(record.id):
+            if not os.path.isdir(self.storage.session_dir(record.id)):
+                raise ServiceError(410, "unrecoverable", f"session {record.id}: its folder "
+                                   "is gone from the data directory")
             status = {"session": record.id, "created": record.created,
                       "idle_expiry_seconds": self.limits.session_idle_seconds,
                       "uploads": self.storage.committed_count(record.id)}
@@ -481,11 +540,51 @@ class SessionManager:
                 "he_pool_bytes": he_pool_bytes()}
 
     # ------------------------------------------------------------------ helpers
-    def _verify_file(self, path: str, kinds: tuple[str, ...]) -> None:
+    def _verify_file(self, path: str, kinds: tuple[str, ...]) -> dict:
         try:
-            verify_message_file(path, kinds)
+            return verify_message_file(path, kinds)
         except ProtocolError as exc:
             raise ServiceError(400, "bad_message", str(exc)) from None
+
+    def _check_header(self, record: SessionRecord, header: dict) -> None:
+        """Refuse a message from its header alone — before its arrays are decoded — if it
+        names another session, comes in the wrong state, or declares sizes beyond this
+        session's limits (rows of a prediction) or its key's quota (rows × trees)."""
+        kind, meta = header["kind"], header["meta"]
+        shapes = {spec["name"]: spec["shape"] for spec in header["arrays"]}
+        if kind == "setup":
+            if record.protocol_id is not None:
+                raise ServiceError(409, "setup_done", "this session has its setup already")
+            shape, n_trees = shapes.get("X"), meta.get("n_estimators")
+            if shape is None or len(shape) != 2 or type(n_trees) is not int or n_trees < 1:
+                raise ServiceError(400, "bad_message", "a setup message needs a 2-d array X "
+                                   "and a positive integer n_estimators")
+            quotas = self._key_quotas(record.key_id)
+            _, _, work = self.storage.index.key_usage(record.key_id)
+            if work + shape[0] * n_trees > quotas.rows_x_trees:
+                raise ServiceError(429, "rows_x_trees_quota", f"{shape[0]} rows × {n_trees} "
+                                   f"trees on top of this access key's {work} would exceed "
+                                   f"its quota of {quotas.rows_x_trees}")
+            return
+        if record.protocol_id is None:
+            raise ServiceError(409, "no_setup", "upload the setup message first")
+        if meta.get("session") != record.protocol_id:
+            raise ServiceError(403, "other_session", "the message names protocol session "
+                               f"{meta.get('session')!r}, not this session's")
+        if kind == "labels" and record.state != "receiving labels":
+            raise ServiceError(409, "protocol_error", f"labels: session is {record.state}, "
+                               "not receiving labels")
+        if kind == "predict":
+            shape = shapes.get("X")
+            if shape is None or len(shape) != 2:
+                raise ServiceError(400, "bad_message", "a predict message needs a 2-d array X")
+            if shape[0] > self.limits.max_predict_rows:
+                raise ServiceError(413, "too_many_rows", f"a prediction of {shape[0]} rows "
+                                   f"exceeds this server's --max-predict-rows "
+                                   f"{self.limits.max_predict_rows}")
+            if record.n_features is not None and shape[1] != record.n_features:
+                raise ServiceError(400, "bad_message", f"predict: X must have "
+                                   f"{record.n_features} columns, not {shape[1]}")
 
     def _decode(self, data: bytes, kinds: tuple[str, ...]) -> Message:
         try:

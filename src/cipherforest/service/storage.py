@@ -55,10 +55,10 @@ _STATE_FORMAT = "cipherforest-service-session"
 _STATE_VERSION = 3  # 3: CKKS leaf store one leaf per lane, one level left
 _META_FORMAT = "cipherforest-service-session-record"
 _META_VERSION = 1
-SESSION_ID = re.compile(r"^[0-9a-f]{32}$")
+SESSION_ID = re.compile(r"[0-9a-f]{32}")
 #: Upload names: letters, digits, '_', '-', '.', not starting with a dot (so never '.',
 #: '..' or a hidden file).
-UPLOAD_NAME = re.compile(r"^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,79}$")
+UPLOAD_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,79}")
 _COPY_BYTES = 1 << 20
 _log = logging.getLogger("cipherforest.service")
 
@@ -166,7 +166,7 @@ class Storage:
         for name in os.listdir(root):
             if name.startswith(".new-"):  # a session whose creation did not finish
                 shutil.rmtree(os.path.join(root, name), ignore_errors=True)
-            elif SESSION_ID.match(name):
+            elif SESSION_ID.fullmatch(name):
                 folders.add(name)
         indexed = self.index.session_ids()
         rebuilt = 0
@@ -289,7 +289,7 @@ class Storage:
 
     # ------------------------------------------------------------------ sessions
     def session_dir(self, session_id: str) -> str:
-        if not SESSION_ID.match(session_id):
+        if not SESSION_ID.fullmatch(session_id):
             raise ValueError(f"not a session id: {session_id!r}")
         return os.path.join(self.data_dir, "sessions", session_id)
 
@@ -329,7 +329,7 @@ class Storage:
 
     # ------------------------------------------------------------------ uploads
     def _chunk_dir(self, session_id: str, name: str) -> str:
-        if not UPLOAD_NAME.match(name):
+        if not UPLOAD_NAME.fullmatch(name):
             raise ValueError(f"not an upload name: {name!r}")
         return os.path.join(self.session_dir(session_id), "chunks", name)
 

@@ -21,11 +21,12 @@ from ..._lazy import lazy_exports
 
 _MODULES = {  # submodule -> the public names it defines
     ".messages": ("MAX_MESSAGE_BYTES", "Message", "ProtocolError", "decode_message",
-                  "encode_message", "verify_message_file"),
+                  "encode_message", "message_header", "verify_message_file"),
     ".params": ("PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "check_selection_params",
                 "constraints", "forest_meta"),
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
-    ".http": ("HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"),
+    ".http": ("HTTPTransport", "ServiceRequestError", "ServiceTLSError",
+              "ServiceUnavailableError"),
     ".session": ("ClientSession", "ProtocolStats"),
     ".server": ("PrivateForestServer", "SessionState", "ShardError"),
 }
@@ -37,12 +38,14 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .http import HTTPTransport as HTTPTransport
     from .http import ServiceRequestError as ServiceRequestError
+    from .http import ServiceTLSError as ServiceTLSError
     from .http import ServiceUnavailableError as ServiceUnavailableError
     from .messages import MAX_MESSAGE_BYTES as MAX_MESSAGE_BYTES
     from .messages import Message as Message
     from .messages import ProtocolError as ProtocolError
     from .messages import decode_message as decode_message
     from .messages import encode_message as encode_message
+    from .messages import message_header as message_header
     from .messages import verify_message_file as verify_message_file
     from .params import PARAMETERS as PARAMETERS
     from .params import SPLIT_SELECTIONS as SPLIT_SELECTIONS

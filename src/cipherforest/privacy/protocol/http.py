@@ -18,6 +18,7 @@ import hashlib
 import http.client
 import json
 import os
+import ssl
 import time
 import urllib.error
 import urllib.parse
@@ -26,7 +27,8 @@ from collections.abc import Callable
 
 from .messages import Message, ProtocolError, decode_message, encode_message
 
-__all__ = ["ACCESS_KEY_ENV", "HTTPTransport", "ServiceRequestError", "ServiceUnavailableError"]
+__all__ = ["ACCESS_KEY_ENV", "HTTPTransport", "ServiceRequestError", "ServiceTLSError",
+           "ServiceUnavailableError"]
 
 ACCESS_KEY_ENV = "CIPHERFOREST_SERVER_KEY"
 _RETRY_STATUS = (502, 503, 504)
@@ -45,6 +47,11 @@ class ServiceRequestError(ProtocolError):
 
 class ServiceUnavailableError(ConnectionError):
     """The server stayed unreachable for longer than the transport's ``timeout``."""
+
+
+class ServiceTLSError(ConnectionError):
+    """The server's TLS certificate failed verification: raised at once, not retried (a
+    certificate does not become trusted by waiting)."""
 
 
 class HTTPTransport:
@@ -192,6 +199,12 @@ class HTTPTransport:
                 failure = exc
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
                     TimeoutError) as exc:
+                reason = getattr(exc, "reason", exc)
+                if isinstance(reason, ssl.SSLCertVerificationError):
+                    raise ServiceTLSError(
+                        f"{self.url}: the server's TLS certificate is not trusted "
+                        f"({reason.verify_message or reason}); give the certificate or its "
+                        "CA in SSL_CERT_FILE, or check the host name") from None
                 failure = exc
             now = time.monotonic()
             if deadline is None:

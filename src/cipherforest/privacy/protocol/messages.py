@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["Message", "ProtocolError", "decode_message", "encode_message", "MAX_MESSAGE_BYTES",
-           "verify_message_file"]
+           "message_header", "verify_message_file"]
 
 _MAGIC = b"CFMSG1\n"
 _ALLOWED_DTYPES = ("int8", "uint8", "int32", "int64", "float64")
@@ -159,11 +159,29 @@ def _read_header(read_at, total: int) -> tuple[dict, int]:
     return header, start + header_size
 
 
+def message_header(data: bytes | memoryview) -> dict:
+    """The checked header of the message ``data`` — ``kind``, ``meta``, and the ``arrays``
+    (name, dtype, shape, size) and ``blobs`` (name, sizes) its body holds — without
+    decoding the body or checking its digest: what a receiver checks against its limits
+    before it allocates anything for the arrays.
+
+    Raises
+    ------
+    ProtocolError
+        Wrong magic, malformed header, or sizes that do not add up to the body's length.
+    """
+    data = memoryview(data).cast("B")
+    header, _ = _read_header(lambda offset, size: bytes(data[offset: offset + size]),
+                             len(data))
+    return header
+
+
 def verify_message_file(path: str | os.PathLike,
-                        expected_kind: str | tuple[str, ...] | None = None) -> None:
+                        expected_kind: str | tuple[str, ...] | None = None) -> dict:
     """Check a message stored in a file as :func:`decode_message` would — magic, header,
     sizes, digest, kind — reading its body in 1 MiB pieces, so that a file of any size costs
-    1 MiB of memory to refuse (its pages stay in the kernel's cache, outside the process).
+    1 MiB of memory to refuse (its pages stay in the kernel's cache, outside the process);
+    its header (:func:`message_header`).
 
     Raises
     ------
@@ -189,6 +207,7 @@ def verify_message_file(path: str | os.PathLike,
         raise ProtocolError("message does not match its SHA-256 digest: corrupted or "
                             "tampered with in transit")
     _check_kind(header["kind"], expected_kind)
+    return header
 
 
 def _reject_constant(name: str):

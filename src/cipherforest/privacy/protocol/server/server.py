@@ -156,7 +156,8 @@ class PrivateForestServer:
 
     def _expire_idle_sessions(self) -> None:
         now = time.monotonic()
-        for session_id in [sid for sid, session in self._sessions.items()
+        # (a copy of the items: a caller may forget a session from another thread)
+        for session_id in [sid for sid, session in list(self._sessions.items())
                            if now - session.last_used > self.session_ttl]:
             self.forget_session(session_id)
 
