@@ -405,3 +405,40 @@ def test_known_label_success_averages_the_draws(cancer):
     got = attacks.known_label_success(C, proximity, y, draws=3, seed=5)
     assert got == pytest.approx((np.mean(shared), np.mean(nearest)))
     assert got[1] == pytest.approx(1.0)  # the label proximity names every row
+
+
+# ---------------------------------------------------------------------- selective failure
+@pytest.fixture(scope="module")
+def cancer_90(cancer):
+    X, y = cancer
+    return X[:90], y[:90]
+
+
+@pytest.mark.parametrize("params", [{"split_selection": "gini"},
+                                    {"split_selection": "dp", "label_epsilon": 1.0}],
+                         ids=["gini", "dp"])
+def test_selective_failure_reads_labels_in_the_papers_flow(cancer_90, params):
+    """Positive control: a client that refuses wrong counts answers exactly when the swapped
+    rows share a label, one bit per round and per retried fit."""
+    X, y = cancer_90
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", decide_from="server",
+                                 **params)
+    result = attacks.selective_failure_attack(client, X, y, n_targets=8, max_fits=10)
+    assert result.n_probed == 8 and result.accuracy == 1.0 > result.baseline
+    assert result.refusals >= 1 and result.reported == 0
+
+
+@pytest.mark.parametrize("params", [{"split_selection": "gini"},
+                                    {"split_selection": "dp", "label_epsilon": 1.0}],
+                         ids=["gini", "dp"])
+def test_selective_failure_learns_one_bit_per_model_by_default(cancer_90, params):
+    """The default client never refuses: the attacker's reading is the constant "same"
+    guess, and the only reaction is the report after the fit."""
+    X, y = cancer_90
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", **params)
+    result = attacks.selective_failure_attack(client, X, y, n_targets=8, max_fits=10)
+    assert result.refusals == 0 and result.n_fits >= 1
+    assert all(result.guesses.values())  # every forged round was answered
+    truth_same = np.mean([y[t] == y[0] for t in result.guesses])
+    assert result.accuracy == pytest.approx(truth_same)
+    assert result.reported == result.n_fits  # some target differs in every fit here

@@ -189,6 +189,11 @@ def add_client_parser(sub) -> None:
     status.add_argument("--model", required=True, help="the model directory")
 
 
+#: Exit status of a train whose server sent counts that are not the client's own (the model
+#: is saved; the privacy report says where the server deviated).
+_DEVIATION_EXIT = 3
+
+
 def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
@@ -208,7 +213,9 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if changed:
                 parser.error(f"--{changed[0].replace('_', '-')}: the forest options of a "
                              "model directory were fixed by 'cipherforest client encrypt'")
-            _train_package(args, parser, out)
+            client = _train_package(args, parser, out)
+            if not client.privacy_report_["server_honest"]:
+                return _DEVIATION_EXIT
         elif args.action == "train":
             if args.target is None or args.server is None:
                 parser.error("the one-shot train (--data) needs --target and --server")
@@ -229,6 +236,8 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             print(f"trained {args.trees} trees in {stats.rounds} rounds; uploaded "
                   f"{stats.bytes_sent / 1e6:.1f} MB; model saved to {args.model}", file=out)
             print(format_privacy_report(client.privacy_report_), file=out)
+            if not client.privacy_report_["server_honest"]:
+                return _DEVIATION_EXIT
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
             client.set_params(prediction_reply="leaves" if args.exact else "sums")
@@ -402,7 +411,7 @@ def _upload(args, parser, out) -> None:
           f"cipherforest client train --model {args.model}", file=out)
 
 
-def _train_package(args, parser, out) -> None:
+def _train_package(args, parser, out):
     """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
     from ..privacy import PrivateForestClient
     from ..privacy.package import (
@@ -453,4 +462,5 @@ def _train_package(args, parser, out) -> None:
     print(f"trained {client.n_estimators} trees in {len(answered)} rounds{resumed}; model "
           f"saved to {args.model}", file=out)
     print(format_privacy_report(client.privacy_report_), file=out)
+    return client
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -20,7 +21,7 @@ from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from .dp import format_privacy_report, privacy_report
+from .dp import deviation_warning, format_privacy_report, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .progress import fit_progress
 from .protocol import (
@@ -34,7 +35,12 @@ from .protocol import (
 )
 from .protocol.replies import CKKS_TIE_TOLERANCE
 
-__all__ = ["PrivateForestClient"]
+__all__ = ["PrivateForestClient", "ServerDeviationWarning"]
+
+
+class ServerDeviationWarning(UserWarning):
+    """A fit's server sent class counts that are not the client's own (a malicious or
+    broken server); ``privacy_report_["server_deviations"]`` says where."""
 
 
 class PrivateForestClient(ClassifierMixin, BaseEstimator):
@@ -107,6 +113,13 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     reveal_leaves : bool, default=False
         True restores the paper's rule: answer "leaf" for pure and no-gain nodes.
     split_selection : {"rr", "dp", "blind", "gini"}, default="rr"
+    decide_from : {"own", "server"}, default="own"
+        ``"gini"`` and ``"dp"`` only: where the split choices' class counts come from.
+        ``"own"``: the client's own labels on its replay of the plan (the server's
+        encrypted counts are an audit: decrypted, compared, a difference reported after the
+        fit). ``"server"``: the paper's flow, kept for the evaluation — the decrypted counts,
+        and a round whose counts differ from the client's own is refused at once, which a
+        malicious server reads as a label bit (selective failure).
     label_epsilon : float or None, default=None
         ``"rr"``: ε of the randomized response (None: 2); ``"dp"``: ε of each
         exponential-mechanism choice (required). A finite number > 0; unused by the other
@@ -178,7 +191,9 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     privacy_report_ : dict
         The guarantee in words and numbers: split selection, ε, δ, what the server saw and
         what it did not (:func:`cipherforest.privacy.dp.format_privacy_report` turns it into
-        text; ``verbose`` and the CLI print it after training).
+        text; ``verbose`` and the CLI print it after training); ``server_honest`` and
+        ``server_deviations`` (round, tree, node, what) say whether the server's counts were
+        the client's own (the CLI's ``train`` exits with status 3 when they were not).
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
@@ -190,8 +205,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
-                 split_selection="rr", label_epsilon=None, label_delta=1e-6,
-                 max_round_bytes=None,
+                 split_selection="rr", decide_from="own", label_epsilon=None,
+                 label_delta=1e-6, max_round_bytes=None,
                  server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
                  prediction_reply="sums", verbose=0, progress=None, server_key=None,
                  timeout=120.0):
@@ -210,6 +225,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.gipe_bins = gipe_bins
         self.reveal_leaves = reveal_leaves
         self.split_selection = split_selection
+        self.decide_from = decide_from
         self.label_epsilon = label_epsilon
         self.label_delta = label_delta
         self.max_round_bytes = max_round_bytes
@@ -279,12 +295,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         engine = self.client_session_
         self.session_ = engine.session_id
         self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
-                                              self.gipe_mode, self.reveal_leaves)
+                                              self.gipe_mode, self.reveal_leaves,
+                                              engine.deviations)
         self.epsilon_spent_ = self.privacy_report_["epsilon"]
         self.delta_spent_ = self.privacy_report_["delta"]
         self.fit_stats_ = stats
         if self.verbose:
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
+        if engine.deviations:
+            # After the fit, never during it: the server may see the client walk away now,
+            # one bit per model, but no answer depended on its counts.
+            warnings.warn(deviation_warning(engine.deviations), ServerDeviationWarning,
+                          stacklevel=3)
         return self
 
     def _new_transport(self) -> Transport:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["DEFAULT_LABEL_DELTA", "ExponentialMechanism", "LabelPrivacyAccountant",
-           "RandomizedResponse", "format_privacy_report", "privacy_report",
+           "RandomizedResponse", "deviation_warning", "format_privacy_report", "privacy_report",
            "split_sensitivity"]
 
 #: δ of the reported (ε, δ) guarantee: far below 1/n for every data size one server holds
@@ -197,8 +197,14 @@ _SERVER_SAW = {
 
 
 def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
-                   gipe_mode: str, reveal_leaves: bool = False) -> dict:
-    """What a fit guarantees about the labels against the server, as a dict."""
+                   gipe_mode: str, reveal_leaves: bool = False,
+                   deviations: list[dict] | tuple = ()) -> dict:
+    """What a fit guarantees about the labels against the server, as a dict.
+
+    ``deviations``: where the server's class counts were not the client's own
+    (:attr:`~cipherforest.privacy.protocol.ClientSession.deviations`); reported under
+    ``"server_deviations"``, with a verdict under ``"server_honest"``.
+    """
     epsilon, delta = accountant.epsilon_spent, accountant.delta_spent
     if math.isinf(epsilon):
         guarantee = ("none: the paper's selection (split choices from exact class counts); "
@@ -220,6 +226,8 @@ def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
         saw.append("which nodes are pure (the paper's leaf rule)")
     return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,
             "guarantee": guarantee, "server_saw": saw,
+            "server_honest": not deviations,
+            "server_deviations": [dict(d) for d in deviations],
             "server_did_not_see": ["the labels", "the feature values",
                                    "any secret key", "leaf class counts",
                                    "the predictions"]}
@@ -230,4 +238,21 @@ def format_privacy_report(report: dict) -> str:
     lines = [f"label privacy ({report['split_selection']}): {report['guarantee']}",
              "the server saw: " + "; ".join(report["server_saw"]),
              "it did not see: " + ", ".join(report["server_did_not_see"])]
+    deviations = report.get("server_deviations", [])
+    if deviations:
+        lines.append(deviation_warning(deviations))
     return "\n".join(lines)
+
+
+def deviation_warning(deviations: list[dict]) -> str:
+    """One paragraph telling the user that the server did not follow the protocol."""
+    rounds = sorted({int(d["round"]) for d in deviations})
+    first = deviations[0]
+    where = (f"node {first['node']} of tree {first['tree']}" if first["tree"] >= 0
+             else "a whole query")
+    return (f"WARNING: the server did not follow the protocol: its class counts differ from "
+            f"the client's own in {len(deviations)} node(s) of {len(rounds)} round(s) "
+            f"(first: round {first['round']}, {where}: {first['what']}). The client decided "
+            "every split from its own counts and answered as it would an honest server, so "
+            "the server learned nothing from the answers; do not trust this server with "
+            "further data.")

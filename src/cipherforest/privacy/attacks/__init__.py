@@ -28,6 +28,9 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
 * :mod:`.content_substitution` — :class:`ContentSubstitutionServer` /
   :func:`content_substitution_attack`: a malicious server keeps every plan field honest and
   forges the counts, one "same class as the reference?" question per node.
+* :mod:`.selective_failure` — :class:`SelectiveFailureServer` /
+  :func:`selective_failure_attack`: a malicious server swaps a known-label row for a target
+  row in one node's sums and reads the client's refusal as "different labels".
 * :mod:`.value_recovery` — :func:`quantile_value_recovery` / :func:`score_value_recovery`:
   values from cipher ranks and an auxiliary sample of the feature's distribution.
 
@@ -54,6 +57,11 @@ from .proximity import (
     proximity_nearest_labels,
 )
 from .scoring import AttackResult, majority_baseline, one_known_per_class, score_labels
+from .selective_failure import (
+    SelectiveFailureResult,
+    SelectiveFailureServer,
+    selective_failure_attack,
+)
 from .shared_cipher import shared_cipher_labels
 from .transcript import (
     RecordingServer,
@@ -73,6 +81,8 @@ __all__ = [
     "PairOracleResult",
     "PairOracleServer",
     "RecordingServer",
+    "SelectiveFailureResult",
+    "SelectiveFailureServer",
     "Transcript",
     "ValueRecoveryResult",
     "alternation_labels",
@@ -90,6 +100,7 @@ __all__ = [
     "quantile_value_recovery",
     "score_labels",
     "score_value_recovery",
+    "selective_failure_attack",
     "server_bootstrap_counts",
     "shared_cipher_labels",
 ]

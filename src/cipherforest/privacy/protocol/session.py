@@ -32,7 +32,13 @@ import numpy as np
 from ..dp import LabelPrivacyAccountant, RandomizedResponse
 from ..gipe import GiniPreservingEncryptor
 from ..he import BlockLayout, SecretContext
-from .decisions import check_counts, clear_counts, decide_splits, squares_of_counts
+from .decisions import (
+    check_counts,
+    clear_counts,
+    decide_splits,
+    differing_nodes,
+    squares_of_counts,
+)
 from .messages import Message, ProtocolError, decode_message, encode_message
 from .params import ForestSpec, forest_meta, label_epsilon
 from .planner import ForestGrowth, NodePlan, plan_fields
@@ -85,6 +91,11 @@ class ClientSession:
         count against them.
     accountant : LabelPrivacyAccountant
         The label-privacy guarantee of the last :meth:`train`.
+    deviations : list of dict
+        Where the last :meth:`train`'s server sent class counts that are not the client's
+        own (``round``, ``tree``, ``node``, ``what``; tree and node -1 when a round's counts
+        could not be read at all). Recorded, never reacted to during the fit: the estimator
+        reports them after it (``privacy_report_``, a warning).
     """
 
     def __init__(self, params: Mapping[str, Any], transport: Transport | None = None):
@@ -98,6 +109,7 @@ class ClientSession:
         self.n_draws = 0
         self.labels: np.ndarray | None = None
         self.accountant = self._new_accountant()
+        self.deviations: list[dict] = []
 
     def _new_accountant(self) -> LabelPrivacyAccountant:
         return LabelPrivacyAccountant(self.params["split_selection"],
@@ -258,6 +270,7 @@ class ClientSession:
         self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
                                                                    n_features))
         self.accountant = self._new_accountant()
+        self.deviations = []
         self._rng = secrets.SystemRandom()
         if self.asks_rounds and self.labels is None:
             raise ValueError("this client has no labels to check the server's counts "
@@ -322,12 +335,24 @@ class ClientSession:
         return reply
 
     def answer(self, query: Message) -> Message:
-        """The answer to one query: plan checked, counts decrypted and checked against the
-        client's own, one candidate per node chosen."""
+        """The answer to one query: plan checked, one candidate per node chosen.
+
+        By default (``decide_from="own"``) the choice comes from the class counts of the
+        client's own labels on its own replay of the plan; the server's encrypted counts are
+        decrypted and compared only to record a difference (:attr:`deviations`), never to
+        refuse or change anything the server can see, so a server that forges counts learns
+        nothing from the answers. ``decide_from="server"`` is the paper's flow: choose from
+        the decrypted counts and refuse the round when they differ from the client's own.
+        """
         plans = self._check_plan(query)
-        counts = query_counts(self.he, self.layout, query)
         onehot = np.eye(self.n_classes)[self.labels]
-        check_counts(plans, counts, clear_counts(plans, onehot, self._growth.weights))
+        own = clear_counts(plans, onehot, self._growth.weights)
+        if self.params.get("decide_from", "own") == "server":
+            counts = query_counts(self.he, self.layout, query)
+            check_counts(plans, counts, own)
+        else:
+            self._audit(query, plans, own)
+            counts = own
         squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
         params = self.params
         choice = decide_splits(self._growth, plans, squares, self.n_classes,
@@ -339,6 +364,21 @@ class ClientSession:
                   "node": query.array("node", "int64", 1), "choice": choice}
         return Message("answer", self._meta({"round": query.value("round", int),
                                              "token": query.value("token", str)}), arrays)
+
+    def _audit(self, query: Message, plans: list[NodePlan], own: np.ndarray) -> None:
+        """Decrypt the server's counts and record where they are not the client's own (or
+        cannot be read at all); nothing here raises or changes the answer."""
+        round_ = query.value("round", int)
+        try:
+            counts = query_counts(self.he, self.layout, query)
+            wrong = differing_nodes(plans, counts, own)
+        except (ProtocolError, ValueError) as exc:
+            self.deviations.append({"round": round_, "tree": -1, "node": -1,
+                                    "what": str(exc)})
+            return
+        self.deviations.extend({"round": round_, "tree": int(tree), "node": int(node),
+                                "what": f"class counts differ ({what})"}
+                               for tree, node, what in wrong)
 
     def _check_plan(self, query: Message) -> list[NodePlan]:
         """The client's own plan of the trees a query covers; a query that differs from it
