@@ -29,8 +29,8 @@ from ..dp import DEFAULT_LABEL_DELTA
 from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 
-__all__ = ["DEFAULT_RR_EPSILON", "DECIDE_FROM", "DEFAULT_SPLIT_SELECTION", "PARAMETERS", "SPLIT_SELECTIONS",
-           "ForestSpec", "Parameter", "check_selection_params", "constraints", "forest_meta",
+__all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS",
+           "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params", "constraints", "forest_meta",
            "forest_seed", "label_epsilon"]
 
 #: How a node's split is chosen: by the client from encrypted counts ("gini", "dp"), by the
