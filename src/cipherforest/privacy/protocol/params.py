@@ -30,8 +30,8 @@ from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 
 __all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS",
-           "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params", "constraints", "forest_meta",
-           "forest_seed", "label_epsilon"]
+           "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
+           "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
 #: How a node's split is chosen: by the client from encrypted counts ("gini", "dp"), by the
 #: server from randomized-response labels ("rr"), or at random by the server ("blind").
