@@ -182,9 +182,11 @@ def add_client_parser(sub) -> None:
     predict.add_argument("--out", default=None, help="CSV file for the predictions "
                          "(default: standard output)")
     predict.add_argument("--server", default=None, help="the server's URL if it moved")
-    predict.add_argument("--exact", action="store_true", help="ask for the leaves the rows "
-                         "reach (exact counts, more bytes) instead of the server's per-row "
-                         "sums over the trees (CKKS; BFV models always get leaves)")
+    predict.add_argument("--exact", action="store_true", help="the paper's flow: ask for "
+                         "the encrypted leaf-store ciphertexts the rows reach (exact counts) "
+                         "instead of the leaf ids the model reads its own leaf counts with "
+                         "(models saved before those counts predict with the server's "
+                         "encrypted per-row sums)")
     status = actions.add_parser("status", help="where the saved model's server session stands")
     status.add_argument("--model", required=True, help="the model directory")
 
@@ -240,7 +242,8 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
                 return _DEVIATION_EXIT
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
-            client.set_params(prediction_reply="leaves" if args.exact else "sums")
+            if args.exact:  # the paper's encrypted leaves (else the model's own choice)
+                client.set_params(prediction_reply="leaves")
             X, y, _ = read_csv(args.data, args.target)
             predictions = client.predict(X)
             stream = open(args.out, "w", newline="", encoding="utf-8") if args.out else out

@@ -126,6 +126,20 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         selections.
     label_delta : float, default=1e-6
         δ of the ``(ε, δ)`` guarantee reported for ``"dp"``.
+    privacy_ledger : str or None, default=None
+        Directory of the client's privacy ledger (:class:`~cipherforest.privacy.ledger.
+        PrivacyLedger`; None: ``$CIPHERFOREST_PRIVACY_LEDGER``, else
+        ``~/.cipherforest/privacy-ledger``). It holds the secret that fixes each row's
+        randomized label (``"rr"``: the same data gives the same randomized labels on every
+        fit, retry and refit — RAPPOR's permanent randomized response) and the ε every
+        release spent on each row (keyed fingerprints of the rows, never the data). A
+        missing, corrupted or foreign ledger is an error, never a silent reset.
+    max_total_epsilon : float or None, default=None
+        Refuse a fit (before anything is sent) that would bring any row's cumulative ε in
+        the ledger above this: a repeat of a recorded ``"rr"`` release adds nothing, a new
+        ε or new rows add theirs, ``"dp"`` is checked with its worst case (one choice per
+        level, ``max_depth`` levels) and charged with what it spent, ``"gini"`` spends an
+        infinite ε.
     max_round_bytes : int or None, default=None
         None: one round per tree level for all trees (the paper's O(depth) rounds). An int
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
@@ -144,12 +158,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     label_pack_rows : int or None, default=None
         At most this many rows' labels per label ciphertext (None: as many as the slots
         hold). Fewer rows per pack mean fewer candidate lanes per query ciphertext.
-    prediction_reply : {"sums", "leaves"}, default="sums"
-        What :meth:`predict_proba` asks the server for. ``"sums"``: each test row's leaf
-        class frequencies summed over the trees on the server (CKKS only; a few ciphertexts
-        per 2·4096/τ' rows, probabilities within ~1e-6 of the plaintext forest's; BFV
-        sessions answer with leaves). ``"leaves"``: the leaf-store ciphertexts the rows reach
-        and a position per (row, tree); exact integer counts, more bytes.
+    prediction_reply : {"ids", "sums", "leaves"}, default="ids"
+        What :meth:`predict_proba` asks the server for. ``"ids"``: the leaf each test row
+        reaches in each tree; the client reads the leaves' class counts from the table it
+        computed from its own labels when the fit ended (``client_session_.leaf_table``),
+        so prediction needs no homomorphic work and nothing the client uses comes from
+        label ciphertexts (a server cannot turn it into an oracle on training labels).
+        The paper's encrypted replies, kept for the evaluation: ``"sums"``, each test
+        row's leaf class frequencies summed over the trees on the server (CKKS only; BFV
+        sessions answer with leaves), and ``"leaves"``, the leaf-store ciphertexts the rows
+        reach and a position per (row, tree). Their checks raise on a reply that is not
+        the client's own counts, which a server that doctors the leaves with two training
+        rows' label ciphertexts reads as a label bit per call (docs/threat_model.md).
     verbose : int, default=0
         1: print upload progress and one line per round (round, open nodes, bytes, seconds)
         on stderr, as the plaintext ensembles draw their progress.
@@ -193,7 +213,9 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         what it did not (:func:`cipherforest.privacy.dp.format_privacy_report` turns it into
         text; ``verbose`` and the CLI print it after training); ``server_honest`` and
         ``server_deviations`` (round, tree, node, what) say whether the server's counts were
-        the client's own (the CLI's ``train`` exits with status 3 when they were not).
+        the client's own (the CLI's ``train`` exits with status 3 when they were not);
+        ``cumulative_epsilon`` (and ``cumulative_delta``) what the privacy ledger holds for
+        the most charged training row after this fit, over every release recorded.
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
@@ -206,9 +228,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
                  split_selection="rr", decide_from="own", label_epsilon=None,
-                 label_delta=1e-6, max_round_bytes=None,
+                 label_delta=1e-6, privacy_ledger=None, max_total_epsilon=None,
+                 max_round_bytes=None,
                  server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
-                 prediction_reply="sums", verbose=0, progress=None, server_key=None,
+                 prediction_reply="ids", verbose=0, progress=None, server_key=None,
                  timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
@@ -228,6 +251,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.decide_from = decide_from
         self.label_epsilon = label_epsilon
         self.label_delta = label_delta
+        self.privacy_ledger = privacy_ledger
+        self.max_total_epsilon = max_total_epsilon
         self.max_round_bytes = max_round_bytes
         self.server = server
         self.n_jobs = n_jobs
@@ -296,7 +321,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.session_ = engine.session_id
         self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
                                               self.gipe_mode, self.reveal_leaves,
-                                              engine.deviations)
+                                              engine.deviations, engine.cumulative_spent())
         self.epsilon_spent_ = self.privacy_report_["epsilon"]
         self.delta_spent_ = self.privacy_report_["delta"]
         self.fit_stats_ = stats

@@ -198,7 +198,8 @@ _SERVER_SAW = {
 
 def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
                    gipe_mode: str, reveal_leaves: bool = False,
-                   deviations: list[dict] | tuple = ()) -> dict:
+                   deviations: list[dict] | tuple = (),
+                   cumulative: tuple[float, float] | None = None) -> dict:
     """What a fit guarantees about the labels against the server, as a dict.
 
     ``deviations``: where the server's class counts were not the client's own
@@ -227,6 +228,8 @@ def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
     return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,
             "guarantee": guarantee, "server_saw": saw,
             "server_honest": not deviations,
+            "cumulative_epsilon": None if cumulative is None else cumulative[0],
+            "cumulative_delta": None if cumulative is None else cumulative[1],
             "server_deviations": [dict(d) for d in deviations],
             "server_did_not_see": ["the labels", "the feature values",
                                    "any secret key", "leaf class counts",
@@ -238,6 +241,11 @@ def format_privacy_report(report: dict) -> str:
     lines = [f"label privacy ({report['split_selection']}): {report['guarantee']}",
              "the server saw: " + "; ".join(report["server_saw"]),
              "it did not see: " + ", ".join(report["server_did_not_see"])]
+    if report.get("cumulative_epsilon") is not None:
+        lines.append(f"privacy ledger: these rows have spent ε = "
+                     f"{report['cumulative_epsilon']:.4g} over every recorded release"
+                     + (f" (δ = {report['cumulative_delta']:.1e})"
+                        if report.get("cumulative_delta") else ""))
     deviations = report.get("server_deviations", [])
     if deviations:
         lines.append(deviation_warning(deviations))

@@ -83,13 +83,15 @@ PARAMETERS: dict[str, Parameter] = {
     "decide_from": Parameter("own", [StrOptions(set(DECIDE_FROM))]),
     "label_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="neither"), None]),
     "label_delta": Parameter(DEFAULT_LABEL_DELTA, [Interval(Real, 0.0, 1.0, closed="neither")]),
+    "privacy_ledger": Parameter(None, [str, None]),
+    "max_total_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="left"), None]),
     # The homomorphic layer and the rounds.
     "scheme": Parameter("ckks", [StrOptions(set(SCHEMES))]),
     "max_round_bytes": Parameter(None, [Interval(Integral, MIN_ROUND_BYTES, None,
                                                  closed="left"), None]),
     "label_chunk": Parameter(2, [Interval(Integral, 1, 64, closed="both")]),
     "label_pack_rows": Parameter(None, [Interval(Integral, 1, None, closed="left"), None]),
-    "prediction_reply": Parameter("sums", [StrOptions({"sums", "leaves"})]),
+    "prediction_reply": Parameter("ids", [StrOptions({"ids", "sums", "leaves"})]),
     # Where the server is.
     "server": Parameter(None, "no_validation"),
     "n_jobs": Parameter(None, [Integral, None]),

@@ -48,7 +48,7 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
-from ..planner import NodePlan, OpenNode, plan_fields
+from ..planner import NodePlan, OpenNode, leaves_reached, plan_fields
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -58,6 +58,7 @@ from .state import SessionState, apply_state, export_state, setup_message
 __all__ = ["MAX_LABEL_CHUNK", "PrivateForestServer"]
 
 MAX_LABEL_CHUNK = 64  # label packs per upload message
+
 
 
 class PrivateForestServer:
@@ -374,8 +375,11 @@ class PrivateForestServer:
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()
+        # The leaf each training row reaches: the client counts its own labels per leaf
+        # (the trees are this server's; the client does not replay their growth).
         return Message("trained", {"session": session.id, "rounds": 0,
-                                   "n_leaves": len(leaf_jobs)})
+                                   "n_leaves": len(leaf_jobs)},
+                       {"leaf": leaves_reached(session.trees, session.X).astype(np.int32)})
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: ServerSession) -> Message:
@@ -517,7 +521,9 @@ class PrivateForestServer:
           (:mod:`._row_sums`); or
         * ``reply="leaves"``: the leaf-store ciphertexts the rows reach and, per (row, tree),
           the leaf's position among those ciphertexts' leaves and its bootstrap draws
-          (the client rounds CKKS frequencies times draws to exact counts).
+          (the client rounds CKKS frequencies times draws to exact counts); or
+        * ``reply="ids"`` (the client's default): per (row, tree) the node id of the leaf the
+          row reaches, nothing encrypted (the client holds its own leaf counts).
         """
         session = self._session_of(message)
         if session.state != "trained":
@@ -526,16 +532,20 @@ class PrivateForestServer:
         if X.shape[1] != session.X.shape[1] or not np.all(np.isfinite(X)):
             raise ProtocolError(f"predict: X must be finite with {session.X.shape[1]} columns")
         asked = message.meta.get("reply", "leaves")
-        if asked not in ("sums", "leaves"):
-            raise ProtocolError(f"predict: reply must be 'sums' or 'leaves', not {asked!r}")
+        if asked not in ("ids", "sums", "leaves"):
+            raise ProtocolError(f"predict: reply must be 'ids', 'sums' or 'leaves', not "
+                                f"{asked!r}")
         layout, context = session.layout, session.context
+        node_ids = leaves_reached(session.trees, X)
+        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
+        if asked == "ids":
+            return session, Message("scores", {**meta, "reply": "ids"},
+                                    {"leaf": node_ids.astype(np.int32)})
         reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
-        leaf_ids = [tree.apply(X) for tree in session.trees]
         for t, tree in enumerate(session.trees):
             position = np.full(len(tree.left), -1, dtype=np.int64)
             position[list(tree.leaves)] = list(tree.leaves.values())
-            reached[:, t] = position[leaf_ids[t]]
-        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
+            reached[:, t] = position[node_ids[:, t]]
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
             sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached)
             return session, Message(
@@ -547,7 +557,8 @@ class PrivateForestServer:
         blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
                  for i in stores]
         totals = session.leaf_totals()
-        draws = np.stack([totals[t][leaf_ids[t]] for t in range(len(session.trees))], axis=1)
+        draws = np.stack([totals[t][node_ids[:, t]] for t in range(len(session.trees))],
+                         axis=1)
         return session, Message("scores", {**meta, "reply": "leaves",
                                            "leaves_per_ciphertext": per_ct},
                                 {"leaf": positions.astype(np.int32),
