@@ -442,3 +442,20 @@ def test_selective_failure_learns_one_bit_per_model_by_default(cancer_90, params
     truth_same = np.mean([y[t] == y[0] for t in result.guesses])
     assert result.accuracy == pytest.approx(truth_same)
     assert result.reported == result.n_fits  # some target differs in every fit here
+
+
+# ---------------------------------------------------------------------- forced refits
+def test_forced_refits_average_fresh_draws_away(cancer):
+    """Positive control: fresh randomized labels per fit, majority over 7 failed fits."""
+    X, y = cancer
+    with attacks.fresh_randomized_labels():
+        result = attacks.forced_refit_attack(PrivateForestClient(3, label_epsilon=1.0), X, y)
+    assert result.n_fits == 7 and result.distinct_draws == 7
+    assert result.majority > result.single_fit + 0.1
+
+
+def test_forced_refits_see_one_draw_with_permanent_randomized_response(cancer):
+    X, y = cancer
+    result = attacks.forced_refit_attack(PrivateForestClient(3, label_epsilon=1.0), X, y)
+    assert result.n_fits == 7 and result.distinct_draws == 1
+    assert result.majority == result.single_fit < 0.8

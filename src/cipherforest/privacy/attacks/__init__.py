@@ -31,6 +31,9 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
 * :mod:`.selective_failure` — :class:`SelectiveFailureServer` /
   :func:`selective_failure_attack`: a malicious server swaps a known-label row for a target
   row in one node's sums and reads the client's refusal as "different labels".
+* :mod:`.forced_refits` — :class:`BusyServer` / :func:`forced_refit_attack`: a server reads
+  the randomized labels of each ``setup``, answers "busy", and takes the majority over the
+  retried fits.
 * :mod:`.value_recovery` — :func:`quantile_value_recovery` / :func:`score_value_recovery`:
   values from cipher ranks and an auxiliary sample of the feature's distribution.
 
@@ -46,6 +49,12 @@ from .content_substitution import (
     ContentSubstitutionServer,
     content_substitution_attack,
     without_count_check,
+)
+from .forced_refits import (
+    BusyServer,
+    ForcedRefitResult,
+    forced_refit_attack,
+    fresh_randomized_labels,
 )
 from .leaf_union import leaf_union_labels
 from .pair_oracle import PairOracleResult, PairOracleServer, pair_oracle_attack
@@ -74,6 +83,8 @@ from .value_recovery import ValueRecoveryResult, quantile_value_recovery, score_
 
 __all__ = [
     "AttackResult",
+    "BusyServer",
+    "ForcedRefitResult",
     "ContentSubstitutionResult",
     "ContentSubstitutionServer",
     "content_substitution_attack",
@@ -87,7 +98,9 @@ __all__ = [
     "ValueRecoveryResult",
     "alternation_labels",
     "declared_leaves",
+    "forced_refit_attack",
     "forest_trees",
+    "fresh_randomized_labels",
     "known_label_success",
     "leaf_union_labels",
     "majority_baseline",
