@@ -459,3 +459,26 @@ def test_forced_refits_see_one_draw_with_permanent_randomized_response(cancer):
     result = attacks.forced_refit_attack(PrivateForestClient(3, label_epsilon=1.0), X, y)
     assert result.n_fits == 7 and result.distinct_draws == 1
     assert result.majority == result.single_fit < 0.8
+
+
+# ---------------------------------------------------------------------- prediction oracle
+@pytest.mark.parametrize(("scheme", "reply"), [("ckks", "leaves"), ("bfv", "leaves")])
+def test_prediction_oracle_reads_labels_from_the_papers_replies(cancer, scheme, reply):
+    """Positive control: a doctored leaf makes the paper's checks fail exactly when the two
+    training rows' labels differ."""
+    X, y = cancer
+    client = PrivateForestClient(3, random_state=0, scheme=scheme, prediction_reply=reply)
+    result = attacks.prediction_oracle_attack(client, X[:150], y[:150], X[150:160],
+                                              n_pairs=8)
+    assert result.accuracy == 1.0 > result.baseline and result.failures >= 1
+
+
+@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
+def test_prediction_oracle_reads_nothing_from_leaf_ids(cancer, scheme):
+    X, y = cancer
+    client = PrivateForestClient(3, random_state=0, scheme=scheme)
+    result = attacks.prediction_oracle_attack(client, X[:150], y[:150], X[150:160],
+                                              n_pairs=8)
+    assert result.failures == 0
+    assert result.accuracy == pytest.approx(1 - result.baseline) or result.accuracy == (
+        pytest.approx(result.baseline))  # the constant "same" guess

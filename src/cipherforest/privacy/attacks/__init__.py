@@ -31,6 +31,9 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
 * :mod:`.selective_failure` — :class:`SelectiveFailureServer` /
   :func:`selective_failure_attack`: a malicious server swaps a known-label row for a target
   row in one node's sums and reads the client's refusal as "different labels".
+* :mod:`.prediction_oracle` — :class:`PredictionOracleServer` /
+  :func:`prediction_oracle_attack`: a server keeps the label ciphertexts and doctors a leaf
+  with α·(e_yi − e_yj) before a predict call; the client's check fails when the labels differ.
 * :mod:`.forced_refits` — :class:`BusyServer` / :func:`forced_refit_attack`: a server reads
   the randomized labels of each ``setup``, answers "busy", and takes the majority over the
   retried fits.
@@ -58,6 +61,11 @@ from .forced_refits import (
 )
 from .leaf_union import leaf_union_labels
 from .pair_oracle import PairOracleResult, PairOracleServer, pair_oracle_attack
+from .prediction_oracle import (
+    PredictionOracleResult,
+    PredictionOracleServer,
+    prediction_oracle_attack,
+)
 from .proximity import (
     known_label_success,
     name_clusters_by_counts,
@@ -91,6 +99,8 @@ __all__ = [
     "without_count_check",
     "PairOracleResult",
     "PairOracleServer",
+    "PredictionOracleResult",
+    "PredictionOracleServer",
     "RecordingServer",
     "SelectiveFailureResult",
     "SelectiveFailureServer",
@@ -107,6 +117,7 @@ __all__ = [
     "name_clusters_by_counts",
     "one_known_per_class",
     "pair_oracle_attack",
+    "prediction_oracle_attack",
     "proximity_cluster_labels",
     "proximity_matrix",
     "proximity_nearest_labels",
