@@ -36,7 +36,9 @@ union, alternation and shared-cipher attacks on the received cipher matrix, prox
 ``--reactions`` prints only a third table, the attacks on the client's reactions (issue
 #47): selective failure in training (a server swapping a known-label row for a target row in
 one node's sums per round, reading a refusal as "different labels"; Gini and dp selection,
-the paper's flow as positive control and the default client) and forced refits (a server
+the paper's flow as positive control and the default client), selective failure at
+prediction (a leaf doctored with two training rows' label ciphertexts before each predict
+call; the paper's replies as positive control, leaf ids by default) and forced refits (a server
 that reads the randomized labels of each ``setup`` and answers "busy"; majority over 7
 failed fits, fresh draws per fit as positive control and permanent randomized response).
 
@@ -241,6 +243,20 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[st
                 lines.append(line)
                 print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr,
                       flush=True)
+        for reply, who in (("leaves", "paper's reply (`prediction_reply=\"leaves\"`)"),
+                           ("sums", "paper's reply (`prediction_reply=\"sums\"`)"),
+                           ("ids", "default (`prediction_reply=\"ids\"`)")):
+            t0 = time.perf_counter()
+            client = PrivateForestClient(n_estimators=n_trees, random_state=0,
+                                         prediction_reply=reply)
+            result = attacks.prediction_oracle_attack(client, X_small, y_small, X[:10],
+                                                      n_pairs=n_targets)
+            line = (f"| {name} ({n_rows} rows) | selective failure at prediction, rr | {who} | "
+                    f"{result.accuracy * result.n_probed:.0f} of {result.n_probed} | "
+                    f"{pct(result.baseline)} % | 1 | – | {result.failures} failed predict "
+                    "calls |")
+            lines.append(line)
+            print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
         for label, fresh in (("fresh draw per fit (before the ledger)", True),
                              ("default (permanent randomized response)", False)):
             t0 = time.perf_counter()
