@@ -197,3 +197,16 @@ def test_reset_is_explicit_and_changes_the_draws(tmp_path):
     assert fresh.spent(keys) == (0.0, 0.0) and fresh.releases == []
     after = fresh.randomized_labels(X, np.zeros(50, dtype=np.int64), 0.1, 2)
     assert not np.array_equal(before, after)
+
+
+def test_two_holders_of_one_ledger_both_count(tmp_path):
+    """Each charge re-reads the file under a lock: a release recorded by another process
+    (here another instance) since this one was opened is kept."""
+    first, second = PrivacyLedger(tmp_path / "ledger"), PrivacyLedger(tmp_path / "ledger")
+    keys = np.arange(5, dtype=np.uint64)
+    first.charge("rr", 1.0, 0.0, keys, "one")
+    second.charge("rr", 2.0, 0.0, keys, "two")
+    assert PrivacyLedger(tmp_path / "ledger").spent(keys) == (3.0, 0.0)
+    second.charge("dp", 0.5, 1e-6, keys, "three")
+    second.charge("dp", 0.8, 1e-6, keys, "three")  # resumed rounds spent more: raised
+    assert PrivacyLedger(tmp_path / "ledger").spent(keys) == (pytest.approx(3.8), 1e-6)

@@ -188,11 +188,13 @@ class LabelPrivacyAccountant:
 
 
 _SERVER_SAW = {
-    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1))",
-           "trees grown by Gini on them"],
-    "dp": ["one exponential-mechanism choice per node", "the trees those choices make"],
+    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1); the "
+           "same on every fit of the same rows)", "trees grown by Gini on them"],
+    "dp": ["one exponential-mechanism choice per node (from the client's own counts)",
+           "the trees those choices make"],
     "blind": ["random trees drawn from the ciphers and the forest seed alone"],
-    "gini": ["the best split of every node (the trees reveal which rows share labels)"],
+    "gini": ["the best split of every node, chosen from the client's own counts (the trees "
+             "reveal which rows share labels)"],
 }
 
 

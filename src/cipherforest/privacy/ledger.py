@@ -30,6 +30,7 @@ independently.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import hmac
 import json
@@ -186,7 +187,7 @@ class PrivacyLedger:
         """Forget every recorded release and make a new secret (the explicit reset: the
         randomized labels change, and the ε spent so far is no longer counted)."""
         path = os.fspath(path)
-        for name in (_FILE, _SECRET):
+        for name in (_FILE, _SECRET, ".lock"):
             if os.path.lexists(os.path.join(path, name)):
                 os.unlink(os.path.join(path, name))
         return cls(path)
@@ -254,11 +255,24 @@ class PrivacyLedger:
 
     def charge(self, kind: str, epsilon: float, delta: float, row_keys: np.ndarray,
                digest: str) -> None:
-        """Record a release (once per digest) and save the ledger."""
-        if self.recorded(digest):
-            return
+        """Record a release (once per digest; a recorded one is raised to ``epsilon`` if
+        that is more, as when resumed rounds spend more) and save the ledger.
+
+        The file is re-read and written under an exclusive lock, so fits in several
+        processes sharing a ledger all count.
+        """
         if math.isnan(epsilon):
             raise ValueError("a release's ε must be a number")
-        self.releases.append(Release(kind, float(epsilon), float(delta), digest))
-        self._rows.append(np.unique(np.asarray(row_keys, dtype=np.uint64)))
-        self._save()
+        with open(os.path.join(self.path, ".lock"), "a") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self._load(os.path.join(self.path, _FILE))
+            known = [i for i, r in enumerate(self.releases) if r.digest == digest]
+            if known:
+                old = self.releases[known[0]]
+                if epsilon <= old.epsilon:
+                    return
+                self.releases[known[0]] = Release(kind, float(epsilon), float(delta), digest)
+            else:
+                self.releases.append(Release(kind, float(epsilon), float(delta), digest))
+                self._rows.append(np.unique(np.asarray(row_keys, dtype=np.uint64)))
+            self._save()
