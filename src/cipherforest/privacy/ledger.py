@@ -263,7 +263,8 @@ class PrivacyLedger:
         """
         if math.isnan(epsilon):
             raise ValueError("a release's ε must be a number")
-        with open(os.path.join(self.path, ".lock"), "a") as lock:
+        fd = os.open(os.path.join(self.path, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self._load(os.path.join(self.path, _FILE))
             known = [i for i, r in enumerate(self.releases) if r.digest == digest]
