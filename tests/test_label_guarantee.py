@@ -37,6 +37,7 @@ from cipherforest.privacy.dp import (
     RandomizedResponse,
     format_privacy_report,
 )
+from cipherforest.privacy.ledger import PrivacyLedger
 from cipherforest.privacy.protocol import decode_message
 
 
@@ -153,10 +154,12 @@ def wine_rows():
 
 def test_rr_server_view_depends_on_the_randomized_labels_only(wine_rows, monkeypatch):
     """With ỹ fixed, two label vectors that differ everywhere give the server the same
-    messages (label ciphertexts aside: semantically secure) and the same trees."""
+    messages (no label ciphertext is sent: the client counts its own leaves) and the same
+    trees."""
     X, y = wine_rows
     fixed = (y + 1) % 3
-    monkeypatch.setattr(RandomizedResponse, "draw", lambda self, labels, rng: fixed.copy())
+    monkeypatch.setattr(PrivacyLedger, "randomized_labels",
+                        lambda self, X, labels, epsilon, k: fixed.copy())
     views = []
     for labels in (y, (y + 2) % 3):
         server = Recording()
@@ -166,6 +169,7 @@ def test_rr_server_view_depends_on_the_randomized_labels_only(wine_rows, monkeyp
         client.fit(X, labels)
         assert client.epsilon_spent_ == 1.0 and client.fit_stats_.rounds == 0
         assert not any(m.kind == "query" for m in server.replies)
+        assert not any(m.kind == "labels" for m in server.sent)
         setup = server.sent[0]
         np.testing.assert_array_equal(setup.arrays["y_rr"], fixed)
         views.append((setup.arrays["X"], setup.meta,

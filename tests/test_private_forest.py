@@ -28,9 +28,16 @@ from cipherforest.privacy import (
     PrivateForestClient,
     PrivateForestServer,
     ProtocolError,
+    ProtocolStats,
+    attacks,
 )
 from cipherforest.privacy.he import BlockLayout, PublicContext, SecretContext
-from cipherforest.privacy.protocol import Message, decode_message, encode_message
+from cipherforest.privacy.protocol import (
+    InProcessTransport,
+    Message,
+    decode_message,
+    encode_message,
+)
 
 WORD = 8
 
@@ -1276,7 +1283,8 @@ def test_leaf_ids_read_the_clients_own_counts_as_the_encrypted_store_holds_them(
     X_train, X_test, y_train, _ = wine
     recorder = _Recorder()
     client = PrivateForestClient(4, random_state=2, scheme="bfv", split_selection=selection,
-                                 server=recorder).fit(X_train, y_train)
+                                 prediction_reply="leaves", server=recorder).fit(X_train, y_train)
+    client.set_params(prediction_reply="ids")
     from_ids = client.predict_proba(X_test)
     reply = recorder.replies[-1]
     assert reply.meta["reply"] == "ids" and not reply.blobs  # nothing encrypted
@@ -1321,3 +1329,43 @@ def test_default_client_reports_unreadable_counts_after_the_fit(wine, foreign, t
     assert deviations[0]["round"] == 1
     assert "not integers" in deviations[0]["what"]
     assert client.predict(wine[1]).shape == (wine[1].shape[0],)
+
+
+@pytest.mark.parametrize("selection", ["rr", "blind"])
+def test_rr_and_blind_send_no_label_ciphertext_when_the_client_counts_its_leaves(
+        wine, selection):
+    """The server has no use for label ciphertexts once predictions read the client's own
+    leaf counts: none is sent, the setup says so, and the paper's replies are refused."""
+    X_train, X_test, y_train, y_test = wine
+    recorder = attacks.RecordingServer(PrivateForestServer())
+    client = PrivateForestClient(3, random_state=0, split_selection=selection,
+                                 server=recorder).fit(X_train, y_train)
+    kinds = [request.kind for request, _ in recorder.transcript.exchanges]
+    assert "labels" not in kinds and kinds[:2] == ["setup", "train"]
+    assert recorder.transcript.first("setup").meta["label_ciphertexts"] is False
+    assert client.score(X_test, y_test) > 0.8
+    with pytest.raises(ProtocolError, match="trained without label ciphertexts.*ask for 'ids'"):
+        client.set_params(prediction_reply="sums").predict(X_test)
+    # The paper's replies keep the label ciphertexts (and the server's leaf store).
+    paper = PrivateForestClient(3, random_state=0, split_selection=selection,
+                                prediction_reply="leaves").fit(X_train, y_train)
+    np.testing.assert_array_equal(paper.predict(X_test),
+                                  paper.set_params(prediction_reply="ids").predict(X_test))
+
+
+def test_a_session_without_labels_refuses_label_messages(wine):
+    X_train, _, y_train, _ = wine
+    client = PrivateForestClient(2, random_state=0, scheme="bfv", prediction_reply="leaves")
+    setup, labels = client.encrypt(X_train, y_train)
+    server = PrivateForestServer()
+    setup.meta["label_ciphertexts"] = False
+    engine = client.client_session_
+    engine.transport = InProcessTransport(server)
+    engine.accept_session(engine.exchange(setup, "session", ProtocolStats()))
+    with pytest.raises(ProtocolError, match="takes no label ciphertexts"):
+        engine.exchange(engine.addressed(next(labels)), "ack", ProtocolStats())
+    gini = PrivateForestClient(2, random_state=0, scheme="bfv", split_selection="gini")
+    setup, _ = gini.encrypt(X_train, y_train)
+    setup.meta["label_ciphertexts"] = False
+    with pytest.raises(ProtocolError, match="label_ciphertexts must be true"):
+        server.handle(encode_message(setup))

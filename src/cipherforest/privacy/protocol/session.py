@@ -135,6 +135,14 @@ class ClientSession:
         return self.params["split_selection"] in ("gini", "dp")
 
     @property
+    def sends_labels(self) -> bool:
+        """Whether the server gets label ciphertexts: not in ``"rr"``/``"blind"`` when
+        predictions read the client's own leaf counts (``prediction_reply="ids"``), where
+        the server has no use for them."""
+        return not (self.params["split_selection"] in ("rr", "blind")
+                    and self.params.get("prediction_reply", "ids") == "ids")
+
+    @property
     def n_classes(self) -> int:
         return len(self.classes)
 
@@ -220,8 +228,10 @@ class ClientSession:
         arrays = {"X": X_cipher}
         if y_rr is not None:
             arrays["y_rr"] = y_rr
+        if not self.sends_labels:
+            meta["label_ciphertexts"] = False
         setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
-        return setup, self._label_messages(self.labels)
+        return setup, (self._label_messages(self.labels) if self.sends_labels else iter(()))
 
     def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
         step = self.rows_per_message

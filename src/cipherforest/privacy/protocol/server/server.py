@@ -291,8 +291,14 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
         randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
+        with_labels = message.meta.get("label_ciphertexts", True)
+        if not isinstance(with_labels, bool) or not (
+                with_labels or spec.split_selection in ("rr", "blind")):
+            raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
+                                "or 'blind' session (whose client counts its own leaves)")
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
         session.randomized_labels = randomized
+        session.label_ciphertexts = with_labels
         session.labels = self._levels.new_labels(context, layout, session.growth.keys,
                                                  context_blob[0])
         self._sessions[session.id] = session
@@ -306,6 +312,9 @@ class PrivateForestServer:
         validated, then expanded into its lane rotations (one key switch per rotation),
         here or on the Dask worker holding its shard."""
         session = self._session_of(message)
+        if not session.label_ciphertexts:
+            raise ProtocolError("labels: this session takes no label ciphertexts (its client "
+                                "counts its own leaves)")
         if session.state != "receiving labels":
             raise ProtocolError(f"labels: session is {session.state}, not receiving labels")
         start = message.value("start", int)
@@ -336,8 +345,9 @@ class PrivateForestServer:
 
     def _train(self, message: Message):
         session = self._session_of(message)
-        if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
-            raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
+        expected = session.X.shape[0] if session.label_ciphertexts else 0
+        if session.state != "receiving labels" or session.n_labels != expected:
+            raise ProtocolError(f"train: {session.n_labels} of {expected} "
                                 f"labels received; session is {session.state}")
         if session.spec.split_selection in ("blind", "rr"):
             return session, self._train_without_rounds(session)
@@ -371,9 +381,10 @@ class PrivateForestServer:
             leaf_jobs = grow_on_labels(session.growth, onehot)
         else:
             leaf_jobs = session.growth.grow_label_blind()
-        leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
-        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
-            session.trees[t].leaves[node.node_id] = leaf
+        if session.label_ciphertexts:  # the leaf store of the paper's prediction replies
+            leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
+            for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+                session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()
         # The leaf each training row reaches: the client counts its own labels per leaf
         # (the trees are this server's; the client does not replay their growth).
@@ -534,6 +545,10 @@ class PrivateForestServer:
         asked = message.meta.get("reply", "leaves")
         if asked not in ("ids", "sums", "leaves"):
             raise ProtocolError(f"predict: reply must be 'ids', 'sums' or 'leaves', not "
+                                f"{asked!r}")
+        if asked != "ids" and not session.label_ciphertexts:
+            raise ProtocolError(f"predict: this session was trained without label "
+                                f"ciphertexts and holds no leaf store: ask for 'ids', not "
                                 f"{asked!r}")
         layout, context = session.layout, session.context
         node_ids = leaves_reached(session.trees, X)
