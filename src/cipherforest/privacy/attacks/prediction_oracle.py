@@ -11,7 +11,8 @@ whether the client fails (stops, retries).
 
 By default (``prediction_reply="ids"``) the client asks only for the leaves the rows reach
 and reads its own leaf counts: nothing it uses comes from the leaf store, the doctoring has no
-effect, and the attacker's reading is a constant guess.
+effect (in ``"rr"`` and ``"blind"`` the server does not even get label ciphertexts to mix),
+and the attacker's reading is a constant guess.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class PredictionOracleServer:
         if message.kind != "predict" or self.asked >= len(self.pairs):
             return self.server.handle(data)
         session = self.server.session(message.meta["session"])
+        if not session.label_ciphertexts:  # rr/blind with leaf ids: nothing to mix in
+            self.asked += 1
+            return self.server.handle(data)
         tree = session.trees[0]
         node = int(tree.apply(message.arrays["X"][:1])[0])
         index, position = divmod(int(tree.leaves[node]), session.layout.leaves_per_ciphertext)
