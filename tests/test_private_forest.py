@@ -1342,7 +1342,11 @@ def test_rr_and_blind_send_no_label_ciphertext_when_the_client_counts_its_leaves
                                  server=recorder).fit(X_train, y_train)
     kinds = [request.kind for request, _ in recorder.transcript.exchanges]
     assert "labels" not in kinds and kinds[:2] == ["setup", "train"]
-    assert recorder.transcript.first("setup").meta["label_ciphertexts"] is False
+    setup = recorder.transcript.first("setup")
+    assert setup.meta["label_ciphertexts"] is False
+    engine = client.client_session_
+    public = PublicContext.from_bytes(engine.he.public_bytes())
+    assert not public.has_rotation(engine.layout.stride)  # no Galois key was sent
     assert client.score(X_test, y_test) > 0.8
     with pytest.raises(ProtocolError, match="trained without label ciphertexts.*ask for 'ids'"):
         client.set_params(prediction_reply="sums").predict(X_test)

@@ -217,8 +217,11 @@ class ClientSession:
         layout = BlockLayout(scheme, SecretContext.slot_count(scheme), self.n_classes,
                              n_samples, params["label_pack_rows"])
         # Rotation parts and CKKS row sums need keys beyond the lanes' ±stride.
-        self.he = SecretContext(scheme, rotation_step=layout.stride,
-                                extra_rotations=layout.rotation_steps()[2:])
+        if self.sends_labels:
+            self.he = SecretContext(scheme, rotation_step=layout.stride,
+                                    extra_rotations=layout.rotation_steps()[2:])
+        else:  # the server does no homomorphic work: no Galois key to send
+            self.he = SecretContext(scheme)
         self.layout = layout
         meta = {"n_classes": self.n_classes, **forest_meta(params, n_samples, n_features),
                 "label_pack_rows": None if params["label_pack_rows"] is None

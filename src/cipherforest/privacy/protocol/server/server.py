@@ -270,15 +270,21 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: label_pack_rows must be None or a positive integer, "
                                 f"got {pack_rows!r}")
         layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
-        if not context.has_rotation(layout.stride):
+        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        with_labels = message.meta.get("label_ciphertexts", True)
+        if not isinstance(with_labels, bool) or not (
+                with_labels or spec.split_selection in ("rr", "blind")):
+            raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
+                                "or 'blind' session (whose client counts its own leaves)")
+        # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
+        if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
                                 f"by ±{layout.stride} slots (the label packs' lane width)")
-        if layout.parts > 1 and not context.has_rotation(layout.span * layout.stride,
-                                                         both_ways=False):
+        if with_labels and layout.parts > 1 and not context.has_rotation(
+                layout.span * layout.stride, both_ways=False):
             raise ProtocolError(f"setup: the public context lacks the Galois key for "
                                 f"rotations by {layout.span * layout.stride} slots (the "
                                 f"label rotations' {layout.parts} parts)")
-        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         max_count = context.kind.max_count
         if max_count is not None and spec.n_draws > max_count:
             raise ProtocolError(f"setup: {spec.n_draws} bootstrap draws per tree exceed the "
@@ -291,11 +297,6 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: the server holds its maximum of {self.max_sessions} "
                                 "sessions; close one or wait for idle ones to expire")
         randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
-        with_labels = message.meta.get("label_ciphertexts", True)
-        if not isinstance(with_labels, bool) or not (
-                with_labels or spec.split_selection in ("rr", "blind")):
-            raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
-                                "or 'blind' session (whose client counts its own leaves)")
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
         session.randomized_labels = randomized
         session.label_ciphertexts = with_labels
