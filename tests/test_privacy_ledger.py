@@ -210,3 +210,18 @@ def test_two_holders_of_one_ledger_both_count(tmp_path):
     second.charge("dp", 0.5, 1e-6, keys, "three")
     second.charge("dp", 0.8, 1e-6, keys, "three")  # resumed rounds spent more: raised
     assert PrivacyLedger(tmp_path / "ledger").spent(keys) == (pytest.approx(3.8), 1e-6)
+
+
+def test_a_package_encrypted_before_the_ledger_is_told_to_encrypt_again(wine, tmp_path):
+    """Its rounds could not be charged: refused before anything is sent."""
+    from cipherforest.privacy import ProtocolStats
+
+    X, y = wine
+    client = PrivateForestClient(2, split_selection="gini", scheme="bfv",
+                                 privacy_ledger=str(tmp_path / "ledger"))
+    setup, _ = client.encrypt(X, y)
+    engine = client.client_session_
+    engine.row_keys = None  # what a package staged before the ledger restores
+    engine.transport = NoServer()
+    with pytest.raises(ValueError, match="before the privacy ledger.*encrypt the data again"):
+        engine.train(setup, ProtocolStats())
