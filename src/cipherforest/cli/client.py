@@ -182,11 +182,11 @@ def add_client_parser(sub) -> None:
     predict.add_argument("--out", default=None, help="CSV file for the predictions "
                          "(default: standard output)")
     predict.add_argument("--server", default=None, help="the server's URL if it moved")
-    predict.add_argument("--exact", action="store_true", help="the paper's flow: ask for "
-                         "the encrypted leaf-store ciphertexts the rows reach (exact counts) "
-                         "instead of the leaf ids the model reads its own leaf counts with "
-                         "(models saved before those counts predict with the server's "
-                         "encrypted per-row sums)")
+    predict.add_argument("--exact", action="store_true", help="exact counts for a model "
+                         "that predicts with the server's encrypted per-row sums (CKKS, the "
+                         "paper's flow, e.g. models saved before the client kept its own leaf "
+                         "counts): ask for the leaf-store ciphertexts instead; models that "
+                         "read their own leaf counts are exact already")
     status = actions.add_parser("status", help="where the saved model's server session stands")
     status.add_argument("--model", required=True, help="the model directory")
 
@@ -242,7 +242,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
                 return _DEVIATION_EXIT
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
-            if args.exact:  # the paper's encrypted leaves (else the model's own choice)
+            if args.exact and client.prediction_reply == "sums":  # ids are exact already
                 client.set_params(prediction_reply="leaves")
             X, y, _ = read_csv(args.data, args.target)
             predictions = client.predict(X)
