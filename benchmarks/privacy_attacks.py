@@ -33,15 +33,25 @@ and the defaults, and reports from the recorded transcript: client-declared leav
 union, alternation and shared-cipher attacks on the received cipher matrix, proximity
 (nearest) on the server's trees, and whether the client refused the pair oracle.
 
+``--reactions`` prints only a third table, the attacks on the client's reactions (issue
+#47): selective failure in training (a server swapping a known-label row for a target row in
+one node's sums per round, reading a refusal as "different labels"; Gini and dp selection,
+the paper's flow as positive control and the default client), selective failure at
+prediction (a leaf doctored with two training rows' label ciphertexts before each predict
+call; the paper's replies as positive control, leaf ids by default) and forced refits (a server
+that reads the randomized labels of each ``setup`` and answers "busy"; majority over 7
+failed fits, fresh draws per fit as positive control and permanent randomized response).
+
 Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/privacy_attacks.py [--markdown PATH]
-        [--datasets breast_cancer wine] [--n-bins 8 16 32 64]
+        [--datasets breast_cancer wine] [--n-bins 8 16 32 64] [--reactions]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from pathlib import Path
@@ -200,6 +210,68 @@ def protocol_table(names, n_rows: int, n_trees: int) -> list[str]:
     return lines
 
 
+REACTION_CONFIGS = (("gini", {"split_selection": "gini"}),
+                    ("dp (ε = 1 per choice)", {"split_selection": "dp", "label_epsilon": 1.0}))
+
+
+def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[str]:
+    """The attacks on the client's reactions (issue #47): selective failure in training
+    (the paper's flow as positive control, then the default client) and forced refits
+    (fresh randomized labels per fit as positive control, then permanent ones)."""
+    header = ("| data | attack | client | bits read right | baseline (constant guess) | "
+              "fits | refused fits | fits reported to the user |")
+    lines = [header, "|" + "---|" * (header.count("|") - 1)]
+    for name in names:
+        X, y = DATASETS[name]()
+        y = np.unique(y, return_inverse=True)[1].astype(np.int64)
+        X_small, _, y_small, _ = train_test_split(X, y, train_size=n_rows, random_state=0,
+                                                  stratify=y)
+        for selection, params in REACTION_CONFIGS:
+            for flow in ("server", "own"):
+                t0 = time.perf_counter()
+                client = PrivateForestClient(n_estimators=n_trees, max_bins=16,
+                                             random_state=0, decide_from=flow, **params)
+                result = attacks.selective_failure_attack(client, X_small, y_small,
+                                                          n_targets=n_targets,
+                                                          max_fits=3 * n_targets)
+                who = ("paper's flow (`decide_from=\"server\"`)" if flow == "server"
+                       else "default (`decide_from=\"own\"`)")
+                line = (f"| {name} ({n_rows} rows) | selective failure, {selection} | {who} | "
+                        f"{result.accuracy * result.n_probed:.0f} of {result.n_probed} | "
+                        f"{pct(result.baseline)} % | {result.n_fits} | {result.refusals} | "
+                        f"{result.reported} |")
+                lines.append(line)
+                print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr,
+                      flush=True)
+        for reply, who in (("leaves", "paper's reply (`prediction_reply=\"leaves\"`)"),
+                           ("sums", "paper's reply (`prediction_reply=\"sums\"`)"),
+                           ("ids", "default (`prediction_reply=\"ids\"`)")):
+            t0 = time.perf_counter()
+            client = PrivateForestClient(n_estimators=n_trees, random_state=0,
+                                         prediction_reply=reply)
+            result = attacks.prediction_oracle_attack(client, X_small, y_small, X[:10],
+                                                      n_pairs=n_targets)
+            line = (f"| {name} ({n_rows} rows) | selective failure at prediction, rr | {who} | "
+                    f"{result.accuracy * result.n_probed:.0f} of {result.n_probed} | "
+                    f"{pct(result.baseline)} % | 1 | – | {result.failures} failed predict "
+                    "calls |")
+            lines.append(line)
+            print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+        for label, fresh in (("fresh draw per fit (before the ledger)", True),
+                             ("default (permanent randomized response)", False)):
+            t0 = time.perf_counter()
+            client = PrivateForestClient(n_estimators=n_trees, random_state=0)
+            with attacks.fresh_randomized_labels() if fresh else contextlib.nullcontext():
+                result = attacks.forced_refit_attack(client, X, y, n_fits=7)
+            line = (f"| {name} ({X.shape[0]} rows) | forced refits, rr ε = 2, majority over "
+                    f"{result.n_fits} failed fits | {label} | {pct(result.majority)} % of "
+                    f"labels ({result.distinct_draws} distinct draws) | one fit: "
+                    f"{pct(result.single_fit)} % | {result.n_fits} | {result.n_fits} | – |")
+            lines.append(line)
+            print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
+    return lines
+
+
 def pct(value) -> str:
     return "–" if value is None else f"{100 * value:.1f}"
 
@@ -214,11 +286,28 @@ def main() -> None:
     parser.add_argument("--protocol-trees", type=int, default=10)
     parser.add_argument("--skip-modes", action="store_true",
                         help="only the protocol table")
+    parser.add_argument("--reactions", action="store_true",
+                        help="only the table of attacks on the client's reactions "
+                             "(selective failure, forced refits)")
+    parser.add_argument("--reaction-targets", type=int, default=10,
+                        help="rows probed by each selective-failure run")
     parser.add_argument("--data-dir", type=Path,
                         default=next((d for d in DATA_DIRS if d.is_dir()), DATA_DIRS[0]),
                         help="folder of the CSV datasets (default: ../shared/data)")
     args = parser.parse_args()
     gipe_accuracy.DATA_DIR = args.data_dir  # where its CSV loaders look
+    if args.reactions:
+        started = time.perf_counter()
+        names = [n for n in ("breast_cancer", "wine") if n in args.datasets]
+        table = "\n".join(reactions_table(names, args.protocol_rows, args.protocol_trees,
+                                          args.reaction_targets))
+        footer = (f"\nSelective failure: {args.protocol_trees} trees, CKKS, max_bins=16, one "
+                  f"target probed per forged round; forced refits: the whole data set; "
+                  f"{machine_line()}; total {time.perf_counter() - started:.0f} s.")
+        print(table + "\n" + footer)
+        if args.markdown:
+            args.markdown.write_text(table + "\n" + footer + "\n")
+        return
     modes = [("plaintext", None), ("paper", None), ("order", None)] + [
         ("quantile", k) for k in args.n_bins]
     header = ("| data | mode | CV accuracy | Δ vs plain (points) | leakage top 3 bits | "

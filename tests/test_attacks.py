@@ -405,3 +405,80 @@ def test_known_label_success_averages_the_draws(cancer):
     got = attacks.known_label_success(C, proximity, y, draws=3, seed=5)
     assert got == pytest.approx((np.mean(shared), np.mean(nearest)))
     assert got[1] == pytest.approx(1.0)  # the label proximity names every row
+
+
+# ---------------------------------------------------------------------- selective failure
+@pytest.fixture(scope="module")
+def cancer_90(cancer):
+    X, y = cancer
+    return X[:90], y[:90]
+
+
+@pytest.mark.parametrize("params", [{"split_selection": "gini"},
+                                    {"split_selection": "dp", "label_epsilon": 1.0}],
+                         ids=["gini", "dp"])
+def test_selective_failure_reads_labels_in_the_papers_flow(cancer_90, params):
+    """Positive control: a client that refuses wrong counts answers exactly when the swapped
+    rows share a label, one bit per round and per retried fit."""
+    X, y = cancer_90
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", decide_from="server",
+                                 **params)
+    result = attacks.selective_failure_attack(client, X, y, n_targets=8, max_fits=10)
+    assert result.n_probed == 8 and result.accuracy == 1.0 > result.baseline
+    assert result.refusals >= 1 and result.reported == 0
+
+
+@pytest.mark.parametrize("params", [{"split_selection": "gini"},
+                                    {"split_selection": "dp", "label_epsilon": 1.0}],
+                         ids=["gini", "dp"])
+def test_selective_failure_learns_one_bit_per_model_by_default(cancer_90, params):
+    """The default client never refuses: the attacker's reading is the constant "same"
+    guess, and the only reaction is the report after the fit."""
+    X, y = cancer_90
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", **params)
+    result = attacks.selective_failure_attack(client, X, y, n_targets=8, max_fits=10)
+    assert result.refusals == 0 and result.n_fits >= 1
+    assert all(result.guesses.values())  # every forged round was answered
+    truth_same = np.mean([y[t] == y[0] for t in result.guesses])
+    assert result.accuracy == pytest.approx(truth_same)
+    assert 1 <= result.reported <= result.n_fits  # after the fit, never during it
+
+
+# ---------------------------------------------------------------------- forced refits
+def test_forced_refits_average_fresh_draws_away(cancer):
+    """Positive control: fresh randomized labels per fit, majority over 7 failed fits."""
+    X, y = cancer
+    with attacks.fresh_randomized_labels():
+        result = attacks.forced_refit_attack(PrivateForestClient(3, label_epsilon=1.0), X, y)
+    assert result.n_fits == 7 and result.distinct_draws == 7
+    assert result.majority > result.single_fit + 0.1
+
+
+def test_forced_refits_see_one_draw_with_permanent_randomized_response(cancer):
+    X, y = cancer
+    result = attacks.forced_refit_attack(PrivateForestClient(3, label_epsilon=1.0), X, y)
+    assert result.n_fits == 7 and result.distinct_draws == 1
+    assert result.majority == result.single_fit < 0.8
+
+
+# ---------------------------------------------------------------------- prediction oracle
+@pytest.mark.parametrize(("scheme", "reply"), [("ckks", "leaves"), ("bfv", "leaves")])
+def test_prediction_oracle_reads_labels_from_the_papers_replies(cancer, scheme, reply):
+    """Positive control: a doctored leaf makes the paper's checks fail exactly when the two
+    training rows' labels differ."""
+    X, y = cancer
+    client = PrivateForestClient(3, random_state=0, scheme=scheme, prediction_reply=reply)
+    result = attacks.prediction_oracle_attack(client, X[:150], y[:150], X[150:160],
+                                              n_pairs=8)
+    assert result.accuracy == 1.0 > result.baseline and result.failures >= 1
+
+
+@pytest.mark.parametrize("scheme", ["ckks", "bfv"])
+def test_prediction_oracle_reads_nothing_from_leaf_ids(cancer, scheme):
+    X, y = cancer
+    client = PrivateForestClient(3, random_state=0, scheme=scheme)
+    result = attacks.prediction_oracle_attack(client, X[:150], y[:150], X[150:160],
+                                              n_pairs=8)
+    assert result.failures == 0
+    assert result.accuracy == pytest.approx(1 - result.baseline) or result.accuracy == (
+        pytest.approx(result.baseline))  # the constant "same" guess

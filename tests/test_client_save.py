@@ -124,3 +124,33 @@ def test_feature_names_survive_save_and_load(tmp_path, data):
         np.testing.assert_allclose(proba, client.predict_proba(frame), atol=1e-9)
     with pytest.raises(ValueError, match="feature names"):
         loaded.predict(pd.DataFrame(X_test, columns=columns[::-1]))
+
+
+def _without_leaf_counts(path: Path, **params) -> None:
+    """``client.npz`` as clients saved before they counted their own leaves wrote it."""
+    from cipherforest.privacy.package import CLIENT_FORMAT, CLIENT_VERSION
+    from cipherforest.privacy.state_file import read_state_file, write_state_file
+
+    meta, arrays = read_state_file(path / "client.npz", CLIENT_FORMAT, CLIENT_VERSION)
+    meta = {k: v for k, v in meta.items()
+            if k not in ("format", "format_version", "library_version", "release_digest")}
+    meta["params"] = {k: v for k, v in meta["params"].items()
+                      if k not in ("decide_from", "privacy_ledger", "max_total_epsilon")}
+    meta["params"].update(params)
+    arrays = {k: v for k, v in arrays.items()
+              if k not in ("leaf_offsets", "leaf_ids", "leaf_class_counts", "row_keys")}
+    write_state_file(path / "client.npz", CLIENT_FORMAT, CLIENT_VERSION, meta, arrays)
+
+
+def test_a_client_saved_before_leaf_counts_predicts_with_its_saved_reply(tmp_path, data):
+    """Older saved clients asked the server for encrypted row sums: they load and still do;
+    asked for leaf ids they fail with a clear message."""
+    X, y, X_test = data
+    client = PrivateForestClient(**PARAMS, prediction_reply="sums").fit(X, y)
+    expected = client.predict(X_test)
+    client.save(tmp_path / "old")
+    _without_leaf_counts(tmp_path / "old", prediction_reply="sums")
+    old = PrivateForestClient.load(tmp_path / "old")
+    np.testing.assert_array_equal(old.predict(X_test), expected)
+    with pytest.raises(ValueError, match="holds no leaf class counts.*encrypt and train again"):
+        old.set_params(prediction_reply="ids").predict(X_test)

@@ -4,9 +4,11 @@
   labels fixed, the server's view is the same whatever the true labels; the trees are the
   plaintext forest's on (ciphers, randomized labels); ``epsilon_spent_`` is ``label_epsilon``.
 * ``"dp"``: the accountant composes in zCDP and matches ``dp-accounting``'s numbers.
-* The client recomputes every decrypted count: the content-substitution server is refused in
-  round 1 in every mode that decrypts counts, and reads the labels without the check
-  (positive control); an honest server is never refused.
+* The client recomputes every decrypted count: by default it decides from its own counts, so
+  a content-substitution server gets the honest server's answers and the forgery is only
+  reported after the fit; in the paper's flow (``decide_from="server"``) it is refused in
+  round 1, and reads the labels without the check (positive control); an honest server is
+  never refused or reported.
 """
 
 from __future__ import annotations
@@ -27,9 +29,15 @@ from cipherforest.privacy import (
     PrivateForestClient,
     PrivateForestServer,
     PrivateForestSimulator,
+    ServerDeviationWarning,
     attacks,
 )
-from cipherforest.privacy.dp import LabelPrivacyAccountant, RandomizedResponse
+from cipherforest.privacy.dp import (
+    LabelPrivacyAccountant,
+    RandomizedResponse,
+    format_privacy_report,
+)
+from cipherforest.privacy.ledger import PrivacyLedger
 from cipherforest.privacy.protocol import decode_message
 
 
@@ -146,10 +154,12 @@ def wine_rows():
 
 def test_rr_server_view_depends_on_the_randomized_labels_only(wine_rows, monkeypatch):
     """With ỹ fixed, two label vectors that differ everywhere give the server the same
-    messages (label ciphertexts aside: semantically secure) and the same trees."""
+    messages (no label ciphertext is sent: the client counts its own leaves) and the same
+    trees."""
     X, y = wine_rows
     fixed = (y + 1) % 3
-    monkeypatch.setattr(RandomizedResponse, "draw", lambda self, labels, rng: fixed.copy())
+    monkeypatch.setattr(PrivacyLedger, "randomized_labels",
+                        lambda self, X, labels, epsilon, k: fixed.copy())
     views = []
     for labels in (y, (y + 2) % 3):
         server = Recording()
@@ -159,6 +169,7 @@ def test_rr_server_view_depends_on_the_randomized_labels_only(wine_rows, monkeyp
         client.fit(X, labels)
         assert client.epsilon_spent_ == 1.0 and client.fit_stats_.rounds == 0
         assert not any(m.kind == "query" for m in server.replies)
+        assert not any(m.kind == "labels" for m in server.sent)
         setup = server.sent[0]
         np.testing.assert_array_equal(setup.arrays["y_rr"], fixed)
         views.append((setup.arrays["X"], setup.meta,
@@ -221,25 +232,69 @@ def cancer_small():
     return X[:90], y[:90]
 
 
-@pytest.mark.parametrize("params", [
+_ROUND_MODES = pytest.mark.parametrize("params", [
     {"split_selection": "gini"},
     {"split_selection": "gini", "reveal_leaves": True},
     {"split_selection": "dp", "label_epsilon": 1.0},
 ], ids=["gini-hidden", "gini-reveal", "dp"])
-def test_content_substitution_is_refused_in_round_one(cancer_small, params):
+
+
+@_ROUND_MODES
+def test_content_substitution_is_refused_in_round_one_in_the_papers_flow(cancer_small, params):
     X, y = cancer_small
-    client = PrivateForestClient(3, random_state=0, scheme="bfv", **params)
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", decide_from="server",
+                                 **params)
     result = attacks.content_substitution_attack(client, X, y)
     assert result.refused and result.refused_round == 1 and result.rounds == 0
     assert "differ from the counts of the client's own labels" in result.error
     assert "node" in result.error and "candidate" in result.error
 
 
+@_ROUND_MODES
+def test_content_substitution_is_recorded_not_refused_by_default(cancer_small, params):
+    """The default client decides from its own counts: no refusal, the forged rounds are
+    recorded and reported after the fit, and the attacker's reading is no better than a
+    constant guess."""
+    X, y = cancer_small
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", **params)
+    with pytest.warns(ServerDeviationWarning, match="did not follow the protocol"):
+        result = attacks.content_substitution_attack(client, X, y)
+    assert not result.refused and result.rounds >= 2
+    assert result.success < result.baseline + 0.1
+
+
+def test_answers_to_a_forging_server_are_the_honest_servers(cancer_small):
+    """Deterministic choices (gini, leaves revealed): the trees a forging server gets are
+    exactly those an honest server gets, and only the client learns of the forgery."""
+    X, y = cancer_small
+    params = {"split_selection": "gini", "reveal_leaves": True, "scheme": "bfv",
+              "random_state": 0}
+    honest = PrivateForestClient(3, **params).fit(X, y)
+    assert honest.privacy_report_["server_honest"]
+    assert honest.privacy_report_["server_deviations"] == []
+    forger = attacks.ContentSubstitutionServer(PrivateForestServer())
+    with pytest.warns(ServerDeviationWarning):
+        cheated = PrivateForestClient(3, server=forger, **params).fit(X, y)
+    report = cheated.privacy_report_
+    assert not report["server_honest"]
+    assert report["server_deviations"][0]["round"] == 1
+    assert {d["round"] for d in report["server_deviations"]} == set(
+        range(1, cheated.fit_stats_.rounds + 1))
+    assert "did not follow the protocol" in format_privacy_report(report)
+    ours = honest.server_.tree_arrays(honest.session_)
+    theirs = forger.server.tree_arrays(cheated.session_)
+    for a, b in zip(ours, theirs, strict=True):
+        for name in ("children_left", "children_right", "feature", "n_node_samples"):
+            np.testing.assert_array_equal(a[name], b[name])  # thresholds: other GIPE keys
+    np.testing.assert_array_equal(honest.predict(X), cheated.predict(X))
+
+
 @pytest.mark.slow  # a forged protocol run of ~15 rounds
 def test_content_substitution_reads_the_labels_without_the_check(cancer_small):
     """Positive control: the client before the arithmetic check gives the labels away."""
     X, y = cancer_small
-    client = PrivateForestClient(3, random_state=0, scheme="bfv", split_selection="gini")
+    client = PrivateForestClient(3, random_state=0, scheme="bfv", split_selection="gini",
+                                 decide_from="server")
     with attacks.without_count_check():
         result = attacks.content_substitution_attack(client, X, y)
     assert not result.refused
@@ -259,3 +314,4 @@ def test_an_honest_server_is_never_refused(seed, n_classes, depth, selection):
     client = PrivateForestClient(2, random_state=seed, max_depth=depth, scheme="bfv",
                                  split_selection=selection, **params).fit(X, y)
     assert client.fit_stats_.rounds >= 1
+    assert client.privacy_report_["server_honest"]

@@ -28,9 +28,16 @@ from cipherforest.privacy import (
     PrivateForestClient,
     PrivateForestServer,
     ProtocolError,
+    ProtocolStats,
+    attacks,
 )
 from cipherforest.privacy.he import BlockLayout, PublicContext, SecretContext
-from cipherforest.privacy.protocol import Message, decode_message, encode_message
+from cipherforest.privacy.protocol import (
+    InProcessTransport,
+    Message,
+    decode_message,
+    encode_message,
+)
 
 WORD = 8
 
@@ -117,9 +124,12 @@ def test_bfv_wine_equals_plain_forest(wine):
     client, rf, X_test_cipher = _fit_both(wine, n_estimators=5, random_state=3, scheme="bfv")
     X_test = wine[1]
     np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
-    assert client.predict_stats_.reply == "leaves"  # BFV answers row-sum requests by leaves
+    assert client.predict_stats_.reply == "ids"  # the client's own leaf counts
     np.testing.assert_allclose(client.predict_proba(X_test), rf.predict_proba(X_test_cipher),
                                rtol=0, atol=1e-12)
+    client.set_params(prediction_reply="sums")
+    np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
+    assert client.predict_stats_.reply == "leaves"  # BFV answers row-sum requests by leaves
     _assert_same_forest(client.server_.tree_arrays(client.session_), rf)
     assert max(e.get_depth() for e in rf.estimators_) >= 4  # real trees, not stumps
 
@@ -158,7 +168,12 @@ def test_ckks_wine_equals_plain_forest(wine):
     # Training over, the server forgot the label rotations; prediction needs none.
     assert client.server_.session(client.session_).labels.packs == []
     expected = rf.predict_proba(X_test_cipher)
-    # Row sums (the default): approximate frequencies, ties resolved as argmax does.
+    # Leaf ids (the default): the client's own counts, the plaintext forest's very numbers.
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-12)
+    assert client.predict_stats_.reply == "ids"
+    np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
+    # Row sums: approximate frequencies, ties resolved as argmax does.
+    client.set_params(prediction_reply="sums")
     np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-5)
     assert client.predict_stats_.reply == "sums"
     np.testing.assert_array_equal(client.predict(X_test), rf.predict(X_test_cipher))
@@ -176,7 +191,7 @@ def test_ckks_row_sums_are_a_few_ciphertexts(cancer):
     recorder = _Recorder()
     client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=4,
                                  reveal_leaves=True, split_selection="gini",
-                                 server=recorder).fit(X_train, y_train)
+                                 prediction_reply="sums", server=recorder).fit(X_train, y_train)
     # More rows than the 4,096 one sum holds (τ' = 2: 2048 lanes of two rows).
     X_many = np.vstack([X_test] * (4096 // X_test.shape[0] + 1))
     proba = client.predict_proba(X_many)
@@ -797,6 +812,9 @@ def _shift_last_word(blob, bit=45):
 
 
 SMALL = dict(n_estimators=2, max_depth=2, random_state=0, split_selection="gini")
+# The paper's flow: the client decides from the decrypted counts, so it must refuse any it
+# cannot read (by default it decides from its own and only reports them: see below).
+PAPER = dict(SMALL, decide_from="server")
 
 
 @pytest.mark.parametrize("scheme", ["ckks", "bfv"])
@@ -815,7 +833,7 @@ def test_client_rejects_flipped_reply_byte(wine, scheme):
 def test_client_rejects_query_coefficient_beyond_modulus(wine, scheme):
     server = ReplyTamper("query", _corrupt_first_blob("counts", _patched_blob))
     with pytest.raises(ProtocolError, match="query: invalid ciphertext for this context"):
-        PrivateForestClient(**SMALL, scheme=scheme, server=server).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, scheme=scheme, server=server).fit(wine[0], wine[2])
 
 
 def test_client_rejects_perturbed_ckks_query(wine):
@@ -823,14 +841,14 @@ def test_client_rejects_perturbed_ckks_query(wine):
     SEAL's check; its decryption is not integral."""
     server = ReplyTamper("query", _corrupt_first_blob("counts", _shift_last_word))
     with pytest.raises(ProtocolError, match="decrypted class counts are not integers"):
-        PrivateForestClient(**SMALL, server=server).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=server).fit(wine[0], wine[2])
     assert server.fired == 1
 
 
 def test_client_rejects_truncated_query_ciphertext(wine):
     server = ReplyTamper("query", _corrupt_first_blob("counts", lambda b: b[:-WORD]))
     with pytest.raises(ProtocolError, match="query: invalid ciphertext"):
-        PrivateForestClient(**SMALL, server=server).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=server).fit(wine[0], wine[2])
 
 
 def test_client_rejects_query_with_too_few_blocks(wine):
@@ -839,7 +857,7 @@ def test_client_rejects_query_with_too_few_blocks(wine):
         return _with(message, arrays={"block_position": message.arrays["block_position"]},
                      blobs={"counts": message.blobs["counts"][:-1]})
     with pytest.raises(ProtocolError, match=r"block positions must be distinct blocks of the"):
-        PrivateForestClient(**SMALL, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=ReplyTamper("query", drop)).fit(wine[0], wine[2])
 
 
 @pytest.mark.parametrize("change", ["beyond", "negative", "duplicate"])
@@ -856,7 +874,7 @@ def test_client_rejects_query_with_bad_block_positions(wine, change):
             positions[1] = positions[0]
         return _with(message, arrays={"block_position": positions})
     with pytest.raises(ProtocolError, match="block positions must be distinct blocks"):
-        PrivateForestClient(**SMALL, server=ReplyTamper("query", move)).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=ReplyTamper("query", move)).fit(wine[0], wine[2])
 
 
 def test_client_rejects_query_with_swapped_block_positions(wine):
@@ -868,7 +886,7 @@ def test_client_rejects_query_with_swapped_block_positions(wine):
         return _with(message, arrays={"block_position": positions})
     with pytest.raises(ProtocolError, match="exceed its node's class totals|out of range|"
                        "differ from the counts of the client's own labels"):
-        PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
 
 
 def test_client_rejects_query_with_total_and_candidate_swapped(wine):
@@ -882,7 +900,7 @@ def test_client_rejects_query_with_total_and_candidate_swapped(wine):
         return _with(message, arrays={"block_position": positions})
     with pytest.raises(ProtocolError, match="exceed its node's class totals|differ from the "
                        "counts of the client's own labels"):
-        PrivateForestClient(**SMALL, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, server=ReplyTamper("query", swap)).fit(wine[0], wine[2])
 
 
 @pytest.mark.parametrize("change", ["beyond", "negative", "shape"])
@@ -943,7 +961,8 @@ def test_client_rejects_perturbed_row_sums(wine):
     longer class frequencies summed over the trees."""
     X_train, X_test, y_train, _ = wine
     server = ReplyTamper("scores", _corrupt_first_blob("sums", _shift_last_word))
-    client = PrivateForestClient(**SMALL, server=server).fit(X_train, y_train)
+    client = PrivateForestClient(**SMALL, prediction_reply="sums", server=server).fit(
+        X_train, y_train)
     with pytest.raises(ProtocolError, match="decrypted row sums are not sums of class"):
         client.predict_proba(X_test)
     assert server.fired == 1
@@ -960,8 +979,8 @@ def test_client_rejects_row_sums_reply_of_wrong_shape(wine, change):
         if change == "layout":
             return _with(message, meta={"rows_per_sum": message.meta["rows_per_sum"] // 2})
         return _with(message, meta={"reply": "totals"})
-    client = PrivateForestClient(**SMALL, server=ReplyTamper("scores", alter)).fit(
-        X_train, y_train)
+    client = PrivateForestClient(**SMALL, prediction_reply="sums",
+                                 server=ReplyTamper("scores", alter)).fit(X_train, y_train)
     with pytest.raises(ProtocolError, match=r"scores: (2 row-sum ciphertexts|row-sum layout"
                                             r"|unknown reply 'totals')"):
         client.predict(X_test)
@@ -1000,7 +1019,7 @@ def test_ckks_client_rejects_query_made_under_another_key(wine, foreign):
     server = ForeignLabels(foreign["ckks"], 3)
     with pytest.raises(ProtocolError, match="decrypted class counts are not integers: the "
                                             "query was not made with this client's key"):
-        PrivateForestClient(**SMALL, scheme="ckks", server=server).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, scheme="ckks", server=server).fit(wine[0], wine[2])
     session = server.inner.session(server.inner.session_ids[0])
     assert session.state == "training" and session.round == 1  # failed on the first query
 
@@ -1018,14 +1037,14 @@ def test_ckks_client_rejects_query_ciphertexts_of_another_key(wine, foreign):
                 public.multiply_mask(ct, public.encode_mask(np.ones(public.n_slots))))))
         return _with(message, blobs={"counts": blobs})
     with pytest.raises(ProtocolError, match="decrypted class counts are not integers"):
-        PrivateForestClient(**SMALL, server=ReplyTamper("query", substitute)).fit(
+        PrivateForestClient(**PAPER, server=ReplyTamper("query", substitute)).fit(
             wine[0], wine[2])
 
 
 def test_bfv_client_rejects_query_made_under_another_key(wine, foreign):
     server = ForeignLabels(SecretContext("bfv", rotation_step=8), 3)
     with pytest.raises(ProtocolError):
-        PrivateForestClient(**SMALL, scheme="bfv", server=server).fit(wine[0], wine[2])
+        PrivateForestClient(**PAPER, scheme="bfv", server=server).fit(wine[0], wine[2])
 
 
 # ---------------------------------------------------------------------- d. parameters
@@ -1253,3 +1272,104 @@ def test_close_forgets_the_session(wine):
                     {"X": client.encryptor_.transform(X_test).astype(np.float64)})
     with pytest.raises(ProtocolError, match="unknown session"):
         server.handle(encode_message(stale))
+
+
+# ---------------------------------------------------------------------- e. leaf ids
+@pytest.mark.parametrize("selection", ["rr", "blind", "gini"])
+def test_leaf_ids_read_the_clients_own_counts_as_the_encrypted_store_holds_them(
+        wine, selection):
+    """The client's leaf table (its own labels, bootstrap-weighted) gives exactly the
+    probabilities the server's encrypted leaf store gives, in every split selection."""
+    X_train, X_test, y_train, _ = wine
+    recorder = _Recorder()
+    client = PrivateForestClient(4, random_state=2, scheme="bfv", split_selection=selection,
+                                 prediction_reply="leaves", server=recorder).fit(X_train, y_train)
+    client.set_params(prediction_reply="ids")
+    from_ids = client.predict_proba(X_test)
+    reply = recorder.replies[-1]
+    assert reply.meta["reply"] == "ids" and not reply.blobs  # nothing encrypted
+    assert reply.arrays["leaf"].shape == (X_test.shape[0], 4)
+    client.set_params(prediction_reply="leaves")
+    np.testing.assert_array_equal(from_ids, client.predict_proba(X_test))
+
+
+@pytest.mark.parametrize("change", ["unknown", "negative", "shape"])
+def test_client_rejects_leaf_ids_of_no_training_leaf(wine, change):
+    X_train, X_test, y_train, _ = wine
+
+    def alter(reply):
+        message = decode_message(reply)
+        leaf = message.arrays["leaf"].copy()
+        if change == "unknown":
+            leaf[0, 0] = 10**6
+        elif change == "negative":
+            leaf[-1, -1] = -1
+        else:
+            leaf = leaf[:, :-1]
+        return _with(message, arrays={"leaf": leaf})
+    client = PrivateForestClient(**SMALL, server=ReplyTamper("scores", alter)).fit(
+        X_train, y_train)
+    with pytest.raises(ProtocolError, match="scores: (node -?[0-9]+ of tree [0-9]+ is not a "
+                                            "leaf|expected leaf ids of 2 trees)"):
+        client.predict(X_test)
+    assert client.predict(X_test).shape == (X_test.shape[0],)  # the next reply is genuine
+
+
+@pytest.mark.parametrize("tamper", ["query-counts", "foreign-labels"])
+def test_default_client_reports_unreadable_counts_after_the_fit(wine, foreign, tamper):
+    """What the paper's flow refuses (tests above), the default client records: the fit
+    ends as with an honest server, then reports where the server's counts were wrong."""
+    from cipherforest.privacy import ServerDeviationWarning
+
+    server = (ReplyTamper("query", _corrupt_first_blob("counts", _shift_last_word))
+              if tamper == "query-counts" else ForeignLabels(foreign["ckks"], 3))
+    with pytest.warns(ServerDeviationWarning, match="did not follow the protocol"):
+        client = PrivateForestClient(**SMALL, server=server).fit(wine[0], wine[2])
+    deviations = client.privacy_report_["server_deviations"]
+    assert deviations[0]["round"] == 1
+    assert "not integers" in deviations[0]["what"]
+    assert client.predict(wine[1]).shape == (wine[1].shape[0],)
+
+
+@pytest.mark.parametrize("selection", ["rr", "blind"])
+def test_rr_and_blind_send_no_label_ciphertext_when_the_client_counts_its_leaves(
+        wine, selection):
+    """The server has no use for label ciphertexts once predictions read the client's own
+    leaf counts: none is sent, the setup says so, and the paper's replies are refused."""
+    X_train, X_test, y_train, y_test = wine
+    recorder = attacks.RecordingServer(PrivateForestServer())
+    client = PrivateForestClient(3, random_state=0, split_selection=selection,
+                                 server=recorder).fit(X_train, y_train)
+    kinds = [request.kind for request, _ in recorder.transcript.exchanges]
+    assert "labels" not in kinds and kinds[:2] == ["setup", "train"]
+    setup = recorder.transcript.first("setup")
+    assert setup.meta["label_ciphertexts"] is False
+    engine = client.client_session_
+    public = PublicContext.from_bytes(engine.he.public_bytes())
+    assert not public.has_rotation(engine.layout.stride)  # no Galois key was sent
+    assert client.score(X_test, y_test) > 0.8
+    with pytest.raises(ProtocolError, match="trained without label ciphertexts.*ask for 'ids'"):
+        client.set_params(prediction_reply="sums").predict(X_test)
+    # The paper's replies keep the label ciphertexts (and the server's leaf store).
+    paper = PrivateForestClient(3, random_state=0, split_selection=selection,
+                                prediction_reply="leaves").fit(X_train, y_train)
+    np.testing.assert_array_equal(paper.predict(X_test),
+                                  paper.set_params(prediction_reply="ids").predict(X_test))
+
+
+def test_a_session_without_labels_refuses_label_messages(wine):
+    X_train, _, y_train, _ = wine
+    client = PrivateForestClient(2, random_state=0, scheme="bfv", prediction_reply="leaves")
+    setup, labels = client.encrypt(X_train, y_train)
+    server = PrivateForestServer()
+    setup.meta["label_ciphertexts"] = False
+    engine = client.client_session_
+    engine.transport = InProcessTransport(server)
+    engine.accept_session(engine.exchange(setup, "session", ProtocolStats()))
+    with pytest.raises(ProtocolError, match="takes no label ciphertexts"):
+        engine.exchange(engine.addressed(next(labels)), "ack", ProtocolStats())
+    gini = PrivateForestClient(2, random_state=0, scheme="bfv", split_selection="gini")
+    setup, _ = gini.encrypt(X_train, y_train)
+    setup.meta["label_ciphertexts"] = False
+    with pytest.raises(ProtocolError, match="label_ciphertexts must be true"):
+        server.handle(encode_message(setup))

@@ -119,17 +119,21 @@ def test_default_bar_only_on_a_terminal_for_a_long_fit(wine, monkeypatch):
     # Every fit counts as long: the bar on a terminal, never on another stream.
     monkeypatch.setattr(progress, "AUTO_SECONDS", 0.0)
     PrivateForestClient(2, random_state=0, max_depth=3).fit(X_train, y_train)
-    n = X_train.shape[0]
-    assert _drawn(terminal)[0].startswith(f"PrivateForestClient label rows [{'#' * 30}] "
-                                          f"{n}/{n} ")
-    assert _drawn(terminal)[1].startswith("PrivateForestClient trees grown on the server "
+    # The default (rr, leaf ids) sends no label ciphertext: one stage only.
+    assert len(_drawn(terminal)) == 1
+    assert _drawn(terminal)[0].startswith("PrivateForestClient trees grown on the server "
                                           f"[{'#' * 30}] 2/2 ")
+    PrivateForestClient(2, random_state=0, max_depth=3,
+                        prediction_reply="leaves").fit(X_train, y_train)
+    n = X_train.shape[0]
+    assert _drawn(terminal)[1].startswith(f"PrivateForestClient label rows [{'#' * 30}] "
+                                          f"{n}/{n} ")
     log = io.StringIO()
     monkeypatch.setattr(sys, "stderr", log)
     PrivateForestClient(2, random_state=0, max_depth=3).fit(X_train, y_train)
     assert _drawn(log) == []
     PrivateForestClient(2, random_state=0, max_depth=3, progress=True).fit(X_train, y_train)
-    assert len(_drawn(log)) == 2
+    assert len(_drawn(log)) == 1
 
 
 def test_bar_counts_uploads_and_rounds(wine, monkeypatch):
@@ -180,7 +184,8 @@ def test_same_forest_with_and_without_the_bar(wine, monkeypatch, selection):
     monkeypatch.setattr(sys, "stderr", stream)
     shown, shown_trees, shown_pred, shown_proba = _fit(wine, monkeypatch, progress=True,
                                                        **params)
-    assert len(_drawn(stream)) == 2  # it was drawn
+    # It was drawn: label rows and rounds; rr sends no label ciphertext, one stage only.
+    assert len(_drawn(stream)) == (2 if selection == "gini" else 1)
     stream.truncate(0)
     stream.seek(0)
     silent, silent_trees, silent_pred, silent_proba = _fit(wine, monkeypatch, progress=False,

@@ -292,3 +292,27 @@ def _record(model):
 
     meta, _ = read_state_file(os.path.join(model, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION)
     return meta
+
+
+def test_train_exits_3_when_the_servers_counts_were_not_the_clients(files, server, tmp_path,
+                                                                    monkeypatch, capsys):
+    """The rounds finish as with an honest server, the model is saved, and the deviation is
+    reported: in the privacy report and by exit status 3."""
+    from cipherforest.privacy.protocol import session as session_module
+
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    model = tmp_path / "model"
+    assert _encrypt(files, model) == 0
+    assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
+    capsys.readouterr()
+    honest = session_module.query_counts
+    # What the client reads is off by one in every count: as if the server forged them.
+    monkeypatch.setattr(session_module, "query_counts",
+                        lambda he, layout, query: honest(he, layout, query) + 1)
+    assert main(["client", "train", "--model", str(model), "--server", server]) == 3
+    out = capsys.readouterr().out
+    assert "model saved" in out and "WARNING: the server did not follow the protocol" in out
+    assert model_stage(model) == "trained"
+    monkeypatch.undo()
+    assert main(["client", "predict", "--model", str(model), "--data",
+                 str(files / "test.csv"), "--target", "kind"]) == 0

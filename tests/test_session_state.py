@@ -88,6 +88,7 @@ def test_restore_rejects_a_state_of_another_forest(wine_small):
     X, y, _ = wine_small
     relay = RestartingRelay()
     PrivateForestClient(n_estimators=2, max_depth=2, random_state=0, scheme="bfv",
+                        prediction_reply="leaves",  # a session with a leaf store
                         server=relay).fit(X, y)
     state = relay.server.export_state(relay.session)
     state.meta["n_trees"] = 5

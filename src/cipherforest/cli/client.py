@@ -182,11 +182,18 @@ def add_client_parser(sub) -> None:
     predict.add_argument("--out", default=None, help="CSV file for the predictions "
                          "(default: standard output)")
     predict.add_argument("--server", default=None, help="the server's URL if it moved")
-    predict.add_argument("--exact", action="store_true", help="ask for the leaves the rows "
-                         "reach (exact counts, more bytes) instead of the server's per-row "
-                         "sums over the trees (CKKS; BFV models always get leaves)")
+    predict.add_argument("--exact", action="store_true", help="exact counts for a model "
+                         "that predicts with the server's encrypted per-row sums (CKKS, the "
+                         "paper's flow, e.g. models saved before the client kept its own leaf "
+                         "counts): ask for the leaf-store ciphertexts instead; models that "
+                         "read their own leaf counts are exact already")
     status = actions.add_parser("status", help="where the saved model's server session stands")
     status.add_argument("--model", required=True, help="the model directory")
+
+
+#: Exit status of a train whose server sent counts that are not the client's own (the model
+#: is saved; the privacy report says where the server deviated).
+_DEVIATION_EXIT = 3
 
 
 def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
@@ -208,7 +215,9 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if changed:
                 parser.error(f"--{changed[0].replace('_', '-')}: the forest options of a "
                              "model directory were fixed by 'cipherforest client encrypt'")
-            _train_package(args, parser, out)
+            client = _train_package(args, parser, out)
+            if not client.privacy_report_["server_honest"]:
+                return _DEVIATION_EXIT
         elif args.action == "train":
             if args.target is None or args.server is None:
                 parser.error("the one-shot train (--data) needs --target and --server")
@@ -229,9 +238,12 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             print(f"trained {args.trees} trees in {stats.rounds} rounds; uploaded "
                   f"{stats.bytes_sent / 1e6:.1f} MB; model saved to {args.model}", file=out)
             print(format_privacy_report(client.privacy_report_), file=out)
+            if not client.privacy_report_["server_honest"]:
+                return _DEVIATION_EXIT
         elif args.action == "predict":
             client = PrivateForestClient.load(args.model, server=args.server)
-            client.set_params(prediction_reply="leaves" if args.exact else "sums")
+            if args.exact and client.prediction_reply == "sums":  # ids are exact already
+                client.set_params(prediction_reply="leaves")
             X, y, _ = read_csv(args.data, args.target)
             predictions = client.predict(X)
             stream = open(args.out, "w", newline="", encoding="utf-8") if args.out else out
@@ -402,7 +414,7 @@ def _upload(args, parser, out) -> None:
           f"cipherforest client train --model {args.model}", file=out)
 
 
-def _train_package(args, parser, out) -> None:
+def _train_package(args, parser, out):
     """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
     from ..privacy import PrivateForestClient
     from ..privacy.package import (
@@ -453,4 +465,5 @@ def _train_package(args, parser, out) -> None:
     print(f"trained {client.n_estimators} trees in {len(answered)} rounds{resumed}; model "
           f"saved to {args.model}", file=out)
     print(format_privacy_report(client.privacy_report_), file=out)
+    return client
 

@@ -36,6 +36,7 @@ _EXPORTS = {
     "PrivateForestSimulator": ".simulation",
     "ProtocolError": ".protocol",
     "ProtocolStats": ".protocol",
+    "ServerDeviationWarning": ".client",
     "StateFileError": ".state_file",
     "cipher_max": ".gipe",
 }
@@ -45,6 +46,7 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .client import PrivateForestClient as PrivateForestClient
+    from .client import ServerDeviationWarning as ServerDeviationWarning
     from .gipe import MAX_CIPHER as MAX_CIPHER
     from .gipe import CipherSpaceError as CipherSpaceError
     from .gipe import GiniPreservingEncryptor as GiniPreservingEncryptor

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
@@ -21,7 +22,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._sklearn_compat import _fit_context
-from .dp import format_privacy_report, privacy_report
+from .dp import deviation_warning, format_privacy_report, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .progress import fit_progress
 from .protocol import (
@@ -35,7 +36,12 @@ from .protocol import (
 )
 from .protocol.replies import CKKS_TIE_TOLERANCE
 
-__all__ = ["PrivateForestClient"]
+__all__ = ["PrivateForestClient", "ServerDeviationWarning"]
+
+
+class ServerDeviationWarning(UserWarning):
+    """A fit's server sent class counts that are not the client's own (a malicious or
+    broken server); ``privacy_report_["server_deviations"]`` says where."""
 
 
 class PrivateForestClient(ClassifierMixin, BaseEstimator):
@@ -108,12 +114,33 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     reveal_leaves : bool, default=False
         True restores the paper's rule: answer "leaf" for pure and no-gain nodes.
     split_selection : {"rr", "dp", "blind", "gini"}, default="rr"
+    decide_from : {"own", "server"}, default="own"
+        ``"gini"`` and ``"dp"`` only: where the split choices' class counts come from.
+        ``"own"``: the client's own labels on its replay of the plan (the server's
+        encrypted counts are an audit: decrypted, compared, a difference reported after the
+        fit). ``"server"``: the paper's flow, kept for the evaluation — the decrypted counts,
+        and a round whose counts differ from the client's own is refused at once, which a
+        malicious server reads as a label bit (selective failure).
     label_epsilon : float or None, default=None
         ``"rr"``: ε of the randomized response (None: 2); ``"dp"``: ε of each
         exponential-mechanism choice (required). A finite number > 0; unused by the other
         selections.
     label_delta : float, default=1e-6
         δ of the ``(ε, δ)`` guarantee reported for ``"dp"``.
+    privacy_ledger : str or None, default=None
+        Directory of the client's privacy ledger (:class:`~cipherforest.privacy.ledger.
+        PrivacyLedger`; None: ``$CIPHERFOREST_PRIVACY_LEDGER``, else
+        ``~/.cipherforest/privacy-ledger``). It holds the secret that fixes each row's
+        randomized label (``"rr"``: the same data gives the same randomized labels on every
+        fit, retry and refit — RAPPOR's permanent randomized response) and the ε every
+        release spent on each row (keyed fingerprints of the rows, never the data). A
+        missing, corrupted or foreign ledger is an error, never a silent reset.
+    max_total_epsilon : float or None, default=None
+        Refuse a fit (before anything is sent) that would bring any row's cumulative ε in
+        the ledger above this: a repeat of a recorded ``"rr"`` release adds nothing, a new
+        ε or new rows add theirs, ``"dp"`` is checked with its worst case (one choice per
+        level, ``max_depth`` levels) and charged with what it spent, ``"gini"`` spends an
+        infinite ε.
     max_round_bytes : int or None, default=None
         None: one round per tree level for all trees (the paper's O(depth) rounds). An int
         (at least 256 KiB) caps each query: a round then covers the current levels of as many
@@ -132,12 +159,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     label_pack_rows : int or None, default=None
         At most this many rows' labels per label ciphertext (None: as many as the slots
         hold). Fewer rows per pack mean fewer candidate lanes per query ciphertext.
-    prediction_reply : {"sums", "leaves"}, default="sums"
-        What :meth:`predict_proba` asks the server for. ``"sums"``: each test row's leaf
-        class frequencies summed over the trees on the server (CKKS only; a few ciphertexts
-        per 2·4096/τ' rows, probabilities within ~1e-6 of the plaintext forest's; BFV
-        sessions answer with leaves). ``"leaves"``: the leaf-store ciphertexts the rows reach
-        and a position per (row, tree); exact integer counts, more bytes.
+    prediction_reply : {"ids", "sums", "leaves"}, default="ids"
+        What :meth:`predict_proba` asks the server for. ``"ids"``: the leaf each test row
+        reaches in each tree; the client reads the leaves' class counts from the table it
+        computed from its own labels when the fit ended (``client_session_.leaf_table``),
+        so prediction needs no homomorphic work and nothing the client uses comes from
+        label ciphertexts (a server cannot turn it into an oracle on training labels).
+        The paper's encrypted replies, kept for the evaluation: ``"sums"``, each test
+        row's leaf class frequencies summed over the trees on the server (CKKS only; BFV
+        sessions answer with leaves), and ``"leaves"``, the leaf-store ciphertexts the rows
+        reach and a position per (row, tree). Their checks raise on a reply that is not
+        the client's own counts, which a server that doctors the leaves with two training
+        rows' label ciphertexts reads as a label bit per call (docs/threat_model.md).
     verbose : int, default=0
         1: print upload progress and one line per round (round, open nodes, bytes, seconds)
         on stderr, as the plaintext ensembles draw their progress.
@@ -179,7 +212,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     privacy_report_ : dict
         The guarantee in words and numbers: split selection, ε, δ, what the server saw and
         what it did not (:func:`cipherforest.privacy.dp.format_privacy_report` turns it into
-        text; ``verbose`` and the CLI print it after training).
+        text; ``verbose`` and the CLI print it after training); ``server_honest`` and
+        ``server_deviations`` (round, tree, node, what) say whether the server's counts were
+        the client's own (the CLI's ``train`` exits with status 3 when they were not);
+        ``cumulative_epsilon`` (and ``cumulative_delta``) what the privacy ledger holds for
+        the most charged training row after this fit, over every release recorded.
     fit_stats_ : ProtocolStats
     predict_stats_ : ProtocolStats
         Of the last ``predict_proba`` call.
@@ -191,10 +228,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
                  min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, scheme="ckks", security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, reveal_leaves=False,
-                 split_selection="rr", label_epsilon=None, label_delta=1e-6,
+                 split_selection="rr", decide_from="own", label_epsilon=None,
+                 label_delta=1e-6, privacy_ledger=None, max_total_epsilon=None,
                  max_round_bytes=None,
                  server=None, n_jobs=None, label_chunk=2, label_pack_rows=None,
-                 prediction_reply="sums", verbose=0, progress=None, server_key=None,
+                 prediction_reply="ids", verbose=0, progress=None, server_key=None,
                  timeout=120.0):
         self.n_estimators = n_estimators
         self.max_features = max_features
@@ -211,8 +249,11 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.gipe_bins = gipe_bins
         self.reveal_leaves = reveal_leaves
         self.split_selection = split_selection
+        self.decide_from = decide_from
         self.label_epsilon = label_epsilon
         self.label_delta = label_delta
+        self.privacy_ledger = privacy_ledger
+        self.max_total_epsilon = max_total_epsilon
         self.max_round_bytes = max_round_bytes
         self.server = server
         self.n_jobs = n_jobs
@@ -284,12 +325,18 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         engine = self.client_session_
         self.session_ = engine.session_id
         self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
-                                              self.gipe_mode, self.reveal_leaves)
+                                              self.gipe_mode, self.reveal_leaves,
+                                              engine.deviations, engine.cumulative_spent())
         self.epsilon_spent_ = self.privacy_report_["epsilon"]
         self.delta_spent_ = self.privacy_report_["delta"]
         self.fit_stats_ = stats
         if self.verbose:
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
+        if engine.deviations:
+            # After the fit, never during it: the server may see the client walk away now,
+            # one bit per model, but no answer depended on its counts.
+            warnings.warn(deviation_warning(engine.deviations), ServerDeviationWarning,
+                          stacklevel=3)
         return self
 
     def _new_transport(self) -> Transport:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["DEFAULT_LABEL_DELTA", "ExponentialMechanism", "LabelPrivacyAccountant",
-           "RandomizedResponse", "format_privacy_report", "privacy_report",
+           "RandomizedResponse", "deviation_warning", "format_privacy_report", "privacy_report",
            "split_sensitivity"]
 
 #: δ of the reported (ε, δ) guarantee: far below 1/n for every data size one server holds
@@ -188,17 +188,26 @@ class LabelPrivacyAccountant:
 
 
 _SERVER_SAW = {
-    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1))",
-           "trees grown by Gini on them"],
-    "dp": ["one exponential-mechanism choice per node", "the trees those choices make"],
+    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1); the "
+           "same on every fit of the same rows)", "trees grown by Gini on them"],
+    "dp": ["one exponential-mechanism choice per node (from the client's own counts)",
+           "the trees those choices make"],
     "blind": ["random trees drawn from the ciphers and the forest seed alone"],
-    "gini": ["the best split of every node (the trees reveal which rows share labels)"],
+    "gini": ["the best split of every node, chosen from the client's own counts (the trees "
+             "reveal which rows share labels)"],
 }
 
 
 def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
-                   gipe_mode: str, reveal_leaves: bool = False) -> dict:
-    """What a fit guarantees about the labels against the server, as a dict."""
+                   gipe_mode: str, reveal_leaves: bool = False,
+                   deviations: list[dict] | tuple = (),
+                   cumulative: tuple[float, float] | None = None) -> dict:
+    """What a fit guarantees about the labels against the server, as a dict.
+
+    ``deviations``: where the server's class counts were not the client's own
+    (:attr:`~cipherforest.privacy.protocol.ClientSession.deviations`); reported under
+    ``"server_deviations"``, with a verdict under ``"server_honest"``.
+    """
     epsilon, delta = accountant.epsilon_spent, accountant.delta_spent
     if math.isinf(epsilon):
         guarantee = ("none: the paper's selection (split choices from exact class counts); "
@@ -220,6 +229,10 @@ def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
         saw.append("which nodes are pure (the paper's leaf rule)")
     return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,
             "guarantee": guarantee, "server_saw": saw,
+            "server_honest": not deviations,
+            "cumulative_epsilon": None if cumulative is None else cumulative[0],
+            "cumulative_delta": None if cumulative is None else cumulative[1],
+            "server_deviations": [dict(d) for d in deviations],
             "server_did_not_see": ["the labels", "the feature values",
                                    "any secret key", "leaf class counts",
                                    "the predictions"]}
@@ -230,4 +243,26 @@ def format_privacy_report(report: dict) -> str:
     lines = [f"label privacy ({report['split_selection']}): {report['guarantee']}",
              "the server saw: " + "; ".join(report["server_saw"]),
              "it did not see: " + ", ".join(report["server_did_not_see"])]
+    if report.get("cumulative_epsilon") is not None:
+        lines.append(f"privacy ledger: these rows have spent ε = "
+                     f"{report['cumulative_epsilon']:.4g} over every recorded release"
+                     + (f" (δ = {report['cumulative_delta']:.1e})"
+                        if report.get("cumulative_delta") else ""))
+    deviations = report.get("server_deviations", [])
+    if deviations:
+        lines.append(deviation_warning(deviations))
     return "\n".join(lines)
+
+
+def deviation_warning(deviations: list[dict]) -> str:
+    """One paragraph telling the user that the server did not follow the protocol."""
+    rounds = sorted({int(d["round"]) for d in deviations})
+    first = deviations[0]
+    where = (f"node {first['node']} of tree {first['tree']}" if first["tree"] >= 0
+             else "a whole query")
+    return (f"WARNING: the server did not follow the protocol: its class counts differ from "
+            f"the client's own in {len(deviations)} node(s) of {len(rounds)} round(s) "
+            f"(first: round {first['round']}, {where}: {first['what']}). The client decided "
+            "every split from its own counts and answered as it would an honest server, so "
+            "the server learned nothing from the answers; do not trust this server with "
+            "further data.")

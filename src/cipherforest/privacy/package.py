@@ -3,9 +3,10 @@
 The directory (created 0700) holds files written atomically with mode 0600 from their
 creation, none of them a pickle::
 
-    client.npz        parameters, classes, session ids and the server session's token
-                      (and, in a package not yet trained, the training labels: the client
-                      checks the server's counts against them)
+    client.npz        parameters, classes, session ids and the server session's token;
+                      in a package not yet trained, the training labels (the client
+                      decides and counts from them); once trained, every leaf's class
+                      counts from those labels (predictions read them)
     he_keys.bin       homomorphic parameters and keys, including the SECRET key
     gipe.npz          the GIPE state (GiniPreservingEncryptor.save_state)
     server_setup.msg  (embedded server only) the session's setup message ...
@@ -49,6 +50,7 @@ from .protocol import (
     encode_message,
 )
 from .protocol.http import HTTPTransport
+from .protocol.leaf_table import LeafTable
 from .protocol.server import state_from_arrays, state_to_arrays
 from .state_file import StateFileError, read_state_file, write_state_file
 
@@ -95,8 +97,10 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
         write_state_file(os.path.join(path, "server_state.npz"), _SERVER_FORMAT, CLIENT_VERSION,
                          {"state": json.dumps(state_meta)}, state_arrays)
     # Written last: a directory with client.npz is complete.
+    table = engine.leaf_table
     write_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION, meta,
-                     {"classes": _classes(client)})
+                     {"classes": _classes(client),
+                      **({} if table is None else table.to_arrays())})
 
 
 def _params(client) -> tuple[dict, Any, Any]:
@@ -121,6 +125,7 @@ def _params(client) -> tuple[dict, Any, Any]:
 def _client_meta(client, params: dict) -> dict[str, Any]:
     engine = client.client_session_
     return {"params": params, "session": getattr(client, "session_", None),
+            "release_digest": engine.release_digest,
             "n_classes": engine.n_classes, "n_draws": engine.n_draws,
             "n_features_in": int(client.n_features_in_),
             "feature_names_in": _feature_names(client),
@@ -204,9 +209,10 @@ def save_package(client, path: str | os.PathLike[str], setup: Message,
     meta = {**_client_meta(client, params), "stage": "encrypted", "transport": None,
             "n_label_messages": n_messages, "setup_committed": False,
             "label_messages_committed": 0, "answers_recorded": 0}
+    engine = client.client_session_
     write_state_file(os.path.join(path, "client.npz"), CLIENT_FORMAT, CLIENT_VERSION, meta,
-                     {"classes": _classes(client),
-                      "labels": client.client_session_.labels})
+                     {"classes": _classes(client), "labels": engine.labels,
+                      **({} if engine.row_keys is None else {"row_keys": engine.row_keys})})
     return n_messages
 
 
@@ -314,9 +320,14 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
         raise StateFileError(f"{path}: he_keys.bin holds {he.scheme} keys, the client "
                              f"was fitted with {client.scheme}")
     client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
+    try:
+        table = LeafTable.from_arrays(arrays)
+    except ValueError as exc:
+        raise StateFileError(f"{path}: client.npz: {exc}") from None
     client.client_session_ = ClientSession(client.get_params()).restore(
         client.classes_, client.encryptor_, he, int(meta["n_draws"]),
-        int(meta["rows_per_pack"]), session, arrays.get("labels"))
+        int(meta["rows_per_pack"]), session, arrays.get("labels"), table,
+        arrays.get("row_keys"), meta.get("release_digest"))
     return client
 
 

@@ -112,8 +112,9 @@ class FitProgress:
 
     def uploads(self, labels: Iterable[Message], rows_per_message: int
                 ) -> Iterable[Message]:
-        """``labels`` as they are sent, counting the rows once each message is taken."""
-        if self.stream is None:
+        """``labels`` as they are sent, counting the rows once each message is taken (no
+        bar for a session that takes no label ciphertexts)."""
+        if self.stream is None or self.meta.get("label_ciphertexts") is False:
             return labels
         return self._counted(labels, rows_per_message)
 

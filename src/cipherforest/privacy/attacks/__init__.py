@@ -28,6 +28,15 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
 * :mod:`.content_substitution` — :class:`ContentSubstitutionServer` /
   :func:`content_substitution_attack`: a malicious server keeps every plan field honest and
   forges the counts, one "same class as the reference?" question per node.
+* :mod:`.selective_failure` — :class:`SelectiveFailureServer` /
+  :func:`selective_failure_attack`: a malicious server swaps a known-label row for a target
+  row in one node's sums and reads the client's refusal as "different labels".
+* :mod:`.prediction_oracle` — :class:`PredictionOracleServer` /
+  :func:`prediction_oracle_attack`: a server keeps the label ciphertexts and doctors a leaf
+  with α·(e_yi − e_yj) before a predict call; the client's check fails when the labels differ.
+* :mod:`.forced_refits` — :class:`BusyServer` / :func:`forced_refit_attack`: a server reads
+  the randomized labels of each ``setup``, answers "busy", and takes the majority over the
+  retried fits.
 * :mod:`.value_recovery` — :func:`quantile_value_recovery` / :func:`score_value_recovery`:
   values from cipher ranks and an auxiliary sample of the feature's distribution.
 
@@ -44,8 +53,19 @@ from .content_substitution import (
     content_substitution_attack,
     without_count_check,
 )
+from .forced_refits import (
+    BusyServer,
+    ForcedRefitResult,
+    forced_refit_attack,
+    fresh_randomized_labels,
+)
 from .leaf_union import leaf_union_labels
 from .pair_oracle import PairOracleResult, PairOracleServer, pair_oracle_attack
+from .prediction_oracle import (
+    PredictionOracleResult,
+    PredictionOracleServer,
+    prediction_oracle_attack,
+)
 from .proximity import (
     known_label_success,
     name_clusters_by_counts,
@@ -54,6 +74,11 @@ from .proximity import (
     proximity_nearest_labels,
 )
 from .scoring import AttackResult, majority_baseline, one_known_per_class, score_labels
+from .selective_failure import (
+    SelectiveFailureResult,
+    SelectiveFailureServer,
+    selective_failure_attack,
+)
 from .shared_cipher import shared_cipher_labels
 from .transcript import (
     RecordingServer,
@@ -66,30 +91,40 @@ from .value_recovery import ValueRecoveryResult, quantile_value_recovery, score_
 
 __all__ = [
     "AttackResult",
+    "BusyServer",
+    "ForcedRefitResult",
     "ContentSubstitutionResult",
     "ContentSubstitutionServer",
     "content_substitution_attack",
     "without_count_check",
     "PairOracleResult",
     "PairOracleServer",
+    "PredictionOracleResult",
+    "PredictionOracleServer",
     "RecordingServer",
+    "SelectiveFailureResult",
+    "SelectiveFailureServer",
     "Transcript",
     "ValueRecoveryResult",
     "alternation_labels",
     "declared_leaves",
+    "forced_refit_attack",
     "forest_trees",
+    "fresh_randomized_labels",
     "known_label_success",
     "leaf_union_labels",
     "majority_baseline",
     "name_clusters_by_counts",
     "one_known_per_class",
     "pair_oracle_attack",
+    "prediction_oracle_attack",
     "proximity_cluster_labels",
     "proximity_matrix",
     "proximity_nearest_labels",
     "quantile_value_recovery",
     "score_labels",
     "score_value_recovery",
+    "selective_failure_attack",
     "server_bootstrap_counts",
     "shared_cipher_labels",
 ]

@@ -12,11 +12,13 @@ when leaves are hidden); otherwise the first candidate separates the classes per
 the client chooses it. One bit per node and round; the number of probes doubles with every
 level, so a few rounds read every label.
 
-Positive control: a client without the arithmetic check (the protocol before it, reproduced
-by :func:`without_count_check`) — the attack reads the labels (``tests/test_attacks.py``,
-``benchmarks/label_privacy.py``). The defended client recomputes every count from its labels
-(:func:`~cipherforest.privacy.protocol.decisions.check_counts`) and refuses the first forged
-round before choosing anything.
+Positive control: a client of the paper's flow (``decide_from="server"``) without the
+arithmetic check (the protocol before it, reproduced by :func:`without_count_check`) — the
+attack reads the labels (``tests/test_label_guarantee.py``, ``benchmarks/label_privacy.py``).
+With the check, the paper's flow refuses the first forged round
+(:func:`~cipherforest.privacy.protocol.decisions.check_counts`); the default client decides
+from its own counts, so its answers are the honest server's and the forgery is reported
+after the fit.
 """
 
 from __future__ import annotations
@@ -180,7 +182,8 @@ class ContentSubstitutionServer:
 @contextlib.contextmanager
 def without_count_check():
     """The client as it was before it checked the server's arithmetic (positive control
-    of this attack only): every decrypted count is taken as it comes."""
+    of this attack only, with ``decide_from="server"``): every decrypted count is taken as
+    it comes."""
     from ..protocol import session as session_module
 
     checked = session_module.check_counts

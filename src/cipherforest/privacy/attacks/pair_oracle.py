@@ -141,7 +141,10 @@ class PairOracleServer:
                                   midpoint(float(X[low, f]), float(X[high, f])), 1, 1)
             plans.append(NodePlan(0, OpenNode(i, np.sort(pair), 0, 0), 2, [pair],
                                   [[candidate]]))
-        blobs, positions = packed_blocks(session, plans, 0)
+        # A session without label ciphertexts (rr/blind with leaf ids) has nothing to pack:
+        # the crafted nodes go out with empty counts.
+        blobs, positions = (packed_blocks(session, plans, 0) if session.label_ciphertexts
+                            else ([], [0] * sum(p.n_candidates + 1 for p in plans)))
         self._token = secrets.token_hex(8)
         meta = {"session": self._session_id, "round": 1, "token": self._token, "shift": 0,
                 "block_size": session.block_size,

@@ -18,6 +18,7 @@ from .messages import ProtocolError
 from .planner import ForestGrowth, NodePlan, plan_fields
 
 __all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
+           "differing_nodes",
            "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores",
            "squares_of_counts"]
 
@@ -185,6 +186,26 @@ def clear_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.n
                              [p.n_candidates for p in plans])
 
 
+def differing_nodes(plans: list[NodePlan], decrypted: np.ndarray,
+                    expected: np.ndarray) -> list[tuple[int, int, str]]:
+    """``(tree, node id, what)`` of every planned node whose decrypted class counts differ
+    from ``expected`` (the client's own), ``what`` naming its first differing block."""
+    if decrypted.shape != expected.shape:
+        raise ProtocolError(f"query: {decrypted.shape[0]} count blocks, the plan has "
+                            f"{expected.shape[0]}")
+    wrong = (decrypted != expected).any(axis=1)
+    found, start = [], 0
+    for plan in plans:
+        k = plan.n_candidates
+        bad = np.flatnonzero(wrong[start: start + k + 1])
+        if bad.size:
+            first = int(bad[0])
+            found.append((plan.tree, plan.node.node_id,
+                          f"candidate {first}" if first < k else "its total"))
+        start += k + 1
+    return found
+
+
 def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray) -> None:
     """Refuse the round unless every decrypted class count is the client's own.
 
@@ -193,24 +214,18 @@ def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndar
     the client's choice into a question about one row) is caught here, before any choice
     is made from the round. Raises :class:`ProtocolError` naming the first node and
     candidate that differ.
+
+    This is the paper's flow (``decide_from="server"``): the refusal itself depends on the
+    labels, so a server that swaps rows learns one label bit from it; by default the client
+    decides from its own counts and only records the difference (:func:`differing_nodes`).
     """
-    if decrypted.shape != expected.shape:
-        raise ProtocolError(f"query: {decrypted.shape[0]} count blocks, the plan has "
-                            f"{expected.shape[0]}")
-    wrong = np.flatnonzero((decrypted != expected).any(axis=1))
-    if wrong.size == 0:
-        return
-    block = int(wrong[0])
-    for plan in plans:
-        k = plan.n_candidates
-        if block <= k:
-            what = f"candidate {block}" if block < k else "its total"
-            raise ProtocolError(
-                f"query: the server's class counts for node {plan.node.node_id} of tree "
-                f"{plan.tree} ({what}) differ from the counts of the client's own labels "
-                f"({wrong.size} blocks differ): the ciphertexts were not computed as the "
-                "protocol says; round refused")
-        block -= k + 1
+    wrong = differing_nodes(plans, decrypted, expected)
+    if wrong:
+        tree, node, what = wrong[0]
+        raise ProtocolError(
+            f"query: the server's class counts for node {node} of tree {tree} ({what}) "
+            f"differ from the counts of the client's own labels ({len(wrong)} nodes "
+            "differ): the ciphertexts were not computed as the protocol says; round refused")
 
 
 def grow_levels(growth: ForestGrowth, decide) -> list:

@@ -29,9 +29,9 @@ from ..dp import DEFAULT_LABEL_DELTA
 from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 
-__all__ = ["DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS", "SPLIT_SELECTIONS",
-           "ForestSpec", "Parameter", "check_selection_params", "constraints", "forest_meta",
-           "forest_seed", "label_epsilon"]
+__all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS",
+           "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
+           "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
 #: How a node's split is chosen: by the client from encrypted counts ("gini", "dp"), by the
 #: server from randomized-response labels ("rr"), or at random by the server ("blind").
@@ -40,6 +40,11 @@ SPLIT_SELECTIONS = ("gini", "dp", "rr", "blind")
 #: and attack curves it was chosen from).
 DEFAULT_SPLIT_SELECTION = "rr"
 DEFAULT_RR_EPSILON = 2.0
+#: Where the client's split choices ("gini", "dp") come from: its own class counts (the
+#: server's decrypted counts only audited, a difference recorded and reported after the
+#: fit) or the server's decrypted counts (the paper's flow: a difference refuses the round,
+#: which a malicious server reads as one label bit; kept for the evaluation).
+DECIDE_FROM = ("own", "server")
 
 MAX_ESTIMATORS = 10_000
 MIN_ROUND_BYTES = 1 << 18
@@ -75,15 +80,18 @@ PARAMETERS: dict[str, Parameter] = {
     "gipe_mode": Parameter("quantile", [StrOptions({"quantile", "order", "paper"})]),
     "gipe_bins": Parameter(32, [Interval(Integral, 2, None, closed="left")]),
     "reveal_leaves": Parameter(False, ["boolean"]),
+    "decide_from": Parameter("own", [StrOptions(set(DECIDE_FROM))]),
     "label_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="neither"), None]),
     "label_delta": Parameter(DEFAULT_LABEL_DELTA, [Interval(Real, 0.0, 1.0, closed="neither")]),
+    "privacy_ledger": Parameter(None, [str, None]),
+    "max_total_epsilon": Parameter(None, [Interval(Real, 0.0, None, closed="left"), None]),
     # The homomorphic layer and the rounds.
     "scheme": Parameter("ckks", [StrOptions(set(SCHEMES))]),
     "max_round_bytes": Parameter(None, [Interval(Integral, MIN_ROUND_BYTES, None,
                                                  closed="left"), None]),
     "label_chunk": Parameter(2, [Interval(Integral, 1, 64, closed="both")]),
     "label_pack_rows": Parameter(None, [Interval(Integral, 1, None, closed="left"), None]),
-    "prediction_reply": Parameter("sums", [StrOptions({"sums", "leaves"})]),
+    "prediction_reply": Parameter("ids", [StrOptions({"ids", "sums", "leaves"})]),
     # Where the server is.
     "server": Parameter(None, "no_validation"),
     "n_jobs": Parameter(None, [Integral, None]),

@@ -36,7 +36,8 @@ from ...core import (
 )
 from .params import ForestSpec
 
-__all__ = ["Candidate", "ForestGrowth", "NodePlan", "OpenNode", "TreeGrowth", "plan_fields"]
+__all__ = ["Candidate", "ForestGrowth", "NodePlan", "OpenNode", "TreeGrowth", "leaves_reached",
+           "plan_fields"]
 
 @dataclass
 class OpenNode:
@@ -289,6 +290,16 @@ class ForestGrowth:
 
 
 _BLIND_STREAM = 0xB1D
+
+
+def leaves_reached(trees, X: np.ndarray) -> np.ndarray:
+    """``(n_rows, n_trees)`` node id of the leaf each row of ``X`` (ciphers) reaches in each
+    tree: the one place rows are routed (the server: training rows after a fit without
+    rounds and test rows at prediction; the client: training rows on its replay)."""
+    out = np.empty((X.shape[0], len(trees)), dtype=np.int64)
+    for t, tree in enumerate(trees):
+        out[:, t] = tree.apply(X)
+    return out
 
 
 def plan_fields(growth: ForestGrowth, plans: list[NodePlan]) -> dict[str, np.ndarray]:

@@ -12,7 +12,8 @@ use:
 3. :meth:`~ClientSession.train` — ask the server to train and answer its rounds: each query
    is checked against the client's own replay of the server's plan, decrypted, checked
    again, and answered with one candidate per node (:mod:`.decisions`);
-4. :meth:`~ClientSession.predict_proba` — encrypt test rows, decrypt the scores.
+4. :meth:`~ClientSession.predict_proba` — encrypt test rows, read the leaves they reach in
+   the client's own leaf counts (or, in the paper's flow, decrypt the server's scores).
 
 Secret keys never leave this object (:mod:`cipherforest.privacy.package` saves them to a
 0600 directory).
@@ -20,6 +21,7 @@ Secret keys never leave this object (:mod:`cipherforest.privacy.package` saves t
 
 from __future__ import annotations
 
+import hashlib
 import secrets
 import sys
 import time
@@ -29,13 +31,21 @@ from typing import Any
 
 import numpy as np
 
-from ..dp import LabelPrivacyAccountant, RandomizedResponse
+from ..dp import LabelPrivacyAccountant
 from ..gipe import GiniPreservingEncryptor
 from ..he import BlockLayout, SecretContext
-from .decisions import check_counts, clear_counts, decide_splits, squares_of_counts
+from ..ledger import PrivacyLedger, default_ledger_path
+from .decisions import (
+    check_counts,
+    clear_counts,
+    decide_splits,
+    differing_nodes,
+    squares_of_counts,
+)
+from .leaf_table import LeafTable
 from .messages import Message, ProtocolError, decode_message, encode_message
 from .params import ForestSpec, forest_meta, label_epsilon
-from .planner import ForestGrowth, NodePlan, plan_fields
+from .planner import ForestGrowth, NodePlan, leaves_reached, plan_fields
 from .replies import leaf_counts, query_counts, row_sums
 from .transport import ResumableTransport, Transport
 
@@ -85,6 +95,11 @@ class ClientSession:
         count against them.
     accountant : LabelPrivacyAccountant
         The label-privacy guarantee of the last :meth:`train`.
+    deviations : list of dict
+        Where the last :meth:`train`'s server sent class counts that are not the client's
+        own (``round``, ``tree``, ``node``, ``what``; tree and node -1 when a round's counts
+        could not be read at all). Recorded, never reacted to during the fit: the estimator
+        reports them after it (``privacy_report_``, a warning).
     """
 
     def __init__(self, params: Mapping[str, Any], transport: Transport | None = None):
@@ -98,6 +113,11 @@ class ClientSession:
         self.n_draws = 0
         self.labels: np.ndarray | None = None
         self.accountant = self._new_accountant()
+        self.deviations: list[dict] = []
+        self.leaf_table: LeafTable | None = None
+        self.ledger: PrivacyLedger | None = None
+        self.row_keys: np.ndarray | None = None
+        self.release_digest: str | None = None
 
     def _new_accountant(self) -> LabelPrivacyAccountant:
         return LabelPrivacyAccountant(self.params["split_selection"],
@@ -115,6 +135,14 @@ class ClientSession:
         return self.params["split_selection"] in ("gini", "dp")
 
     @property
+    def sends_labels(self) -> bool:
+        """Whether the server gets label ciphertexts: not in ``"rr"``/``"blind"`` when
+        predictions read the client's own leaf counts (``prediction_reply="ids"``), where
+        the server has no use for them."""
+        return not (self.params["split_selection"] in ("rr", "blind")
+                    and self.params.get("prediction_reply", "ids") == "ids")
+
+    @property
     def n_classes(self) -> int:
         return len(self.classes)
 
@@ -129,9 +157,11 @@ class ClientSession:
 
     def restore(self, classes: np.ndarray, encryptor: GiniPreservingEncryptor,
                 he: SecretContext, n_draws: int, rows_per_pack: int,
-                session_id: str | None, labels: np.ndarray | None = None) -> ClientSession:
+                session_id: str | None, labels: np.ndarray | None = None,
+                leaf_table: LeafTable | None = None, row_keys: np.ndarray | None = None,
+                release_digest: str | None = None) -> ClientSession:
         """Set the state a saved client directory holds (:mod:`..package`); ``labels``
-        only where rounds remain to be answered."""
+        only where the forest remains to be trained, ``leaf_table`` once it is."""
         if he.scheme != self.params["scheme"]:
             raise ValueError(f"the keys are {he.scheme} keys, the client was fitted with "
                              f"{self.params['scheme']}")
@@ -143,6 +173,9 @@ class ClientSession:
                                   rows_per_pack)
         self.session_id = session_id
         self.labels = None if labels is None else np.asarray(labels, dtype=np.int64)
+        self.leaf_table = leaf_table
+        self.row_keys = None if row_keys is None else np.asarray(row_keys, dtype=np.uint64)
+        self.release_digest = release_digest
         return self
 
     # ------------------------------------------------------------------ 1. encrypt
@@ -175,6 +208,10 @@ class ClientSession:
         self.classes = np.asarray(classes)
         params = self.params
         n_samples, n_features = X.shape
+        # Before anything else (and long before anything is sent): what this release
+        # spends, checked against the ledger and max_total_epsilon.
+        y_rr = self._ledger_release(X, np.asarray(y_codes, dtype=np.int64),
+                                    forest_meta(params, n_samples, n_features)["n_draws"])
         if encryptor is None:
             encryptor = GiniPreservingEncryptor(params["security_parameter"],
                                                 mode=params["gipe_mode"],
@@ -185,8 +222,11 @@ class ClientSession:
         layout = BlockLayout(scheme, SecretContext.slot_count(scheme), self.n_classes,
                              n_samples, params["label_pack_rows"])
         # Rotation parts and CKKS row sums need keys beyond the lanes' ±stride.
-        self.he = SecretContext(scheme, rotation_step=layout.stride,
-                                extra_rotations=layout.rotation_steps()[2:])
+        if self.sends_labels:
+            self.he = SecretContext(scheme, rotation_step=layout.stride,
+                                    extra_rotations=layout.rotation_steps()[2:])
+        else:  # the server does no homomorphic work: no Galois key to send
+            self.he = SecretContext(scheme)
         self.layout = layout
         meta = {"n_classes": self.n_classes, **forest_meta(params, n_samples, n_features),
                 "label_pack_rows": None if params["label_pack_rows"] is None
@@ -194,12 +234,12 @@ class ClientSession:
         self.n_draws = meta["n_draws"]
         self.labels = np.asarray(y_codes, dtype=np.int64)
         arrays = {"X": X_cipher}
-        if params["split_selection"] == "rr":
-            # Drawn once per fit from the OS; everything the server grows is post-processing.
-            mechanism = RandomizedResponse(label_epsilon(params), self.n_classes)
-            arrays["y_rr"] = mechanism.draw(self.labels, secrets.SystemRandom())
+        if y_rr is not None:
+            arrays["y_rr"] = y_rr
+        if not self.sends_labels:
+            meta["label_ciphertexts"] = False
         setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
-        return setup, self._label_messages(self.labels)
+        return setup, (self._label_messages(self.labels) if self.sends_labels else iter(()))
 
     def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
         step = self.rows_per_message
@@ -208,6 +248,59 @@ class ClientSession:
                                                   self.layout)
             yield Message("labels", {"context": self.he.fingerprint_public, "start": start},
                           blobs={"labels": packs})
+
+    def _ledger_release(self, X: np.ndarray, y_codes: np.ndarray, n_draws: int
+                        ) -> np.ndarray | None:
+        """Open the privacy ledger, refuse a release that would exceed
+        ``max_total_epsilon``, and return the memoized randomized labels (``"rr"``, charged
+        now: they travel in ``setup``) or None (``"dp"``/``"gini"`` are charged when the
+        rounds end, with what they spent; ``"blind"`` spends nothing)."""
+        params = self.params
+        selection = params["split_selection"]
+        self.ledger = PrivacyLedger(params.get("privacy_ledger") or default_ledger_path())
+        self.row_keys = self.ledger.row_keys(X)
+        limit = params.get("max_total_epsilon")
+        if selection == "rr":
+            epsilon = label_epsilon(params)
+            # Memoized: the same rows and labels give the same randomized labels on every
+            # fit, retry and resume, so a server that forces refits learns nothing new.
+            y_rr = self.ledger.randomized_labels(X, y_codes, epsilon, self.n_classes)
+            self.release_digest = hashlib.sha256(
+                b"rr" + np.float64(epsilon).tobytes() + self.row_keys.tobytes()
+                + y_rr.tobytes()).hexdigest()
+            self.ledger.check(self.row_keys, epsilon, self.release_digest, limit)
+            self.ledger.charge("rr", epsilon, 0.0, self.row_keys, self.release_digest)
+            return y_rr
+        self.release_digest = f"{selection}:{secrets.token_hex(16)}"  # each fit draws anew
+        if selection != "blind":
+            self.ledger.check(self.row_keys, self._worst_case_epsilon(n_draws), None, limit)
+        return None
+
+    def _worst_case_epsilon(self, n_draws: int) -> float:
+        """The most a ``"dp"`` or ``"gini"`` fit can spend: one choice per level of every
+        tree, a tree of ``n_draws`` rows at most ``max_depth`` (else ``n_draws - 1``) deep."""
+        worst = self._new_accountant()
+        depth = self.params["max_depth"]
+        worst.spend(int(self.params["n_estimators"])
+                    * (n_draws - 1 if depth is None else min(int(depth), n_draws - 1)))
+        return worst.epsilon_spent
+
+    def _charge_rounds(self) -> None:
+        """Record what the answered rounds spent (``"dp"``, ``"gini"``) in the ledger."""
+        if self.accountant.choices == 0 or self.params["split_selection"] not in ("dp", "gini"):
+            return
+        if self.ledger is None:
+            self.ledger = PrivacyLedger(self.params.get("privacy_ledger")
+                                        or default_ledger_path())
+        self.ledger.charge(self.params["split_selection"], self.accountant.epsilon_spent,
+                           self.accountant.delta_spent, self.row_keys, self.release_digest)
+
+    def cumulative_spent(self) -> tuple[float, float] | None:
+        """``(ε, δ)`` the ledger holds for the most charged row of this client's data (None
+        without a ledger)."""
+        if self.ledger is None or self.row_keys is None:
+            return None
+        return self.ledger.spent(self.row_keys)
 
     # ------------------------------------------------------------------ 2. upload
     def upload(self, setup: Message, labels: Iterable[Message], stats: ProtocolStats,
@@ -263,11 +356,15 @@ class ClientSession:
         self._growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples,
                                                                    n_features))
         self.accountant = self._new_accountant()
+        self.deviations = []
         self._rng = secrets.SystemRandom()
-        if self.asks_rounds and self.labels is None:
-            raise ValueError("this client has no labels to check the server's counts "
-                             "against: encrypt the data again (packages made before the "
-                             "check was added do not hold them)")
+        if self.labels is None:
+            raise ValueError("this client has no labels to decide and count the leaves "
+                             "from: encrypt the data again (packages made before the "
+                             "client kept them do not hold them)")
+        if self.asks_rounds and (self.row_keys is None or self.release_digest is None):
+            raise ValueError("this package was encrypted before the privacy ledger: its "
+                             "rounds could not be charged; encrypt the data again")
         no_rounds = not self.asks_rounds
         try:
             if answered:
@@ -291,11 +388,32 @@ class ClientSession:
                     self._progress(f"round {stats.rounds}: {answer.arrays['node'].shape[0]} "
                                    f"open nodes, {reply_bytes / 1e6:.1f} MB query, "
                                    f"{time.perf_counter() - round_started:.1f} s")
-            if not no_rounds:
+            if no_rounds:
+                reached = self._training_leaves(reply, n_samples)
+            else:
                 self._check_finished()
+                reached = leaves_reached(self._growth.trees, X_cipher)
+            self.leaf_table = LeafTable.from_rows(reached, self.labels, self._growth.weights,
+                                                  self.n_classes)
         finally:
             del self._growth
+            self._charge_rounds()  # what the server saw, even of rounds that then failed
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+
+    def _training_leaves(self, trained: Message, n_samples: int) -> np.ndarray:
+        """The leaf each training row reaches in each tree, as the server that grew the
+        trees without rounds names them (checked for shape only: the client counts its own
+        labels in whatever leaves it is told, and any wrong structure only harms accuracy,
+        which the server could harm anyway)."""
+        n_trees = int(self.params["n_estimators"])
+        if "leaf" not in trained.arrays:
+            raise ProtocolError("trained: the server names no training leaves (a server "
+                                "older than this client)")
+        reached = trained.array("leaf", "int32", 2)
+        if reached.shape != (n_samples, n_trees) or (reached < 0).any():
+            raise ProtocolError(f"trained: expected a leaf id per training row and tree "
+                                f"({n_samples} × {n_trees})")
+        return reached
 
     def _resume(self, answered: Sequence[Message], stats: ProtocolStats) -> Message:
         """Replay the recorded answers on the plan, then take the server's current reply;
@@ -327,12 +445,24 @@ class ClientSession:
         return reply
 
     def answer(self, query: Message) -> Message:
-        """The answer to one query: plan checked, counts decrypted and checked against the
-        client's own, one candidate per node chosen."""
+        """The answer to one query: plan checked, one candidate per node chosen.
+
+        By default (``decide_from="own"``) the choice comes from the class counts of the
+        client's own labels on its own replay of the plan; the server's encrypted counts are
+        decrypted and compared only to record a difference (:attr:`deviations`), never to
+        refuse or change anything the server can see, so a server that forges counts learns
+        nothing from the answers. ``decide_from="server"`` is the paper's flow: choose from
+        the decrypted counts and refuse the round when they differ from the client's own.
+        """
         plans = self._check_plan(query)
-        counts = query_counts(self.he, self.layout, query)
         onehot = np.eye(self.n_classes)[self.labels]
-        check_counts(plans, counts, clear_counts(plans, onehot, self._growth.weights))
+        own = clear_counts(plans, onehot, self._growth.weights)
+        if self.params.get("decide_from", "own") == "server":
+            counts = query_counts(self.he, self.layout, query)
+            check_counts(plans, counts, own)
+        else:
+            self._audit(query, plans, own)
+            counts = own
         squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
         params = self.params
         choice = decide_splits(self._growth, plans, squares, self.n_classes,
@@ -344,6 +474,21 @@ class ClientSession:
                   "node": query.array("node", "int64", 1), "choice": choice}
         return Message("answer", self._meta({"round": query.value("round", int),
                                              "token": query.value("token", str)}), arrays)
+
+    def _audit(self, query: Message, plans: list[NodePlan], own: np.ndarray) -> None:
+        """Decrypt the server's counts and record where they are not the client's own (or
+        cannot be read at all); nothing here raises or changes the answer."""
+        round_ = query.value("round", int)
+        try:
+            counts = query_counts(self.he, self.layout, query)
+            wrong = differing_nodes(plans, counts, own)
+        except (ProtocolError, ValueError) as exc:
+            self.deviations.append({"round": round_, "tree": -1, "node": -1,
+                                    "what": str(exc)})
+            return
+        self.deviations.extend({"round": round_, "tree": int(tree), "node": int(node),
+                                "what": f"class counts differ ({what})"}
+                               for tree, node, what in wrong)
 
     def _check_plan(self, query: Message) -> list[NodePlan]:
         """The client's own plan of the trees a query covers; a query that differs from it
@@ -381,12 +526,19 @@ class ClientSession:
 
     # ------------------------------------------------------------------ 4. predict
     def predict_proba(self, X: np.ndarray, stats: ProtocolStats,
-                      reply: str = "sums") -> np.ndarray:
+                      reply: str = "ids") -> np.ndarray:
         """Class probabilities of the rows ``X`` (validated float64): the mean over trees of
-        the leaf class frequencies, decrypted here. ``reply``: what to ask the server for,
-        ``"sums"`` (per-row sums over the trees, CKKS) or ``"leaves"``."""
+        the leaf class frequencies. ``reply``: what to ask the server for — ``"ids"`` (the
+        leaves the rows reach; the frequencies come from the client's own
+        :attr:`leaf_table`, nothing is decrypted) or the paper's encrypted replies,
+        ``"sums"`` (per-row sums over the trees, CKKS) and ``"leaves"``."""
         started = time.perf_counter()
         n_trees = int(self.params["n_estimators"])
+        if reply == "ids" and self.leaf_table is None:
+            raise ValueError("this client holds no leaf class counts (saved before the "
+                             "client counted its own leaves): encrypt and train again, or "
+                             "predict with prediction_reply='sums' (the server's encrypted "
+                             "sums)")
         X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
         request = Message("predict", self._meta({"reply": reply}),
                           {"X": X_cipher})
@@ -394,7 +546,9 @@ class ClientSession:
         if reply.value("n_rows", int) != X.shape[0] or reply.value("n_trees", int) != n_trees:
             raise ProtocolError(f"scores: expected {X.shape[0]} rows × {n_trees} trees")
         kind = reply.value("reply", str)
-        if kind == "sums" and self.he.kind.approximate:
+        if kind == "ids" and self.leaf_table is not None:
+            proba = self.leaf_table.proba(reply.array("leaf", "int32", 2))
+        elif kind == "sums" and self.he.kind.approximate:
             # Each row sums to n_trees up to noise; dividing by the row's own sum keeps the
             # probabilities summing to one, as a forest's do.
             sums = row_sums(self.he, self.layout, reply, X.shape[0], n_trees)

@@ -48,7 +48,7 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
-from ..planner import NodePlan, OpenNode, plan_fields
+from ..planner import NodePlan, OpenNode, leaves_reached, plan_fields
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -58,6 +58,7 @@ from .state import SessionState, apply_state, export_state, setup_message
 __all__ = ["MAX_LABEL_CHUNK", "PrivateForestServer"]
 
 MAX_LABEL_CHUNK = 64  # label packs per upload message
+
 
 
 class PrivateForestServer:
@@ -277,15 +278,21 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: label_pack_rows must be None or a positive integer, "
                                 f"got {pack_rows!r}")
         layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
-        if not context.has_rotation(layout.stride):
+        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        with_labels = message.meta.get("label_ciphertexts", True)
+        if not isinstance(with_labels, bool) or not (
+                with_labels or spec.split_selection in ("rr", "blind")):
+            raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
+                                "or 'blind' session (whose client counts its own leaves)")
+        # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
+        if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
                                 f"by ±{layout.stride} slots (the label packs' lane width)")
-        if layout.parts > 1 and not context.has_rotation(layout.span * layout.stride,
-                                                         both_ways=False):
+        if with_labels and layout.parts > 1 and not context.has_rotation(
+                layout.span * layout.stride, both_ways=False):
             raise ProtocolError(f"setup: the public context lacks the Galois key for "
                                 f"rotations by {layout.span * layout.stride} slots (the "
                                 f"label rotations' {layout.parts} parts)")
-        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         max_count = context.kind.max_count
         if max_count is not None and spec.n_draws > max_count:
             raise ProtocolError(f"setup: {spec.n_draws} bootstrap draws per tree exceed the "
@@ -300,6 +307,7 @@ class PrivateForestServer:
         randomized = self._randomized_labels(message, spec, X.shape[0], n_classes)
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
         session.randomized_labels = randomized
+        session.label_ciphertexts = with_labels
         session.labels = self._levels.new_labels(context, layout, session.growth.keys,
                                                  context_blob[0])
         self._sessions[session.id] = session
@@ -313,6 +321,9 @@ class PrivateForestServer:
         validated, then expanded into its lane rotations (one key switch per rotation),
         here or on the Dask worker holding its shard."""
         session = self._session_of(message)
+        if not session.label_ciphertexts:
+            raise ProtocolError("labels: this session takes no label ciphertexts (its client "
+                                "counts its own leaves)")
         if session.state != "receiving labels":
             raise ProtocolError(f"labels: session is {session.state}, not receiving labels")
         start = message.value("start", int)
@@ -343,8 +354,9 @@ class PrivateForestServer:
 
     def _train(self, message: Message):
         session = self._session_of(message)
-        if session.state != "receiving labels" or session.n_labels != session.X.shape[0]:
-            raise ProtocolError(f"train: {session.n_labels} of {session.X.shape[0]} "
+        expected = session.X.shape[0] if session.label_ciphertexts else 0
+        if session.state != "receiving labels" or session.n_labels != expected:
+            raise ProtocolError(f"train: {session.n_labels} of {expected} "
                                 f"labels received; session is {session.state}")
         if session.spec.split_selection in ("blind", "rr"):
             return session, self._train_without_rounds(session)
@@ -378,12 +390,16 @@ class PrivateForestServer:
             leaf_jobs = grow_on_labels(session.growth, onehot)
         else:
             leaf_jobs = session.growth.grow_label_blind()
-        leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
-        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
-            session.trees[t].leaves[node.node_id] = leaf
+        if session.label_ciphertexts:  # the leaf store of the paper's prediction replies
+            leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
+            for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+                session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()
+        # The leaf each training row reaches: the client counts its own labels per leaf
+        # (the trees are this server's; the client does not replay their growth).
         return Message("trained", {"session": session.id, "rounds": 0,
-                                   "n_leaves": len(leaf_jobs)})
+                                   "n_leaves": len(leaf_jobs)},
+                       {"leaf": leaves_reached(session.trees, session.X).astype(np.int32)})
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: ServerSession) -> Message:
@@ -525,7 +541,9 @@ class PrivateForestServer:
           (:mod:`.row_sums`); or
         * ``reply="leaves"``: the leaf-store ciphertexts the rows reach and, per (row, tree),
           the leaf's position among those ciphertexts' leaves and its bootstrap draws
-          (the client rounds CKKS frequencies times draws to exact counts).
+          (the client rounds CKKS frequencies times draws to exact counts); or
+        * ``reply="ids"`` (the client's default): per (row, tree) the node id of the leaf the
+          row reaches, nothing encrypted (the client holds its own leaf counts).
         """
         session = self._session_of(message)
         if session.state != "trained":
@@ -534,16 +552,24 @@ class PrivateForestServer:
         if X.shape[1] != session.X.shape[1] or not np.all(np.isfinite(X)):
             raise ProtocolError(f"predict: X must be finite with {session.X.shape[1]} columns")
         asked = message.meta.get("reply", "leaves")
-        if asked not in ("sums", "leaves"):
-            raise ProtocolError(f"predict: reply must be 'sums' or 'leaves', not {asked!r}")
+        if asked not in ("ids", "sums", "leaves"):
+            raise ProtocolError(f"predict: reply must be 'ids', 'sums' or 'leaves', not "
+                                f"{asked!r}")
+        if asked != "ids" and not session.label_ciphertexts:
+            raise ProtocolError(f"predict: this session was trained without label "
+                                f"ciphertexts and holds no leaf store: ask for 'ids', not "
+                                f"{asked!r}")
         layout, context = session.layout, session.context
+        node_ids = leaves_reached(session.trees, X)
+        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
+        if asked == "ids":
+            return session, Message("scores", {**meta, "reply": "ids"},
+                                    {"leaf": node_ids.astype(np.int32)})
         reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
-        leaf_ids = [tree.apply(X) for tree in session.trees]
         for t, tree in enumerate(session.trees):
             position = np.full(len(tree.left), -1, dtype=np.int64)
             position[list(tree.leaves)] = list(tree.leaves.values())
-            reached[:, t] = position[leaf_ids[t]]
-        meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
+            reached[:, t] = position[node_ids[:, t]]
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
             sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached)
             return session, Message(
@@ -555,7 +581,8 @@ class PrivateForestServer:
         blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
                  for i in stores]
         totals = session.leaf_totals()
-        draws = np.stack([totals[t][leaf_ids[t]] for t in range(len(session.trees))], axis=1)
+        draws = np.stack([totals[t][node_ids[:, t]] for t in range(len(session.trees))],
+                         axis=1)
         return session, Message("scores", {**meta, "reply": "leaves",
                                            "leaves_per_ciphertext": per_ct},
                                 {"leaf": positions.astype(np.int32),

@@ -73,6 +73,8 @@ class ServerSession:
         self.labels = LabelRotations(context, layout)  # or shards, set by the server
         self.n_labels = 0
         self.randomized_labels: np.ndarray | None = None  # "rr": the client's ỹ
+        # False: "rr"/"blind" sessions whose client reads its own leaf counts send none.
+        self.label_ciphertexts = True
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
         self._leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
         self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves

@@ -188,6 +188,8 @@ def setup_message(session: ServerSession, public_context: bytes) -> bytes:
     meta = session.spec.to_meta()
     meta["n_classes"] = session.n_classes
     meta["label_pack_rows"] = session.layout.rows_per_pack
+    if not session.label_ciphertexts:
+        meta["label_ciphertexts"] = False
     arrays = {"X": session.X}
     if session.randomized_labels is not None:
         arrays["y_rr"] = session.randomized_labels

@@ -1,0 +1,61 @@
+"""What the server's encrypted class counts cost once the client decides from its own.
+
+In ``"gini"``/``"dp"`` the client decides every split from the class counts of its own
+labels and decrypts the server's only to compare them (docs/threat_model.md). This script
+fits 10 trees with the Gini selection (CKKS, embedded server) on breast cancer and wine and
+prints the fit time, the server's share, the client's time computing its own counts, and the
+time it spends decrypting and comparing the server's.
+
+Run from the repository root::
+
+    PYTHONPATH=src .venv/bin/python benchmarks/count_audit.py [--max-bins 16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from sklearn.datasets import load_breast_cancer, load_wine
+
+from cipherforest.privacy import PrivateForestClient
+from cipherforest.privacy.protocol import session as session_module
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trees", type=int, default=10)
+    parser.add_argument("--max-bins", type=int, default=None)
+    args = parser.parse_args()
+    spent = {"audit": 0.0, "own": 0.0}
+    audit, own_counts = session_module.ClientSession._audit, session_module.clear_counts
+
+    def timed_audit(self, *a):
+        started = time.perf_counter()
+        audit(self, *a)
+        spent["audit"] += time.perf_counter() - started
+
+    def timed_own(*a):
+        started = time.perf_counter()
+        out = own_counts(*a)
+        spent["own"] += time.perf_counter() - started
+        return out
+
+    session_module.ClientSession._audit = timed_audit
+    session_module.clear_counts = timed_own
+    for name, load in (("breast cancer", load_breast_cancer), ("wine", load_wine)):
+        X, y = load(return_X_y=True)
+        spent.update(audit=0.0, own=0.0)
+        started = time.perf_counter()
+        client = PrivateForestClient(args.trees, random_state=0, max_bins=args.max_bins,
+                                     split_selection="gini").fit(X, y)
+        total = time.perf_counter() - started
+        stats = client.fit_stats_
+        print(f"{name}: fit {total:.1f} s, server {stats.server_seconds:.1f} s, rounds "
+              f"{stats.rounds}, query MB {sum(stats.bytes_per_round) / 1e6:.1f}, client own "
+              f"counts {spent['own']:.2f} s, decrypt+compare {spent['audit']:.2f} s",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()

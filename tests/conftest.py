@@ -1,0 +1,20 @@
+"""Shared test setup: the private forest's privacy ledger lives in a temporary directory."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _privacy_ledger_in_a_temporary_directory(tmp_path_factory):
+    """Every client fit charges the privacy ledger; tests must not write the user's
+    ``~/.cipherforest`` (subprocesses inherit the variable)."""
+    previous = os.environ.get("CIPHERFOREST_PRIVACY_LEDGER")
+    os.environ["CIPHERFOREST_PRIVACY_LEDGER"] = str(tmp_path_factory.mktemp("privacy-ledger"))
+    yield
+    if previous is None:
+        del os.environ["CIPHERFOREST_PRIVACY_LEDGER"]
+    else:
+        os.environ["CIPHERFOREST_PRIVACY_LEDGER"] = previous
