@@ -7,7 +7,8 @@
   forest: GIPE features, CKKS (or exact BFV) labels (:mod:`.he`), one round trip per tree
   level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
   labels for experiments.
-* :mod:`.dp` — label-DP mechanisms and the budget accountant.
+* :mod:`.dp` — label-DP mechanisms and the budget accountant; :class:`PrivacyLedger` — the
+  client-side record of what each release of a dataset's labels spent (cumulative ε).
 * :mod:`.package` — a fitted or staged client saved to a private directory.
 * :mod:`cipherforest.privacy.leakage` — the bitwise leakage matrix (Roy et al., CCS 2022;
   the paper's appendix E) of a column under GIPE or order-preserving encryption.
@@ -31,6 +32,8 @@ _EXPORTS = {
     "GipeDecryptionError": ".gipe",
     "GipeRekeyWarning": ".gipe",
     "HEError": ".he",
+    "LedgerError": ".ledger",
+    "PrivacyLedger": ".ledger",
     "PrivateForestClient": ".client",
     "PrivateForestServer": ".protocol",
     "PrivateForestSimulator": ".simulation",
@@ -54,6 +57,8 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .gipe import GipeRekeyWarning as GipeRekeyWarning
     from .gipe import cipher_max as cipher_max
     from .he import HEError as HEError
+    from .ledger import LedgerError as LedgerError
+    from .ledger import PrivacyLedger as PrivacyLedger
     from .protocol import ClientSession as ClientSession
     from .protocol import PrivateForestServer as PrivateForestServer
     from .protocol import ProtocolError as ProtocolError
