@@ -277,11 +277,13 @@ def test_every_log_line_is_json_uvicorns_and_tracebacks_included(tmp_path, monke
     assert any(line.get("logger", "").startswith("uvicorn") for line in tracebacks)
 
 
-def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
-    """With level workers forked (n_jobs=2), predictions share the state machine's lock
-    in row blocks: with blocks of one row-sum ciphertext's rows, a prediction of 4,000 rows
-    is made in several calls, and both reply kinds ("sums" and "leaves") still equal
-    RandomForestClassifier on the client's ciphers."""
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch, n_jobs):
+    """Predictions are made in row blocks — beside the state machine's lock (n_jobs=1, for
+    bounded memory) or sharing it (level workers forked, n_jobs=2): with blocks of one
+    row-sum ciphertext's rows, a prediction of 4,000 rows is made in several calls, and both
+    reply kinds ("sums" and "leaves") still equal RandomForestClassifier on the client's
+    ciphers."""
     import numpy as np
     from sklearn.datasets import load_wine
 
@@ -302,7 +304,7 @@ def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
     X_train, y_train = X[idx[:40]], y[idx[:40]]
     X_test = np.tile(X[idx[40:]], (32, 1))[:4000]
     url, stop = start_server(tmp_path / "data", Limits(predict_block_rows=1,
-                                                       max_predict_rows=5000), n_jobs=2)
+                                                       max_predict_rows=5000), n_jobs=n_jobs)
     try:
         for reply in ("sums", "leaves"):
             client = PrivateForestClient(server=HTTPTransport(url, KEY), **PARAMS,
