@@ -278,9 +278,14 @@ def huge_messages(url: str, count: int = 3, megabytes: int = 200,
         session, token = open_session(url)
         auth = {"Authorization": f"Bearer {token}"}
         for index, chunk in enumerate(chunks):
-            status, _ = call(url, "PUT", f"/v1/sessions/{session}/uploads/setup/chunks/{index}",
-                             chunk, {**auth, "Content-Type": "application/octet-stream",
-                                     "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+            for _ in range(600):  # one key's uploads at once: 429 key_busy, retried
+                status, _ = call(url, "PUT",
+                                 f"/v1/sessions/{session}/uploads/setup/chunks/{index}",
+                                 chunk, {**auth, "Content-Type": "application/octet-stream",
+                                         "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+                if status != 429:
+                    break
+                time.sleep(0.2)
             assert status == 200, status
         return session, auth
 
@@ -289,10 +294,16 @@ def huge_messages(url: str, count: int = 3, megabytes: int = 200,
         time.sleep(1.0)
         if sampler is not None:
             sampler.mark = (time.monotonic(), rss_mb(sampler.pid))
-        return collections.Counter(pool.map(
-            lambda item: call(url, "POST", f"/v1/sessions/{item[0]}/uploads/setup/commit",
-                              commit, {**item[1], "Content-Type": "application/json"},
-                              timeout=300)[0], uploads))
+        def commit_one(item) -> str:
+            status, body = call(url, "POST", f"/v1/sessions/{item[0]}/uploads/setup/commit",
+                                commit, {**item[1], "Content-Type": "application/json"},
+                                timeout=300)
+            try:
+                return f"{status} {json.loads(body)['error']}"
+            except (ValueError, KeyError, TypeError):
+                return str(status)
+
+        return collections.Counter(pool.map(commit_one, uploads))
 
 
 def method_flood(url: str, count: int = 30000, threads: int = 4) -> collections.Counter:
