@@ -15,7 +15,9 @@ entry without a count is a note.)
     300 sockets send ``GET /healthz HTTP/1.1\\r\\nHost: x\\r\\n`` and nothing more, held 15 s;
     how many the server closed.
 ``slow-bodies``
-    20 keyed chunk uploads declare 1 MiB and send a byte every 0.5 s, for at most 90 s.
+    300 chunk uploads of one user (an access key of its own) declare 1 MiB and send a byte
+    every 0.5 s, started 20 a second, for at most 90 s; meanwhile another user (the default
+    key) uploads a 1 MiB chunk every 0.5 s: its statuses and latencies.
 ``big-integers``
     300 commit bodies whose ``size`` or ``n_chunks`` has 5,000 digits.
 ``deep-json``
@@ -29,8 +31,10 @@ entry without a count is a note.)
     ``requests_total`` series /metrics gains.
 ``big-predictions``
     A 130-row wine forest (3 trees, depth 3) is trained; two clients then predict 100,000
-    rows each at once, while another user trains a forest of its own: besides the polling
-    victim, that user's slowest request and its whole training time.
+    rows each at once, while another user (an access key of its own) trains a forest of
+    its own: besides the polling victim, that user's whole training time and every one of
+    its requests' seconds (p50/p99/max, the slowest named, the small GET requests apart),
+    against the same training alone before the predictions.
 
     python benchmarks/service_attack.py [--only NAME ...] [--src DIR]
 
@@ -45,6 +49,7 @@ import collections
 import concurrent.futures
 import hashlib
 import http.client
+import inspect
 import json
 import random
 import socket
@@ -86,8 +91,8 @@ def call(url: str, method: str, path: str, body: bytes | None = None,
         conn.close()
 
 
-def open_session(url: str) -> tuple[str, str]:
-    status, body = call(url, "POST", "/v1/sessions", headers={"Authorization": f"Bearer {KEY}"})
+def open_session(url: str, key: str = KEY) -> tuple[str, str]:
+    status, body = call(url, "POST", "/v1/sessions", headers={"Authorization": f"Bearer {key}"})
     assert status == 201, (status, body)
     reply = json.loads(body)
     return reply["session"], reply["token"]
@@ -155,36 +160,84 @@ def slow_headers(url: str, count: int = 300, hold: float = 15.0) -> collections.
     return fates
 
 
-def slow_bodies(url: str, count: int = 20, limit: float = 90.0) -> collections.Counter:
-    session, token = open_session(url)
+def _latencies(seconds: list[float]) -> str:
+    """``p50/p99/max`` of a list of seconds."""
+    lat = np.array(seconds or [float("nan")])
+    return (f"{np.median(lat):.2f}/{np.percentile(lat, 99):.2f}/{lat.max():.2f} s "
+            f"({len(seconds)})")
 
-    def one(i: int):
-        head = (f"PUT /v1/sessions/{session}/uploads/slow{i}/chunks/0 HTTP/1.1\r\nHost: x\r\n"
-                f"Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n"
-                f"X-Content-SHA256: {'0' * 64}\r\nContent-Length: {1 << 20}\r\n\r\n")
-        deadline = time.monotonic() + limit
-        with socket.create_connection(_address(url), timeout=limit + 10) as sock:
-            sock.sendall(head.encode())
+
+def slow_bodies(url: str, count: int = 300, limit: float = 90.0,
+                key: str | None = None) -> collections.Counter:
+    """``count`` chunk uploads of one access key (``key``) that declare 1 MiB and send a byte
+    every 0.5 s, started 20 a second; meanwhile another user (the default key) uploads a
+    1 MiB chunk every 0.5 s."""
+    session, token = open_session(url, key or KEY)
+    other, other_token = open_session(url)
+    chunk = bytes(range(256)) * 4096
+    other_headers = {"Authorization": f"Bearer {other_token}",
+                     "Content-Type": "application/octet-stream",
+                     "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()}
+    uploads: collections.Counter = collections.Counter()
+    upload_seconds: list[float] = []
+    done = threading.Event()
+
+    def other_user():
+        index = 0
+        while not done.is_set():
+            started = time.monotonic()
+            status, _ = call(url, "PUT", f"/v1/sessions/{other}/uploads/u/chunks/{index}",
+                             chunk, other_headers, timeout=60)
+            upload_seconds.append(time.monotonic() - started)
+            uploads[status] += 1
+            index += 1
+            done.wait(0.5)
+
+    thread = threading.Thread(target=other_user, daemon=True)
+    thread.start()
+    head = (f"PUT /v1/sessions/{session}/uploads/slow{{}}/chunks/0 HTTP/1.1\r\nHost: x\r\n"
+            f"Authorization: Bearer {token}\r\nContent-Type: application/octet-stream\r\n"
+            f"X-Content-SHA256: {'0' * 64}\r\nContent-Length: {1 << 20}\r\n\r\n")
+    sockets: dict[int, socket.socket] = {}
+    fates: collections.Counter = collections.Counter()
+    started = time.monotonic()
+    deadline = started + limit
+    opened = 0
+    while time.monotonic() < deadline and (opened < count or sockets):
+        while opened < count and opened < (time.monotonic() - started) * 20:
+            sock = socket.create_connection(_address(url), timeout=5)
+            sock.sendall(head.format(opened).encode())
             sock.setblocking(False)
-            while time.monotonic() < deadline:
-                try:
-                    answer = sock.recv(4096)
-                    return int(answer.split()[1]) if answer else "closed"
-                except BlockingIOError:
-                    pass
-                except OSError:
-                    return "reset"
+            sockets[opened] = sock
+            opened += 1
+        for i, sock in list(sockets.items()):
+            fate = None
+            try:
+                answer = sock.recv(4096)
+                fate = int(answer.split()[1]) if answer else "closed"
+            except BlockingIOError:
                 try:
                     sock.send(b"x")
                 except BlockingIOError:
                     pass
                 except OSError:
-                    return "reset"
-                time.sleep(0.5)
-            return "hang"
-
-    with concurrent.futures.ThreadPoolExecutor(count) as pool:
-        return collections.Counter(pool.map(one, range(count)))
+                    fate = "reset"
+            except OSError:
+                fate = "reset"
+            if fate is not None:
+                fates[fate] += 1
+                sock.close()
+                del sockets[i]
+        time.sleep(0.5)
+    fates["hang"] += len(sockets)
+    for sock in sockets.values():
+        sock.close()
+    done.set()
+    thread.join(60)
+    fates += collections.Counter()  # (drops a zero "hang")
+    fates[f"another user's 1 MiB uploads: {dict(uploads)}, "
+          f"p50/p99/max {_latencies(upload_seconds)}"] = 0
+    return fates
 
 
 def _commit_flood(url: str, bodies: list[bytes]) -> collections.Counter:
@@ -225,9 +278,14 @@ def huge_messages(url: str, count: int = 3, megabytes: int = 200,
         session, token = open_session(url)
         auth = {"Authorization": f"Bearer {token}"}
         for index, chunk in enumerate(chunks):
-            status, _ = call(url, "PUT", f"/v1/sessions/{session}/uploads/setup/chunks/{index}",
-                             chunk, {**auth, "Content-Type": "application/octet-stream",
-                                     "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+            for _ in range(600):  # one key's uploads at once: 429 key_busy, retried
+                status, _ = call(url, "PUT",
+                                 f"/v1/sessions/{session}/uploads/setup/chunks/{index}",
+                                 chunk, {**auth, "Content-Type": "application/octet-stream",
+                                         "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+                if status != 429:
+                    break
+                time.sleep(0.2)
             assert status == 200, status
         return session, auth
 
@@ -236,10 +294,16 @@ def huge_messages(url: str, count: int = 3, megabytes: int = 200,
         time.sleep(1.0)
         if sampler is not None:
             sampler.mark = (time.monotonic(), rss_mb(sampler.pid))
-        return collections.Counter(pool.map(
-            lambda item: call(url, "POST", f"/v1/sessions/{item[0]}/uploads/setup/commit",
-                              commit, {**item[1], "Content-Type": "application/json"},
-                              timeout=300)[0], uploads))
+        def commit_one(item) -> str:
+            status, body = call(url, "POST", f"/v1/sessions/{item[0]}/uploads/setup/commit",
+                                commit, {**item[1], "Content-Type": "application/json"},
+                                timeout=300)
+            try:
+                return f"{status} {json.loads(body)['error']}"
+            except (ValueError, KeyError, TypeError):
+                return str(status)
+
+        return collections.Counter(pool.map(commit_one, uploads))
 
 
 def method_flood(url: str, count: int = 30000, threads: int = 4) -> collections.Counter:
@@ -294,7 +358,7 @@ def method_flood(url: str, count: int = 30000, threads: int = 4) -> collections.
     return total
 
 
-def big_predictions(url: str, rows: int = 100_000) -> collections.Counter:
+def big_predictions(url: str, rows: int = 100_000, key: str = KEY) -> collections.Counter:
     from cipherforest.privacy import PrivateForestClient
     from cipherforest.privacy.protocol import HTTPTransport, ServiceRequestError
 
@@ -305,14 +369,20 @@ def big_predictions(url: str, rows: int = 100_000) -> collections.Counter:
     X_big = X[rng.randint(0, len(X), rows)] * rng.uniform(0.9, 1.1, (rows, X.shape[1]))
 
     class Timed(HTTPTransport):
-        slowest = 0.0
+        """Records every request's endpoint and seconds."""
 
-        def _request(self, *args, **kwargs):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.requests: list[tuple[str, float]] = []
+
+        def _request(self, method, endpoint, *args, **kwargs):
             started = time.monotonic()
             try:
-                return super()._request(*args, **kwargs)
+                return super()._request(method, endpoint, *args, **kwargs)
             finally:
-                Timed.slowest = max(Timed.slowest, time.monotonic() - started)
+                where = kwargs.get("path") or (endpoint or "status")
+                where = "commit" if where.endswith("/commit") else where.split("/")[0]
+                self.requests.append((f"{method} {where}", time.monotonic() - started))
 
     def predict(_):
         try:
@@ -321,20 +391,29 @@ def big_predictions(url: str, rows: int = 100_000) -> collections.Counter:
         except ServiceRequestError as exc:
             return exc.status
 
-    def other_user():
+    def other_user() -> tuple[float, list[tuple[str, float]]]:
         X2, y2, _ = wine_split(1)
         started = time.monotonic()
-        PrivateForestClient(server=Timed(url, KEY, timeout=600), **PARAMS).fit(X2, y2)
-        return time.monotonic() - started
+        transport = Timed(url, key, timeout=600)
+        PrivateForestClient(server=transport, **PARAMS).fit(X2, y2)
+        return time.monotonic() - started, transport.requests
 
+    def summary(seconds: float, requests: list[tuple[str, float]]) -> str:
+        slowest = max(requests, key=lambda r: r[1])
+        small = [t for what, t in requests if what.startswith(("GET", "DELETE"))]
+        return (f"training {seconds:.1f} s, {len(requests)} requests "
+                f"p50/p99/max {_latencies([t for _, t in requests])}, slowest "
+                f"{slowest[0]} {slowest[1]:.2f} s; small (GET) {_latencies(small)}")
+
+    alone = summary(*other_user())
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         predictions = [pool.submit(predict, i) for i in range(2)]
         time.sleep(2.0)  # the predictions are under way
         other = pool.submit(other_user)
         statuses = collections.Counter(f.result() for f in predictions)
-        seconds = other.result()
-    statuses[f"other user's training {seconds:.1f} s, slowest request {Timed.slowest:.2f} s"
-             ] = 0
+        beside = summary(*other.result())
+    statuses[f"other user alone: {alone}"] = 0
+    statuses[f"other user beside the predictions: {beside}"] = 0
     return statuses
 
 
@@ -345,6 +424,9 @@ ATTACKS = {"slow-headers": slow_headers, "slow-bodies": slow_bodies,
 
 
 def main() -> None:
+    from cipherforest.service.keys import KeyStore
+    from cipherforest.service.limits import Quotas
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--only", nargs="+", choices=sorted(ATTACKS), default=list(ATTACKS))
     parser.add_argument("--src", help="run the server from this checkout's src")
@@ -355,6 +437,11 @@ def main() -> None:
         for name in args.only:
             # (an older server may lack --header-timeout: it then runs without)
             options = OPTIONS if args.src is None else OPTIONS[:4] + OPTIONS[6:]
+            kwargs = {}
+            if "key" in inspect.signature(ATTACKS[name]).parameters:  # a second user
+                Path(f"{tmp}/{name}").mkdir()
+                _, kwargs["key"] = KeyStore(f"{tmp}/{name}").add(
+                    "second", Quotas(64, 64 << 30, 10**9))
             server, url = start_server(f"{tmp}/{name}", args.src, *options,
                                        log=f"{tmp}/{name}.log")
             try:
@@ -363,7 +450,8 @@ def main() -> None:
                 sampler = Sampler(server.pid, 0.02)
                 sampler.mark = (time.monotonic(), rss_mb(server.pid))
                 started = time.monotonic()
-                kwargs = {"sampler": sampler} if name == "huge-messages" else {}
+                if name == "huge-messages":
+                    kwargs["sampler"] = sampler
                 statuses = ATTACKS[name](url, **kwargs)
                 elapsed = time.monotonic() - started
                 seen = victim.stop()

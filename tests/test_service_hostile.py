@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import socket
+import threading
 import time
 import urllib.parse
 
@@ -276,11 +277,13 @@ def test_every_log_line_is_json_uvicorns_and_tracebacks_included(tmp_path, monke
     assert any(line.get("logger", "").startswith("uvicorn") for line in tracebacks)
 
 
-def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
-    """With level workers forked (n_jobs=2), predictions share the state machine's lock
-    in row blocks: with blocks of one row-sum ciphertext's rows, a prediction of 4,000 rows
-    is made in several calls, and both reply kinds ("sums" and "leaves") still equal
-    RandomForestClassifier on the client's ciphers."""
+@pytest.mark.parametrize("n_jobs", [1, 2])
+def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch, n_jobs):
+    """Predictions are made in row blocks — beside the state machine's lock (n_jobs=1, for
+    bounded memory) or sharing it (level workers forked, n_jobs=2): with blocks of one
+    row-sum ciphertext's rows, a prediction of 4,000 rows is made in several calls, and both
+    reply kinds ("sums" and "leaves") still equal RandomForestClassifier on the client's
+    ciphers."""
     import numpy as np
     from sklearn.datasets import load_wine
 
@@ -301,7 +304,7 @@ def test_predictions_in_row_blocks_equal_the_forest(tmp_path, monkeypatch):
     X_train, y_train = X[idx[:40]], y[idx[:40]]
     X_test = np.tile(X[idx[40:]], (32, 1))[:4000]
     url, stop = start_server(tmp_path / "data", Limits(predict_block_rows=1,
-                                                       max_predict_rows=5000), n_jobs=2)
+                                                       max_predict_rows=5000), n_jobs=n_jobs)
     try:
         for reply in ("sums", "leaves"):
             client = PrivateForestClient(server=HTTPTransport(url, KEY), **PARAMS,
@@ -361,4 +364,96 @@ def test_a_long_prediction_does_not_hold_up_another_users_commit(tmp_path, monke
         assert worker.is_alive() and waited <= 2.0, waited
         worker.join(60)
     finally:
+        stop()
+
+
+def _slow_chunk(url: str, session: str, token: str, index: int) -> socket.socket:
+    """A chunk upload declaring 1 MiB that has sent one byte of it (and then stalls)."""
+    sock = _connect(url)
+    sock.sendall((f"PUT /v1/sessions/{session}/uploads/slow/chunks/{index} HTTP/1.1\r\n"
+                  f"Host: x\r\nAuthorization: Bearer {token}\r\nContent-Type: "
+                  f"application/octet-stream\r\nX-Content-SHA256: {'0' * 64}\r\n"
+                  f"Content-Length: {1 << 20}\r\n\r\nx").encode())
+    return sock
+
+
+def test_one_keys_slow_uploads_cannot_take_another_users_slot(tmp_path):
+    """Mallory's key starts 6 slow 1 MiB chunk uploads (more than the server's 4 large-body
+    slots): 2 (the per-key cap) hold slots, the other 4 get 429 key_busy with Retry-After at
+    once, naming the limit; Alice (another key) still uploads a 1 MiB chunk within 2 s, and
+    Mallory's own client retries its 429 until a slot is free."""
+    import hashlib
+
+    from cipherforest.privacy.protocol import HTTPTransport, ServiceRequestError
+    from cipherforest.service.keys import KeyStore
+    from cipherforest.service.limits import Quotas
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    store = KeyStore(str(data_dir))
+    _, mallory = store.add("mallory", Quotas(4, 1 << 30, 10**6))
+    _, alice = store.add("alice", Quotas(4, 1 << 30, 10**6))
+    limits = Limits(max_chunk_bytes=1 << 20, max_message_bytes=8 << 20, header_timeout=10.0,
+                    body_read_timeout=10.0, max_large_bodies=4, max_large_bodies_per_key=2)
+    url, stop = start_server(data_dir, limits)
+    slow = []
+    try:
+        opened = [request(url, "POST", "/v1/sessions", headers=bearer(key))[1]
+                  for key in (mallory, alice)]
+        for index in range(6):
+            slow.append(_slow_chunk(url, opened[0]["session"], opened[0]["token"], index))
+            time.sleep(0.1)
+        answers = []
+        for sock in slow:
+            sock.settimeout(2.0)
+            try:
+                answers.append(sock.recv(4096))
+            except TimeoutError:
+                answers.append(b"")  # holds its slot, still sending
+        refused = [a for a in answers if a]
+        assert len(refused) == 4, answers
+        for answer in refused:
+            head, _, body = answer.partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 429"), head
+            assert b"retry-after: 1" in head.lower()
+            assert json.loads(body)["error"] == "key_busy"
+            assert b"--max-large-bodies-per-key 2" in body
+
+        chunk = bytes(range(256)) * 4096
+        started = time.monotonic()
+        status, reply = request(
+            url, "PUT", f"/v1/sessions/{opened[1]['session']}/uploads/setup/chunks/0", chunk,
+            {**bearer(opened[1]["token"]), "Content-Type": "application/octet-stream",
+             "X-Content-SHA256": hashlib.sha256(chunk).hexdigest()})
+        took = time.monotonic() - started
+        assert status == 200, reply
+        assert took <= 2.0, f"another key's upload waited {took:.2f} s"
+
+        # Mallory's own client waits out key_busy (429 with Retry-After) and gets through
+        # once its slow uploads are gone.
+        transport = HTTPTransport(url, session={"id": opened[0]["session"],
+                                                "token": opened[0]["token"]}, timeout=30)
+        outcome = {}
+
+        def upload():
+            try:
+                transport.upload(chunk, name="retried")
+            except ServiceRequestError as exc:
+                outcome["error"] = exc
+
+        thread = threading.Thread(target=upload)
+        thread.start()
+        time.sleep(1.0)
+        assert thread.is_alive() and transport.retries > 0
+        for sock in slow:
+            sock.close()
+        thread.join(30)
+        assert not thread.is_alive()
+        assert outcome["error"].status != 429  # the commit of a non-message, refused
+        status, reply = request(url, "GET", f"/v1/sessions/{opened[0]['session']}/uploads/"
+                                "retried", headers=bearer(opened[0]["token"]))
+        assert (status, reply["chunks"]) == (200, [0])
+    finally:
+        for sock in slow:
+            sock.close()
         stop()

@@ -94,6 +94,8 @@ _LIMIT_OPTIONS = (
      "request"),
     ("--max-large-bodies", _positive_int, "max_large_bodies", "request bodies over 64 KiB "
      "received or processed at once (others wait, then get 503)"),
+    ("--max-large-bodies-per-key", _positive_int, "max_large_bodies_per_key", "of these, "
+     "the most one access key's sessions may have at once (one more gets 429)"),
     ("--body-timeout", float, "body_read_timeout", "seconds without a byte of a request "
      "body before the request is dropped"),
     ("--header-timeout", float, "header_timeout", "seconds a connection has to send its "

@@ -102,7 +102,8 @@ def create_app(manager: SessionManager) -> FastAPI:
     """The ASGI app serving ``manager``'s sessions (settings live in the manager)."""
     limits = manager.limits
     receiver = BodyReceiver(manager.storage.temp_dir, limits.body_read_timeout,
-                            limits.max_large_bodies)
+                            limits.max_large_bodies,
+                            max_large_per_owner=limits.max_large_bodies_per_key)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
@@ -173,7 +174,7 @@ def create_app(manager: SessionManager) -> FastAPI:
         """Store one chunk of an upload (idempotent); its SHA-256 goes in X-Content-SHA256."""
         manager.check_chunk(name, index, x_content_sha256)
         async with receiver.body(request, _OCTET, manager.body_limit(record, "chunk"),
-                                 to_file=True) as body:
+                                 to_file=True, owner=record.key_id) as body:
             chunks = await run_in_threadpool(manager.put_chunk, record, name, index, body,
                                              x_content_sha256)
         return UploadStatus(name=name, committed=False, sha256=None, chunks=chunks)
@@ -193,7 +194,7 @@ def create_app(manager: SessionManager) -> FastAPI:
         async with receiver.body(request, "application/json", _MAX_JSON_BYTES) as body:
             request_body = _commit_request(body.read())
         # The assembled message is read into memory: it takes a large-body slot.
-        async with receiver.slot(request_body.size):
+        async with receiver.slot(request_body.size, record.key_id):
             reply = await run_in_threadpool(manager.commit, record, name,
                                             request_body.n_chunks, request_body.size,
                                             request_body.sha256)
@@ -207,7 +208,8 @@ def create_app(manager: SessionManager) -> FastAPI:
                          record: CurrentSession) -> Response:
         """A ``train`` or ``answer`` message; the reply is the next query or ``trained``.
         The level is persisted before the reply is sent."""
-        async with receiver.body(request, _OCTET, manager.body_limit(record, "rounds")) as body:
+        async with receiver.body(request, _OCTET, manager.body_limit(record, "rounds"),
+                                 owner=record.key_id) as body:
             reply = await run_in_threadpool(lambda: manager.round(record, body.read()))
         return Response(reply, media_type=_OCTET)
 
@@ -221,7 +223,7 @@ def create_app(manager: SessionManager) -> FastAPI:
                       record: CurrentSession) -> Response:
         """A ``predict`` message (GIPE-encrypted rows); the reply holds encrypted leaf counts."""
         limit = manager.body_limit(record, "predict")
-        async with receiver.body(request, _OCTET, limit) as body:
+        async with receiver.body(request, _OCTET, limit, owner=record.key_id) as body:
             reply = await run_in_threadpool(lambda: manager.predict(record, body.read()))
         return Response(reply, media_type=_OCTET)
 
@@ -230,7 +232,8 @@ def create_app(manager: SessionManager) -> FastAPI:
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
-        headers = {"Retry-After": "1"} if exc.status == 503 else None
+        busy = exc.status == 503 or exc.code == "key_busy"
+        headers = {"Retry-After": "1"} if busy else None
         if exc.status == 413 and request.headers.get("expect", "").lower() == "100-continue":
             headers = {"Connection": "close"}  # the body it held back is not wanted
         if exc.status == 499:

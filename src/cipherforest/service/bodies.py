@@ -15,6 +15,10 @@ nothing upstream holds it whole):
 * at most ``max_large_bodies`` bodies over ``spool_bytes`` are received or processed at once:
   a request that waits longer than ``slot_wait`` seconds for one of these slots is refused
   with 503 and ``Retry-After`` (the HTTP client retries);
+* of these slots one access key's sessions (the ``owner``) hold at most
+  ``max_large_per_owner``: a large body beyond it is refused at once with 429
+  (``key_busy``, ``Retry-After``) instead of waiting, so a key holder with many slow uploads
+  cannot keep another user's upload waiting for a slot;
 * a body that stalls — no byte for ``read_timeout`` seconds — or arrives slower than
   ``min_rate`` bytes/s on average is dropped with 408; a client that disconnects mid-body is
   reported as such (499 in logs and metrics), not as a server error.
@@ -23,6 +27,7 @@ nothing upstream holds it whole):
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import json
@@ -135,27 +140,36 @@ class BodyReceiver:
     spool_bytes : int, default=64 KiB
     slot_wait : float, default=30
         Seconds a large body may wait for a slot before a 503.
+    max_large_per_owner : int or None
+        Slots one owner (access key) may hold at once; None: ``max_large_bodies``.
     min_rate : float, default=64 KiB/s
         Slowest average rate accepted for a body (beyond the first ``read_timeout`` s).
     """
 
     def __init__(self, temp_dir: str, read_timeout: float, max_large_bodies: int, *,
                  spool_bytes: int = 64 << 10, slot_wait: float = 30.0,
-                 min_rate: float = 64 << 10):
+                 max_large_per_owner: int | None = None, min_rate: float = 64 << 10):
         if max_large_bodies < 1:
             raise ValueError("max_large_bodies must be at least 1")
+        if max_large_per_owner is not None and max_large_per_owner < 1:
+            raise ValueError("max_large_per_owner must be at least 1")
         self.temp_dir, self.read_timeout = temp_dir, float(read_timeout)
         self.spool_bytes, self.slot_wait, self.min_rate = spool_bytes, slot_wait, min_rate
         self.max_large_bodies = max_large_bodies
+        self.max_large_per_owner = min(max_large_per_owner or max_large_bodies,
+                                       max_large_bodies)
         self._slots = asyncio.Semaphore(max_large_bodies)
+        self._held: collections.Counter[str] = collections.Counter()  # owner -> slots
         self.large_in_progress = 0
 
     @contextlib.asynccontextmanager
     async def body(self, request: Request, content_type: str, limit: int, *,
-                   to_file: bool = False) -> AsyncIterator[ReceivedBody]:
+                   to_file: bool = False, owner: str | None = None
+                   ) -> AsyncIterator[ReceivedBody]:
         """Receive ``request``'s body (``content_type``, at most ``limit`` bytes) and hold
-        its slot while the caller processes it; the spooled file is removed afterwards
-        unless the caller moved it. ``to_file``: always spool (and fsync) to a file."""
+        its slot (counted against ``owner``'s, if given) while the caller processes it; the
+        spooled file is removed afterwards unless the caller moved it. ``to_file``: always
+        spool (and fsync) to a file."""
         given = request.headers.get("content-type", "").split(";")[0].strip().lower()
         if given != content_type:
             raise ServiceError(415, "wrong_content_type", f"this endpoint takes "
@@ -175,7 +189,7 @@ class BodyReceiver:
         if not large:
             yield await self._receive(request, limit, size, spool=False)
             return
-        async with self.slot(None):
+        async with self.slot(None, owner):
             received = await self._receive(request, limit, size, spool=True, sync=to_file)
             try:
                 yield received
@@ -183,24 +197,39 @@ class BodyReceiver:
                 received.discard()
 
     @contextlib.asynccontextmanager
-    async def slot(self, size: int | None) -> AsyncIterator[None]:
+    async def slot(self, size: int | None, owner: str | None = None) -> AsyncIterator[None]:
         """Hold one of the ``max_large_bodies`` slots while the block runs, if ``size``
         (None: unknown) is over ``spool_bytes``; 503 after ``slot_wait`` seconds without
-        one."""
+        one. An ``owner`` already holding ``max_large_per_owner`` slots gets 429 at once."""
         if size is not None and size <= self.spool_bytes:
             yield
             return
+        if owner is not None and self._held[owner] >= self.max_large_per_owner:
+            raise ServiceError(429, "key_busy", f"this access key already has "
+                               f"{self._held[owner]} large request bodies being received or "
+                               f"processed, the most one key may have at once "
+                               f"(--max-large-bodies-per-key {self.max_large_per_owner}); "
+                               "retry when one of them is done")
+        if owner is not None:
+            self._held[owner] += 1  # counted while waiting too: the cap bounds the queue
         try:
-            await asyncio.wait_for(self._slots.acquire(), self.slot_wait)
-        except TimeoutError:
-            raise ServiceError(503, "busy", f"{self.max_large_bodies} large request bodies "
-                               "are being received or processed; retry shortly") from None
-        self.large_in_progress += 1
-        try:
-            yield
+            try:
+                await asyncio.wait_for(self._slots.acquire(), self.slot_wait)
+            except TimeoutError:
+                raise ServiceError(503, "busy", f"{self.max_large_bodies} large request "
+                                   "bodies are being received or processed; retry "
+                                   "shortly") from None
+            self.large_in_progress += 1
+            try:
+                yield
+            finally:
+                self.large_in_progress -= 1
+                self._slots.release()
         finally:
-            self.large_in_progress -= 1
-            self._slots.release()
+            if owner is not None:
+                self._held[owner] -= 1
+                if not self._held[owner]:
+                    del self._held[owner]
 
     async def _next(self, request: Request, deadline: float) -> dict:
         timeout = min(self.read_timeout, deadline - time.monotonic())

@@ -51,6 +51,9 @@ class Limits:
         session's features).
     max_large_bodies : int
         Request bodies over 64 KiB received or processed at once (others wait, then 503).
+    max_large_bodies_per_key : int
+        Of these, the most the sessions of one access key may have at once; one more is
+        refused at once (429, ``Retry-After``), so one key cannot take every slot.
     body_read_timeout : float
         Seconds without a byte of a request body after which the request is dropped (408).
     memory_limit : int or None
@@ -82,6 +85,7 @@ class Limits:
     max_message_bytes: int = 2 << 30
     max_predict_rows: int = 100_000
     max_large_bodies: int = 4
+    max_large_bodies_per_key: int = 2
     body_read_timeout: float = 30.0
     memory_limit: int | None = None
     memory_idle_seconds: float = 300.0

@@ -23,6 +23,7 @@ import os
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import replace
 
 from ..privacy.protocol import (
@@ -381,32 +382,42 @@ class SessionManager:
             self._check_message(record, message)
             X = message.arrays.get("X")
             if self._predict_beside:
-                reply = self._predict_beside_training(record, data)
+                reply = self._predict_beside_training(record, message, X, data)
             elif X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
                 reply, _ = self._handle(record, data)
             else:
-                reply = self._predict_in_blocks(record, message, X)
+                reply = self._predict_in_blocks(record, message, X,
+                                                lambda part: self._handle(record, part)[0])
             self._used(record)
             return reply
 
-    def _predict_beside_training(self, record: SessionRecord, data: bytes) -> bytes:
+    def _predict_beside_training(self, record: SessionRecord, message: Message, X,
+                                 data: bytes) -> bytes:
         """The reply to a prediction, made outside the shared lock (the session is brought
-        back into memory under it first): another user's commit or training level is not
-        held up by it."""
-        with self._server_lock:
-            if not self.server.has_session(record.protocol_id):
-                self._restore_locked(record)
-        with self._predict_lock:
+        back into memory under it if need be), one block of rows at a time: another user's
+        commit or training level is not held up by it, and its memory is one block's."""
+        def handle(part: bytes) -> bytes:
+            # (brought back if it left memory meanwhile: another user's request may evict it)
+            with self._server_lock:
+                if not self.server.has_session(record.protocol_id):
+                    self._restore_locked(record)
             try:
-                return self.server.handle(data)
+                return self.server.handle(part)
             except ProtocolError as exc:
                 raise ServiceError(409 if _is_state_error(str(exc)) else 400,
                                    "protocol_error", str(exc)) from None
 
-    def _predict_in_blocks(self, record: SessionRecord, message: Message, X) -> bytes:
+        with self._predict_lock:
+            if X is None or X.ndim != 2 or X.shape[0] <= self.limits.predict_block_rows:
+                return handle(data)
+            return self._predict_in_blocks(record, message, X, handle)
+
+    def _predict_in_blocks(self, record: SessionRecord, message: Message, X,
+                           handle: Callable[[bytes], bytes]) -> bytes:
         """The reply to a prediction of many rows, made one block of rows per state-machine
-        call (:mod:`~cipherforest.service.scheduling`), so that other users' requests are
-        served between the blocks."""
+        call ``handle`` (:mod:`~cipherforest.service.scheduling`): its memory is one
+        block's, and under the shared lock other users' requests are served between the
+        blocks."""
         with self._server_lock:
             if not self.server.has_session(record.protocol_id):
                 self._restore_locked(record)
@@ -416,8 +427,7 @@ class SessionManager:
         for start in range(0, X.shape[0], step):
             part = encode_message(Message("predict", message.meta,
                                           {"X": X[start: start + step]}))
-            reply, _ = self._handle(record, part)
-            replies.append(decode_message(reply, "scores"))
+            replies.append(decode_message(handle(part), "scores"))
         return encode_message(merge_scores(replies))
 
     def status(self, record: SessionRecord) -> dict:

@@ -194,7 +194,9 @@ class HTTPTransport:
                     return response.read()
             except urllib.error.HTTPError as exc:
                 payload = exc.read()
-                if exc.code not in _RETRY_STATUS:
+                # 429 with Retry-After is "too many at once", not a quota: wait and retry.
+                again = exc.code == 429 and exc.headers.get("Retry-After") is not None
+                if exc.code not in _RETRY_STATUS and not again:
                     raise _request_error(exc.code, payload) from None
                 failure = exc
             except (urllib.error.URLError, http.client.HTTPException, ConnectionError,
