@@ -56,3 +56,59 @@ def test_nan_in_sparse_X_is_rejected_like_scikit_learn():
     X = sp.csc_matrix(np.array([[1.0, np.nan, 0.0, 2.0]]).T)
     with pytest.raises(ValueError, match="Input X contains NaN"):
         DecisionTreeClassifier().fit(X, [0, 1, 0, 1])
+
+
+_TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "impurity",
+                "n_node_samples", "weighted_n_node_samples", "missing_go_to_left", "value")
+
+
+def _assert_same_tree(a, b):
+    for name in _TREE_ARRAYS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+def _signed_sparse(rng, n, p, density):
+    """Mixed-sign values with ties (rounded), exact zeros elsewhere."""
+    X = np.round(rng.normal(size=(n, p)) * 3, 1) * (rng.uniform(size=(n, p)) < density)
+    return X + 0.0  # no -0.0
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("make, target", [
+    (lambda s: DecisionTreeClassifier(max_features="sqrt", random_state=s), "clf"),
+    (lambda s: DecisionTreeClassifier(criterion="entropy", max_leaf_nodes=12,
+                                      random_state=s), "clf"),
+    (lambda s: DecisionTreeClassifier(splitter="random", min_samples_leaf=3,
+                                      random_state=s), "clf"),
+    (lambda s: DecisionTreeRegressor(max_features=0.5, random_state=s), "reg"),
+    (lambda s: DecisionTreeRegressor(splitter="random", max_depth=6, random_state=s), "reg"),
+    (lambda s: DecisionTreeRegressor(criterion="poisson", max_leaf_nodes=20,
+                                     random_state=s), "pois"),
+])
+def test_sparse_exact_trees_equal_dense_trees(seed, make, target):
+    """The sparse finder grows the dense exact finder's tree: every node array equal, for
+    mixed-sign features with ties, fractional sample weights, many zeros."""
+    rng = np.random.RandomState(seed)
+    X = _signed_sparse(rng, 150, 25, density=rng.uniform(0.05, 0.6))
+    informative = X[:, 0] - X[:, 1] + X[:, 2] * X[:, 3]
+    y = {"clf": (informative > 0).astype(int) + (X[:, 4] > 0.5),
+         "reg": informative + 0.3 * rng.normal(size=150),
+         "pois": rng.poisson(np.exp(0.3 * np.clip(informative, -3, 3)))}[target]
+    weight = rng.choice([0.0, 0.5, 1.0, 2.5], size=150) if seed % 2 else None
+    dense = make(seed).fit(X, y, sample_weight=weight)
+    sparse = make(seed).fit(sp.csc_matrix(X), y, sample_weight=weight)
+    _assert_same_tree(sparse.tree_, dense.tree_)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_sparse_forests_equal_dense_forests(seed):
+    """Bootstrap counts (whole weights: the zero block added at once) give the dense trees."""
+    rng = np.random.RandomState(seed)
+    X = _signed_sparse(rng, 200, 40, density=0.1)
+    y = (X[:, :5].sum(axis=1) > 0).astype(int)
+    for make in (RandomForestClassifier, ExtraTreesRegressor):
+        dense = make(n_estimators=4, max_features="sqrt", random_state=seed).fit(X, y)
+        sparse = make(n_estimators=4, max_features="sqrt",
+                      random_state=seed).fit(sp.csr_matrix(X), y)
+        for a, b in zip(sparse.estimators_, dense.estimators_, strict=True):
+            _assert_same_tree(a.tree_, b.tree_)

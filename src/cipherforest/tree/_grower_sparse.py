@@ -44,15 +44,19 @@ _F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
 
 
 @njit(**JIT_OPTIONS)
-def _mark_rows(rows, start, end, stamp, in_node):
+def _mark_rows(rows, start, end, stamp, in_node, csr_indptr):
+    """Mark ``in_node[row] = stamp`` for the node's rows; return their non-zeros."""
+    nnz = 0
     for i in range(start, end):
         in_node[rows[i]] = stamp
+        nnz += csr_indptr[rows[i] + 1] - csr_indptr[rows[i]]
+    return nnz
 
 
 @njit(**JIT_OPTIONS)
-def _mark_features(rows, start, end, stamp, csr_indptr, csr_indices, feat_stamp):
-    """Mark ``feat_stamp[f] = stamp`` for every feature with a non-zero in the node; return
-    their number."""
+def _mark_features(rows, start, end, stamp, csr_indptr, csr_indices, feat_stamp, present):
+    """Mark ``feat_stamp[f] = stamp`` for every feature with a non-zero in the node and list
+    them in ``present``; return their number."""
     n_present = 0
     for i in range(start, end):
         row = rows[i]
@@ -60,17 +64,18 @@ def _mark_features(rows, start, end, stamp, csr_indptr, csr_indices, feat_stamp)
             f = csr_indices[j]
             if feat_stamp[f] != stamp:
                 feat_stamp[f] = stamp
+                present[n_present] = f
                 n_present += 1
     return n_present
 
 
 @njit(**JIT_OPTIONS)
-def _ordered_stats(rows, start, end, stamp, in_node, csc_indptr, csc_indices, csc_data,
-                   nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, out):
+def _ordered_stats(rows, start, end, stamp, in_node, csr_indptr, csc_indptr, csc_indices,
+                   csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, out):
     """Stats of the node ``rows[start:end]`` summed in the order of feature 0's sorted
     values, as the dense grower sums a child (``_grower._segment_stats`` over
     ``sorted_index[0]``); uses stamps ``stamp`` and ``stamp + 1``."""
-    _mark_rows(rows, start, end, stamp, in_node)
+    _mark_rows(rows, start, end, stamp, in_node, csr_indptr)
     n_nz = gather_column(0, rows, start, end, stamp, in_node, csc_indptr, csc_indices,
                          csc_data, stamp + 1, nz_stamp, nz_value, nz_rows, nz_values)
     n_neg = sort_gathered(n_nz, nz_rows, nz_values)
@@ -80,6 +85,22 @@ def _ordered_stats(rows, start, end, stamp, in_node, csc_indptr, csc_indices, cs
     add_zero_rows(out, rows, start, end, stamp + 1, nz_stamp, y, w, criterion)
     for i in range(n_neg, n_nz):
         add_sample(out, y[nz_rows[i]], w[nz_rows[i]], criterion)
+
+
+@njit(**JIT_OPTIONS)
+def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, csc_indices,
+                   csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, stats,
+                   min_samples_leaf, min_weight_leaf, is_random, rng_state, whole_sums, split,
+                   cum, positive, right):
+    """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
+    into ``split``; False when it is constant in the node."""
+    n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
+                         csc_data, stamp, nz_stamp, nz_value, nz_rows, nz_values)
+    n_neg = sort_gathered(n_nz, nz_rows, nz_values)
+    return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
+                                     stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
+                                     min_weight_leaf, is_random, rng_state, whole_sums, split,
+                                     cum, positive, right)
 
 
 @njit(**JIT_OPTIONS)
@@ -124,6 +145,9 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     nz_rows = np.empty(n_samples, dtype=np.int64)
     nz_values = np.empty(n_samples, dtype=np.float64)
     features = np.arange(n_features, dtype=np.int64)
+    present = np.empty(n_features, dtype=np.int64)
+    children = np.empty(n_features, dtype=np.float64)
+    scratch_split = np.zeros(record_size)
     swaps = np.empty(n_features, dtype=np.int64)
     cum = np.zeros(n_stats)
     positive = np.zeros(n_stats)
@@ -186,37 +210,80 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
             rng_state[0] = pending_seed[p]
             stamp += 1
             node_stamp = stamp
-            _mark_rows(rows, start, end, node_stamp, in_node)
-            n_present = _mark_features(rows, start, end, node_stamp, csr_indptr, csr_indices,
-                                       feat_stamp)
-            n_visited = 0
-            n_drawn = 0
+            node_nnz = _mark_rows(rows, start, end, node_stamp, in_node, csr_indptr)
+            # Marking the features costs the node's non-zeros; it pays where the draws
+            # could otherwise run through every feature (small nodes). Large nodes find
+            # their non-constant features within few draws, each testing its column.
+            marked = node_nnz <= n_features
+            n_present = n_features
+            if marked:
+                n_present = _mark_features(rows, start, end, node_stamp, csr_indptr,
+                                           csr_indices, feat_stamp, present)
             n_swaps = 0
-            for j in range(n_features):
-                if n_drawn >= n_present:
-                    break  # every feature left is all zero in the node
-                k = rand_int(rng_state, j, n_features)
-                tmp = features[j]
-                features[j] = features[k]
-                features[k] = tmp
-                swaps[j] = k
-                n_swaps = j + 1
-                f = features[j]
-                if feat_stamp[f] != node_stamp:
-                    continue
-                n_drawn += 1
-                stamp += 1
-                n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr,
-                                     csc_indices, csc_data, stamp, nz_stamp, nz_value, nz_rows,
-                                     nz_values)
-                n_neg = sort_gathered(n_nz, nz_rows, nz_values)
-                if best_split_sparse_feature(
-                        f, rows, start, end, n_nz, n_neg, nz_rows, nz_values, stamp,
-                        nz_stamp, y, w, criterion, stats, min_samples_leaf, min_weight_leaf,
-                        is_random, rng_state, whole_sums, split, cum, positive, right):
-                    n_visited += 1
-                    if n_visited >= max_features:
-                        break
+            if marked and not is_random and n_present <= max_features:
+                # Every present feature is visited: the split is the best of theirs, the
+                # first drawn among equals, so draws are needed only to break a tie.
+                best = np.inf
+                for q in range(n_present):
+                    reset_split(scratch_split)
+                    stamp += 1
+                    _feature_split(present[q], rows, start, end, node_stamp, stamp, in_node,
+                                   csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                   nz_rows, nz_values, y, w, criterion, stats,
+                                   min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                   whole_sums, scratch_split, cum, positive, right)
+                    children[q] = scratch_split[SPLIT_CHILDREN]
+                    best = min(best, children[q])
+                if best < np.inf:
+                    stamp += 1
+                    n_tied = 0
+                    winner = -1
+                    for q in range(n_present):
+                        if children[q] == best:
+                            feat_stamp[present[q]] = stamp
+                            winner = present[q]
+                            n_tied += 1
+                    for j in range(n_features if n_tied > 1 else 0):
+                        k = rand_int(rng_state, j, n_features)
+                        tmp = features[j]
+                        features[j] = features[k]
+                        features[k] = tmp
+                        swaps[j] = k
+                        n_swaps = j + 1
+                        if feat_stamp[features[j]] == stamp:
+                            winner = features[j]
+                            break
+                    stamp += 1
+                    _feature_split(winner, rows, start, end, node_stamp, stamp, in_node,
+                                   csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                   nz_rows, nz_values, y, w, criterion, stats,
+                                   min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                   whole_sums, split, cum, positive, right)
+            else:
+                n_visited = 0
+                n_drawn = 0
+                for j in range(n_features):
+                    if n_drawn >= n_present:
+                        break  # every feature left is all zero in the node
+                    k = rand_int(rng_state, j, n_features)
+                    tmp = features[j]
+                    features[j] = features[k]
+                    features[k] = tmp
+                    swaps[j] = k
+                    n_swaps = j + 1
+                    f = features[j]
+                    if marked and feat_stamp[f] != node_stamp:
+                        continue
+                    n_drawn += 1
+                    stamp += 1
+                    if _feature_split(f, rows, start, end, node_stamp, stamp, in_node,
+                                      csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                      nz_rows, nz_values, y, w, criterion, stats,
+                                      min_samples_leaf, min_weight_leaf, is_random,
+                                      rng_state, whole_sums, split, cum, positive, right):
+                        n_visited += 1
+                        if n_visited >= max_features:
+                            break
             for j in range(n_swaps - 1, -1, -1):
                 k = swaps[j]
                 tmp = features[j]
@@ -269,7 +336,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
 
         # Stable partition by x <= threshold (the zeros' side by the threshold's sign).
         stamp += 1
-        _mark_rows(rows, start, end, stamp, in_node)
+        _mark_rows(rows, start, end, stamp, in_node, csr_indptr)
         stamp += 1
         gather_column(feature, rows, start, end, stamp - 1, in_node, csc_indptr, csc_indices,
                       csc_data, stamp, nz_stamp, nz_value, nz_rows, nz_values)
@@ -315,8 +382,9 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
             else:
                 stamp += 2
                 _ordered_stats(rows, child_bounds[c, 0], child_bounds[c, 1], stamp - 1,
-                               in_node, csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
-                               nz_rows, nz_values, y, w, criterion, child_stats[c])
+                               in_node, csr_indptr, csc_indptr, csc_indices, csc_data,
+                               nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion,
+                               child_stats[c])
         for c in range(2):
             cid = child_ids[c]
             node_int[cid, _LEFT] = TREE_LEAF

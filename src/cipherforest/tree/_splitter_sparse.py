@@ -39,6 +39,8 @@ from ._splitter_exact import _midpoint
 #: A node reads a column by binary searches of its rows (instead of scanning the column
 #: for its rows) when the column has this many times more non-zeros than the node rows.
 BINARY_SEARCH_RATIO = 16
+#: Gathered non-zeros up to this many are sorted in place by insertion.
+INSERTION_SORT_MAX = 24
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -87,14 +89,27 @@ def gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indi
 def sort_gathered(n_nz, nz_rows, nz_values):
     """Sort the first ``n_nz`` gathered non-zeros by value, stably (ties keep their row
     order, as the dense presort); returns the number of negatives."""
-    order = np.argsort(nz_values[:n_nz], kind="mergesort")
-    rows_sorted = nz_rows[:n_nz][order]
-    values_sorted = nz_values[:n_nz][order]
+    if n_nz <= INSERTION_SORT_MAX:
+        for i in range(1, n_nz):  # insertion sort: stable, allocates nothing
+            v = nz_values[i]
+            r = nz_rows[i]
+            k = i
+            while k > 0 and nz_values[k - 1] > v:
+                nz_values[k] = nz_values[k - 1]
+                nz_rows[k] = nz_rows[k - 1]
+                k -= 1
+            nz_values[k] = v
+            nz_rows[k] = r
+    else:
+        order = np.argsort(nz_values[:n_nz], kind="mergesort")
+        rows_sorted = nz_rows[:n_nz][order]
+        values_sorted = nz_values[:n_nz][order]
+        for i in range(n_nz):
+            nz_rows[i] = rows_sorted[i]
+            nz_values[i] = values_sorted[i]
     n_neg = 0
-    for i in range(n_nz):
-        nz_rows[i] = rows_sorted[i]
-        nz_values[i] = values_sorted[i]
-        n_neg += values_sorted[i] < 0.0
+    while n_neg < n_nz and nz_values[n_neg] < 0.0:
+        n_neg += 1
     return n_neg
 
 
