@@ -186,8 +186,10 @@ class _PreparedTrees:
         if _is_every_column(features, self.n_features):
             return data
         if data.sparse is not None:
-            return TreeData(self.n_samples, features.shape[0], None,
-                            sparse=data.sparse.select(features))
+            thresholds = (None if data.bin_thresholds is None
+                          else np.ascontiguousarray(data.bin_thresholds[features]))
+            return TreeData(self.n_samples, features.shape[0], data.max_bins,
+                            bin_thresholds=thresholds, sparse=data.sparse.select(features))
         if data.max_bins is None:
             return TreeData(self.n_samples, features.shape[0], None,
                             sorted_index=data.sorted_index[features],

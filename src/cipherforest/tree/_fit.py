@@ -88,8 +88,9 @@ class TreeData:
 
     Exact finder: ``sorted_index[f]`` / ``sorted_value[f]`` list all rows sorted by feature
     ``f`` (NaN last). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
-    every bin, ``inf``-padded, one column per bin); NaN's bin is the column count. Sparse X
-    (exact finder): ``sparse`` (``_fit_sparse``), nothing presorted.
+    every bin, ``inf``-padded, one column per bin); NaN's bin is the column count. Sparse X:
+    ``sparse`` (``_fit_sparse``) instead, its values or, with ``max_bins``, their bin codes
+    (with ``bin_thresholds``).
     """
 
     n_samples: int
@@ -145,7 +146,7 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
     if sp.issparse(X):
         from ._fit_sparse import prepare_sparse_tree_data
 
-        return prepare_sparse_tree_data(X, max_bins, seed, sample_weight)
+        return prepare_sparse_tree_data(X, max_bins, sample_weight)
     if max_bins is None:
         sorted_index, sorted_value = presort(X)
         return TreeData(n_samples, n_features, None, sorted_index=sorted_index,

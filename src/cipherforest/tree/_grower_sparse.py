@@ -90,8 +90,8 @@ def _ordered_stats(rows, start, end, stamp, in_node, csr_indptr, csc_indptr, csc
 @njit(**JIT_OPTIONS)
 def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, csc_indices,
                    csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, stats,
-                   min_samples_leaf, min_weight_leaf, is_random, rng_state, whole_sums, split,
-                   cum, positive, right):
+                   min_samples_leaf, min_weight_leaf, is_random, rng_state, whole_sums,
+                   lower_threshold, split, cum, positive, right):
     """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
     into ``split``; False when it is constant in the node."""
     n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
@@ -99,22 +99,24 @@ def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, 
     n_neg = sort_gathered(n_nz, nz_rows, nz_values)
     return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
                                      stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
-                                     min_weight_leaf, is_random, rng_state, whole_sums, split,
-                                     cum, positive, right)
+                                     min_weight_leaf, is_random, rng_state, whole_sums,
+                                     lower_threshold, split, cum, positive, right)
 
 
 @njit(**JIT_OPTIONS)
 def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_indptr,
                      csc_indices, csc_data, csr_indptr, csr_indices, max_features, max_depth,
                      min_samples_split, min_samples_leaf, min_weight_leaf,
-                     min_impurity_decrease, max_leaf_nodes, rng_state, whole_sums):
+                     min_impurity_decrease, max_leaf_nodes, rng_state, whole_sums,
+                     lower_threshold):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` as ``grow_tree`` does.
 
     ``rows`` lists the sample ids (increasing, weights > 0) and is reordered in place: each
     node's rows end as one segment, increasing (``finished_tree_arrays``' ``order``).
     ``csc_*`` / ``csr_*`` are ``X``'s arrays in both layouts (sorted indices, no stored
     zeros, no NaN). ``whole_sums``: every sum of stats is exact (classification with whole
-    weights), so sums may be taken in any order. Other arguments as ``grow_tree``'s.
+    weights), so sums may be taken in any order. ``lower_threshold``: thresholds are the
+    lower value of each split (binned codes). Other arguments as ``grow_tree``'s.
     """
     n_samples = rows.shape[0]
     n_rows = y.shape[0]
@@ -231,7 +233,8 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   whole_sums, scratch_split, cum, positive, right)
+                                   whole_sums, lower_threshold, scratch_split, cum, positive,
+                                   right)
                     children[q] = scratch_split[SPLIT_CHILDREN]
                     best = min(best, children[q])
                 if best < np.inf:
@@ -258,7 +261,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   whole_sums, split, cum, positive, right)
+                                   whole_sums, lower_threshold, split, cum, positive, right)
             else:
                 n_visited = 0
                 n_drawn = 0
@@ -280,7 +283,8 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                       csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                       nz_rows, nz_values, y, w, criterion, stats,
                                       min_samples_leaf, min_weight_leaf, is_random,
-                                      rng_state, whole_sums, split, cum, positive, right):
+                                      rng_state, whole_sums, lower_threshold, split, cum,
+                                      positive, right):
                         n_visited += 1
                         if n_visited >= max_features:
                             break

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -69,6 +70,8 @@ class SparseColumns:
     csc_data: np.ndarray
     csr_indptr: np.ndarray
     csr_indices: np.ndarray
+    #: Binned matrices (``_binning_sparse``): each feature's bin of 0; the values are codes.
+    zero_bin: np.ndarray | None = None
 
     @classmethod
     def from_csr(cls, X) -> SparseColumns:
@@ -87,7 +90,10 @@ class SparseColumns:
 
     def select(self, features: np.ndarray) -> SparseColumns:
         """The columns ``features`` (in that order)."""
-        return SparseColumns.from_csr(self.csc[:, features].tocsr())
+        selected = SparseColumns.from_csr(self.csc[:, features].tocsr())
+        if self.zero_bin is None:
+            return selected
+        return dataclasses.replace(selected, zero_bin=self.zero_bin[features])
 
     @cached_property
     def dense(self) -> np.ndarray:

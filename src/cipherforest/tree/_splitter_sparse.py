@@ -125,15 +125,17 @@ def add_zero_rows(stats, rows, start, end, stamp, nz_stamp, y, w, criterion):
 @njit(**LEAF_JIT_OPTIONS)
 def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values, stamp,
                               nz_stamp, y, w, criterion, node, min_samples_leaf,
-                              min_weight_leaf, is_random, rng_state, whole_sums, split, cum,
-                              positive, right):
+                              min_weight_leaf, is_random, rng_state, whole_sums,
+                              lower_threshold, split, cum, positive, right):
     """Evaluate every threshold of feature ``f`` in the node; update ``split`` if a better
     one is found (``_splitter_exact.best_split_exact_feature`` on the same values).
 
     ``nz_rows`` / ``nz_values`` hold the node's ``n_nz`` non-zeros of ``f`` sorted by value
     (``sort_gathered``; ``n_neg`` negatives), marked in ``nz_stamp`` with ``stamp``.
     ``whole_sums``: every sum is exact (see the module docstring), so the zero block is
-    added at once. ``cum``, ``positive`` and ``right`` are scratch of the stats length.
+    added at once. ``lower_threshold``: a split's threshold is its lower value (binned
+    codes, ``_binning_sparse``), not the midpoint. ``cum``, ``positive`` and ``right`` are
+    scratch of the stats length.
     Returns False when the feature is constant in the node.
     """
     n_zero = (end - start) - n_nz
@@ -187,6 +189,8 @@ def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_valu
         if c < split[SPLIT_CHILDREN]:
             record_candidate(split, f, n_left, False, c, cum, right)
             split[SPLIT_THRESHOLD] = draw if is_random else _midpoint(v, v_next)
+            if lower_threshold:
+                split[SPLIT_THRESHOLD] = v
             split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN  # sparse X holds no NaN
         if is_random:
             break
