@@ -155,3 +155,88 @@ def test_sparse_histogram_fits_split_at_the_dense_bin_edges(seed, make):
                           strict=True):
             assert thr in edges[f]
     assert sparse.score(sp.csr_matrix(X), y) == pytest.approx(dense.score(X, y), abs=0.03)
+
+
+def _csr_parts(X):
+    X = sp.csr_matrix(X)
+    return X.data.copy(), X.indices.copy(), X.indptr.copy()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: RandomForestClassifier(n_estimators=3, random_state=0),
+    lambda: GradientBoostingClassifier(n_estimators=3, random_state=0),
+    lambda: BaggingRegressor(n_estimators=3, random_state=0),
+    lambda: AdaBoostClassifier(n_estimators=3, random_state=0),
+])
+def test_nan_in_sparse_X_is_rejected_by_every_estimator(make):
+    X, y, _ = _sparse_data(seed=2)
+    X_nan = sp.csr_matrix(X)
+    X_nan.data[3] = np.nan
+    with pytest.raises(ValueError, match="contains NaN"):
+        make().fit(X_nan, y)
+    model = make().fit(sp.csr_matrix(X), y)
+    with pytest.raises(ValueError, match="contains NaN"):
+        model.predict(X_nan)
+
+
+def test_negative_or_out_of_range_indices_are_rejected():
+    X, y, _ = _sparse_data(seed=3)
+    data, indices, indptr = _csr_parts(X)
+    model = DecisionTreeClassifier(random_state=0).fit(X, y)
+    for bad in (-1, X.shape[1]):
+        wrong = indices.copy()
+        wrong[5] = bad
+        X_bad = sp.csr_matrix((data, wrong, indptr), shape=X.shape)
+        with pytest.raises(ValueError, match="index"):
+            DecisionTreeClassifier().fit(X_bad, y)
+        with pytest.raises(ValueError, match="index"):
+            model.predict(X_bad)
+        with pytest.raises(ValueError, match="index"):
+            model.tree_.apply(X_bad)
+
+
+def test_unsorted_duplicate_int64_indices_and_stored_zeros_read_as_toarray():
+    """Unsorted indices, duplicate entries (summed, as ``toarray``), int64 index arrays and
+    stored zeros give the model of ``X.toarray()``; the caller's matrix is left as it was."""
+    X, y, _ = _sparse_data(seed=4)
+    data, indices, indptr = _csr_parts(X)
+    rows = np.repeat(np.arange(X.shape[0]), np.diff(indptr))
+    # Every entry split in two halves (duplicates), listed in reverse order (unsorted), plus
+    # a stored zero per row; int64 index arrays.
+    order = np.argsort(-indices - X.shape[1] * rows, kind="stable")
+    coo_rows = np.concatenate([rows[order], rows[order], np.arange(X.shape[0])])
+    coo_cols = np.concatenate([indices[order], indices[order], np.zeros(X.shape[0], int)])
+    coo_data = np.concatenate([data[order] / 2, data[order] / 2, np.zeros(X.shape[0])])
+    X_odd = sp.coo_matrix((coo_data, (coo_rows, coo_cols)), shape=X.shape).tocsr(copy=False)
+    X_odd = sp.csr_matrix((X_odd.data, X_odd.indices.astype(np.int64),
+                           X_odd.indptr.astype(np.int64)), shape=X.shape)
+    if X_odd.has_canonical_format:  # make it non-canonical again: reverse each row
+        X_odd.indices = X_odd.indices.copy()
+        for i in range(X.shape[0]):
+            s = slice(X_odd.indptr[i], X_odd.indptr[i + 1])
+            X_odd.indices[s] = X_odd.indices[s][::-1]
+            X_odd.data[s] = X_odd.data[s][::-1]
+        X_odd.has_sorted_indices = False
+    before = (X_odd.data.copy(), X_odd.indices.copy(), X_odd.indptr.copy())
+    np.testing.assert_allclose(X_odd.toarray(), X)
+    dense = RandomForestClassifier(n_estimators=3, random_state=0).fit(X_odd.toarray(), y)
+    sparse = RandomForestClassifier(n_estimators=3, random_state=0).fit(X_odd, y)
+    np.testing.assert_array_equal(sparse.apply(X_odd), dense.apply(X_odd.toarray()))
+    for a, b in zip(before, (X_odd.data, X_odd.indices, X_odd.indptr), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_wide_sparse_trees_equal_dense_trees(seed):
+    """Many features, few non-zeros: nodes that mark their features, visit every present
+    one and break ties by the draws (the dense grower's order)."""
+    rng = np.random.RandomState(seed)
+    X = _signed_sparse(rng, 120, 400, density=0.02)
+    y = (X[:, :40].sum(axis=1) > 0).astype(int)
+    for make in (lambda: DecisionTreeClassifier(max_features="sqrt", random_state=seed),
+                 lambda: DecisionTreeClassifier(splitter="random", max_features="sqrt",
+                                                random_state=seed),
+                 lambda: DecisionTreeRegressor(max_features=0.1, random_state=seed)):
+        target = y if isinstance(make(), DecisionTreeClassifier) else X[:, :40].sum(axis=1)
+        _assert_same_tree(make().fit(sp.csr_matrix(X), target).tree_,
+                          make().fit(X, target).tree_)
