@@ -90,8 +90,8 @@ def _ordered_stats(rows, start, end, stamp, in_node, csr_indptr, csc_indptr, csc
 @njit(**JIT_OPTIONS)
 def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, csc_indices,
                    csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, stats,
-                   min_samples_leaf, min_weight_leaf, is_random, rng_state, whole_sums,
-                   lower_threshold, split, cum, positive, right):
+                   min_samples_leaf, min_weight_leaf, is_random, rng_state, lower_threshold,
+                   split, cum, positive, right):
     """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
     into ``split``; False when it is constant in the node."""
     n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
@@ -99,8 +99,8 @@ def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, 
     n_neg = sort_gathered(n_nz, nz_rows, nz_values)
     return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
                                      stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
-                                     min_weight_leaf, is_random, rng_state, whole_sums,
-                                     lower_threshold, split, cum, positive, right)
+                                     min_weight_leaf, is_random, rng_state, lower_threshold,
+                                     split, cum, positive, right)
 
 
 @njit(**JIT_OPTIONS)
@@ -233,7 +233,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   whole_sums, lower_threshold, scratch_split, cum, positive,
+                                   lower_threshold, scratch_split, cum, positive,
                                    right)
                     children[q] = scratch_split[SPLIT_CHILDREN]
                     best = min(best, children[q])
@@ -261,7 +261,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   whole_sums, lower_threshold, split, cum, positive, right)
+                                   lower_threshold, split, cum, positive, right)
             else:
                 n_visited = 0
                 n_drawn = 0
@@ -283,7 +283,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                       csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                       nz_rows, nz_values, y, w, criterion, stats,
                                       min_samples_leaf, min_weight_leaf, is_random,
-                                      rng_state, whole_sums, lower_threshold, split, cum,
+                                      rng_state, lower_threshold, split, cum,
                                       positive, right):
                         n_visited += 1
                         if n_visited >= max_features:
