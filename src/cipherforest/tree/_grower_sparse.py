@@ -1,17 +1,28 @@
 """Tree growth on a sparse feature matrix with the exact finder of ``_splitter_sparse``.
 
 ``grow_tree_sparse`` grows the tree ``_grower.grow_tree`` grows in exact mode on the dense
-matrix — the same nodes in the same order, the same feature draws from each node's seed,
-the same splits and the same sums — from the CSC and CSR arrays of ``X`` alone: the dense
+matrix — the same nodes in the same order, the same feature draws from each node's seed
+and, where sums are exact (``_splitter_sparse``), the same splits — from the CSC and CSR
+arrays of ``X`` alone: the dense
 grower keeps every feature presorted (``n_features * n_samples`` ids and values), this one
 keeps ``rows``, the sample ids of every node as one segment in increasing order, and reads
 only the columns a node draws.
 
-Per node it marks the node's rows and, from the CSR rows, the features with a non-zero in
-the node: a feature without one is constant (all zero) at O(1), and once every such feature
-has been drawn the rest of the draws could find nothing, so the node stops drawing (the
-dense grower's remaining draws find only constant features too). The draws' permutation is
-undone swap by swap, not rebuilt (O(draws), not O(n_features), per node).
+Per node it marks the node's rows (``in_node``) for the column reads. A node with fewer
+non-zeros than features also marks, from the CSR rows, the features with a non-zero in it:
+a feature without one is constant (all zero) at O(1), and once every marked feature has
+been drawn the rest of the draws could find nothing, so the node stops drawing (the dense
+grower's remaining draws find only constant features). When it has no more such features
+than ``max_features``, every one of them is visited whatever the draws: the node evaluates
+them all and draws only to tell which of several equally good ones the dense grower meets
+first (none when one is best; not with random thresholds, whose draws interleave with the
+features'). A larger node draws as the dense grower does, testing each drawn column. The
+draws' permutation is undone swap by swap, not rebuilt (O(draws), not O(n_features), per
+node).
+
+Sums follow ``_splitter_sparse``; a child's stats are summed in the dense grower's order
+(feature 0's sorted order, ``_ordered_stats``) unless every sum is exact (``whole_sums``),
+so the nodes' values are the dense grower's whenever its splits are.
 """
 
 from __future__ import annotations
