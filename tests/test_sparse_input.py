@@ -117,49 +117,6 @@ def test_sparse_forests_equal_dense_forests(seed):
             _assert_same_tree(a.tree_, b.tree_)
 
 
-@pytest.mark.parametrize("seed", range(4))
-def test_sparse_bin_edges_equal_dense_bin_edges(seed):
-    from cipherforest.tree._binning import fit_bin_thresholds
-    from cipherforest.tree._binning_sparse import sparse_bin_edges
-    from cipherforest.tree._fit_sparse import sparse_columns
-
-    rng = np.random.RandomState(seed)
-    X = _signed_sparse(rng, 300, 12, density=rng.uniform(0.02, 0.9))
-    X[:, 0] = 0.0  # an all-zero column
-    X[:, 1] = np.round(X[:, 1])  # few distinct values
-    for max_bins in (4, 16, 255):
-        dense = fit_bin_thresholds(X, max_bins, np.random.default_rng(0))
-        sparse = sparse_bin_edges(sparse_columns(sp.csr_matrix(X)), max_bins)
-        for a, b in zip(sparse, dense, strict=True):
-            np.testing.assert_array_equal(a, b)
-
-
-@pytest.mark.parametrize("seed", range(3))
-@pytest.mark.parametrize("make", [
-    lambda s: DecisionTreeClassifier(max_bins=16, random_state=s),
-    lambda s: DecisionTreeRegressor(max_bins=32, max_features=0.5, random_state=s),
-    lambda s: RandomForestClassifier(n_estimators=3, max_bins=8, random_state=s),
-])
-def test_sparse_histogram_fits_split_at_the_dense_bin_edges(seed, make):
-    """Binned sparse fits split at bin edges the dense fit uses and predict as well on
-    their training data (a histogram tree of bins this coarse fits them exactly)."""
-    rng = np.random.RandomState(seed)
-    X = _signed_sparse(rng, 200, 15, density=0.3)
-    y = (X[:, 0] + X[:, 1] > 0).astype(int) + (X[:, 2] > 1)
-    dense = make(seed).fit(X, y)
-    sparse = make(seed).fit(sp.csr_matrix(X), y)
-    trees = getattr(sparse, "estimators_", [sparse])
-    from cipherforest.tree._binning import fit_bin_thresholds
-
-    edges = fit_bin_thresholds(X, trees[0].max_bins, np.random.default_rng(0))
-    for tree in trees:
-        t = tree.tree_
-        for f, thr in zip(t.feature[t.feature >= 0], t.threshold[t.feature >= 0],
-                          strict=True):
-            assert thr in edges[f]
-    assert sparse.score(sp.csr_matrix(X), y) == pytest.approx(dense.score(X, y), abs=0.03)
-
-
 def _csr_parts(X):
     X = sp.csr_matrix(X)
     return X.data.copy(), X.indices.copy(), X.indptr.copy()
