@@ -60,11 +60,13 @@ from .._sklearn_compat import (
 from ..tree._classes import (
     DecisionTreeClassifier,
     DecisionTreeRegressor,
-    densify,
     resolve_max_features,
+    tree_X,
+    tree_X_options,
 )
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import TreeData, prepare_tree_data
+from ..tree._sparse_input import missing_mask
 from ._base import (
     bootstrap_counts,
     draw_seeds,
@@ -166,10 +168,9 @@ class _PreparedTrees:
 
     def __init__(self, template, X, y, n_classes: int, seed: int):
         self.is_classifier = isinstance(template, DecisionTreeClassifier)
-        self.X = densify(check_array(X, dtype=np.float64, ensure_all_finite="allow-nan",
-                                     accept_sparse=["csr", "csc"]))
+        self.X = tree_X(check_array(X, dtype=np.float64, **tree_X_options(X)))
         self.n_samples, self.n_features = self.X.shape
-        self.missing = np.isnan(self.X).any(axis=0)
+        self.missing = missing_mask(self.X)
         self.n_classes = n_classes  # y holds class indices 0..n_classes-1 (classification)
         if self.is_classifier:
             self.y = y
@@ -188,6 +189,11 @@ class _PreparedTrees:
         data = self.data
         if _is_every_column(features, self.n_features):
             return data
+        if data.sparse is not None:
+            thresholds = (None if data.bin_thresholds is None
+                          else np.ascontiguousarray(data.bin_thresholds[features]))
+            return TreeData(self.n_samples, features.shape[0], data.max_bins,
+                            bin_thresholds=thresholds, sparse=data.sparse.select(features))
         if data.max_bins is None:
             return TreeData(self.n_samples, features.shape[0], None,
                             sorted_index=data.sorted_index[features],

@@ -29,11 +29,11 @@ from ..tree._classes import (
     DecisionTreeRegressor,
     check_poisson_target,
     classes_of_proba,
-    densify,
     encode_classes,
     log_proba,
     map_friedman_mse,
     split_outputs,
+    tree_X,
     tree_X_options,
     validate_fit_arrays,
 )
@@ -82,7 +82,7 @@ class BaseForest(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
-        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
+        tags.input_tags.sparse = True
         return tags
 
     # ------------------------------------------------------------------ fitting
@@ -240,7 +240,7 @@ class BaseForest(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self, "estimators_")
-        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
                                      **tree_X_options(X)))
 
     def _mean_tree_values(self, X) -> np.ndarray:

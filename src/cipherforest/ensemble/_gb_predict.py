@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from ..tree._common import JIT_OPTIONS, TREE_LEAF
@@ -158,10 +159,35 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
                     raw[group + j, k] += learning_rate * value[node[j]]
 
 
+@njit(**JIT_OPTIONS)
+def add_trees_raw_csr(indptr, indices, data, n_features, nodes, threshold, value, roots,
+                      columns, learning_rate, raw, row_begin, row_end):
+    """``add_trees_raw`` for CSR rows ``row_begin..row_end-1``, one row at a time through
+    every tree (a dense buffer of the row's values, cleared after it)."""
+    row_values = np.zeros(n_features)
+    for i in range(row_begin, row_end):
+        for j in range(indptr[i], indptr[i + 1]):
+            row_values[indices[j]] = data[j]
+        for t in range(roots.shape[0]):
+            node = roots[t]
+            while True:
+                x = row_values[nodes[node, 2]]
+                go_right = (x > threshold[node]) | (np.isnan(x) & (nodes[node, 3] == 0))
+                child = nodes[node, np.int64(go_right)]
+                if child == node:  # a leaf points to itself
+                    break
+                node = child
+            raw[i, columns[t]] += learning_rate * value[node]
+        for j in range(indptr[i], indptr[i + 1]):
+            row_values[indices[j]] = 0.0
+
+
 def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learning_rate: float,
                 n_threads: int = 1) -> np.ndarray:
     """``init`` plus ``learning_rate`` times every tree's leaf value: shape
-    (n_samples, n_columns); ``X`` is a C-ordered float64 matrix. ``init`` is one row of
+    (n_samples, n_columns); ``X`` is a C-ordered float64 matrix or a canonical CSR matrix
+    (``tree._sparse_input.canonical_sparse``: each row is walked through every tree from a
+    dense buffer of its values, cleared after it). ``init`` is one row of
     shape (n_columns,) for every sample, or (n_samples, n_columns) (an ``init`` estimator's
     raw predictions)."""
     n_rows = X.shape[0]
@@ -173,6 +199,11 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
     n_threads = max(1, min(n_threads, walks // PARALLEL_MIN_WALKS, n_rows // PARALLEL_MIN_ROWS))
 
     def run(begin, end):
+        if sp.issparse(X):
+            add_trees_raw_csr(X.indptr, X.indices, X.data, X.shape[1], packed.nodes,
+                              packed.threshold, packed.value, packed.roots, packed.columns,
+                              lr, raw, np.int64(begin), np.int64(end))
+            return
         add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
                       packed.depths, packed.columns, lr, raw, np.int64(begin), np.int64(end),
                       np.int64(PREDICT_BLOCK_ROWS))

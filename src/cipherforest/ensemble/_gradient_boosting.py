@@ -31,6 +31,7 @@ from concurrent.futures import ThreadPoolExecutor
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, clone
 from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
@@ -52,7 +53,7 @@ from .._sklearn_compat import (
     _check_sample_weight,
     _fit_context,
 )
-from ..tree._classes import DecisionTreeRegressor, densify, tree_X_options
+from ..tree._classes import DecisionTreeRegressor, tree_X, tree_X_options
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,
     MAX_BINS,
@@ -176,7 +177,7 @@ class BaseGradientBoosting(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
-        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
+        tags.input_tags.sparse = True
         return tags
 
     # ------------------------------------------------------------------ hooks
@@ -235,7 +236,7 @@ class BaseGradientBoosting(BaseEstimator):
         weights_given = sample_weight is not None
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
                              **tree_X_options(X))
-        X = densify(X)
+        X = tree_X(X)
         y = column_or_1d(y, warn=True)
         if weights_given:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -529,7 +530,7 @@ class BaseGradientBoosting(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
                                      **tree_X_options(X)))
 
     def _initial_raw(self, X: np.ndarray) -> np.ndarray:
@@ -556,8 +557,9 @@ class BaseGradientBoosting(BaseEstimator):
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
         init = self._initial_raw(X) if _is_estimator(self.init_) else self.init_
-        return raw_predict(self._packed_trees(), np.ascontiguousarray(X, dtype=np.float64),
-                           init, self.learning_rate, n_threads)
+        if not sp.issparse(X):
+            X = np.ascontiguousarray(X, dtype=np.float64)
+        return raw_predict(self._packed_trees(), X, init, self.learning_rate, n_threads)
 
     def _raw_predict(self, X) -> np.ndarray:
         return self._raw_predict_validated(self._validate_X_predict(X))

@@ -61,9 +61,10 @@ from .._progress import ProgressBar
 from .._registry import register_model_class
 from .._sklearn_compat import HasMethods, Interval, StrOptions, _check_sample_weight, _fit_context
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
-from ..tree._classes import densify
+from ..tree._classes import tree_X
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import prepare_tree_data
+from ..tree._sparse_input import missing_mask
 from ._base import draw_seeds
 
 __all__ = ["AdaBoostClassifier", "AdaBoostRegressor"]
@@ -239,9 +240,9 @@ class _PreparedTrees:
         self.template = template
         self.is_classifier = classes is not None
         self.classes = classes
-        X = densify(X)
+        X = tree_X(X)
         self.n_samples, self.n_features = X.shape
-        self.missing_mask = np.isnan(X).any(axis=0)
+        self.missing_mask = missing_mask(X)
         if self.is_classifier:
             y_fit = np.searchsorted(classes, y).astype(np.float64)
             self.n_classes = int(classes.shape[0])

@@ -27,6 +27,7 @@ from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
 from ._pruning import prune_tree
+from ._sparse_input import canonical_sparse, missing_mask
 
 _SEED_BOUND = np.iinfo(np.int32).max
 
@@ -62,27 +63,24 @@ def map_friedman_mse(criterion):
 
 def tree_X_options(X) -> dict:
     """``validate_data`` options for the X of a tree model: scipy sparse matrices and arrays
-    are accepted (as CSC/CSR, to be densified by :func:`densify`); NaN marks a missing value
+    are accepted (as CSC/CSR, made canonical by :func:`tree_X`); NaN marks a missing value
     only in dense X, as in scikit-learn (a sparse X with NaN is rejected)."""
     return {"accept_sparse": ["csc", "csr"],
             "ensure_all_finite": True if sp.issparse(X) else "allow-nan"}
 
 
-def densify(X):
-    """Dense ndarray of a validated X: sparse input becomes a dense copy (implicit entries are
-    zeros, as scikit-learn's sparse splitter reads them), dense input is returned as is.
-
-    Trees here split on dense columns, so a sparse X costs ``n_samples * n_features * 8``
-    bytes while fitting or predicting; the fitted model is the one the dense X gives.
-    """
-    return X.toarray() if sp.issparse(X) else X
+def tree_X(X):
+    """A validated X as the trees read it: dense X as it is, sparse X as canonical CSR
+    (``_sparse_input.canonical_sparse``: sorted indices, duplicates summed, no stored
+    zeros), never densified. The fitted model is the one ``X.toarray()`` gives."""
+    return canonical_sparse(X) if sp.issparse(X) else X
 
 
 def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = False):
     """Validate training arrays for a tree model (and set ``n_features_in_``,
     ``feature_names_in_`` and ``missing_values_in_feature_mask_`` on ``estimator``).
 
-    Returns dense float64 ``X`` (NaN allowed, inf rejected; sparse X densified), ``y`` (1-D,
+    Returns float64 ``X`` (NaN allowed, inf rejected; sparse X as canonical CSR), ``y`` (1-D,
     or 2-D with several columns when ``multi_output``; a single column becomes 1-D) and
     float64 non-negative ``sample_weight``.
     """
@@ -90,8 +88,8 @@ def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = Fal
         raise ValueError("sparse multilabel-indicator for y is not supported.")
     X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=True,
                          **tree_X_options(X))
-    X = densify(X)
-    estimator.missing_values_in_feature_mask_ = np.isnan(X).any(axis=0)
+    X = tree_X(X)
+    estimator.missing_values_in_feature_mask_ = missing_mask(X)
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = column_or_1d(y, warn=True)
@@ -222,7 +220,7 @@ class BaseDecisionTree(BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.allow_nan = True
-        tags.input_tags.sparse = True  # densified on input (tree._classes.densify)
+        tags.input_tags.sparse = True
         return tags
 
     # ------------------------------------------------------------------ fitting
@@ -308,7 +306,7 @@ class BaseDecisionTree(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return densify(validate_data(self, X, dtype=np.float64, reset=False,
+        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
                                      **tree_X_options(X)))
 
     def apply(self, X):

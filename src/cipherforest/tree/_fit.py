@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
+import scipy.sparse as sp
 from numba import njit
 
 from ._binning import apply_bins, fit_bin_thresholds, n_value_bins, threshold_table
@@ -34,6 +35,7 @@ from ._histogram import unit_weights
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
+from ._sparse_input import SparseColumns
 from ._split_record import split_record_size
 from ._tree import NODE_FIELDS, Tree
 from ._weights import UNIT_KERNEL_WEIGHTS, kernel_weights
@@ -86,7 +88,9 @@ class TreeData:
 
     Exact finder: ``sorted_index[f]`` / ``sorted_value[f]`` list all rows sorted by feature
     ``f`` (NaN last). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
-    every bin, ``inf``-padded, one column per bin); NaN's bin is the column count.
+    every bin, ``inf``-padded, one column per bin); NaN's bin is the column count. Sparse X:
+    ``sparse`` (``_fit_sparse``) instead, its values or, with ``max_bins``, their bin codes
+    (with ``bin_thresholds``).
     """
 
     n_samples: int
@@ -96,6 +100,7 @@ class TreeData:
     sorted_value: np.ndarray | None = None
     X_binned: np.ndarray | None = None
     bin_thresholds: np.ndarray | None = None
+    sparse: SparseColumns | None = None
 
     @cached_property
     def X_columns(self) -> np.ndarray | None:
@@ -138,6 +143,10 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
     same as repeating it k times, and weight 0 the same as removing it.
     """
     n_samples, n_features = X.shape
+    if sp.issparse(X):
+        from ._fit_sparse import prepare_sparse_tree_data
+
+        return prepare_sparse_tree_data(X, max_bins, sample_weight)
     if max_bins is None:
         sorted_index, sorted_value = presort(X)
         return TreeData(n_samples, n_features, None, sorted_index=sorted_index,
@@ -227,6 +236,8 @@ def grow_tree_on(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cla
     if (np.ndim(y) == 2 or params.criterion == CRITERION_ABSOLUTE_ERROR
             or params.monotonic_cst is not None):
         _check_max_bins(data, params)
+        if data.sparse is not None:
+            data = prepare_tree_data(data.sparse.dense, None, seed)
         return _grow_general(data, y, sample_weight, n_classes, params, seed, return_leaves)
     growth = prepare_growth(data, y, sample_weight, n_classes, params, seed, return_leaves,
                             n_threads, pool, pool_threads, row_shards, rows, unit_weight)
@@ -332,6 +343,10 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     """The first step of ``grow_tree_on`` (same arguments; not for the general finder):
     the kernel's arrays, in a ``TreeGrowth`` to ``run`` and ``finish``."""
     _check_max_bins(data, params)
+    if data.sparse is not None:
+        from ._fit_sparse import SparseGrowth
+
+        return SparseGrowth(data, y, sample_weight, n_classes, params, seed, return_leaves)
     # Squared-error trees without random thresholds on binned data keep compact histograms
     # (as ``grow_tree`` decides); under unit weights they read no weight but through
     # ``weight_at``, so a unit-weight view goes to the kernel as no array at all.

@@ -17,6 +17,7 @@ from numba import njit
 from scipy.sparse import csr_matrix, issparse
 
 from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS, TREE_LEAF
+from ._sparse_input import apply_sparse, decision_path_sparse
 
 #: Array fields of a tree, with their compact on-disk / in-memory dtypes.
 NODE_FIELDS = {
@@ -123,7 +124,10 @@ class Tree:
         return packed
 
     def apply(self, X: np.ndarray) -> np.ndarray:
-        """Index of the leaf each row of ``X`` lands in (sparse X is densified)."""
+        """Index of the leaf each row of ``X`` lands in (sparse X is read row by row, as
+        CSR, never densified)."""
+        if issparse(X):
+            return apply_sparse(X, self._packed_nodes(), self.threshold)
         return apply_dense(_dense_rows(X), self._packed_nodes(), self.threshold)
 
     def predict(self, X: np.ndarray) -> np.ndarray:
@@ -132,8 +136,11 @@ class Tree:
 
     def decision_path(self, X: np.ndarray) -> csr_matrix:
         """CSR indicator matrix (n_samples, node_count) of the nodes each row visits."""
-        X = _dense_rows(X)
-        indptr, indices = decision_path_dense(X, self._packed_nodes(), self.threshold)
+        if issparse(X):
+            indptr, indices = decision_path_sparse(X, self._packed_nodes(), self.threshold)
+        else:
+            X = _dense_rows(X)
+            indptr, indices = decision_path_dense(X, self._packed_nodes(), self.threshold)
         data = np.ones(indices.shape[0], dtype=np.intp)
         return csr_matrix((data, indices, indptr), shape=(X.shape[0], self.node_count))
 
@@ -184,8 +191,6 @@ _PACK_LEFT, _PACK_RIGHT, _PACK_FEATURE, _PACK_MISSING = 0, 1, 2, 3
 
 def _dense_rows(X) -> np.ndarray:
     """``X`` as a 2-D float64 ndarray (no copy when it already is one)."""
-    if issparse(X):
-        X = X.toarray()
     return np.asarray(X, dtype=np.float64)
 
 

@@ -1,0 +1,432 @@
+"""Tree growth on a sparse feature matrix with the exact finder of ``_splitter_sparse``.
+
+``grow_tree_sparse`` grows the tree ``_grower.grow_tree`` grows in exact mode on the dense
+matrix — the same nodes in the same order, the same feature draws from each node's seed
+and, where sums are exact (``_splitter_sparse``), the same splits — from the CSC and CSR
+arrays of ``X`` alone: the dense
+grower keeps every feature presorted (``n_features * n_samples`` ids and values), this one
+keeps ``rows``, the sample ids of every node as one segment in increasing order, and reads
+only the columns a node draws.
+
+Per node it marks the node's rows (``in_node``) for the column reads. A node with fewer
+non-zeros than features also marks, from the CSR rows, the features with a non-zero in it:
+a feature without one is constant (all zero) at O(1), and once every marked feature has
+been drawn the rest of the draws could find nothing, so the node stops drawing (the dense
+grower's remaining draws find only constant features). When it has no more such features
+than ``max_features``, every one of them is visited whatever the draws: the node evaluates
+them all and draws only to tell which of several equally good ones the dense grower meets
+first (none when one is best; not with random thresholds, whose draws interleave with the
+features'). A larger node draws as the dense grower does, testing each drawn column. The
+draws' permutation is undone swap by swap, not rebuilt (O(draws), not O(n_features), per
+node).
+
+Sums follow ``_splitter_sparse``; a child's stats are summed in the dense grower's order
+(feature 0's sorted order, ``_ordered_stats``) unless every sum is exact (``whole_sums``),
+so the nodes' values are the dense grower's whenever its splits are.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._common import EPSILON, JIT_OPTIONS, STAT_COUNT, STAT_WEIGHT, TREE_LEAF, TREE_UNDEFINED
+from ._criteria import add_sample, node_impurity
+from ._grower import SHARD0_SAMPLES, _grow_rows, _heap_pop, _heap_push, _is_splittable
+from ._rng import child_seed, rand_int
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_LEFT,
+    SPLIT_MISSING_LEFT,
+    SPLIT_THRESHOLD,
+    reset_split,
+)
+from ._splitter_sparse import (
+    add_zero_rows,
+    best_split_sparse_feature,
+    gather_column,
+    sort_gathered,
+)
+
+_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
+_F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
+
+
+@njit(**JIT_OPTIONS)
+def _mark_rows(rows, start, end, stamp, in_node, csr_indptr):
+    """Mark ``in_node[row] = stamp`` for the node's rows; return their non-zeros."""
+    nnz = 0
+    for i in range(start, end):
+        in_node[rows[i]] = stamp
+        nnz += csr_indptr[rows[i] + 1] - csr_indptr[rows[i]]
+    return nnz
+
+
+@njit(**JIT_OPTIONS)
+def _mark_features(rows, start, end, stamp, csr_indptr, csr_indices, feat_stamp, present):
+    """Mark ``feat_stamp[f] = stamp`` for every feature with a non-zero in the node and list
+    them in ``present``; return their number."""
+    n_present = 0
+    for i in range(start, end):
+        row = rows[i]
+        for j in range(csr_indptr[row], csr_indptr[row + 1]):
+            f = csr_indices[j]
+            if feat_stamp[f] != stamp:
+                feat_stamp[f] = stamp
+                present[n_present] = f
+                n_present += 1
+    return n_present
+
+
+@njit(**JIT_OPTIONS)
+def _ordered_stats(rows, start, end, stamp, in_node, csr_indptr, csc_indptr, csc_indices,
+                   csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, out):
+    """Stats of the node ``rows[start:end]`` summed in the order of feature 0's sorted
+    values, as the dense grower sums a child (``_grower._segment_stats`` over
+    ``sorted_index[0]``); uses stamps ``stamp`` and ``stamp + 1``."""
+    _mark_rows(rows, start, end, stamp, in_node, csr_indptr)
+    n_nz = gather_column(0, rows, start, end, stamp, in_node, csc_indptr, csc_indices,
+                         csc_data, stamp + 1, nz_stamp, nz_value, nz_rows, nz_values)
+    n_neg = sort_gathered(n_nz, nz_rows, nz_values)
+    out[:] = 0.0
+    for i in range(n_neg):
+        add_sample(out, y[nz_rows[i]], w[nz_rows[i]], criterion)
+    add_zero_rows(out, rows, start, end, stamp + 1, nz_stamp, y, w, criterion)
+    for i in range(n_neg, n_nz):
+        add_sample(out, y[nz_rows[i]], w[nz_rows[i]], criterion)
+
+
+@njit(**JIT_OPTIONS)
+def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, csc_indices,
+                   csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, stats,
+                   min_samples_leaf, min_weight_leaf, is_random, rng_state, lower_threshold,
+                   split, cum, positive, right):
+    """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
+    into ``split``; False when it is constant in the node."""
+    n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
+                         csc_data, stamp, nz_stamp, nz_value, nz_rows, nz_values)
+    n_neg = sort_gathered(n_nz, nz_rows, nz_values)
+    return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
+                                     stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
+                                     min_weight_leaf, is_random, rng_state, lower_threshold,
+                                     split, cum, positive, right)
+
+
+@njit(**JIT_OPTIONS)
+def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_indptr,
+                     csc_indices, csc_data, csr_indptr, csr_indices, max_features, max_depth,
+                     min_samples_split, min_samples_leaf, min_weight_leaf,
+                     min_impurity_decrease, max_leaf_nodes, rng_state, whole_sums,
+                     lower_threshold):
+    """Grow one tree; return ``(node_int, node_float, node_stats)`` as ``grow_tree`` does.
+
+    ``rows`` lists the sample ids (increasing, weights > 0) and is reordered in place: each
+    node's rows end as one segment, increasing (``finished_tree_arrays``' ``order``).
+    ``csc_*`` / ``csr_*`` are ``X``'s arrays in both layouts (sorted indices, no stored
+    zeros, no NaN). ``whole_sums``: every sum of stats is exact (classification with whole
+    weights), so sums may be taken in any order. ``lower_threshold``: thresholds are the
+    lower value of each split (binned codes). Other arguments as ``grow_tree``'s.
+    """
+    n_samples = rows.shape[0]
+    n_rows = y.shape[0]
+    best_first = max_leaf_nodes > 0
+    record_size = SPLIT_LEFT + 2 * n_stats
+
+    node_int = np.zeros((64, 6), dtype=np.int64)
+    node_float = np.zeros((64, 2), dtype=np.float64)
+    node_stats = np.zeros((64, n_stats), dtype=np.float64)
+    frontier_int = np.zeros((16, 4), dtype=np.int64)
+    frontier_split = np.zeros((16, record_size), dtype=np.float64)
+    frontier_free = np.zeros(16, dtype=np.int64)
+    frontier_seed = np.zeros(16, dtype=np.uint64)
+    n_free_entries = np.int64(0)
+    n_entries = np.int64(0)
+    order = np.zeros(16, dtype=np.int64)
+    keys = np.zeros(16, dtype=np.float64)
+    order_size = np.int64(0)
+
+    tmp_rows = np.empty(n_samples, dtype=rows.dtype)
+    # Stamps: a node's rows (in_node), the non-zeros of the column read last (nz_stamp,
+    # nz_value) and the features with a non-zero in the node (feat_stamp); one counter.
+    in_node = np.zeros(n_rows, dtype=np.int64)
+    nz_stamp = np.zeros(n_rows, dtype=np.int64)
+    nz_value = np.zeros(n_rows, dtype=np.float64)
+    feat_stamp = np.zeros(n_features, dtype=np.int64)
+    stamp = np.int64(0)
+    nz_rows = np.empty(n_samples, dtype=np.int64)
+    nz_values = np.empty(n_samples, dtype=np.float64)
+    features = np.arange(n_features, dtype=np.int64)
+    present = np.empty(n_features, dtype=np.int64)
+    children = np.empty(n_features, dtype=np.float64)
+    scratch_split = np.zeros(record_size)
+    swaps = np.empty(n_features, dtype=np.int64)
+    cum = np.zeros(n_stats)
+    positive = np.zeros(n_stats)
+    right = np.zeros(n_stats)
+    child_stats = np.zeros((2, n_stats))
+    child_ids = np.zeros(2, dtype=np.int64)
+    child_bounds = np.zeros((2, 2), dtype=np.int64)
+    child_split = np.zeros(2, dtype=np.bool_)
+
+    root_stats = np.zeros(n_stats)
+    for i in range(n_samples):
+        add_sample(root_stats, y[rows[i]], w[rows[i]], criterion)
+    total_weight = root_stats[STAT_WEIGHT]
+
+    node_count = 1
+    node_int[0, _LEFT] = TREE_LEAF
+    node_int[0, _RIGHT] = TREE_LEAF
+    node_int[0, _FEATURE] = TREE_UNDEFINED
+    node_int[0, _N_SAMPLES] = n_samples
+    node_int[0, SHARD0_SAMPLES] = n_samples
+    node_float[0, 0] = TREE_UNDEFINED
+    node_float[0, 1] = node_impurity(root_stats, criterion)
+    for k in range(n_stats):
+        node_stats[0, k] = root_stats[k]
+
+    pending_node = np.zeros(2, dtype=np.int64)
+    pending_start = np.zeros(2, dtype=np.int64)
+    pending_end = np.zeros(2, dtype=np.int64)
+    pending_depth = np.zeros(2, dtype=np.int64)
+    pending_seed = np.zeros(2, dtype=np.uint64)
+    pending_seed[0] = rng_state[0]
+    n_pending = 1
+    pending_end[0] = n_samples
+    n_leaves = 1
+    if not _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
+                          min_samples_leaf, min_weight_leaf, node_float[0, 1]):
+        n_pending = 0
+
+    while True:
+        # ---- evaluate pending nodes: find their best split, push them to the frontier
+        for p in range(n_pending):
+            node_id = pending_node[p]
+            start = pending_start[p]
+            end = pending_end[p]
+            if n_free_entries > 0:
+                n_free_entries -= 1
+                entry = frontier_free[n_free_entries]
+            else:
+                entry = n_entries
+                n_entries += 1
+                frontier_int = _grow_rows(frontier_int, n_entries)
+                frontier_split = _grow_rows(frontier_split, n_entries)
+                frontier_free = _grow_rows(frontier_free, n_entries)
+                order = _grow_rows(order, n_entries)
+                keys = _grow_rows(keys, n_entries)
+                frontier_seed = _grow_rows(frontier_seed, n_entries)
+            split = frontier_split[entry]
+            reset_split(split)
+            stats = node_stats[node_id]
+            rng_state[0] = pending_seed[p]
+            stamp += 1
+            node_stamp = stamp
+            node_nnz = _mark_rows(rows, start, end, node_stamp, in_node, csr_indptr)
+            # Marking the features costs the node's non-zeros; it pays where the draws
+            # could otherwise run through every feature (small nodes). Large nodes find
+            # their non-constant features within few draws, each testing its column.
+            marked = node_nnz <= n_features
+            n_present = n_features
+            if marked:
+                n_present = _mark_features(rows, start, end, node_stamp, csr_indptr,
+                                           csr_indices, feat_stamp, present)
+            n_swaps = 0
+            if marked and not is_random and n_present <= max_features:
+                # Every present feature is visited: the split is the best of theirs, the
+                # first drawn among equals, so draws are needed only to break a tie.
+                best = np.inf
+                for q in range(n_present):
+                    reset_split(scratch_split)
+                    stamp += 1
+                    _feature_split(present[q], rows, start, end, node_stamp, stamp, in_node,
+                                   csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                   nz_rows, nz_values, y, w, criterion, stats,
+                                   min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                   lower_threshold, scratch_split, cum, positive,
+                                   right)
+                    children[q] = scratch_split[SPLIT_CHILDREN]
+                    best = min(best, children[q])
+                if best < np.inf:
+                    stamp += 1
+                    n_tied = 0
+                    winner = -1
+                    for q in range(n_present):
+                        if children[q] == best:
+                            feat_stamp[present[q]] = stamp
+                            winner = present[q]
+                            n_tied += 1
+                    for j in range(n_features if n_tied > 1 else 0):
+                        k = rand_int(rng_state, j, n_features)
+                        tmp = features[j]
+                        features[j] = features[k]
+                        features[k] = tmp
+                        swaps[j] = k
+                        n_swaps = j + 1
+                        if feat_stamp[features[j]] == stamp:
+                            winner = features[j]
+                            break
+                    stamp += 1
+                    _feature_split(winner, rows, start, end, node_stamp, stamp, in_node,
+                                   csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                   nz_rows, nz_values, y, w, criterion, stats,
+                                   min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                   lower_threshold, split, cum, positive, right)
+            else:
+                n_visited = 0
+                n_drawn = 0
+                for j in range(n_features):
+                    if n_drawn >= n_present:
+                        break  # every feature left is all zero in the node
+                    k = rand_int(rng_state, j, n_features)
+                    tmp = features[j]
+                    features[j] = features[k]
+                    features[k] = tmp
+                    swaps[j] = k
+                    n_swaps = j + 1
+                    f = features[j]
+                    if marked and feat_stamp[f] != node_stamp:
+                        continue
+                    n_drawn += 1
+                    stamp += 1
+                    if _feature_split(f, rows, start, end, node_stamp, stamp, in_node,
+                                      csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
+                                      nz_rows, nz_values, y, w, criterion, stats,
+                                      min_samples_leaf, min_weight_leaf, is_random,
+                                      rng_state, lower_threshold, split, cum,
+                                      positive, right):
+                        n_visited += 1
+                        if n_visited >= max_features:
+                            break
+            for j in range(n_swaps - 1, -1, -1):
+                k = swaps[j]
+                tmp = features[j]
+                features[j] = features[k]
+                features[k] = tmp
+            improvement = -np.inf
+            if split[SPLIT_FEATURE] >= 0:
+                improvement = (stats[STAT_WEIGHT] * node_float[node_id, 1]
+                               - split[SPLIT_CHILDREN]) / total_weight
+            if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
+                frontier_free[n_free_entries] = entry
+                n_free_entries += 1
+                continue
+            frontier_int[entry, _F_NODE] = node_id
+            frontier_int[entry, _F_START] = start
+            frontier_int[entry, _F_END] = end
+            frontier_int[entry, _F_DEPTH] = pending_depth[p]
+            frontier_seed[entry] = pending_seed[p]
+            if best_first:
+                order_size = _heap_push(order, order_size, improvement, entry, keys)
+            else:
+                order[order_size] = entry
+                order_size += 1
+        n_pending = 0
+
+        if order_size == 0:
+            break
+        if best_first and n_leaves >= max_leaf_nodes:
+            break
+
+        # ---- split the next frontier node
+        if best_first:
+            entry, order_size = _heap_pop(order, order_size, keys)
+        else:
+            order_size -= 1
+            entry = order[order_size]
+        frontier_free[n_free_entries] = entry
+        n_free_entries += 1
+        node_id = frontier_int[entry, _F_NODE]
+        start = frontier_int[entry, _F_START]
+        end = frontier_int[entry, _F_END]
+        depth = frontier_int[entry, _F_DEPTH]
+        split = frontier_split[entry]
+        feature = np.int64(split[SPLIT_FEATURE])
+        missing_left = split[SPLIT_MISSING_LEFT] > 0.5
+        if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
+            # As the dense grower: NaN (at prediction) follows the child with more samples.
+            missing_left = (split[SPLIT_LEFT + STAT_COUNT]
+                            > split[SPLIT_LEFT + n_stats + STAT_COUNT])
+
+        # Stable partition by x <= threshold (the zeros' side by the threshold's sign).
+        stamp += 1
+        _mark_rows(rows, start, end, stamp, in_node, csr_indptr)
+        stamp += 1
+        gather_column(feature, rows, start, end, stamp - 1, in_node, csc_indptr, csc_indices,
+                      csc_data, stamp, nz_stamp, nz_value, nz_rows, nz_values)
+        threshold = split[SPLIT_THRESHOLD]
+        mid = start
+        n_right = 0
+        for i in range(start, end):
+            row = rows[i]
+            v = nz_value[row] if nz_stamp[row] == stamp else 0.0
+            if v <= threshold:
+                rows[mid] = row
+                mid += 1
+            else:
+                tmp_rows[n_right] = row
+                n_right += 1
+        for i in range(n_right):
+            rows[mid + i] = tmp_rows[i]
+
+        node_count += 2
+        node_int = _grow_rows(node_int, node_count)
+        node_float = _grow_rows(node_float, node_count)
+        node_stats = _grow_rows(node_stats, node_count)
+        left_id = node_count - 2
+        right_id = node_count - 1
+        node_int[node_id, _LEFT] = left_id
+        node_int[node_id, _RIGHT] = right_id
+        node_int[node_id, _FEATURE] = feature
+        node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
+        node_float[node_id, 0] = threshold
+        n_leaves += 1
+
+        child_ids[0] = left_id
+        child_ids[1] = right_id
+        child_bounds[0, 0] = start
+        child_bounds[0, 1] = mid
+        child_bounds[1, 0] = mid
+        child_bounds[1, 1] = end
+        for c in range(2):
+            if whole_sums:
+                child_stats[c] = 0.0
+                for i in range(child_bounds[c, 0], child_bounds[c, 1]):
+                    add_sample(child_stats[c], y[rows[i]], w[rows[i]], criterion)
+            else:
+                stamp += 2
+                _ordered_stats(rows, child_bounds[c, 0], child_bounds[c, 1], stamp - 1,
+                               in_node, csr_indptr, csc_indptr, csc_indices, csc_data,
+                               nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion,
+                               child_stats[c])
+        for c in range(2):
+            cid = child_ids[c]
+            node_int[cid, _LEFT] = TREE_LEAF
+            node_int[cid, _RIGHT] = TREE_LEAF
+            node_int[cid, _FEATURE] = TREE_UNDEFINED
+            node_int[cid, _MISSING_LEFT] = 0
+            node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
+            node_int[cid, SHARD0_SAMPLES] = node_int[cid, _N_SAMPLES]
+            node_float[cid, 0] = TREE_UNDEFINED
+            node_float[cid, 1] = node_impurity(child_stats[c], criterion)
+            for k in range(n_stats):
+                node_stats[cid, k] = child_stats[c, k]
+            child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
+                                            min_samples_split, min_samples_leaf,
+                                            min_weight_leaf, node_float[cid, 1])
+        if best_first and n_leaves >= max_leaf_nodes:
+            child_split[:] = False
+
+        # Evaluate the children next; depth-first pushes left last so it is split first.
+        for c in (1, 0):
+            if child_split[c]:
+                pending_node[n_pending] = child_ids[c]
+                pending_start[n_pending] = child_bounds[c, 0]
+                pending_end[n_pending] = child_bounds[c, 1]
+                pending_depth[n_pending] = depth + 1
+                pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
+                n_pending += 1
+
+    return (node_int[:node_count].copy(), node_float[:node_count].copy(),
+            node_stats[:node_count].copy())
