@@ -45,10 +45,10 @@ import numpy as np
 
 from ....core import effective_n_jobs
 from ...he import BlockLayout, HEError, PublicContext
-from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
+from .growth import grow_rr_forest
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -363,11 +363,10 @@ class PrivateForestServer:
 
     def _train_without_rounds(self, session: ServerSession) -> Message:
         """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
-        or by the Gini rule on the randomized-response labels (``"rr"``) — and sum each
-        leaf's label ciphertexts: no query round."""
+        or by the Gini rule on the randomized-response labels (``"rr"``, the compiled grower:
+        :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
         if session.spec.split_selection == "rr":
-            onehot = np.eye(session.n_classes)[session.randomized_labels]
-            leaf_jobs = grow_on_labels(session.growth, onehot)
+            leaf_jobs = grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
         else:
             leaf_jobs = session.growth.grow_label_blind()
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
@@ -529,12 +528,9 @@ class PrivateForestServer:
         if asked not in ("sums", "leaves"):
             raise ProtocolError(f"predict: reply must be 'sums' or 'leaves', not {asked!r}")
         layout, context = session.layout, session.context
-        reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
-        leaf_ids = [tree.apply(X) for tree in session.trees]
-        for t, tree in enumerate(session.trees):
-            position = np.full(len(tree.left), -1, dtype=np.int64)
-            position[list(tree.leaves)] = list(tree.leaves.values())
-            reached[:, t] = position[leaf_ids[t]]
+        leaf_ids = session.route(X, self.n_jobs)
+        # Store position of every (row, tree)'s leaf: one lookup in the forest's node table.
+        reached = session.leaf_positions()[leaf_ids + session.packed_forest().offsets[:-1]]
         meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
             sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached)
@@ -546,8 +542,7 @@ class PrivateForestServer:
         positions = local.reshape(reached.shape) * per_ct + reached % per_ct
         blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
                  for i in stores]
-        totals = session.leaf_totals()
-        draws = np.stack([totals[t][leaf_ids[t]] for t in range(len(session.trees))], axis=1)
+        draws = session.leaf_totals()[leaf_ids + session.packed_forest().offsets[:-1]]
         return session, Message("scores", {**meta, "reply": "leaves",
                                            "leaves_per_ciphertext": per_ct},
                                 {"leaf": positions.astype(np.int32),
