@@ -365,11 +365,15 @@ class PrivateForestServer:
         """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
         or by the Gini rule on the randomized-response labels (``"rr"``, the compiled grower:
         :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
+        started = time.perf_counter()
         if session.spec.split_selection == "rr":
             leaf_jobs = grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
         else:
             leaf_jobs = session.growth.grow_label_blind()
+        grown = time.perf_counter()
+        session.stats.growth_seconds += grown - started
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
+        session.stats.leaf_seconds += time.perf_counter() - grown
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
             session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()

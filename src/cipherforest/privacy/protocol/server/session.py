@@ -38,6 +38,8 @@ class ServerStats:
     bytes_per_round: list[int] = field(default_factory=list)
     query_ciphertexts: int = 0
     candidates: int = 0
+    growth_seconds: float = 0.0  # growing trees without rounds ("rr", "blind")
+    leaf_seconds: float = 0.0  # summing the leaves' label ciphertexts without rounds
 
 
 class ServerSession:
