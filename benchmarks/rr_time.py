@@ -18,8 +18,14 @@ frequencies summed on the server; ``leaves``: the leaf-store ciphertexts reached
 (row, tree). ``--planner`` also times the Python planner growing the same trees on the same
 ciphers and ỹ (the growth before the compiled grower), for comparison.
 
+``--no-he`` times only the steps of a fit and a prediction that involve no label
+ciphertext, at sizes the homomorphic leaf sums would make too long: the client's offline
+stage without the label packs (GIPE fit and encryption, randomized response, keys, the setup
+message), the server's compiled growth, and routing the encrypted test rows through every tree
+(what a prediction answered by leaf ids costs the server), beside the plaintext forest.
+
     python benchmarks/rr_time.py --rows 2000,6000 --planner
-    python benchmarks/rr_time.py --rows 20000,100000 --test-rows 2000
+    python benchmarks/rr_time.py --rows 20000,100000 --no-he
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from cipherforest.privacy.protocol import decode_message
 from cipherforest.privacy.protocol.decisions import grow_on_labels
 from cipherforest.privacy.protocol.params import ForestSpec
 from cipherforest.privacy.protocol.planner import ForestGrowth
+from cipherforest.privacy.protocol.server.growth import grow_rr_forest
+from cipherforest.privacy.protocol.server.routing import pack_forest, route_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from gipe import machine_line  # noqa: E402
@@ -95,6 +103,27 @@ def planner_growth(C: np.ndarray, spec: ForestSpec, y_rr: np.ndarray) -> float:
     return time.perf_counter() - started
 
 
+def steps_without_he(X, y, X_test, trees: int) -> dict:
+    """Seconds of the client's offline stage (label packs left unencrypted), the server's
+    growth, and µs per (row, tree) of routing and of encrypting the test rows."""
+    client = PrivateForestClient(trees, random_state=0, n_jobs=-1)
+    started = time.perf_counter()
+    setup, _ = client.encrypt(X, y)  # the label packs are encrypted as they are taken
+    encrypted = time.perf_counter()
+    C = setup.array("X", "float64", 2)
+    growth = ForestGrowth(C, ForestSpec.from_meta(setup.meta, *C.shape))
+    grow_rr_forest(growth, setup.array("y_rr", "int64", 1), n_jobs=-1)
+    grown = time.perf_counter()
+    C_test = np.asarray(client.encryptor_.transform(X_test), dtype=np.float64)
+    test_encrypted = time.perf_counter()
+    route_rows(pack_forest(growth.trees), C_test, n_jobs=-1)
+    routed = time.perf_counter()
+    per_pair = 1e6 / (X_test.shape[0] * trees)
+    return {"client": encrypted - started, "growth": grown - encrypted,
+            "encrypt_test": (test_encrypted - grown) * per_pair,
+            "route": (routed - test_encrypted) * per_pair}
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", default="2000,6000",
@@ -104,7 +133,11 @@ def main(argv=None) -> None:
                         help="test rows whose prediction is timed")
     parser.add_argument("--planner", action="store_true",
                         help="also time the Python planner's growth of the same trees")
+    parser.add_argument("--no-he", action="store_true",
+                        help="time only the steps without label ciphertexts")
     args = parser.parse_args(argv)
+    if args.no_he:
+        return main_without_he(args)
     print(machine_line() + f"; {args.trees} trees, CKKS, embedded server, n_jobs=-1")
     header = ("| rows (train) | client s | labels s | growth s | leaves s | rest s | fit s "
               "| RF fit s | fit / RF | predict sums µs | predict leaves µs | RF predict µs "
@@ -132,6 +165,31 @@ def main(argv=None) -> None:
         if args.planner:
             line += f" {planner_growth(private['C'], private['spec'], private['y_rr']):.1f} |"
         print(line, flush=True)
+
+
+def main_without_he(args) -> None:
+    print(machine_line() + f"; {args.trees} trees, n_jobs=-1; steps without label ciphertexts")
+    header = ("| rows (train) | client s (no label packs) | growth s | client + growth s "
+              "| RF fit s | (client + growth) / RF | growth / RF | encrypt test rows µs "
+              "| route µs | RF predict µs |")
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for n in (int(v) for v in args.rows.split(",")):
+        X, y = make_classification(n_samples=n, n_features=20, n_informative=10,
+                                   random_state=0)
+        X, X_test, y, _ = train_test_split(X, y, test_size=0.25, random_state=0)
+        steps = steps_without_he(X, y, X_test, args.trees)
+        started = time.perf_counter()
+        rf = RandomForestClassifier(args.trees, max_bins=32, n_jobs=-1, random_state=0).fit(X, y)
+        rf_fit = time.perf_counter() - started
+        started = time.perf_counter()
+        rf.predict(X_test)
+        rf_predict = (time.perf_counter() - started) * 1e6 / (X_test.shape[0] * args.trees)
+        both = steps["client"] + steps["growth"]
+        print(f"| {X.shape[0]:,} | {steps['client']:.1f} | {steps['growth']:.1f} | {both:.1f} "
+              f"| {rf_fit:.2f} | {both / rf_fit:.1f}x | {steps['growth'] / rf_fit:.1f}x "
+              f"| {steps['encrypt_test']:.2f} | {steps['route']:.2f} | {rf_predict:.2f} |",
+              flush=True)
 
 
 if __name__ == "__main__":
