@@ -1,11 +1,13 @@
-"""The default's trees grown by the compiled grower equal the planner's, node for node.
+"""The trees the server grows without rounds, compiled, equal the planner's node for node.
 
 ``split_selection="rr"`` lets the server grow its trees on the randomized labels ỹ in one
 piece (:mod:`cipherforest.privacy.protocol.server.growth`); the planner grows the same trees
 node by node in Python (``decisions.grow_on_labels``, which the simulator uses). The oracle
 here is that reference: same node arrays (breadth-first ids, features, cipher thresholds, row
 counts) and the same rows in every leaf. The compiled walk (``routing.route_rows``) is checked
-against the planner's NumPy walk and the plaintext forest's ``apply``.
+against the planner's NumPy walk and the plaintext forest's ``apply``. Label-blind trees
+(``split_selection="blind"``, grown by one compiled kernel) are checked against their rule
+applied node by node on the planner.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ import numpy as np
 import pytest
 from sklearn.datasets import load_breast_cancer, load_wine
 
+from cipherforest.core import child_seed, make_state, rand_int
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy.protocol.decisions import grow_on_labels
 from cipherforest.privacy.protocol.params import ForestSpec, forest_meta
 from cipherforest.privacy.protocol.planner import ForestGrowth
-from cipherforest.privacy.protocol.server.growth import grow_rr_forest
+from cipherforest.privacy.protocol.server.growth import BLIND_CHOICE_SIDE, grow_rr_forest
 from cipherforest.privacy.protocol.server.routing import (
     breadth_first_order,
     pack_forest,
@@ -108,3 +111,52 @@ def test_route_rows_of_stumps_and_empty_input():
     X = np.array([[9.0, 0.5], [9.0, 0.75], [-1.0, -3.0]])
     np.testing.assert_array_equal(route_rows(forest, X), [[1, 0, 1], [2, 0, 2], [1, 0, 1]])
     assert route_rows(forest, np.zeros((0, 2))).shape == (0, 3)
+
+
+# ---------------------------------------------------------------------- label-blind trees
+def _blind_reference(growth: ForestGrowth) -> list:
+    """The blind rule node by node on the planner (the oracle): a node visits its first
+    non-constant drawn feature and takes candidate ``rand_int(child_seed(seed, 2))``."""
+    leaves = []
+    for t, tree in enumerate(growth.trees):
+        while tree.open:
+            plans, rule_leaves = growth.plan_tree(t, max_features=1)
+            leaves.extend((t, node) for node in rule_leaves)
+            choices = []
+            for plan in plans:
+                state = make_state(int(child_seed(np.uint64(plan.node.seed),
+                                                  BLIND_CHOICE_SIDE)))
+                choices.append(int(rand_int(state, 0, plan.n_candidates)))
+            leaves.extend((p.tree, p.node) for p in growth.apply_level(plans, choices))
+    return leaves
+
+
+@pytest.mark.parametrize(("name", "levels", "params"), [
+    ("wine", 40, {}),
+    ("breast_cancer", 60, {"min_samples_leaf": 4, "max_samples": 0.7, "max_bins": 24}),
+    ("breast_cancer", 30, {"bootstrap": False, "max_depth": 5, "min_samples_split": 6}),
+])
+def test_compiled_blind_trees_follow_the_rule(name, levels, params):
+    X, y = _data(name, flip=0.0)
+    C = _cipher_like(X, levels)
+    spec = _spec(C, split_selection="blind", **params)
+    reference = ForestGrowth(C, spec)
+    expected_leaves = _blind_reference(reference)
+    compiled = ForestGrowth(C, spec)
+    leaves = compiled.grow_label_blind(n_jobs=2)
+    for t, (a, b) in enumerate(zip(compiled.trees, reference.trees, strict=True)):
+        for field in FIELDS:
+            np.testing.assert_array_equal(np.asarray(getattr(a, field)),
+                                          np.asarray(getattr(b, field)),
+                                          err_msg=f"tree {t}: {field}")
+    rows = {(t, node.node_id): node.samples.tolist() for t, node in expected_leaves}
+    assert {(t, node.node_id): node.samples.tolist() for t, node in leaves} == rows
+    # Label-free and seeded: the same trees again, other trees under another seed.
+    again = ForestGrowth(C, spec)
+    again.grow_label_blind()
+    assert all(np.array_equal(a.threshold, b.threshold)
+               for a, b in zip(again.trees, compiled.trees, strict=True))
+    other = ForestGrowth(C, _spec(C, split_selection="blind", **{**params, "random_state": 12}))
+    other.grow_label_blind()
+    assert any(len(a.left) != len(b.left) or not np.array_equal(a.threshold, b.threshold)
+               for a, b in zip(other.trees, compiled.trees, strict=True))

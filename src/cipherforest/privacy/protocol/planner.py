@@ -270,25 +270,17 @@ class ForestGrowth:
             self.trees[t].open.sort(key=lambda n: n.node_id)
         return leaves
 
-    def grow_label_blind(self) -> list[tuple[int, OpenNode]]:
+    def grow_label_blind(self, n_jobs: int | None = None) -> list[tuple[int, OpenNode]]:
         """Grow every tree without labels; returns the ``(tree, leaf node)`` pairs.
 
         Each split visits one feature (drawn as every node draws its features) and takes
         one of its candidate thresholds uniformly at random, from a generator seeded by the
         node's position: the trees are a function of the ciphers and the forest seed only.
+        Compiled (:func:`.server.growth.grow_blind_forest`); ``n_jobs`` threads.
         """
-        leaves: list[tuple[int, OpenNode]] = []
-        for t, tree in enumerate(self.trees):
-            while tree.open:
-                plans, rule_leaves = self.plan_tree(t, max_features=1)
-                leaves.extend((t, node) for node in rule_leaves)
-                choices = [int(np.random.default_rng([plan.node.seed, _BLIND_STREAM])
-                               .integers(plan.n_candidates)) for plan in plans]
-                self.apply_level(plans, choices)
-        return leaves
+        from .server.growth import grow_blind_forest  # the server package imports this one
 
-
-_BLIND_STREAM = 0xB1D
+        return grow_blind_forest(self, n_jobs)
 
 
 def plan_fields(growth: ForestGrowth, plans: list[NodePlan]) -> dict[str, np.ndarray]:

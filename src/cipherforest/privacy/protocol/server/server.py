@@ -369,7 +369,7 @@ class PrivateForestServer:
         if session.spec.split_selection == "rr":
             leaf_jobs = grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
         else:
-            leaf_jobs = session.growth.grow_label_blind()
+            leaf_jobs = session.growth.grow_label_blind(self.n_jobs)
         grown = time.perf_counter()
         session.stats.growth_seconds += grown - started
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
