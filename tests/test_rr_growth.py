@@ -18,6 +18,8 @@ from sklearn.datasets import load_breast_cancer, load_wine
 
 from cipherforest.core import child_seed, make_state, rand_int
 from cipherforest.ensemble import RandomForestClassifier
+from cipherforest.privacy import PrivateForestClient
+from cipherforest.privacy.he import PublicContext
 from cipherforest.privacy.protocol.decisions import grow_on_labels
 from cipherforest.privacy.protocol.params import ForestSpec, forest_meta
 from cipherforest.privacy.protocol.planner import ForestGrowth
@@ -160,3 +162,38 @@ def test_compiled_blind_trees_follow_the_rule(name, levels, params):
     other.grow_label_blind()
     assert any(len(a.left) != len(b.left) or not np.array_equal(a.threshold, b.threshold)
                for a, b in zip(other.trees, compiled.trees, strict=True))
+
+
+# ---------------------------------------------------------------------- the leaf store
+def test_rr_leaf_store_holds_true_label_frequencies_and_shares_masks(monkeypatch):
+    """Leaves placed column by column (store_order) and masks shared per (position, T): the
+    decrypted forest is still the trees on ỹ with the true labels' frequencies, with far
+    fewer mask encodings than masked leaf sums."""
+    calls = {"encode": 0, "multiply": 0}
+    for key, name in (("encode", "encode_mask"), ("multiply", "multiply_mask")):
+        original = getattr(PublicContext, name)
+
+        def counted(self, *args, _original=original, _key=key, **kwargs):
+            calls[_key] += 1
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(PublicContext, name, counted)
+    X, y = load_wine(return_X_y=True)
+    X_train, y_train, X_test = X[::2], y[::2], X[1::2]
+    client = PrivateForestClient(12, random_state=4, label_pack_rows=8,
+                                 prediction_reply="leaves").fit(X_train, y_train)
+    assert calls["multiply"] > 100 and calls["encode"] * 3 < calls["multiply"]
+    session = client.server_.session(client.session_)
+    assert session.layout.leaves_per_ciphertext == 8 and len(session.leaf_store) > 10
+    C_train = np.asarray(client.encryptor_.transform(X_train), dtype=float)
+    C_test = np.asarray(client.encryptor_.transform(X_test), dtype=float)
+    expected = np.zeros((X_test.shape[0], 3))
+    for t, tree in enumerate(session.trees):
+        counts = np.zeros((len(tree.left), 3))
+        np.add.at(counts, (tree.apply(C_train), y_train), session.growth.weights(t))
+        leaf = counts[tree.apply(C_test)]
+        expected += leaf / leaf.sum(axis=1, keepdims=True)
+    expected /= len(session.trees)
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-9)
+    client.set_params(prediction_reply="sums")
+    np.testing.assert_allclose(client.predict_proba(X_test), expected, rtol=0, atol=1e-5)

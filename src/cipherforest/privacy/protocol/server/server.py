@@ -49,7 +49,7 @@ from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
 from .growth import grow_rr_forest
-from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
+from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
 from .shards import ShardError
@@ -372,6 +372,7 @@ class PrivateForestServer:
             leaf_jobs = session.growth.grow_label_blind(self.n_jobs)
         grown = time.perf_counter()
         session.stats.growth_seconds += grown - started
+        leaf_jobs = store_order(session, leaf_jobs)
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
         session.stats.leaf_seconds += time.perf_counter() - grown
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
