@@ -60,6 +60,7 @@ def _data(name: str, flip: float, seed: int = 0):
     ("breast_cancer", 60, {"min_samples_leaf": 3, "max_samples": 0.6}),
     ("breast_cancer", 25, {"bootstrap": False, "max_features": 0.5, "max_depth": 6}),
     ("breast_cancer", 1000, {"max_bins": 32, "min_samples_split": 9}),
+    ("breast_cancer", 1000, {"max_features": 3}),  # > 255 distinct values: the exact finder
 ])
 def test_compiled_rr_trees_are_the_planners(name, levels, params):
     X, y = _data(name, flip=0.3)
