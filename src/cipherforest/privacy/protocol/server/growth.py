@@ -123,9 +123,10 @@ def _leaves(growth: ForestGrowth, n_jobs: int | None) -> list[tuple[int, OpenNod
         leaf_of = reached[rows, t]
         order = np.argsort(leaf_of, kind="stable")  # rows stay ascending within a leaf
         node_ids, starts = np.unique(leaf_of[order], return_index=True)
-        groups = np.split(rows[order], starts[1:])
-        leaves.extend((t, OpenNode(int(node), group, -1, 0))
-                      for node, group in zip(node_ids.tolist(), groups, strict=True))
+        bounds = [*starts.tolist(), rows.shape[0]]
+        grouped = rows[order]
+        leaves.extend((t, OpenNode(node, grouped[bounds[k]: bounds[k + 1]], -1, 0))
+                      for k, node in enumerate(node_ids.tolist()))
     return leaves
 
 

@@ -2,9 +2,9 @@
 
 The server's trees are plaintext structures over GIPE ciphers (cipher-space thresholds), so
 finding the leaf a row reaches is the plaintext forest's walk: :func:`route_rows` packs every
-tree's nodes into one table and walks each row through all trees in a compiled loop (a row
-stays in cache while it visits the trees), rows split among threads. Prediction and the
-leaves of trees grown in one piece (:mod:`.growth`) are read off it.
+tree's nodes into one table and walks blocks of rows through the trees in a compiled loop,
+tree by tree, blocks split among threads. Prediction and the leaves of trees grown in one
+piece (:mod:`.growth`) are read off it.
 
 :func:`breadth_first_order` renumbers a tree grown depth-first by the compiled grower the
 way the server numbers its nodes (level by level, children in pairs), so that a tree has the
@@ -60,10 +60,12 @@ def pack_forest(trees) -> PackedForest:
 
 @njit(**JIT_OPTIONS)
 def _route_block(X, nodes, threshold, offsets, out, start, stop):
+    # Tree by tree: one tree's nodes stay in cache while the block's rows (a few hundred KB)
+    # walk it; row by row, every row would visit all trees' tables (megabytes).
     n_trees = offsets.shape[0] - 1
-    for i in range(start, stop):
-        for t in range(n_trees):
-            base = offsets[t]
+    for t in range(n_trees):
+        base = offsets[t]
+        for i in range(start, stop):
             node = 0
             while nodes[base + node, 0] >= 0:
                 k = base + node
