@@ -23,7 +23,11 @@ from cipherforest.privacy.he import PublicContext
 from cipherforest.privacy.protocol.decisions import grow_on_labels
 from cipherforest.privacy.protocol.params import ForestSpec, forest_meta
 from cipherforest.privacy.protocol.planner import ForestGrowth
-from cipherforest.privacy.protocol.server.growth import BLIND_CHOICE_SIDE, grow_rr_forest
+from cipherforest.privacy.protocol.server.growth import (
+    BLIND_CHOICE_SIDE,
+    grow_rr_forest,
+    leaf_rows,
+)
 from cipherforest.privacy.protocol.server.routing import (
     breadth_first_order,
     pack_forest,
@@ -69,7 +73,8 @@ def test_compiled_rr_trees_are_the_planners(name, levels, params):
     reference = ForestGrowth(C, spec)
     expected_leaves = grow_on_labels(reference, np.eye(y.max() + 1)[y])
     compiled = ForestGrowth(C, spec)
-    leaves = grow_rr_forest(compiled, y, n_jobs=2)
+    grow_rr_forest(compiled, y, n_jobs=2)
+    leaves = leaf_rows(compiled, n_jobs=2)
     for t, (a, b) in enumerate(zip(compiled.trees, reference.trees, strict=True)):
         for field in FIELDS:
             np.testing.assert_array_equal(np.asarray(getattr(a, field)),

@@ -278,9 +278,10 @@ class ForestGrowth:
         node's position: the trees are a function of the ciphers and the forest seed only.
         Compiled (:func:`.server.growth.grow_blind_forest`); ``n_jobs`` threads.
         """
-        from .server.growth import grow_blind_forest  # the server package imports this one
+        from .server.growth import grow_blind_forest, leaf_rows  # imports this module
 
-        return grow_blind_forest(self, n_jobs)
+        grow_blind_forest(self, n_jobs)
+        return leaf_rows(self, n_jobs)
 
 
 def plan_fields(growth: ForestGrowth, plans: list[NodePlan]) -> dict[str, np.ndarray]:

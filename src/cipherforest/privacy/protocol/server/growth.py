@@ -31,16 +31,16 @@ from ..params import MAX_BINS
 from ..planner import ForestGrowth, OpenNode
 from .routing import breadth_first_order, pack_forest, route_rows
 
-__all__ = ["BLIND_CHOICE_SIDE", "grow_blind_forest", "grow_rr_forest"]
+__all__ = ["BLIND_CHOICE_SIDE", "grow_blind_forest", "grow_rr_forest", "leaf_rows"]
 
 #: A blind node draws its candidate from the generator seeded ``child_seed(seed, 2)``: the
 #: stream of a third child, independent of the two children's feature draws.
 BLIND_CHOICE_SIDE = 2
 
 
-def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray,
-                   n_jobs: int | None = None) -> list[tuple[int, OpenNode]]:
-    """Grow every tree of ``growth`` on ``labels`` by the Gini rule, all at once.
+def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None = None) -> None:
+    """Grow every tree of ``growth`` on ``labels`` by the Gini rule, all at once
+    (:func:`leaf_rows` then gives its leaves).
 
     Parameters
     ----------
@@ -49,13 +49,7 @@ def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray,
     labels : ndarray of shape (n_samples,)
         Class index per row (the randomized responses).
     n_jobs : int or None, default=None
-        Threads growing trees and walking rows (None: 1, -1: every core).
-
-    Returns
-    -------
-    list of (tree, OpenNode)
-        Every leaf with its rows of positive weight (ascending), tree by tree and in node
-        order within a tree: what the leaf store sums.
+        Threads growing trees (None: 1, -1: every core).
     """
     from ....ensemble import RandomForestClassifier  # the tree core, loaded on first use
 
@@ -82,7 +76,6 @@ def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray,
                               tree.right, tree.feature, tree.threshold)
 
         map_in_threads(exact, list(range(len(growth.trees))), n_jobs)
-    return _leaves(growth, n_jobs)
 
 
 def _distinct_at_most(X: np.ndarray, limit: int) -> bool:
@@ -113,9 +106,10 @@ def _exact_thresholds(X, rows, left, right, feature, threshold):
             threshold[node] = _midpoint(left_max[node], right_min[node])
 
 
-def _leaves(growth: ForestGrowth, n_jobs: int | None) -> list[tuple[int, OpenNode]]:
-    """Every leaf of ``growth``'s grown trees with its rows of positive weight, from one
-    compiled walk of the training rows."""
+def leaf_rows(growth: ForestGrowth, n_jobs: int | None = None) -> list[tuple[int, OpenNode]]:
+    """Every leaf of ``growth``'s grown trees with its rows of positive weight (ascending),
+    tree by tree and in node order within a tree — what the leaf store sums —, from one
+    compiled walk of the training rows (``n_jobs`` threads)."""
     reached = route_rows(pack_forest(growth.trees), growth.X, n_jobs)
     leaves: list[tuple[int, OpenNode]] = []
     for t in range(len(growth.trees)):
@@ -147,21 +141,16 @@ def _set_structure(tree, fitted) -> None:
     tree.open = []
 
 
-def grow_blind_forest(growth: ForestGrowth, n_jobs: int | None = None
-                      ) -> list[tuple[int, OpenNode]]:
-    """Grow every tree of ``growth`` without labels (see the module docstring).
+def grow_blind_forest(growth: ForestGrowth, n_jobs: int | None = None) -> None:
+    """Grow every tree of ``growth`` without labels (see the module docstring;
+    :func:`leaf_rows` then gives its leaves).
 
     Parameters
     ----------
     growth : ForestGrowth
         A forest whose trees have only their root open; its trees are replaced.
     n_jobs : int or None, default=None
-        Threads growing trees and walking rows (None: 1, -1: every core).
-
-    Returns
-    -------
-    list of (tree, OpenNode)
-        As :func:`grow_rr_forest`.
+        Threads growing trees (None: 1, -1: every core).
     """
     spec = growth.spec
     binned = spec.max_bins is not None
@@ -183,7 +172,6 @@ def grow_blind_forest(growth: ForestGrowth, n_jobs: int | None = None
         tree.open = []
 
     map_in_threads(grow, list(range(len(growth.trees))), n_jobs)
-    return _leaves(growth, n_jobs)
 
 
 @njit(**JIT_OPTIONS)

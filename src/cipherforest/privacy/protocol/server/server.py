@@ -48,7 +48,7 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
-from .growth import grow_rr_forest
+from .growth import grow_blind_forest, grow_rr_forest, leaf_rows
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -367,12 +367,12 @@ class PrivateForestServer:
         :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
         started = time.perf_counter()
         if session.spec.split_selection == "rr":
-            leaf_jobs = grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
+            grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
         else:
-            leaf_jobs = session.growth.grow_label_blind(self.n_jobs)
+            grow_blind_forest(session.growth, self.n_jobs)
         grown = time.perf_counter()
         session.stats.growth_seconds += grown - started
-        leaf_jobs = store_order(session, leaf_jobs)
+        leaf_jobs = store_order(session, leaf_rows(session.growth, self.n_jobs))
         leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
         session.stats.leaf_seconds += time.perf_counter() - grown
         for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
