@@ -1,48 +1,210 @@
-"""Fit time of the label-private default (``split_selection="rr"``) against label-blind trees.
+"""The label-private default (``split_selection="rr"``) against the plaintext forest, by size.
 
-Both grow every tree on the server without a query round and sum the leaves' label
-ciphertexts; rr also grows by Gini on the randomized labels. Runs alternate (rr, blind, rr,
-...) so that machine load hits both alike; prints the medians and their ratio (target
-rr ≤ 1.2 × blind).
+For each row count: synthetic data (``make_classification``, 20 features, 10 informative, 25 %
+held out), the default private forest fitted end to end through an embedded server (client,
+server and the in-process transport; ``n_jobs=-1``) with its time split by step, then our
+``RandomForestClassifier(n_trees, max_bins=32, n_jobs=-1)`` on the same plaintext rows, and
+both forests' prediction and accuracy. Steps of a fit:
 
-    python benchmarks/rr_time.py --repeats 5
+* client: GIPE fit and encryption, keys, the setup message (until the server gets it);
+* labels: encrypting the label packs (client) and the server expanding them into their lane
+  rotations (the ``labels`` messages);
+* growth: the server growing every tree on ỹ (compiled grower);
+* leaves: the server reading each leaf's rows off the trees and summing their label
+  ciphertexts into the leaf store;
+* the rest of the client's time (the ``trained`` reply).
+
+Prediction is timed for both replies of the protocol (``sums``: per test row its leaves'
+frequencies summed on the server; ``leaves``: the leaf-store ciphertexts reached) and given per
+(row, tree). ``--planner`` also times the Python planner growing the same trees on the same
+ciphers and ỹ (the growth before the compiled grower), for comparison.
+
+``--no-he`` times only the steps of a fit and a prediction that involve no label
+ciphertext, at sizes the homomorphic leaf sums would make too long: the client's offline
+stage without the label packs (GIPE fit and encryption, randomized response, keys, the setup
+message), the server's compiled growth, reading each leaf's rows off the trees (what the
+leaf sums start from), and routing the encrypted test rows through every tree
+(what a prediction answered by leaf ids costs the server), beside the plaintext forest.
+
+    python benchmarks/rr_time.py --rows 2000,6000 --planner
+    python benchmarks/rr_time.py --rows 20000,100000 --no-he
 """
 
 from __future__ import annotations
 
 import argparse
-import os
-import platform
-import statistics
+import sys
 import time
-from datetime import date
+from pathlib import Path
 
-from sklearn.datasets import load_breast_cancer, load_wine
+import numpy as np
+from sklearn.datasets import make_classification
+from sklearn.model_selection import train_test_split
 
-from cipherforest.privacy import PrivateForestClient
+from cipherforest.ensemble import RandomForestClassifier
+from cipherforest.privacy import PrivateForestClient, PrivateForestServer
+from cipherforest.privacy.protocol import decode_message
+from cipherforest.privacy.protocol.decisions import grow_on_labels
+from cipherforest.privacy.protocol.params import ForestSpec
+from cipherforest.privacy.protocol.planner import ForestGrowth
+from cipherforest.privacy.protocol.server.growth import grow_rr_forest, leaf_rows
+from cipherforest.privacy.protocol.server.routing import pack_forest, route_rows
 
-DATASETS = {"breast cancer": load_breast_cancer, "wine": load_wine}
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import machine_line  # noqa: E402
+
+
+class TimedServer:
+    """A transport to an embedded server that notes when each request arrived and how long
+    the server took, by the kind of its reply."""
+
+    def __init__(self, server: PrivateForestServer):
+        self.server = server
+        self.calls: list[tuple[str, float, float]] = []  # (reply kind, arrived, seconds)
+
+    def handle(self, data: bytes) -> bytes:
+        arrived = time.perf_counter()
+        out = self.server.handle(data)
+        seconds = time.perf_counter() - arrived
+        self.calls.append((decode_message(out).kind, arrived, seconds))
+        return out
+
+    def seconds(self, kind: str) -> float:
+        return sum(s for k, _, s in self.calls if k == kind)
+
+
+def fit_private(X, y, X_test, y_test, trees: int, test_rows: int) -> dict:
+    transport = TimedServer(PrivateForestServer(n_jobs=-1))
+    client = PrivateForestClient(trees, random_state=0, n_jobs=-1, server=transport)
+    started = time.perf_counter()
+    client.fit(X, y)
+    total = time.perf_counter() - started
+    stats = transport.server.session_stats(client.session_)
+    setup_at = transport.calls[0][1]
+    labels_end = max(a + s for k, a, s in transport.calls if k in ("session", "ack"))
+    out = {"fit": total, "client": setup_at - started,
+           "labels": labels_end - setup_at - transport.seconds("session"),
+           "growth": stats.growth_seconds, "leaves": stats.leaf_seconds,
+           "accuracy": float(np.mean(client.predict(X_test) == y_test))}
+    out["rest"] = total - out["client"] - out["labels"] - out["growth"] - out["leaves"]
+    rows = X_test[:test_rows]
+    for reply in ("sums", "leaves"):
+        client.set_params(prediction_reply=reply)
+        started = time.perf_counter()
+        client.predict(rows)
+        out[f"predict_{reply}"] = (time.perf_counter() - started) / (rows.shape[0] * trees)
+    sent = transport.server.session(client.session_)
+    out["spec"], out["y_rr"] = sent.spec, sent.randomized_labels
+    out["C"] = sent.X
+    return out
+
+
+def planner_growth(C: np.ndarray, spec: ForestSpec, y_rr: np.ndarray) -> float:
+    started = time.perf_counter()
+    grow_on_labels(ForestGrowth(C, spec), np.eye(int(y_rr.max()) + 1)[y_rr])
+    return time.perf_counter() - started
+
+
+def steps_without_he(X, y, X_test, trees: int) -> dict:
+    """Seconds of the client's offline stage (label packs left unencrypted), the server's
+    growth, and µs per (row, tree) of routing and of encrypting the test rows."""
+    client = PrivateForestClient(trees, random_state=0, n_jobs=-1)
+    started = time.perf_counter()
+    setup, _ = client.encrypt(X, y)  # the label packs are encrypted as they are taken
+    encrypted = time.perf_counter()
+    C = setup.array("X", "float64", 2)
+    growth = ForestGrowth(C, ForestSpec.from_meta(setup.meta, *C.shape))
+    grow_rr_forest(growth, setup.array("y_rr", "int64", 1), n_jobs=-1)
+    grown = time.perf_counter()
+    leaf_rows(growth, n_jobs=-1)
+    leaves = time.perf_counter()
+    C_test = np.asarray(client.encryptor_.transform(X_test), dtype=np.float64)
+    test_encrypted = time.perf_counter()
+    route_rows(pack_forest(growth.trees), C_test, n_jobs=-1)
+    routed = time.perf_counter()
+    per_pair = 1e6 / (X_test.shape[0] * trees)
+    return {"client": encrypted - started, "growth": grown - encrypted,
+            "leaf_rows": leaves - grown, "encrypt_test": (test_encrypted - leaves) * per_pair,
+            "route": (routed - test_encrypted) * per_pair}
+
+
+def warm_up(trees: int) -> None:
+    """Compile (or load) every kernel the timed runs use, outside the timings."""
+    X, y = make_classification(n_samples=300, n_features=20, random_state=1)
+    RandomForestClassifier(2, max_bins=32, n_jobs=-1).fit(X, y).predict(X)
+    steps_without_he(X, y, X, 2)
+    client = PrivateForestClient(2, random_state=0, n_jobs=-1).fit(X, y)
+    client.predict(X[:10])
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=5, help="fits per mode and dataset")
-    parser.add_argument("--trees", type=int, default=10, help="trees per forest")
+    parser.add_argument("--rows", default="2000,6000",
+                        help="comma-separated row counts (training rows are 75 %%)")
+    parser.add_argument("--trees", type=int, default=100)
+    parser.add_argument("--test-rows", type=int, default=1000,
+                        help="test rows whose prediction is timed")
+    parser.add_argument("--planner", action="store_true",
+                        help="also time the Python planner's growth of the same trees")
+    parser.add_argument("--no-he", action="store_true",
+                        help="time only the steps without label ciphertexts")
     args = parser.parse_args(argv)
-    print(f"{date.today()}, {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.trees} trees, CKKS, "
-          "embedded server")
-    print("| dataset | rr s (median) | blind s (median) | rr / blind |\n|---|---|---|---|")
-    for name, load in DATASETS.items():
-        X, y = load(return_X_y=True)
-        seconds = {"rr": [], "blind": []}
-        for _ in range(args.repeats):
-            for mode in seconds:
-                started = time.perf_counter()
-                PrivateForestClient(args.trees, random_state=0, split_selection=mode).fit(X, y)
-                seconds[mode].append(time.perf_counter() - started)
-        rr, blind = statistics.median(seconds["rr"]), statistics.median(seconds["blind"])
-        print(f"| {name} | {rr:.2f} | {blind:.2f} | {rr / blind:.2f} |")
+    warm_up(args.trees)
+    if args.no_he:
+        return main_without_he(args)
+    print(machine_line() + f"; {args.trees} trees, CKKS, embedded server, n_jobs=-1")
+    header = ("| rows (train) | client s | labels s | growth s | leaves s | rest s | fit s "
+              "| RF fit s | fit / RF | predict sums µs | predict leaves µs | RF predict µs "
+              "| accuracy | RF accuracy |" + (" planner growth s |" if args.planner else ""))
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for n in (int(v) for v in args.rows.split(",")):
+        X, y = make_classification(n_samples=n, n_features=20, n_informative=10,
+                                   random_state=0)
+        X, X_test, y, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
+        private = fit_private(X, y, X_test, y_test, args.trees, args.test_rows)
+        started = time.perf_counter()
+        rf = RandomForestClassifier(args.trees, max_bins=32, n_jobs=-1, random_state=0).fit(X, y)
+        rf_fit = time.perf_counter() - started
+        rows = X_test[:args.test_rows]
+        started = time.perf_counter()
+        rf.predict(rows)
+        rf_predict = (time.perf_counter() - started) / (rows.shape[0] * args.trees)
+        rf_accuracy = float(np.mean(rf.predict(X_test) == y_test))
+        line = (f"| {X.shape[0]:,} | {private['client']:.1f} | {private['labels']:.1f} "
+                f"| {private['growth']:.1f} | {private['leaves']:.1f} | {private['rest']:.1f} "
+                f"| {private['fit']:.1f} | {rf_fit:.2f} | {private['fit'] / rf_fit:.0f}x "
+                f"| {private['predict_sums'] * 1e6:.0f} | {private['predict_leaves'] * 1e6:.1f} "
+                f"| {rf_predict * 1e6:.2f} | {private['accuracy']:.4f} | {rf_accuracy:.4f} |")
+        if args.planner:
+            line += f" {planner_growth(private['C'], private['spec'], private['y_rr']):.1f} |"
+        print(line, flush=True)
+
+
+def main_without_he(args) -> None:
+    print(machine_line() + f"; {args.trees} trees, n_jobs=-1; steps without label ciphertexts")
+    header = ("| rows (train) | client s (no label packs) | growth s | client + growth s "
+              "| RF fit s | (client + growth) / RF | growth / RF | leaf rows s "
+              "| encrypt test rows µs | route µs | RF predict µs |")
+    print(header)
+    print("|" + "---|" * (header.count("|") - 1))
+    for n in (int(v) for v in args.rows.split(",")):
+        X, y = make_classification(n_samples=n, n_features=20, n_informative=10,
+                                   random_state=0)
+        X, X_test, y, _ = train_test_split(X, y, test_size=0.25, random_state=0)
+        steps = steps_without_he(X, y, X_test, args.trees)
+        started = time.perf_counter()
+        rf = RandomForestClassifier(args.trees, max_bins=32, n_jobs=-1, random_state=0).fit(X, y)
+        rf_fit = time.perf_counter() - started
+        started = time.perf_counter()
+        rf.predict(X_test)
+        rf_predict = (time.perf_counter() - started) * 1e6 / (X_test.shape[0] * args.trees)
+        both = steps["client"] + steps["growth"]
+        print(f"| {X.shape[0]:,} | {steps['client']:.1f} | {steps['growth']:.1f} | {both:.1f} "
+              f"| {rf_fit:.2f} | {both / rf_fit:.1f}x | {steps['growth'] / rf_fit:.1f}x "
+              f"| {steps['leaf_rows']:.1f} | {steps['encrypt_test']:.2f} "
+              f"| {steps['route']:.2f} | {rf_predict:.2f} |",
+              flush=True)
 
 
 if __name__ == "__main__":

@@ -271,31 +271,24 @@ class ForestGrowth:
             self.trees[t].open.sort(key=lambda n: n.node_id)
         return leaves
 
-    def grow_label_blind(self) -> list[tuple[int, OpenNode]]:
+    def grow_label_blind(self, n_jobs: int | None = None) -> list[tuple[int, OpenNode]]:
         """Grow every tree without labels; returns the ``(tree, leaf node)`` pairs.
 
         Each split visits one feature (drawn as every node draws its features) and takes
         one of its candidate thresholds uniformly at random, from a generator seeded by the
         node's position: the trees are a function of the ciphers and the forest seed only.
+        Compiled (:func:`.server.growth.grow_blind_forest`); ``n_jobs`` threads.
         """
-        leaves: list[tuple[int, OpenNode]] = []
-        for t, tree in enumerate(self.trees):
-            while tree.open:
-                plans, rule_leaves = self.plan_tree(t, max_features=1)
-                leaves.extend((t, node) for node in rule_leaves)
-                choices = [int(np.random.default_rng([plan.node.seed, _BLIND_STREAM])
-                               .integers(plan.n_candidates)) for plan in plans]
-                self.apply_level(plans, choices)
-        return leaves
+        from .server.growth import grow_blind_forest, leaf_rows  # imports this module
 
-
-_BLIND_STREAM = 0xB1D
+        grow_blind_forest(self, n_jobs)
+        return leaf_rows(self, n_jobs)
 
 
 def leaves_reached(trees, X: np.ndarray) -> np.ndarray:
     """``(n_rows, n_trees)`` node id of the leaf each row of ``X`` (ciphers) reaches in each
-    tree: the one place rows are routed (the server: training rows after a fit without
-    rounds and test rows at prediction; the client: training rows on its replay)."""
+    tree, a walk of the planner's trees: the client routes its training rows on its replay
+    with it (the server routes with the compiled kernel of :mod:`.server.routing`)."""
     out = np.empty((X.shape[0], len(trees)), dtype=np.int64)
     for t, tree in enumerate(trees):
         out[:, t] = tree.apply(X)

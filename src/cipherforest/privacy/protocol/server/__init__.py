@@ -5,6 +5,8 @@
 * :mod:`.session` — :class:`ServerSession`, one client's forest.
 * :mod:`.labels` — the label rotations held per row and the sums over them.
 * :mod:`.level` — the encrypted work of one tree level (leaf sums, packed query blocks).
+* :mod:`.growth` — trees grown without rounds (``"rr"``, ``"blind"``) in compiled code.
+* :mod:`.routing` — the compiled walk: leaf ids of cipher rows in every tree.
 * :mod:`.dask_levels` (with ``cipherforest[dask]``) and :mod:`.shards` — the same work on
   Dask workers holding shards of rows.
 * :mod:`.row_sums` — predictions summed over the trees on the server (CKKS).

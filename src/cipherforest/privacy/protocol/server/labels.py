@@ -190,24 +190,37 @@ class LeafJob:
 def leaf_sums(context: PublicContext, layout: BlockLayout, label_copy,
               jobs: list[LeafJob]) -> dict[int, object]:
     """The leaves' counts masked into their leaf-store lanes, summed per store ciphertext
-    (unfinished partial sums by store index; rotation parts joined)."""
+    (unfinished partial sums by store index; rotation parts joined).
+
+    A leaf's mask depends on its position in its store ciphertext, the rotation part and
+    (CKKS) its total draws ``T``; encoding one costs about three times the multiplication
+    it serves. Leaves are taken in order of (position, ``T``), and the masks of the last
+    (position, ``T``) are kept: leaves at one position of several stores with equal ``T``
+    share them (:func:`.level.store_order` places leaves so), and at most one mask per
+    rotation part is held. The order changes no sum but the order CKKS adds in.
+    """
     parts: dict[int, list] = {}
     ckks = context.kind.approximate
     scale = (2.0 ** _CKKS_STORE_SCALE_BITS * context.scale / context.label_scale
              if ckks else None)
-    for job in jobs:
+    masks: dict[int, object] = {}
+    masks_of = None
+    for job in sorted(jobs, key=lambda job: (job.position, job.total)):
         sums = DrawSums(context, layout.parts)
         sums.add_rows(label_copy, job.rows, job.counts,
                       layout.lane_position(layout.leaf_lane(job.position)))
+        if masks_of != (job.position, job.total if ckks else 0):
+            masks_of = (job.position, job.total if ckks else 0)
+            masks = {}
         for part, total in enumerate(sums.totals()):
             if total is None:  # none of this leaf's rows are held here in this part
                 continue
-            mask = layout.leaf_mask(job.position, part)
-            if ckks:
-                mask = mask / float(job.total)
-            # Leaf masks are not cached: a level has few leaves, and a cached mask set
-            # would cost as much memory as the query masks.
-            product = context.multiply_mask(total, context.encode_mask(mask, scale=scale))
+            if part not in masks:
+                mask = layout.leaf_mask(job.position, part)
+                if ckks:
+                    mask = mask / float(job.total)
+                masks[part] = context.encode_mask(mask, scale=scale)
+            product = context.multiply_mask(total, masks[part])
             add_into(context, parts.setdefault(job.index, [None] * layout.parts), part,
                      product)
     return {index: join_parts(context, layout, cts) for index, cts in parts.items()}

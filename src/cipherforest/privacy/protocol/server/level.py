@@ -31,7 +31,7 @@ from .session import ServerSession
 
 __all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "NodeRows", "QueryGrid", "add_to_leaf_store",
            "assign_leaves", "compute_level", "level_part", "level_worker_pool",
-           "merge_partials", "node_rows_of_plan", "LocalLevels"]
+           "merge_partials", "node_rows_of_plan", "store_order", "LocalLevels"]
 
 # CKKS: labels sit at scale 2^37 and masks at 2^40; after the rescale by a 40-bit prime a
 # query block z reaches the client at scale 2^37 on the 50-bit prime: |z| · 2^37 < 2^49, i.e.
@@ -342,6 +342,26 @@ def add_to_leaf_store(session: ServerSession, stores: list[dict]) -> None:
             else:
                 session.leaf_open[index] = partial
     session.finish_leaf_store(everything=False)
+
+
+def store_order(session: ServerSession, leaf_jobs) -> list:
+    """``leaf_jobs`` ordered so that :func:`assign_leaves` fills the leaf store column by
+    column: leaves sorted by their total draws ``T`` take position 0 of every store
+    ciphertext, then position 1, and so on. Leaves at one position with equal ``T`` share
+    their masks (:func:`.labels.leaf_sums`): with many leaves, one encoding per position
+    and ``T`` instead of one per leaf. For a level with all its leaves at once (trees grown
+    without rounds); the leaves are the same, only their store positions differ."""
+    if not leaf_jobs:
+        return []
+    totals = np.array([int(session.growth.weights(t)[node.samples].sum())
+                       for t, node in leaf_jobs], dtype=np.int64)
+    by_total = np.argsort(totals, kind="stable")
+    position = np.arange(session.n_leaves, session.n_leaves + len(leaf_jobs))
+    store, lane = np.divmod(position, session.layout.leaves_per_ciphertext)
+    # Column-major rank of each position: by lane, then by store.
+    rank = np.empty(len(leaf_jobs), dtype=np.int64)
+    rank[np.lexsort((store, lane))] = np.arange(len(leaf_jobs))
+    return [leaf_jobs[i] for i in by_total[rank].tolist()]
 
 
 def compute_level(session: ServerSession, leaf_jobs, plans, shift: int, n_jobs: int):

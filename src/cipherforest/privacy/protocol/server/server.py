@@ -45,11 +45,11 @@ import numpy as np
 
 from ...._parallel import effective_n_jobs
 from ...he import BlockLayout, HEError, PublicContext
-from ..decisions import grow_on_labels
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
-from ..planner import NodePlan, OpenNode, leaves_reached, plan_fields
-from .level import CKKS_MAX_SCALED_COUNT, LocalLevels
+from ..planner import NodePlan, OpenNode, plan_fields
+from .growth import grow_blind_forest, grow_rr_forest, leaf_rows
+from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
 from .shards import ShardError
@@ -383,23 +383,28 @@ class PrivateForestServer:
 
     def _train_without_rounds(self, session: ServerSession) -> Message:
         """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
-        or by the Gini rule on the randomized-response labels (``"rr"``) — and sum each
-        leaf's label ciphertexts: no query round."""
+        or by the Gini rule on the randomized-response labels (``"rr"``, the compiled grower:
+        :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
+        started = time.perf_counter()
         if session.spec.split_selection == "rr":
-            onehot = np.eye(session.n_classes)[session.randomized_labels]
-            leaf_jobs = grow_on_labels(session.growth, onehot)
+            grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
         else:
-            leaf_jobs = session.growth.grow_label_blind()
+            grow_blind_forest(session.growth, self.n_jobs)
+        grown = time.perf_counter()
+        session.stats.growth_seconds += grown - started
+        n_leaves = sum(int(np.count_nonzero(np.asarray(tree.left) < 0))
+                       for tree in session.trees)
         if session.label_ciphertexts:  # the leaf store of the paper's prediction replies
+            leaf_jobs = store_order(session, leaf_rows(session.growth, self.n_jobs))
             leaves, _, _ = self._levels.compute(session, leaf_jobs, [], 0)
+            session.stats.leaf_seconds += time.perf_counter() - grown
             for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
                 session.trees[t].leaves[node.node_id] = leaf
         session.finish_training()
         # The leaf each training row reaches: the client counts its own labels per leaf
         # (the trees are this server's; the client does not replay their growth).
-        return Message("trained", {"session": session.id, "rounds": 0,
-                                   "n_leaves": len(leaf_jobs)},
-                       {"leaf": leaves_reached(session.trees, session.X).astype(np.int32)})
+        return Message("trained", {"session": session.id, "rounds": 0, "n_leaves": n_leaves},
+                       {"leaf": session.route(session.X, self.n_jobs).astype(np.int32)})
 
     # ------------------------------------------------------------------ one level
     def _next_query(self, session: ServerSession) -> Message:
@@ -560,16 +565,13 @@ class PrivateForestServer:
                                 f"ciphertexts and holds no leaf store: ask for 'ids', not "
                                 f"{asked!r}")
         layout, context = session.layout, session.context
-        node_ids = leaves_reached(session.trees, X)
+        leaf_ids = session.route(X, self.n_jobs)
         meta = {"session": session.id, "n_rows": X.shape[0], "n_trees": len(session.trees)}
         if asked == "ids":
             return session, Message("scores", {**meta, "reply": "ids"},
-                                    {"leaf": node_ids.astype(np.int32)})
-        reached = np.empty((X.shape[0], len(session.trees)), dtype=np.int64)
-        for t, tree in enumerate(session.trees):
-            position = np.full(len(tree.left), -1, dtype=np.int64)
-            position[list(tree.leaves)] = list(tree.leaves.values())
-            reached[:, t] = position[node_ids[:, t]]
+                                    {"leaf": leaf_ids.astype(np.int32)})
+        # Store position of every (row, tree)'s leaf: one lookup in the forest's node table.
+        reached = session.leaf_positions()[leaf_ids + session.packed_forest().offsets[:-1]]
         if asked == "sums" and can_sum_rows(context, layout, session.leaf_store):
             sums = row_sum_ciphertexts(context, layout, session.leaf_store, reached)
             return session, Message(
@@ -580,9 +582,7 @@ class PrivateForestServer:
         positions = local.reshape(reached.shape) * per_ct + reached % per_ct
         blobs = [context.dump_ciphertext(context.last_level(session.leaf_store[int(i)]))
                  for i in stores]
-        totals = session.leaf_totals()
-        draws = np.stack([totals[t][node_ids[:, t]] for t in range(len(session.trees))],
-                         axis=1)
+        draws = session.leaf_totals()[leaf_ids + session.packed_forest().offsets[:-1]]
         return session, Message("scores", {**meta, "reply": "leaves",
                                            "leaves_per_ciphertext": per_ct},
                                 {"leaf": positions.astype(np.int32),

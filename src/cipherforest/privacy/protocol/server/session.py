@@ -19,6 +19,7 @@ from ...he import BlockLayout, PublicContext
 from ..params import ForestSpec
 from ..planner import ForestGrowth, NodePlan, OpenNode
 from .labels import LabelRotations
+from .routing import PackedForest, pack_forest, route_rows
 
 __all__ = ["SESSION_STATES", "ServerSession", "ServerStats"]
 
@@ -37,6 +38,8 @@ class ServerStats:
     bytes_per_round: list[int] = field(default_factory=list)
     query_ciphertexts: int = 0
     candidates: int = 0
+    growth_seconds: float = 0.0  # growing trees without rounds ("rr", "blind")
+    leaf_seconds: float = 0.0  # summing the leaves' label ciphertexts without rounds
 
 
 class ServerSession:
@@ -76,7 +79,11 @@ class ServerSession:
         # False: "rr"/"blind" sessions whose client reads its own leaf counts send none.
         self.label_ciphertexts = True
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
-        self._leaf_totals: list | None = None  # per tree, bootstrap draws per node (predict)
+        # Prediction's tables of the trained trees, made at the first predict: the packed
+        # forest (.routing), and per node of it the bootstrap draws and store position.
+        self._packed: PackedForest | None = None
+        self._leaf_totals: np.ndarray | None = None
+        self._leaf_positions: np.ndarray | None = None
         self.leaf_open: dict[int, object] = {}  # store index -> unfinished sum of leaves
         self.n_leaves = 0  # leaf positions handed out
         self.pending_leaves: list[tuple[int, OpenNode]] = []  # leaves decided by answers
@@ -98,17 +105,45 @@ class ServerSession:
         (labels held here)."""
         return self.labels.copy(row, lane_position)
 
-    def leaf_totals(self) -> list[np.ndarray]:
-        """Per tree and node id, the bootstrap draws of the training rows reaching the node
-        (public to the server: the rows and their seeded weights); computed once per
-        session. A leaf reply sends them: the client turns CKKS frequencies back into exact
-        counts."""
+    def packed_forest(self) -> PackedForest:
+        """The trained trees in one node table (:func:`.routing.pack_forest`), made once."""
+        if self._packed is None:
+            self._packed = pack_forest(self.trees)
+        return self._packed
+
+    def route(self, X: np.ndarray, n_jobs: int | None = None) -> np.ndarray:
+        """Leaf node id (local to its tree) of every row of ``X`` in every tree:
+        ``(n_rows, n_trees)``, from the compiled walk (:func:`.routing.route_rows`)."""
+        return route_rows(self.packed_forest(), X, n_jobs)
+
+    def leaf_totals(self) -> np.ndarray:
+        """Per node of :meth:`packed_forest`, the bootstrap draws of the training rows
+        reaching it (public to the server: the rows and their seeded weights); computed once
+        per session. A leaf reply sends them: the client turns CKKS frequencies back into
+        exact counts."""
         if self._leaf_totals is None:
-            self._leaf_totals = [
-                np.bincount(tree.apply(self.X), weights=self.growth.weights(t),
-                            minlength=len(tree.left))
-                for t, tree in enumerate(self.trees)]
+            offsets = self.packed_forest().offsets
+            reached = self.route(self.X)
+            totals = np.zeros(int(offsets[-1]), dtype=np.float64)
+            for t in range(len(self.trees)):
+                totals[offsets[t]: offsets[t + 1]] = np.bincount(
+                    reached[:, t], weights=self.growth.weights(t),
+                    minlength=int(offsets[t + 1] - offsets[t]))
+            self._leaf_totals = totals
         return self._leaf_totals
+
+    def leaf_positions(self) -> np.ndarray:
+        """Per node of :meth:`packed_forest`, its leaf's position in the leaf store (-1: not
+        a leaf)."""
+        if self._leaf_positions is None:
+            offsets = self.packed_forest().offsets
+            positions = np.full(int(offsets[-1]), -1, dtype=np.int64)
+            for t, tree in enumerate(self.trees):
+                nodes = np.fromiter(tree.leaves.keys(), dtype=np.int64, count=len(tree.leaves))
+                positions[offsets[t] + nodes] = np.fromiter(
+                    tree.leaves.values(), dtype=np.int64, count=len(tree.leaves))
+            self._leaf_positions = positions
+        return self._leaf_positions
 
     def queue_leaf(self, tree: int, node: OpenNode) -> None:
         """A leaf decided by an answer: its counts go to the leaf store with the next
@@ -129,9 +164,15 @@ class ServerSession:
         rotations (one ciphertext per training row, most of a session's memory) and the
         masks. Prediction needs the trees and the leaf store alone."""
         self.finish_leaf_store(everything=True)
+        self.forget_prediction_tables()
         self.state = "trained"
         self.labels.clear()
         self.context.clear_masks()
+
+    def forget_prediction_tables(self) -> None:
+        """Drop the tables :meth:`packed_forest`, :meth:`leaf_totals` and
+        :meth:`leaf_positions` made (the trees changed: a restored state)."""
+        self._packed = self._leaf_totals = self._leaf_positions = None
 
     def progress(self) -> dict:
         """Where the session stands: state, round, label count, open nodes, leaves."""

@@ -77,8 +77,8 @@ def export_state(session: ServerSession,
     samples, leaf_rows = [], {"tree": [], "node": [], "position": []}
     for t, tree in enumerate(session.trees):
         for name, values in columns.items():
-            values.extend(getattr(tree, name))
-        thresholds.extend(tree.threshold)
+            values.append(np.asarray(getattr(tree, name), dtype=np.int64))
+        thresholds.append(np.asarray(tree.threshold, dtype=np.float64))
         offsets.append(offsets[-1] + len(tree.left))
         for node in tree.open:
             open_rows["node"].append(node.node_id)
@@ -95,8 +95,8 @@ def export_state(session: ServerSession,
     stores = {index: context.dump_ciphertext(ct) for index, ct in enumerate(session.leaf_store)
               if index not in skip_stores}
     open_index = sorted(session.leaf_open)
-    arrays = {name: np.asarray(values, dtype=np.int64) for name, values in columns.items()}
-    arrays["threshold"] = np.asarray(thresholds, dtype=np.float64)
+    arrays = {name: np.concatenate(values) for name, values in columns.items()}
+    arrays["threshold"] = np.concatenate(thresholds)
     arrays["tree_offsets"] = np.asarray(offsets, dtype=np.int64)
     arrays["open_offsets"] = np.asarray(open_offsets, dtype=np.int64)
     arrays["open_node"] = np.asarray(open_rows["node"], dtype=np.int64)
@@ -173,6 +173,7 @@ def apply_state(session: ServerSession, state: SessionState) -> None:
                 raise ProtocolError(f"restore: open node {node.node_id} of tree {t} has no "
                                     "candidates; the state is not this session's")
             session.plans.append(plan)
+    session.forget_prediction_tables()
     session.state = meta["state"]
     session.round = int(meta["round"])
     session.query_token = str(meta["token"])
