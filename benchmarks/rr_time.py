@@ -14,10 +14,13 @@ both forests' prediction and accuracy. Steps of a fit:
   ciphertexts into the leaf store;
 * the rest of the client's time (the ``trained`` reply).
 
-Prediction is timed for both replies of the protocol (``sums``: per test row its leaves'
-frequencies summed on the server; ``leaves``: the leaf-store ciphertexts reached) and given per
-(row, tree). ``--planner`` also times the Python planner growing the same trees on the same
-ciphers and ỹ (the growth before the compiled grower), for comparison.
+Prediction is timed for the reply the client was fitted for (``--reply``): ``ids`` (the
+default: the server answers with the leaf each row reaches, the client reads its own leaf
+counts; no label ciphertext is sent, so the labels and leaves steps are empty), or the
+paper's ``sums`` / ``leaves`` (label ciphertexts uploaded, leaf sums on the server; both of
+these replies are then timed), given per (row, tree). ``--planner`` also times the Python
+planner growing the same trees on the same ciphers and ỹ (the growth before the compiled
+grower), for comparison.
 
 ``--no-he`` times only the steps of a fit and a prediction that involve no label
 ciphertext, at sizes the homomorphic leaf sums would make too long: the client's offline
@@ -26,7 +29,8 @@ message), the server's compiled growth, reading each leaf's rows off the trees (
 leaf sums start from), and routing the encrypted test rows through every tree
 (what a prediction answered by leaf ids costs the server), beside the plaintext forest.
 
-    python benchmarks/rr_time.py --rows 2000,6000 --planner
+    python benchmarks/rr_time.py --rows 20000,100000
+    python benchmarks/rr_time.py --rows 2000,6000 --reply sums --planner
     python benchmarks/rr_time.py --rows 20000,100000 --no-he
 """
 
@@ -73,26 +77,28 @@ class TimedServer:
         return sum(s for k, _, s in self.calls if k == kind)
 
 
-def fit_private(X, y, X_test, y_test, trees: int, test_rows: int) -> dict:
+def fit_private(X, y, X_test, y_test, trees: int, test_rows: int, reply: str) -> dict:
     transport = TimedServer(PrivateForestServer(n_jobs=-1))
-    client = PrivateForestClient(trees, random_state=0, n_jobs=-1, server=transport)
+    client = PrivateForestClient(trees, random_state=0, n_jobs=-1, server=transport,
+                                 prediction_reply=reply)
     started = time.perf_counter()
     client.fit(X, y)
     total = time.perf_counter() - started
     stats = transport.server.session_stats(client.session_)
     setup_at = transport.calls[0][1]
     labels_end = max(a + s for k, a, s in transport.calls if k in ("session", "ack"))
+    # without label ciphertexts the setup's reply ends the upload
     out = {"fit": total, "client": setup_at - started,
            "labels": labels_end - setup_at - transport.seconds("session"),
            "growth": stats.growth_seconds, "leaves": stats.leaf_seconds,
            "accuracy": float(np.mean(client.predict(X_test) == y_test))}
     out["rest"] = total - out["client"] - out["labels"] - out["growth"] - out["leaves"]
     rows = X_test[:test_rows]
-    for reply in ("sums", "leaves"):
-        client.set_params(prediction_reply=reply)
+    for asked in (("ids",) if reply == "ids" else ("sums", "leaves")):
+        client.set_params(prediction_reply=asked)
         started = time.perf_counter()
         client.predict(rows)
-        out[f"predict_{reply}"] = (time.perf_counter() - started) / (rows.shape[0] * trees)
+        out[f"predict_{asked}"] = (time.perf_counter() - started) / (rows.shape[0] * trees)
     sent = transport.server.session(client.session_)
     out["spec"], out["y_rr"] = sent.spec, sent.randomized_labels
     out["C"] = sent.X
@@ -146,15 +152,21 @@ def main(argv=None) -> None:
                         help="test rows whose prediction is timed")
     parser.add_argument("--planner", action="store_true",
                         help="also time the Python planner's growth of the same trees")
+    parser.add_argument("--reply", choices=("ids", "sums"), default="ids",
+                        help="the prediction reply the client is fitted for (sums: the "
+                             "paper's, with label ciphertexts and leaf sums)")
     parser.add_argument("--no-he", action="store_true",
                         help="time only the steps without label ciphertexts")
     args = parser.parse_args(argv)
     warm_up(args.trees)
     if args.no_he:
         return main_without_he(args)
-    print(machine_line() + f"; {args.trees} trees, CKKS, embedded server, n_jobs=-1")
+    print(machine_line() + f"; {args.trees} trees, CKKS, embedded server, n_jobs=-1, "
+          f"prediction_reply={args.reply!r}")
+    predicted = ["ids"] if args.reply == "ids" else ["sums", "leaves"]
     header = ("| rows (train) | client s | labels s | growth s | leaves s | rest s | fit s "
-              "| RF fit s | fit / RF | predict sums µs | predict leaves µs | RF predict µs "
+              "| RF fit s | fit / RF | "
+              + "".join(f"predict {r} µs | " for r in predicted) + "RF predict µs "
               "| accuracy | RF accuracy |" + (" planner growth s |" if args.planner else ""))
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -162,7 +174,7 @@ def main(argv=None) -> None:
         X, y = make_classification(n_samples=n, n_features=20, n_informative=10,
                                    random_state=0)
         X, X_test, y, y_test = train_test_split(X, y, test_size=0.25, random_state=0)
-        private = fit_private(X, y, X_test, y_test, args.trees, args.test_rows)
+        private = fit_private(X, y, X_test, y_test, args.trees, args.test_rows, args.reply)
         started = time.perf_counter()
         rf = RandomForestClassifier(args.trees, max_bins=32, n_jobs=-1, random_state=0).fit(X, y)
         rf_fit = time.perf_counter() - started
@@ -173,9 +185,9 @@ def main(argv=None) -> None:
         rf_accuracy = float(np.mean(rf.predict(X_test) == y_test))
         line = (f"| {X.shape[0]:,} | {private['client']:.1f} | {private['labels']:.1f} "
                 f"| {private['growth']:.1f} | {private['leaves']:.1f} | {private['rest']:.1f} "
-                f"| {private['fit']:.1f} | {rf_fit:.2f} | {private['fit'] / rf_fit:.0f}x "
-                f"| {private['predict_sums'] * 1e6:.0f} | {private['predict_leaves'] * 1e6:.1f} "
-                f"| {rf_predict * 1e6:.2f} | {private['accuracy']:.4f} | {rf_accuracy:.4f} |")
+                f"| {private['fit']:.1f} | {rf_fit:.2f} | {private['fit'] / rf_fit:.1f}x | "
+                + "".join(f"{private['predict_' + r] * 1e6:.2f} | " for r in predicted)
+                + f"{rf_predict * 1e6:.2f} | {private['accuracy']:.4f} | {rf_accuracy:.4f} |")
         if args.planner:
             line += f" {planner_growth(private['C'], private['spec'], private['y_rr']):.1f} |"
         print(line, flush=True)
