@@ -210,14 +210,17 @@ def protocol_table(names, n_rows: int, n_trees: int) -> list[str]:
     return lines
 
 
+REACTION_FAMILIES = ("training", "prediction", "refits")
 REACTION_CONFIGS = (("gini", {"split_selection": "gini"}),
                     ("dp (ε = 1 per choice)", {"split_selection": "dp", "label_epsilon": 1.0}))
 
 
-def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[str]:
+def reactions_table(names, n_rows: int, n_trees: int, n_targets: int,
+                    families=REACTION_FAMILIES) -> list[str]:
     """The attacks on the client's reactions (issue #47): selective failure in training
-    (the paper's flow as positive control, then the default client) and forced refits
-    (fresh randomized labels per fit as positive control, then permanent ones)."""
+    (the paper's flow as positive control, then the default client), selective failure at
+    prediction (the paper's replies, then leaf ids) and forced refits (fresh randomized
+    labels per fit as positive control, then permanent ones); ``families`` picks which."""
     header = ("| data | attack | client | bits read right | baseline (constant guess) | "
               "fits | refused fits | fits reported to the user |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -226,7 +229,7 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[st
         y = np.unique(y, return_inverse=True)[1].astype(np.int64)
         X_small, _, y_small, _ = train_test_split(X, y, train_size=n_rows, random_state=0,
                                                   stratify=y)
-        for selection, params in REACTION_CONFIGS:
+        for selection, params in REACTION_CONFIGS if "training" in families else ():
             for flow in ("server", "own"):
                 t0 = time.perf_counter()
                 client = PrivateForestClient(n_estimators=n_trees, max_bins=16,
@@ -245,7 +248,8 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[st
                       flush=True)
         for reply, who in (("leaves", "paper's reply (`prediction_reply=\"leaves\"`)"),
                            ("sums", "paper's reply (`prediction_reply=\"sums\"`)"),
-                           ("ids", "default (`prediction_reply=\"ids\"`)")):
+                           ("ids", "default (`prediction_reply=\"ids\"`)")
+                           ) if "prediction" in families else ():
             t0 = time.perf_counter()
             client = PrivateForestClient(n_estimators=n_trees, random_state=0,
                                          prediction_reply=reply)
@@ -258,7 +262,8 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int) -> list[st
             lines.append(line)
             print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr, flush=True)
         for label, fresh in (("fresh draw per fit (before the ledger)", True),
-                             ("default (permanent randomized response)", False)):
+                             ("default (permanent randomized response)", False)
+                             ) if "refits" in families else ():
             t0 = time.perf_counter()
             client = PrivateForestClient(n_estimators=n_trees, random_state=0)
             with attacks.fresh_randomized_labels() if fresh else contextlib.nullcontext():
@@ -291,6 +296,10 @@ def main() -> None:
                              "(selective failure, forced refits)")
     parser.add_argument("--reaction-targets", type=int, default=10,
                         help="rows probed by each selective-failure run")
+    parser.add_argument("--reaction-attacks", nargs="+", choices=REACTION_FAMILIES,
+                        default=list(REACTION_FAMILIES),
+                        help="which rows of the reactions table: selective failure in "
+                             "training, at prediction, forced refits")
     parser.add_argument("--data-dir", type=Path,
                         default=next((d for d in DATA_DIRS if d.is_dir()), DATA_DIRS[0]),
                         help="folder of the CSV datasets (default: ../shared/data)")
@@ -300,7 +309,7 @@ def main() -> None:
         started = time.perf_counter()
         names = [n for n in ("breast_cancer", "wine") if n in args.datasets]
         table = "\n".join(reactions_table(names, args.protocol_rows, args.protocol_trees,
-                                          args.reaction_targets))
+                                          args.reaction_targets, args.reaction_attacks))
         footer = (f"\nSelective failure: {args.protocol_trees} trees, CKKS, max_bins=16, one "
                   f"target probed per forged round; forced refits: the whole data set; "
                   f"{machine_line()}; total {time.perf_counter() - started:.0f} s.")

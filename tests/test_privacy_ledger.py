@@ -57,8 +57,8 @@ def test_randomized_labels_repeat_across_fits_and_reloads(wine, tmp_path):
 
 
 @pytest.mark.parametrize(("epsilon", "k"), [(0.5, 2), (2.0, 3), (1.0, 10)])
-def test_memoized_draws_follow_the_randomized_response_matrix(tmp_path, epsilon, k):
-    ledger = PrivacyLedger(tmp_path / "ledger")
+def test_memoized_draws_follow_the_randomized_response_matrix(fixed_secret_ledger, epsilon, k):
+    ledger = PrivacyLedger(fixed_secret_ledger)  # fixed key: the same draws on every run
     n = 20_000
     X = np.arange(n, dtype=np.float64)[:, None]  # distinct rows: independent draws
     matrix = RandomizedResponse(epsilon, k).matrix()

@@ -316,3 +316,72 @@ def test_train_exits_3_when_the_servers_counts_were_not_the_clients(files, serve
     monkeypatch.undo()
     assert main(["client", "predict", "--model", str(model), "--data",
                  str(files / "test.csv"), "--target", "kind"]) == 0
+
+
+def _show(ledger, capsys) -> dict:
+    capsys.readouterr()
+    assert main(["client", "ledger", "show", "--privacy-ledger", str(ledger)]) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_privacy_ledger_options_and_command(files, tmp_path, capsys):
+    """encrypt and train take the ledger and its limit; ``ledger show`` reads what the
+    releases spent (never creating a ledger); ``ledger reset`` needs --yes; a refused or
+    corrupted ledger writes nothing."""
+    from cipherforest.privacy.package import setup_message_path
+
+    ledger = tmp_path / "ledger"
+    assert main(["client", "ledger", "show", "--privacy-ledger", str(ledger)]) == 1
+    assert "no privacy ledger here" in capsys.readouterr().err and not ledger.exists()
+    rr = ["--split-selection", "rr", "--label-epsilon", "1.5", "--privacy-ledger", str(ledger)]
+    assert _encrypt(files, tmp_path / "m1", *rr) == 0
+    shown = _show(ledger, capsys)
+    assert shown["releases"] == [{"kind": "rr", "epsilon": 1.5, "delta": 0.0, "rows": 40}]
+    assert shown["max_epsilon"] == 1.5 and shown["path"] == str(ledger)
+    assert stat.S_IMODE(os.stat(ledger / "secret.key").st_mode) == 0o600
+    # The same data again: the same randomized labels, a repeat that costs nothing.
+    assert _encrypt(files, tmp_path / "m2", *rr, "--max-total-epsilon", "1.5") == 0
+    setups = [decode_message(open(setup_message_path(tmp_path / m), "rb").read(), "setup")
+              for m in ("m1", "m2")]
+    np.testing.assert_array_equal(setups[0].arrays["y_rr"], setups[1].arrays["y_rr"])
+    assert _show(ledger, capsys) == shown
+    # A new release above the limit is refused before anything is written or sent.
+    other = [*rr[:-3], "1.0", "--privacy-ledger", str(ledger), "--max-total-epsilon", "2"]
+    assert _encrypt(files, tmp_path / "m3", *other) == 1
+    assert "above max_total_epsilon = 2" in capsys.readouterr().err
+    assert not (tmp_path / "m3").exists() or not os.listdir(tmp_path / "m3")
+    one_shot = ["client", "train", "--data", str(files / "train.csv"), "--target", "kind",
+                "--model", str(tmp_path / "m4"), "--server", "http://127.0.0.1:9",
+                "--timeout", "1", *FOREST, *other]
+    assert main(one_shot) == 1
+    assert "nothing was sent" in capsys.readouterr().err
+    assert _show(ledger, capsys) == shown
+    assert _encrypt(files, tmp_path / "m3", *other[:-1], "2.5") == 0
+    assert _show(ledger, capsys)["max_epsilon"] == 2.5
+    # The staged train keeps the ledger encrypt opened (its rows are keyed under its secret).
+    for option in (["--privacy-ledger", str(tmp_path / "elsewhere")],
+                   ["--max-total-epsilon", "9"]):
+        with pytest.raises(SystemExit):
+            main(["client", "train", "--model", str(tmp_path / "m1"), *option])
+        assert "opened and checked by 'cipherforest client encrypt'" in (
+            capsys.readouterr().err)
+    # A corrupted ledger is an error for show and for a fit, never a silent restart.
+    saved = (ledger / "ledger.npz").read_bytes()
+    (ledger / "ledger.npz").write_bytes(b"not a ledger")
+    assert main(["client", "ledger", "show", "--privacy-ledger", str(ledger)]) == 1
+    assert "unreadable" in capsys.readouterr().err
+    assert _encrypt(files, tmp_path / "m5", *rr) == 1
+    assert "unreadable" in capsys.readouterr().err
+    assert (ledger / "ledger.npz").read_bytes() == b"not a ledger"
+    (ledger / "ledger.npz").write_bytes(saved)
+    # Reset is explicit.
+    with pytest.raises(SystemExit):
+        main(["client", "ledger", "reset", "--privacy-ledger", str(ledger)])
+    assert "give --yes" in capsys.readouterr().err
+    kept = _show(ledger, capsys)
+    assert len(kept["releases"]) == 2 and kept["max_epsilon"] == 2.5
+    assert main(["client", "ledger", "reset", "--privacy-ledger", str(ledger), "--yes"]) == 0
+    assert "reset the privacy ledger" in capsys.readouterr().out
+    fresh = _show(ledger, capsys)
+    assert fresh["releases"] == [] and fresh["max_epsilon"] == 0.0
+    assert fresh["key_id"] != shown["key_id"]

@@ -1,4 +1,5 @@
-"""``cipherforest client encrypt | upload | train | predict | status``: the data owner's side.
+"""``cipherforest client encrypt | upload | train | predict | status | ledger``: the data owner's
+side.
 
 ``encrypt`` encrypts a CSV file (GIPE features, CKKS/BFV labels) offline into a 0700 model
 directory: the client's secrets plus the public messages to upload. ``upload`` opens a server
@@ -7,7 +8,8 @@ server has committed, so a re-run after an interruption continues where it stopp
 ``train --model DIR`` answers the rounds of the uploaded session and saves the fitted client;
 ``train --data CSV --target COL --server URL --model DIR`` does the three steps in one go.
 ``predict`` loads a trained directory and predicts another CSV file; ``status`` says where the
-model and its server session stand. The access key comes from ``$CIPHERFOREST_SERVER_KEY``
+model and its server session stand; ``ledger show | reset`` reads or (with ``--yes``) resets
+the client's privacy ledger. The access key comes from ``$CIPHERFOREST_SERVER_KEY``
 or ``--server-key-file`` (never the command line, where other users could read it).
 """
 
@@ -134,6 +136,19 @@ def _add_forest_options(parser) -> None:
                         help="label ciphertexts per upload message (default 2)")
 
 
+def _add_ledger_options(parser, fit: bool = True) -> None:
+    parser.add_argument("--privacy-ledger", default=None, metavar="DIR",
+                        help="directory of the client's privacy ledger: the secret that fixes "
+                        "each row's randomized label and the label-privacy loss of every "
+                        "release (default: $CIPHERFOREST_PRIVACY_LEDGER, else "
+                        "~/.cipherforest/privacy-ledger)")
+    if fit:
+        parser.add_argument("--max-total-epsilon", type=float, default=None, metavar="E",
+                            help="refuse, before anything is sent, a fit that would bring a "
+                            "row's cumulative epsilon in the ledger above E (a repeat of a "
+                            "recorded rr release adds nothing)")
+
+
 def _add_server_options(parser, required: bool = False) -> None:
     parser.add_argument("--server", required=required, default=None,
                         help="http://host:port of the server")
@@ -157,6 +172,7 @@ def add_client_parser(sub) -> None:
     encrypt.add_argument("--force", action="store_true", help="replace the model files of an "
                          "existing directory")
     _add_forest_options(encrypt)
+    _add_ledger_options(encrypt)
     upload = actions.add_parser("upload", help="upload an encrypted model directory to a "
                                 "server session (a re-run continues an interrupted upload)")
     upload.add_argument("--model", required=True, help="the model directory made by encrypt")
@@ -174,6 +190,7 @@ def add_client_parser(sub) -> None:
                        "an existing --model directory")
     _add_server_options(train)
     _add_forest_options(train)
+    _add_ledger_options(train)
     predict = actions.add_parser("predict", help="predict a CSV file with a saved model")
     predict.add_argument("--model", required=True, help="the trained model directory")
     predict.add_argument("--data", required=True, help="CSV file with a header row")
@@ -189,6 +206,16 @@ def add_client_parser(sub) -> None:
                          "read their own leaf counts are exact already")
     status = actions.add_parser("status", help="where the saved model's server session stands")
     status.add_argument("--model", required=True, help="the model directory")
+    ledger = actions.add_parser("ledger", help="show or reset the client's privacy ledger")
+    ledger_actions = ledger.add_subparsers(dest="ledger_action", required=True)
+    show = ledger_actions.add_parser("show", help="the releases recorded and the cumulative "
+                                     "epsilon of the most charged row (JSON)")
+    _add_ledger_options(show, fit=False)
+    reset = ledger_actions.add_parser("reset", help="forget every release and draw a new "
+                                      "secret: the randomized labels change and the epsilon "
+                                      "spent so far is no longer counted")
+    _add_ledger_options(reset, fit=False)
+    reset.add_argument("--yes", action="store_true", help="confirm the reset")
 
 
 #: Exit status of a train whose server sent counts that are not the client's own (the model
@@ -215,6 +242,13 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if changed:
                 parser.error(f"--{changed[0].replace('_', '-')}: the forest options of a "
                              "model directory were fixed by 'cipherforest client encrypt'")
+            ledger = [name for name in ("privacy_ledger", "max_total_epsilon")
+                      if getattr(args, name) is not None]
+            if ledger:
+                parser.error(f"--{ledger[0].replace('_', '-')}: the privacy ledger of a "
+                             "model directory was opened and checked by 'cipherforest "
+                             "client encrypt' (its rows are keyed under that ledger's "
+                             "secret); give it there")
             client = _train_package(args, parser, out)
             if not client.privacy_report_["server_honest"]:
                 return _DEVIATION_EXIT
@@ -257,12 +291,30 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if y is not None:
                 accuracy = float(np.mean(predictions.astype(str) == y))
                 print(f"accuracy against {args.target!r}: {accuracy:.4f}", file=sys.stderr)
+        elif args.action == "ledger":
+            _ledger(args, parser, out)
         else:
             print(json.dumps(_status(args.model), indent=2), file=out)
     except (OSError, ValueError, ProtocolError, ServiceUnavailableError) as exc:
         print(f"cipherforest client {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _ledger(args, parser, out) -> None:
+    """``ledger show`` (JSON, never creates a ledger) and ``ledger reset --yes``."""
+    from ..privacy.ledger import PrivacyLedger, default_ledger_path
+
+    path = args.privacy_ledger or default_ledger_path()
+    if args.ledger_action == "show":
+        print(json.dumps(PrivacyLedger(path, create=False).summary(), indent=2), file=out)
+        return
+    if not args.yes:
+        parser.error(f"ledger reset forgets every release recorded in {path} and draws a new "
+                     "secret (the randomized labels change, the epsilon spent so far is no "
+                     "longer counted): give --yes to confirm")
+    PrivacyLedger.reset(path)
+    print(f"reset the privacy ledger {path}: no release recorded, a new secret", file=out)
 
 
 def _status(path: str) -> dict:
@@ -299,7 +351,8 @@ def _forest_client(args, parser, **params):
         min_samples_split=args.min_samples_split, scheme=args.scheme,
         random_state=args.random_state, split_selection=args.split_selection,
         label_epsilon=args.label_epsilon, label_pack_rows=args.label_pack_rows,
-        label_chunk=args.label_chunk, **params)
+        label_chunk=args.label_chunk, privacy_ledger=args.privacy_ledger,
+        max_total_epsilon=args.max_total_epsilon, **params)
 
 
 def _encrypt(args, parser, out) -> None:

@@ -82,6 +82,8 @@ class PrivacyLedger:
     ----------
     path : str or path-like
         The ledger directory; created (with a new secret) if it does not exist or is empty.
+    create : bool, default=True
+        False: a directory without a ledger is an error instead (to read one, not start one).
 
     Raises
     ------
@@ -90,12 +92,14 @@ class PrivacyLedger:
         tampered ledger, or a ledger made under another secret.
     """
 
-    def __init__(self, path):
+    def __init__(self, path, create: bool = True):
         self.path = os.fspath(path)
         secret_file = os.path.join(self.path, _SECRET)
         ledger_file = os.path.join(self.path, _FILE)
         has_secret, has_ledger = os.path.exists(secret_file), os.path.exists(ledger_file)
         if not has_secret and not has_ledger:
+            if not create:
+                raise LedgerError(f"{self.path}: no privacy ledger here (a fit creates one)")
             self._create()
         elif not has_secret:
             raise LedgerError(f"{self.path}: the ledger's secret.key is missing; without it "
@@ -191,6 +195,19 @@ class PrivacyLedger:
             if os.path.lexists(os.path.join(path, name)):
                 os.unlink(os.path.join(path, name))
         return cls(path)
+
+    def summary(self) -> dict:
+        """What the ledger holds, as JSON-ready values: ``path``, ``key_id``, ``releases``
+        (kind, ε, δ and rows of each) and ``max_epsilon``/``max_delta``, the cumulative loss
+        of the most charged row over every release."""
+        rows = (np.unique(np.concatenate(self._rows)) if self._rows
+                else np.zeros(0, dtype=np.uint64))
+        epsilon, delta = self.spent(rows)
+        return {"path": self.path, "key_id": self.key_id,
+                "releases": [{"kind": r.kind, "epsilon": r.epsilon, "delta": r.delta,
+                              "rows": int(k.shape[0])}
+                             for r, k in zip(self.releases, self._rows, strict=True)],
+                "max_epsilon": epsilon, "max_delta": delta}
 
     # ------------------------------------------------------------------ rows and draws
     def _digests(self, purpose: bytes, X: np.ndarray, labels: np.ndarray | None = None):
