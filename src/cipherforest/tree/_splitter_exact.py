@@ -46,13 +46,18 @@ def _midpoint(a, b):
     return t
 
 
+@njit(inline="always", **JIT_OPTIONS)
+def _n_non_missing_row(values, start, end):
+    stop = end
+    while stop > start and np.isnan(values[stop - 1]):
+        stop -= 1
+    return stop - start
+
+
 @njit(**LEAF_JIT_OPTIONS)
 def n_non_missing(sorted_value, feature, start, end):
     """Number of non-NaN values of ``feature`` in the node segment (NaN sort last)."""
-    stop = end
-    while stop > start and np.isnan(sorted_value[feature, stop - 1]):
-        stop -= 1
-    return stop - start
+    return _n_non_missing_row(sorted_value[feature], start, end)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -65,19 +70,33 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
     With ``is_random`` a single threshold drawn uniformly in (min, max) is evaluated (the
     "random" splitter). Returns False when the feature is constant in the node.
     """
-    n_valid = n_non_missing(sorted_value, feature, start, end)
+    return best_split_sorted_row(feature, start, end, sorted_index[feature],
+                                 sorted_value[feature], y, w, criterion, node,
+                                 min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                 split, cum, missing, left, right)
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_sorted_row(feature, start, end, index_row, value_row, y, w, criterion, node,
+                          min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
+                          missing, left, right):
+    """``best_split_exact_feature`` on one feature's node segment given as its own rows:
+    ``index_row[start:end]`` the node's samples sorted by ``feature`` (NaN last) and
+    ``value_row`` their values (a row of the presorted layout, or a node's samples sorted
+    for it alone: ``_node_sort``)."""
+    n_valid = _n_non_missing_row(value_row, start, end)
     stop = start + n_valid
     has_missing = stop < end
     if n_valid == 0:
         return False
-    lo = sorted_value[feature, start]
-    hi = sorted_value[feature, stop - 1]
+    lo = value_row[start]
+    hi = value_row[stop - 1]
     if hi <= lo + FEATURE_THRESHOLD and not has_missing:
         return False
 
     missing[:] = 0.0
     for i in range(stop, end):
-        add_sample(missing, y[sorted_index[feature, i]], w[sorted_index[feature, i]], criterion)
+        add_sample(missing, y[index_row[i]], w[index_row[i]], criterion)
 
     draw = 0.0
     if is_random and hi > lo:
@@ -88,10 +107,10 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
     cum[:] = 0.0
     if hi > lo + FEATURE_THRESHOLD:
         for i in range(start, stop - 1):
-            sample = sorted_index[feature, i]
+            sample = index_row[i]
             add_sample(cum, y[sample], w[sample], criterion)
-            v_next = sorted_value[feature, i + 1]
-            v = sorted_value[feature, i]
+            v_next = value_row[i + 1]
+            v = value_row[i]
             if v_next <= v + FEATURE_THRESHOLD:
                 continue
             if is_random and not (v <= draw < v_next):
