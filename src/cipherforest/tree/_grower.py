@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from ._common import (
+    CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
     EPSILON,
     JIT_OPTIONS,
@@ -91,6 +92,7 @@ from ._splitter_exact import (
     best_split_sorted_row,
     mark_left_exact,
     partition_exact,
+    whole_weights,
 )
 from ._weights import weight_at
 
@@ -292,6 +294,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         sort_keys = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_keys_tmp = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_counts = np.zeros(1 << RADIX_BITS, dtype=np.int64)
+    whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
     bin_buffer = np.zeros(small_capacity, dtype=np.int64)
@@ -488,12 +491,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     non_constant = best_split_sorted_row(
                         f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
                         min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right)
+                        missing, left, right, whole)
                 elif sorted_index is not None:
                     non_constant = best_split_exact_feature(
                         f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
                         min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right)
+                        missing, left, right, whole)
                 if non_constant:
                     n_visited += 1
                     if n_visited >= max_features:
