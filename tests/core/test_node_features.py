@@ -22,6 +22,7 @@ from sklearn.datasets import make_classification, make_regression
 
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
+    ExtraTreesRegressor,
     RandomForestClassifier,
     RandomForestRegressor,
 )
@@ -133,17 +134,17 @@ def test_per_node_layouts_grow_the_same_trees(monkeypatch, make):
     np.testing.assert_array_equal(full.predict_proba(X), per_node.predict_proba(X))
 
 
+@pytest.mark.parametrize("forest", [RandomForestRegressor, ExtraTreesRegressor])
 @pytest.mark.parametrize("max_bins", [None, 255])
-def test_per_node_layouts_same_regression_trees_with_exact_sums(monkeypatch, max_bins):
+def test_per_node_layouts_same_regression_trees_with_exact_sums(monkeypatch, forest,
+                                                                 max_bins):
     X, y = make_regression(1500, 40, random_state=0)
     X[::11, 3] = np.nan
     y = np.round(y / 10)  # whole targets: every sum is exact, in any order
     _force_layouts(monkeypatch, False)
-    full = RandomForestRegressor(4, max_features=0.1, max_bins=max_bins,
-                                 random_state=0).fit(X, y)
+    full = forest(4, max_features=0.1, max_bins=max_bins, random_state=0).fit(X, y)
     _force_layouts(monkeypatch, True)
-    per_node = RandomForestRegressor(4, max_features=0.1, max_bins=max_bins,
-                                     random_state=0).fit(X, y)
+    per_node = forest(4, max_features=0.1, max_bins=max_bins, random_state=0).fit(X, y)
     _assert_same_forests(full, per_node)
 
 

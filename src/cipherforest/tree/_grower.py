@@ -51,6 +51,7 @@ from ._histogram import (
 from ._node_features import (
     RADIX_BITS,
     best_split_feature_histogram,
+    best_split_random_node,
     partition_node_sorted,
     sort_node_feature,
 )
@@ -484,7 +485,12 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
                             criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, left, right)
-                if node_sort:
+                if node_sort and is_random:
+                    non_constant = best_split_random_node(
+                        f, samples, start, end, sorted_rank, sorted_value, y, w, criterion,
+                        stats, min_samples_leaf, min_weight_leaf, rng_state, split, cum,
+                        missing, left, right)
+                elif node_sort:
                     sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
                                       sorted_value, sort_keys, sort_keys_tmp, sort_counts,
                                       tmp_index, tmp_value)

@@ -12,6 +12,8 @@ use. Here the two finders work on the drawn features only:
   sorted (radix sort, insertion sort for few rows); the presorted rows at those ranks are
   the node's samples and values sorted by the feature, NaN last, ties by row id — exactly
   the segment the presorted layout would hold, so the same candidates in the same order.
+  The random splitter (extra trees) sorts nothing: it needs the node's range and the
+  sums on each side of one drawn threshold (``best_split_random_node``).
 * histogram ("feature histograms"): the drawn feature's histogram alone is built from the
   node's rows into one slot, scanned and cleared. No sibling subtraction: a sibling draws
   the same feature with probability ``max_features / n_features``.
@@ -25,9 +27,11 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._candidates import children_impurity
 from ._common import (
     CRITERION_ENTROPY,
     CRITERION_GINI,
+    FEATURE_THRESHOLD,
     JIT_OPTIONS,
     LEAF_JIT_OPTIONS,
     STAT_COUNT,
@@ -36,6 +40,14 @@ from ._common import (
 )
 from ._criteria import add_sample
 from ._histogram import best_split_histogram_feature, occupied_range
+from ._rng import rand_uniform
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_MISSING_LEFT,
+    SPLIT_THRESHOLD,
+    record_candidate,
+)
 from ._weights import weight_at
 
 #: Nodes of up to this many rows sort their ranks by insertion, larger ones by radix.
@@ -236,3 +248,79 @@ def best_split_feature_histogram(feature, hist, lo, hi, X_source, samples, start
     lo[feature] = n_bins
     hi[feature] = -1
     return found
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_value, y, w,
+                           criterion, node, min_samples_leaf, min_weight_leaf, rng_state,
+                           split, cum, missing, left, right):
+    """The random splitter's ``_splitter_exact.best_split_sorted_row`` without sorting: the
+    node's range of ``feature``, the drawn threshold and the sums of the rows at or below it
+    in two passes over the node's rows (as scikit-learn's random splitter).
+
+    The same draw and the same candidates: the sorted scan evaluates only the boundary
+    around the draw, between the largest value at or below it and the smallest above it,
+    and none when those two are within ``FEATURE_THRESHOLD``. The sums run in the node's
+    row order rather than the feature's (equal under whole weights and classes).
+    """
+    ranks = sorted_rank[feature]
+    values = sorted_value[feature]
+    lo = np.inf
+    hi = -np.inf
+    n_valid = 0
+    for i in range(start, end):
+        v = values[ranks[samples[i]]]
+        if not np.isnan(v):
+            n_valid += 1
+            lo = min(lo, v)
+            hi = max(hi, v)
+    has_missing = n_valid < end - start
+    if n_valid == 0:
+        return False
+    if hi <= lo + FEATURE_THRESHOLD and not has_missing:
+        return False
+    draw = 0.0
+    if hi > lo:
+        draw = rand_uniform(rng_state, lo, hi)
+        if draw >= hi:
+            draw = lo
+    cum[:] = 0.0
+    missing[:] = 0.0
+    below = -np.inf  # the largest value at or below the draw
+    above = np.inf  # the smallest value above it
+    n_left = 0
+    for i in range(start, end):
+        sample = samples[i]
+        v = values[ranks[sample]]
+        if np.isnan(v):
+            add_sample(missing, y[sample], w[sample], criterion)
+        elif v <= draw:
+            add_sample(cum, y[sample], w[sample], criterion)
+            n_left += 1
+            below = max(below, v)
+        else:
+            above = min(above, v)
+    if hi > lo + FEATURE_THRESHOLD and above < np.inf and above > below + FEATURE_THRESHOLD:
+        c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, n_left, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = draw
+            if not has_missing:
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if has_missing:
+            for k in range(cum.shape[0]):
+                left[k] = cum[k] + missing[k]
+            c = children_impurity(left, right, node, criterion, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < split[SPLIT_CHILDREN]:
+                record_candidate(split, feature, n_left, True, c, left, right)
+                split[SPLIT_THRESHOLD] = draw
+    if has_missing:
+        # All observed values left, NaN right.
+        for k in range(cum.shape[0]):
+            left[k] = node[k] - missing[k]
+        c = children_impurity(left, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, n_valid, False, c, left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
