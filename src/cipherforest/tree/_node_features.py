@@ -186,22 +186,41 @@ def _radix_pass(source, target, counts, m, shift, mask, radix):
 
 
 @njit(**LEAF_JIT_OPTIONS)
+def ranks_at_or_below(values, threshold):
+    """Number of the presorted ``values`` (one feature's row, NaN last) that are
+    ``<= threshold``: rows whose rank is below it lie at or below the threshold."""
+    lo = 0
+    hi = values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= threshold:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(**LEAF_JIT_OPTIONS)
 def partition_node_sorted(feature, threshold, missing_left, samples, start, end, sorted_rank,
                           sorted_value, buffer):
     """Stably partition ``samples[start:end]`` by ``x[feature] <= threshold`` (NaN by
     ``missing_left``); returns the left child's end. The same sides as the presorted
     partition of the split: every threshold lies between the values its position parts.
-    ``buffer`` is scratch of at least ``end - start`` rows."""
+    Rows are told apart by rank (one read a row): those below ``ranks_at_or_below``
+    go left, those from the first NaN's rank on are missing. ``buffer`` is scratch of at
+    least ``end - start`` rows."""
     ranks = sorted_rank[feature]
     values = sorted_value[feature]
+    cut = ranks_at_or_below(values, threshold)
+    first_missing = ranks_at_or_below(values, np.inf)
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
     for i in range(start, end):
         sample = samples[i]
-        v = values[ranks[sample]]
-        go = np.int64(v <= threshold)
-        if np.isnan(v):
+        rank = ranks[sample]
+        go = np.int64(rank < cut)
+        if rank >= first_missing:
             go = missing_goes_left
         samples[n_left] = sample
         buffer[n_right] = sample
@@ -265,18 +284,23 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
     """
     ranks = sorted_rank[feature]
     values = sorted_value[feature]
-    lo = np.inf
-    hi = -np.inf
+    # Ranks order the rows as their values do (NaN last): the node's range, the draw's
+    # side of each row and the values around the draw come from ranks and a few lookups.
+    first_missing = ranks_at_or_below(values, np.inf)
+    lo_rank = values.shape[0]
+    hi_rank = -1
     n_valid = 0
     for i in range(start, end):
-        v = values[ranks[samples[i]]]
-        if not np.isnan(v):
+        rank = ranks[samples[i]]
+        if rank < first_missing:
             n_valid += 1
-            lo = min(lo, v)
-            hi = max(hi, v)
+            lo_rank = min(lo_rank, rank)
+            hi_rank = max(hi_rank, rank)
     has_missing = n_valid < end - start
     if n_valid == 0:
         return False
+    lo = values[lo_rank]
+    hi = values[hi_rank]
     if hi <= lo + FEATURE_THRESHOLD and not has_missing:
         return False
     draw = 0.0
@@ -284,22 +308,25 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
         draw = rand_uniform(rng_state, lo, hi)
         if draw >= hi:
             draw = lo
+    cut = ranks_at_or_below(values, draw)
     cum[:] = 0.0
     missing[:] = 0.0
-    below = -np.inf  # the largest value at or below the draw
-    above = np.inf  # the smallest value above it
+    below_rank = -1  # the largest rank at or below the draw
+    above_rank = values.shape[0]  # the smallest above it
     n_left = 0
     for i in range(start, end):
         sample = samples[i]
-        v = values[ranks[sample]]
-        if np.isnan(v):
+        rank = ranks[sample]
+        if rank >= first_missing:
             add_sample(missing, y[sample], w[sample], criterion)
-        elif v <= draw:
+        elif rank < cut:
             add_sample(cum, y[sample], w[sample], criterion)
             n_left += 1
-            below = max(below, v)
+            below_rank = max(below_rank, rank)
         else:
-            above = min(above, v)
+            above_rank = min(above_rank, rank)
+    above = values[above_rank] if above_rank < first_missing else np.inf
+    below = values[below_rank] if below_rank >= 0 else -np.inf
     if hi > lo + FEATURE_THRESHOLD and above < np.inf and above > below + FEATURE_THRESHOLD:
         c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
         if c < split[SPLIT_CHILDREN]:
