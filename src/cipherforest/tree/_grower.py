@@ -53,6 +53,7 @@ from ._node_features import (
     best_split_feature_histogram,
     best_split_random_node,
     partition_node_sorted,
+    ranks_at_or_below,
     sort_node_feature,
 )
 from ._node_threads import (
@@ -295,6 +296,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         sort_keys = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_keys_tmp = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_counts = np.zeros(1 << RADIX_BITS, dtype=np.int64)
+        # Each feature's first NaN rank (its count of values) in the presorted rows.
+        first_missing = np.zeros(n_features if node_sort else 0, dtype=np.int64)
+        for f in range(first_missing.shape[0]):
+            first_missing[f] = ranks_at_or_below(sorted_value[f], np.inf)
     whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
@@ -487,9 +492,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             rng_state, split, cum, left, right)
                 if node_sort and is_random:
                     non_constant = best_split_random_node(
-                        f, samples, start, end, sorted_rank, sorted_value, y, w, criterion,
-                        stats, min_samples_leaf, min_weight_leaf, rng_state, split, cum,
-                        missing, left, right)
+                        f, samples, start, end, sorted_rank, sorted_value, first_missing[f], y,
+                        w, criterion, stats, min_samples_leaf, min_weight_leaf, rng_state,
+                        split, cum, missing, left, right)
                 elif node_sort:
                     sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
                                       sorted_value, sort_keys, sort_keys_tmp, sort_counts,
@@ -624,7 +629,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     child_stats[0], child_stats[1])
         if node_sort:
             mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left, samples,
-                                        start, end, sorted_rank, sorted_value, tmp_index)
+                                        start, end, sorted_rank, sorted_value,
+                                        first_missing[feature], tmp_index)
         elif sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,

@@ -202,17 +202,16 @@ def ranks_at_or_below(values, threshold):
 
 @njit(**LEAF_JIT_OPTIONS)
 def partition_node_sorted(feature, threshold, missing_left, samples, start, end, sorted_rank,
-                          sorted_value, buffer):
+                          sorted_value, first_missing, buffer):
     """Stably partition ``samples[start:end]`` by ``x[feature] <= threshold`` (NaN by
     ``missing_left``); returns the left child's end. The same sides as the presorted
     partition of the split: every threshold lies between the values its position parts.
     Rows are told apart by rank (one read a row): those below ``ranks_at_or_below``
-    go left, those from the first NaN's rank on are missing. ``buffer`` is scratch of at
-    least ``end - start`` rows."""
+    go left, those from the first NaN's rank ``first_missing`` on are missing. ``buffer``
+    is scratch of at least ``end - start`` rows."""
     ranks = sorted_rank[feature]
     values = sorted_value[feature]
     cut = ranks_at_or_below(values, threshold)
-    first_missing = ranks_at_or_below(values, np.inf)
     n_left = start
     n_right = 0
     missing_goes_left = 1 if missing_left else 0
@@ -270,9 +269,9 @@ def best_split_feature_histogram(feature, hist, lo, hi, X_source, samples, start
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_value, y, w,
-                           criterion, node, min_samples_leaf, min_weight_leaf, rng_state,
-                           split, cum, missing, left, right):
+def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_value,
+                           first_missing, y, w, criterion, node, min_samples_leaf,
+                           min_weight_leaf, rng_state, split, cum, missing, left, right):
     """The random splitter's ``_splitter_exact.best_split_sorted_row`` without sorting: the
     node's range of ``feature``, the drawn threshold and the sums of the rows at or below it
     in two passes over the node's rows (as scikit-learn's random splitter).
@@ -284,9 +283,8 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
     """
     ranks = sorted_rank[feature]
     values = sorted_value[feature]
-    # Ranks order the rows as their values do (NaN last): the node's range, the draw's
-    # side of each row and the values around the draw come from ranks and a few lookups.
-    first_missing = ranks_at_or_below(values, np.inf)
+    # Ranks order the rows as their values do (NaN last, from ``first_missing`` on): the
+    # node's range is that of its ranks, one read a row.
     lo_rank = values.shape[0]
     hi_rank = -1
     n_valid = 0
@@ -308,25 +306,24 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
         draw = rand_uniform(rng_state, lo, hi)
         if draw >= hi:
             draw = lo
-    cut = ranks_at_or_below(values, draw)
     cum[:] = 0.0
     missing[:] = 0.0
-    below_rank = -1  # the largest rank at or below the draw
-    above_rank = values.shape[0]  # the smallest above it
+    below = -np.inf  # the largest value at or below the draw
+    above = np.inf  # the smallest value above it
     n_left = 0
     for i in range(start, end):
         sample = samples[i]
         rank = ranks[sample]
         if rank >= first_missing:
             add_sample(missing, y[sample], w[sample], criterion)
-        elif rank < cut:
+            continue
+        v = values[rank]
+        if v <= draw:
             add_sample(cum, y[sample], w[sample], criterion)
             n_left += 1
-            below_rank = max(below_rank, rank)
+            below = max(below, v)
         else:
-            above_rank = min(above_rank, rank)
-    above = values[above_rank] if above_rank < first_missing else np.inf
-    below = values[below_rank] if below_rank >= 0 else -np.inf
+            above = min(above, v)
     if hi > lo + FEATURE_THRESHOLD and above < np.inf and above > below + FEATURE_THRESHOLD:
         c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
         if c < split[SPLIT_CHILDREN]:
