@@ -32,6 +32,7 @@ from ._common import (
 )
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
 from ._histogram import unit_weights
+from ._node_features import feature_histograms_pay, node_sort_pays, sorted_ranks
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
@@ -122,17 +123,61 @@ class TreeData:
         return np.asfortranarray(self.X_binned)
 
     @property
+    def sorted_rank(self) -> np.ndarray:
+        """``sorted_rank[f, row]``: the position of ``row`` in ``sorted_index[f]`` (exact
+        finder only), made at the first call (once for all threads) for the trees that sort
+        their nodes' drawn features (``_node_features``)."""
+        with _RANK_LOCK:
+            ranks = self.__dict__.get("_sorted_rank")
+            if ranks is None:
+                ranks = sorted_ranks(self.sorted_index)
+                self.__dict__["_sorted_rank"] = ranks
+            return ranks
+
+    @property
     def n_hist_bins(self) -> int:
         """Histogram width: value bins plus the NaN bin (histogram finder only)."""
         return self.bin_thresholds.shape[1] + 1
 
 
+#: One forest's threads make the rank table once.
+_RANK_LOCK = threading.Lock()
+#: What stands for ``TreeData.sorted_rank`` where trees use the presorted layout.
+_NO_RANKS = np.zeros((0, 0), dtype=np.int32)
+
+
 def presort(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-feature sample order (NaN last) and sorted values, as ``(n_features, n)`` rows."""
-    order = np.argsort(X, axis=0, kind="stable")
-    values = np.take_along_axis(X, order, axis=0)
-    return (np.ascontiguousarray(order.T, dtype=row_index_dtype(X.shape[0])),
-            np.ascontiguousarray(values.T))
+    """Per-feature sample order (NaN last, ties by row id) and sorted values, as
+    ``(n_features, n)`` rows.
+
+    NumPy's default sort (SIMD quicksort) and the ties put in row order afterwards: the order
+    of a stable sort, in 0.4x its time (784 features x 10,000 rows: 0.56 s against 1.42 s).
+    """
+    columns = np.ascontiguousarray(X.T)
+    order = np.argsort(columns, axis=1).astype(row_index_dtype(X.shape[0]))
+    values = np.take_along_axis(columns, order, axis=1)
+    _order_ties(columns, order, values)
+    return order, values
+
+
+@njit(**JIT_OPTIONS)
+def _order_ties(columns, order, values):
+    """Sort the row ids of each run of equal values (NaN with NaN) of the sorted rows
+    ``order`` / ``values`` of ``columns``, and re-read their values (0.0 and -0.0 are
+    equal)."""
+    n = order.shape[1]
+    for f in range(order.shape[0]):
+        i = 0
+        while i < n:
+            v = values[f, i]
+            j = i + 1
+            while j < n and (values[f, j] == v or (np.isnan(v) and np.isnan(values[f, j]))):
+                j += 1
+            if j - i > 1:
+                order[f, i:j] = np.sort(order[f, i:j])
+                for k in range(i, j):
+                    values[f, k] = columns[f, order[f, k]]
+            i = j
 
 
 def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
@@ -327,7 +372,7 @@ class TreeGrowth:
         # Histogram trees: each row shard's rows on their own (one shard: all rows).
         arrays = finished_tree_arrays(
             *self.node_tables, self.n_stats - STAT_FIRST if is_classifier else 1,
-            self.samples if data.max_bins is not None else self.sorted_index[0],
+            self.samples if self.sorted_index is None else self.sorted_index[0],
             data.max_bins is not None, leaves)
         tree = Tree(data.n_features, np.array([self.n_classes]),
                     dict(zip(TREE_ARRAYS, arrays, strict=True)), check=False)
@@ -369,11 +414,19 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
         samples = rows.copy()
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
+    sorted_rank, feature_histograms = _NO_RANKS, False
     if data.max_bins is None:
-        sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
+        if node_sort_pays(data.n_features, params.max_features, samples.shape[0]):
+            # Each node sorts its drawn features: the whole presorted rows, not a copy.
+            sorted_index, sorted_value = data.sorted_index, data.sorted_value
+            sorted_rank = data.sorted_rank
+        else:
+            sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
         # None selects the exact specialisation of the grower (see ``grow_tree``).
         X_binned, X_columns, thresholds, n_hist_bins = None, None, None, 0
     else:
+        feature_histograms = (not kernel_compact
+                              and feature_histograms_pay(data.n_features, params.max_features))
         sorted_index, sorted_value = None, None
         X_binned, thresholds = data.X_binned, data.bin_thresholds
         X_columns = data.X_columns
@@ -402,7 +455,10 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     growth.return_leaves, growth.n_threads = return_leaves, n_threads
     growth.pool, growth.pool_threads = pool, pool_threads
     growth.samples, growth.partition_buffer = samples, partition_buffer
-    growth.sorted_index, growth.n_stats = sorted_index, n_stats
+    # The final row order the leaves are read from (``finish``): the presorted rows' first
+    # row, or the tree's row order when it is partitioned (histograms, node sorts).
+    growth.sorted_index = sorted_index if sorted_rank.shape[0] == 0 else None
+    growth.n_stats = n_stats
     growth.scan_record, growth.shard, growth.n_shard0 = scan_record, shard, n_shard0
     growth.y_kernel, growth.w = y_kernel, w
     growth.compact = kernel_compact
@@ -414,7 +470,8 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
          params.min_weight_leaf, params.min_impurity_decrease, params.max_leaf_nodes,
          make_state(seed)),
         (n_shard0, partition_buffer, *shard, scan_record,
-         np.int64(-1 if unit_weight is None else int(unit_weight))))
+         np.int64(-1 if unit_weight is None else int(unit_weight)), sorted_rank,
+         feature_histograms))
     growth.node_tables = None
     return growth
 

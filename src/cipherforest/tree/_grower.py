@@ -24,6 +24,7 @@ import numpy as np
 from numba import njit
 
 from ._common import (
+    CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
     EPSILON,
     JIT_OPTIONS,
@@ -46,6 +47,14 @@ from ._histogram import (
     subtract_histogram,
     unit_weights,
     zero_histogram,
+)
+from ._node_features import (
+    RADIX_BITS,
+    best_split_feature_histogram,
+    best_split_random_node,
+    partition_node_sorted,
+    ranks_at_or_below,
+    sort_node_feature,
 )
 from ._node_threads import (
     CONTROL_SCAN_SEED,
@@ -80,7 +89,13 @@ from ._split_record import (
     SPLIT_THRESHOLD,
     reset_split,
 )
-from ._splitter_exact import best_split_exact_feature, mark_left_exact, partition_exact
+from ._splitter_exact import (
+    best_split_exact_feature,
+    best_split_sorted_row,
+    mark_left_exact,
+    partition_exact,
+    whole_weights,
+)
 from ._weights import weight_at
 
 # Columns of node_int (SHARD0_SAMPLES: the node's rows in the first row shard).
@@ -149,7 +164,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
               min_samples_split, min_samples_leaf, min_weight_leaf, min_impurity_decrease,
               max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
               n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
-              shard_hi, scan_record, unit_weight):
+              shard_hi, scan_record, unit_weight, sorted_rank, feature_histograms):
     """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
     its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
@@ -183,6 +198,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     stats and its split record (``_node_threads``). ``unit_weight`` says whether every
     weight of ``samples`` is 1 (1 / 0, compact trees drop the count column then), or -1 to
     find out here.
+
+    Exact mode sorts each node's drawn features instead (``_node_features``) when
+    ``sorted_rank`` (``_node_features.sorted_ranks``) has rows: ``sorted_index`` and
+    ``sorted_value`` are then the training set's whole presorted rows (not modified) and
+    ``samples`` is reordered in place. Histogram mode builds only the drawn features'
+    histograms of each node when ``feature_histograms`` (not for compact trees). Both give
+    the same candidates in the same order as the full layouts.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -227,6 +249,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     n_slots = 4
     if best_first:
         n_slots = max(4, min(max_leaf_nodes + 2, 256))
+    node_sort = sorted_index is not None and sorted_rank.shape[0] > 0
+    feature_hists = use_histogram and feature_histograms and node_threads is None
+    if feature_hists:
+        n_slots = 1  # one slot the drawn features' histograms are built in, one at a time
     # Squared-error trees without random thresholds (boosting's) keep compact histograms:
     # weight and sum, plus the count unless every weight is 1 (see ``_histogram``), when the
     # caller passes a control array (see the docstring's last paragraph).
@@ -264,9 +290,17 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     n_hists = np.int64(0)
 
     if sorted_index is not None:
-        goes_left = np.zeros(y.shape[0], dtype=np.uint8)
+        goes_left = np.zeros(0 if node_sort else y.shape[0], dtype=np.uint8)
         tmp_index = np.zeros(n_samples, dtype=sorted_index.dtype)
         tmp_value = np.zeros(n_samples, dtype=np.float64)
+        sort_keys = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
+        sort_keys_tmp = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
+        sort_counts = np.zeros(1 << RADIX_BITS, dtype=np.int64)
+        # Each feature's first NaN rank (its count of values) in the presorted rows.
+        first_missing = np.zeros(n_features if node_sort else 0, dtype=np.int64)
+        for f in range(first_missing.shape[0]):
+            first_missing[f] = ranks_at_or_below(sorted_value[f], np.inf)
+    whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
     bin_buffer = np.zeros(small_capacity, dtype=np.int64)
@@ -323,7 +357,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     root_splittable = _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
-    if X_binned is not None:
+    feature_slot = np.int64(-1)
+    if X_binned is not None and feature_hists:
+        if root_splittable and not is_small_node(n_samples, n_hist_bins):
+            hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, \
+                feature_slot = _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free,
+                                             n_free_hists, n_hists, n_clean)
+    elif X_binned is not None:
         if root_splittable and not is_small_node(n_samples, n_hist_bins):
             hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists, n_clean, slot = (
                 _acquire_hist(hist_pool, hist_lo, hist_hi, hist_free, n_free_hists, n_hists,
@@ -423,7 +463,23 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 f = features[j]
                 non_constant = False
                 if X_binned is not None:
-                    if slot < 0:
+                    if (feature_hists and slot < 0
+                            and not is_small_node(end - start, n_hist_bins)):
+                        if X_columns.shape[0] == X_binned.shape[0]:
+                            non_constant = best_split_feature_histogram(
+                                f, hist_pool[feature_slot], hist_lo[feature_slot],
+                                hist_hi[feature_slot], X_columns, node_samples, start, end,
+                                y, w, criterion, bin_thresholds, stats, min_samples_leaf,
+                                min_weight_leaf, is_random, rng_state, split, cum, left,
+                                right)
+                        else:
+                            non_constant = best_split_feature_histogram(
+                                f, hist_pool[feature_slot], hist_lo[feature_slot],
+                                hist_hi[feature_slot], X_binned, node_samples, start, end,
+                                y, w, criterion, bin_thresholds, stats, min_samples_leaf,
+                                min_weight_leaf, is_random, rng_state, split, cum, left,
+                                right)
+                    elif slot < 0:
                         non_constant = best_split_small_node_feature(
                             f, node_samples, start, end, X_binned, bin_thresholds, n_hist_bins, y,
                             w, criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
@@ -434,11 +490,24 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
                             criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, left, right)
-                if sorted_index is not None:
+                if node_sort and is_random:
+                    non_constant = best_split_random_node(
+                        f, samples, start, end, sorted_rank, sorted_value, first_missing[f], y,
+                        w, criterion, stats, min_samples_leaf, min_weight_leaf, rng_state,
+                        split, cum, missing, left, right)
+                elif node_sort:
+                    sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
+                                      sorted_value, sort_keys, sort_keys_tmp, sort_counts,
+                                      tmp_index, tmp_value)
+                    non_constant = best_split_sorted_row(
+                        f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
+                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
+                        missing, left, right, whole)
+                elif sorted_index is not None:
                     non_constant = best_split_exact_feature(
                         f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
                         min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right)
+                        missing, left, right, whole)
                 if non_constant:
                     n_visited += 1
                     if n_visited >= max_features:
@@ -558,7 +627,11 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
                     end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
                     child_stats[0], child_stats[1])
-        if sorted_index is not None:
+        if node_sort:
+            mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left, samples,
+                                        start, end, sorted_rank, sorted_value,
+                                        first_missing[feature], tmp_index)
+        elif sorted_index is not None:
             mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
             mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
                                   tmp_index, tmp_value)
@@ -592,7 +665,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         # histogram partition sums them itself). Only compact trees under unit weights take
         # the larger child's stats as the node's minus the smaller's: no classes, and weights
         # and counts are whole numbers, exact in the difference.
-        if sorted_index is not None:
+        if node_sort:
+            _segment_stats(samples, start, mid, y, w, criterion, child_stats[0])
+            _segment_stats(samples, mid, end, y, w, criterion, child_stats[1])
+        elif sorted_index is not None:
             _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):

@@ -22,7 +22,15 @@ import numpy as np
 from numba import njit
 
 from ._candidates import children_impurity
-from ._common import FEATURE_THRESHOLD, JIT_OPTIONS, LEAF_JIT_OPTIONS
+from ._common import (
+    CRITERION_GINI,
+    FEATURE_THRESHOLD,
+    JIT_OPTIONS,
+    LEAF_JIT_OPTIONS,
+    STAT_COUNT,
+    STAT_FIRST,
+    STAT_WEIGHT,
+)
 from ._criteria import add_sample
 from ._rng import rand_uniform
 from ._split_record import (
@@ -46,38 +54,76 @@ def _midpoint(a, b):
     return t
 
 
-@njit(**LEAF_JIT_OPTIONS)
-def n_non_missing(sorted_value, feature, start, end):
-    """Number of non-NaN values of ``feature`` in the node segment (NaN sort last)."""
+@njit(inline="always", **JIT_OPTIONS)
+def _n_non_missing_row(values, start, end):
     stop = end
-    while stop > start and np.isnan(sorted_value[feature, stop - 1]):
+    while stop > start and np.isnan(values[stop - 1]):
         stop -= 1
     return stop - start
 
 
 @njit(**LEAF_JIT_OPTIONS)
+def n_non_missing(sorted_value, feature, start, end):
+    """Number of non-NaN values of ``feature`` in the node segment (NaN sort last)."""
+    return _n_non_missing_row(sorted_value[feature], start, end)
+
+
+@njit(**LEAF_JIT_OPTIONS)
 def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y, w, criterion,
                              node, min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                             split, cum, missing, left, right):
+                             split, cum, missing, left, right, whole_weights):
     """Evaluate every threshold of one feature; update ``split`` if a better one is found.
 
     ``cum``, ``missing``, ``left`` and ``right`` are scratch vectors of the stats length.
     With ``is_random`` a single threshold drawn uniformly in (min, max) is evaluated (the
     "random" splitter). Returns False when the feature is constant in the node.
+    ``whole_weights``: every weight of the tree's samples is a whole number
+    (``whole_weights``), which lets the Gini scan keep its sums of squares as it goes.
     """
-    n_valid = n_non_missing(sorted_value, feature, start, end)
+    return best_split_sorted_row(feature, start, end, sorted_index[feature],
+                                 sorted_value[feature], y, w, criterion, node,
+                                 min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                 split, cum, missing, left, right, whole_weights)
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def whole_weights(w, samples):
+    """Whether every weight of ``samples`` is a whole number (bootstrap counts, no class
+    weights): the Gini statistics of any set of them are then whole numbers, exact in any
+    order of summation."""
+    for i in range(samples.shape[0]):
+        wi = w[samples[i]]
+        if not (wi == np.floor(wi) and wi < 2.0 ** 31):
+            return False
+    return True
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_sorted_row(feature, start, end, index_row, value_row, y, w, criterion, node,
+                          min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
+                          missing, left, right, whole_weights):
+    """``best_split_exact_feature`` on one feature's node segment given as its own rows:
+    ``index_row[start:end]`` the node's samples sorted by ``feature`` (NaN last) and
+    ``value_row`` their values (a row of the presorted layout, or a node's samples sorted
+    for it alone: ``_node_sort``)."""
+    n_valid = _n_non_missing_row(value_row, start, end)
     stop = start + n_valid
     has_missing = stop < end
     if n_valid == 0:
         return False
-    lo = sorted_value[feature, start]
-    hi = sorted_value[feature, stop - 1]
+    lo = value_row[start]
+    hi = value_row[stop - 1]
     if hi <= lo + FEATURE_THRESHOLD and not has_missing:
         return False
 
+    if (criterion == CRITERION_GINI and whole_weights and not is_random and not has_missing
+            and hi > lo + FEATURE_THRESHOLD):
+        _scan_gini_whole(feature, start, stop, index_row, value_row, y, w, node,
+                         min_samples_leaf, min_weight_leaf, split, cum, right)
+        return True
     missing[:] = 0.0
     for i in range(stop, end):
-        add_sample(missing, y[sorted_index[feature, i]], w[sorted_index[feature, i]], criterion)
+        add_sample(missing, y[index_row[i]], w[index_row[i]], criterion)
 
     draw = 0.0
     if is_random and hi > lo:
@@ -88,10 +134,10 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
     cum[:] = 0.0
     if hi > lo + FEATURE_THRESHOLD:
         for i in range(start, stop - 1):
-            sample = sorted_index[feature, i]
+            sample = index_row[i]
             add_sample(cum, y[sample], w[sample], criterion)
-            v_next = sorted_value[feature, i + 1]
-            v = sorted_value[feature, i]
+            v_next = value_row[i + 1]
+            v = value_row[i]
             if v_next <= v + FEATURE_THRESHOLD:
                 continue
             if is_random and not (v <= draw < v_next):
@@ -123,6 +169,52 @@ def best_split_exact_feature(feature, start, end, sorted_index, sorted_value, y,
             record_candidate(split, feature, n_valid, False, c, left, right)
             split[SPLIT_THRESHOLD] = np.inf
     return True
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _scan_gini_whole(feature, start, stop, index_row, value_row, y, w, node, min_samples_leaf,
+                     min_weight_leaf, split, cum, right):
+    """The Gini scan of ``best_split_sorted_row`` without NaN under whole weights, in O(1) a
+    row instead of O(classes): each child's sum of squared class weights is kept as rows
+    move left. The sums are whole numbers, so equal to the ones summed per candidate bit for
+    bit, and every candidate's value is the one ``children_impurity`` computes."""
+    node_w = node[STAT_WEIGHT]
+    node_n = node[STAT_COUNT]
+    sq_left = 0.0
+    sq_right = 0.0
+    for k in range(STAT_FIRST, node.shape[0]):
+        sq_right += node[k] * node[k]
+    cum[:] = 0.0
+    best = split[SPLIT_CHILDREN]
+    for i in range(start, stop - 1):
+        sample = index_row[i]
+        wi = w[sample]
+        k = STAT_FIRST + np.int64(y[sample])
+        c_k = cum[k]
+        r_k = node[k] - c_k
+        sq_left += wi * (2.0 * c_k + wi)
+        sq_right -= wi * (2.0 * r_k - wi)
+        cum[STAT_WEIGHT] += wi
+        cum[STAT_COUNT] += 1.0
+        cum[k] = c_k + wi
+        v_next = value_row[i + 1]
+        v = value_row[i]
+        if v_next <= v + FEATURE_THRESHOLD:
+            continue
+        w_left = cum[STAT_WEIGHT]
+        w_right = node_w - w_left
+        if (cum[STAT_COUNT] < min_samples_leaf or node_n - cum[STAT_COUNT] < min_samples_leaf
+                or w_left < min_weight_leaf or w_right < min_weight_leaf
+                or w_left <= 0.0 or w_right <= 0.0):
+            continue
+        c = (w_left - sq_left / w_left) + (w_right - sq_right / w_right)
+        if c < best:
+            best = c
+            for j in range(node.shape[0]):
+                right[j] = node[j] - cum[j]
+            record_candidate(split, feature, i + 1 - start, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = _midpoint(v, v_next)
+            split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
 
 
 @njit(**LEAF_JIT_OPTIONS)

@@ -1,0 +1,350 @@
+"""Split finding at a cost proportional to the features a node looks at.
+
+With ``max_features`` far below the feature count (a forest's ``"sqrt"`` on wide data: 28 of
+784) a node scans few features, but the presorted layout of ``_splitter_exact`` partitions
+every feature's row at every split, and the histogram grower builds (or subtracts) every
+feature's histogram: per node O(n_samples * n_features) for O(n_samples * max_features) of
+use. Here the two finders work on the drawn features only:
+
+* exact ("node sort"): the node's rows stay one segment of the tree's row order
+  ``samples`` (partitioned stably, as the histogram grower's). For each drawn feature the
+  node's ranks in the training set's presorted order (``sorted_ranks``) are gathered and
+  sorted (radix sort, insertion sort for few rows); the presorted rows at those ranks are
+  the node's samples and values sorted by the feature, NaN last, ties by row id — exactly
+  the segment the presorted layout would hold, so the same candidates in the same order.
+  The random splitter (extra trees) sorts nothing: it needs the node's range and the
+  sums on each side of one drawn threshold (``best_split_random_node``).
+* histogram ("feature histograms"): the drawn feature's histogram alone is built from the
+  node's rows into one slot, scanned and cleared. No sibling subtraction: a sibling draws
+  the same feature with probability ``max_features / n_features``.
+
+``node_sort_pays`` and ``feature_histograms_pay`` are the cost models that choose these
+over the presorted layout and the full histograms, per tree.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ._candidates import children_impurity
+from ._common import (
+    CRITERION_ENTROPY,
+    CRITERION_GINI,
+    FEATURE_THRESHOLD,
+    JIT_OPTIONS,
+    LEAF_JIT_OPTIONS,
+    STAT_COUNT,
+    STAT_FIRST,
+    STAT_WEIGHT,
+)
+from ._criteria import add_sample
+from ._histogram import best_split_histogram_feature, occupied_range
+from ._rng import rand_uniform
+from ._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_MISSING_LEFT,
+    SPLIT_THRESHOLD,
+    record_candidate,
+)
+from ._weights import weight_at
+
+#: Nodes of up to this many rows sort their ranks by insertion, larger ones by radix.
+INSERTION_SORT_MAX = 48
+#: Radix digit width (bits) of the rank sort: 256 counters, cleared once per pass.
+RADIX_BITS = 8
+
+# Cost model of the node sort, in units of one row of one feature moved by the presorted
+# partition (``partition_exact``). Measured (10 trees, one thread, beside other jobs): node
+# sorts took 0.26x the presorted fit's tree time at 10,000 x 784 (28 features drawn),
+# 0.67x at 25,000 x 50 with 50 classes (7 drawn) and 0.95x at 100,000 x 20 (4 drawn), where
+# this model is at its break-even.
+#: A row's rank gathered and its sample and value read back from the presorted rows.
+NODE_SORT_GATHER_COST = 2.0
+#: One radix pass over a row.
+NODE_SORT_PASS_COST = 1.5
+#: Per-feature histograms pay when ``max_features`` is below ``n_features`` over this: a
+#: node's drawn features built from all its rows against all features built from its
+#: smaller child's rows, plus a subtraction and a scan of every feature. Measured (10
+#: classification trees, one thread, beside other jobs): 0.55x the full histograms' fit
+#: time at 100,000 x 20 (4 features drawn), 0.15x at 25,000 x 50 with 50 classes (7 drawn).
+FEATURE_HISTOGRAM_RATIO = 1.5
+
+
+def radix_passes(n_rows: int) -> int:
+    """Radix passes that sort ranks ``0..n_rows-1`` (``RADIX_BITS`` bits each)."""
+    bits = max(1, int(n_rows - 1).bit_length())
+    return -(-bits // RADIX_BITS)
+
+
+def node_sort_pays(n_features: int, max_features: int, n_rows: int) -> bool:
+    """Whether sorting a node's drawn features costs less than partitioning every
+    presorted feature at each split: ``max_features * (gather + passes * pass)`` against
+    ``n_features`` per row of a node (the scan of the drawn features costs the same
+    either way)."""
+    per_row = max_features * (NODE_SORT_GATHER_COST
+                              + radix_passes(n_rows) * NODE_SORT_PASS_COST)
+    return per_row < n_features
+
+
+def feature_histograms_pay(n_features: int, max_features: int) -> bool:
+    """Whether building a node's drawn features' histograms costs less than the full
+    histograms with sibling subtraction (``FEATURE_HISTOGRAM_RATIO``): all but forests
+    that draw (nearly) every feature."""
+    return FEATURE_HISTOGRAM_RATIO * max_features < n_features
+
+
+def sorted_ranks(sorted_index: np.ndarray) -> np.ndarray:
+    """``rank[f, row]``: the position of ``row`` in the presorted row ``sorted_index[f]``
+    (the inverse permutations, in ``sorted_index``'s dtype)."""
+    ranks = np.empty_like(sorted_index)
+    _fill_ranks(sorted_index, ranks)
+    return ranks
+
+
+@njit(**JIT_OPTIONS)
+def _fill_ranks(sorted_index, ranks):
+    for f in range(sorted_index.shape[0]):
+        for i in range(sorted_index.shape[1]):
+            ranks[f, sorted_index[f, i]] = i
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def sort_node_feature(feature, samples, start, end, sorted_rank, sorted_index, sorted_value,
+                      keys, keys_tmp, counts, index_out, value_out):
+    """Write the node's samples ``samples[start:end]`` sorted by ``feature`` (NaN last, ties
+    by row id) into ``index_out[:end - start]`` and their values into ``value_out``.
+
+    ``keys`` and ``keys_tmp`` are scratch of at least ``end - start`` ranks and ``counts``
+    of ``2 ** RADIX_BITS`` counters.
+    """
+    m = end - start
+    ranks = sorted_rank[feature]
+    for i in range(m):
+        keys[i] = ranks[samples[start + i]]
+    in_tmp = False
+    if m <= INSERTION_SORT_MAX:
+        for i in range(1, m):
+            key = keys[i]
+            j = i
+            while j > 0 and keys[j - 1] > key:
+                keys[j] = keys[j - 1]
+                j -= 1
+            keys[j] = key
+    else:
+        in_tmp = _radix_sort(keys, keys_tmp, counts, m, sorted_index.shape[1])
+    if in_tmp:
+        _gather_sorted(keys_tmp, m, sorted_index[feature], sorted_value[feature], index_out,
+                       value_out)
+    else:
+        _gather_sorted(keys, m, sorted_index[feature], sorted_value[feature], index_out,
+                       value_out)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _gather_sorted(ranks, m, index_row, value_row, index_out, value_out):
+    for i in range(m):
+        rank = ranks[i]
+        index_out[i] = index_row[rank]
+        value_out[i] = value_row[rank]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _radix_sort(keys, other, counts, m, n_rows):
+    """LSD radix sort of the non-negative ``keys[:m]`` (all below ``n_rows``), passing
+    between ``keys`` and ``other``; returns whether the result ended in ``other``."""
+    radix = counts.shape[0]
+    mask = radix - 1
+    shift = 0
+    in_other = False
+    while shift == 0 or (n_rows - 1) >> shift > 0:
+        if in_other:
+            _radix_pass(other, keys, counts, m, shift, mask, radix)
+        else:
+            _radix_pass(keys, other, counts, m, shift, mask, radix)
+        in_other = not in_other
+        shift += RADIX_BITS
+    return in_other
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _radix_pass(source, target, counts, m, shift, mask, radix):
+    for d in range(radix):
+        counts[d] = 0
+    for i in range(m):
+        counts[(source[i] >> shift) & mask] += 1
+    total = 0
+    for d in range(radix):
+        c = counts[d]
+        counts[d] = total
+        total += c
+    for i in range(m):
+        d = (source[i] >> shift) & mask
+        target[counts[d]] = source[i]
+        counts[d] += 1
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def ranks_at_or_below(values, threshold):
+    """Number of the presorted ``values`` (one feature's row, NaN last) that are
+    ``<= threshold``: rows whose rank is below it lie at or below the threshold."""
+    lo = 0
+    hi = values.shape[0]
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if values[mid] <= threshold:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def partition_node_sorted(feature, threshold, missing_left, samples, start, end, sorted_rank,
+                          sorted_value, first_missing, buffer):
+    """Stably partition ``samples[start:end]`` by ``x[feature] <= threshold`` (NaN by
+    ``missing_left``); returns the left child's end. The same sides as the presorted
+    partition of the split: every threshold lies between the values its position parts.
+    Rows are told apart by rank (one read a row): those below ``ranks_at_or_below``
+    go left, those from the first NaN's rank ``first_missing`` on are missing. ``buffer``
+    is scratch of at least ``end - start`` rows."""
+    ranks = sorted_rank[feature]
+    values = sorted_value[feature]
+    cut = ranks_at_or_below(values, threshold)
+    n_left = start
+    n_right = 0
+    missing_goes_left = 1 if missing_left else 0
+    for i in range(start, end):
+        sample = samples[i]
+        rank = ranks[sample]
+        go = np.int64(rank < cut)
+        if rank >= first_missing:
+            go = missing_goes_left
+        samples[n_left] = sample
+        buffer[n_right] = sample
+        n_left += go
+        n_right += 1 - go
+    for i in range(n_right):
+        samples[n_left + i] = buffer[i]
+    return n_left
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_feature_histogram(feature, hist, lo, hi, X_source, samples, start, end, y, w,
+                                 criterion, bin_thresholds, node, min_samples_leaf,
+                                 min_weight_leaf, is_random, rng_state, split, cum, left,
+                                 right):
+    """Build feature ``feature``'s histogram of the node ``samples[start:end]`` into the
+    zeroed slot ``hist`` (rows read from ``X_source``: the binned matrix or its column-major
+    copy), scan it (``best_split_histogram_feature``) and zero it again; returns what the
+    scan returns. The bins receive the rows in the node's order, as the full build's."""
+    column = hist[feature]
+    if criterion == CRITERION_GINI or criterion == CRITERION_ENTROPY:
+        for i in range(start, end):
+            sample = samples[i]
+            wi = weight_at(w, sample)
+            h = column[np.int64(X_source[sample, feature])]
+            h[STAT_WEIGHT] += wi
+            h[STAT_COUNT] += 1.0
+            h[STAT_FIRST + np.int64(y[sample])] += wi
+    else:
+        for i in range(start, end):
+            sample = samples[i]
+            add_sample(column[np.int64(X_source[sample, feature])], y[sample],
+                       weight_at(w, sample), criterion)
+    n_bins = hist.shape[1]
+    lo[feature], hi[feature] = occupied_range(hist, feature, 0, n_bins - 1, STAT_COUNT)
+    found = best_split_histogram_feature(feature, hist, lo, hi, bin_thresholds, criterion,
+                                         node, min_samples_leaf, min_weight_leaf, is_random,
+                                         rng_state, split, cum, left, right)
+    n_stats = hist.shape[2]
+    flat = column.reshape(n_bins * n_stats)
+    if hi[feature] >= 0:
+        for i in range(lo[feature] * n_stats, (hi[feature] + 1) * n_stats):
+            flat[i] = 0.0
+    lo[feature] = n_bins
+    hi[feature] = -1
+    return found
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_value,
+                           first_missing, y, w, criterion, node, min_samples_leaf,
+                           min_weight_leaf, rng_state, split, cum, missing, left, right):
+    """The random splitter's ``_splitter_exact.best_split_sorted_row`` without sorting: the
+    node's range of ``feature``, the drawn threshold and the sums of the rows at or below it
+    in two passes over the node's rows (as scikit-learn's random splitter).
+
+    The same draw and the same candidates: the sorted scan evaluates only the boundary
+    around the draw, between the largest value at or below it and the smallest above it,
+    and none when those two are within ``FEATURE_THRESHOLD``. The sums run in the node's
+    row order rather than the feature's (equal under whole weights and classes).
+    """
+    ranks = sorted_rank[feature]
+    values = sorted_value[feature]
+    # Ranks order the rows as their values do (NaN last, from ``first_missing`` on): the
+    # node's range is that of its ranks, one read a row.
+    lo_rank = values.shape[0]
+    hi_rank = -1
+    n_valid = 0
+    for i in range(start, end):
+        rank = ranks[samples[i]]
+        if rank < first_missing:
+            n_valid += 1
+            lo_rank = min(lo_rank, rank)
+            hi_rank = max(hi_rank, rank)
+    has_missing = n_valid < end - start
+    if n_valid == 0:
+        return False
+    lo = values[lo_rank]
+    hi = values[hi_rank]
+    if hi <= lo + FEATURE_THRESHOLD and not has_missing:
+        return False
+    draw = 0.0
+    if hi > lo:
+        draw = rand_uniform(rng_state, lo, hi)
+        if draw >= hi:
+            draw = lo
+    cum[:] = 0.0
+    missing[:] = 0.0
+    below = -np.inf  # the largest value at or below the draw
+    above = np.inf  # the smallest value above it
+    n_left = 0
+    for i in range(start, end):
+        sample = samples[i]
+        rank = ranks[sample]
+        if rank >= first_missing:
+            add_sample(missing, y[sample], w[sample], criterion)
+            continue
+        v = values[rank]
+        if v <= draw:
+            add_sample(cum, y[sample], w[sample], criterion)
+            n_left += 1
+            below = max(below, v)
+        else:
+            above = min(above, v)
+    if hi > lo + FEATURE_THRESHOLD and above < np.inf and above > below + FEATURE_THRESHOLD:
+        c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, n_left, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = draw
+            if not has_missing:
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if has_missing:
+            for k in range(cum.shape[0]):
+                left[k] = cum[k] + missing[k]
+            c = children_impurity(left, right, node, criterion, min_samples_leaf,
+                                  min_weight_leaf)
+            if c < split[SPLIT_CHILDREN]:
+                record_candidate(split, feature, n_left, True, c, left, right)
+                split[SPLIT_THRESHOLD] = draw
+    if has_missing:
+        # All observed values left, NaN right.
+        for k in range(cum.shape[0]):
+            left[k] = node[k] - missing[k]
+        c = children_impurity(left, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, feature, n_valid, False, c, left, right)
+            split[SPLIT_THRESHOLD] = np.inf
+    return True
