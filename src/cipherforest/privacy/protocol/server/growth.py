@@ -51,7 +51,7 @@ def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None 
     n_jobs : int or None, default=None
         Threads growing trees (None: 1, -1: every core).
     """
-    from ....ensemble import RandomForestClassifier  # the tree core, loaded on first use
+    from ....core import RandomForestClassifier  # loaded on first use
 
     spec = growth.spec
     # Few distinct ciphers per column (GIPE's quantile mode: gipe_bins of them): one bin
