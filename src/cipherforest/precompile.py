@@ -104,6 +104,9 @@ def _workloads() -> list[tuple[str, Callable[[], object]]]:
             use(ExtraTreesRegressor(8, max_bins=max_bins, random_state=0), Xr, yr)
         use(BaggingClassifier(DecisionTreeClassifier(), n_estimators=8, oob_score=True,
                               random_state=0), X, y3)
+        # One drawn feature of six: exact trees sort their nodes' drawn features (the
+        # presorted rows' ranks, a kernel of its own).
+        use(RandomForestClassifier(8, max_features=1, random_state=0), X, y3)
 
     def boosting():
         for max_bins in (None, 32):

@@ -141,9 +141,19 @@ def _quantile_edges(values, n, counts, max_bins, edges):
             values[n_distinct] = values[i]
             n_distinct += 1
         counts[n_distinct - 1] = i + 1
+    return edges_of_distinct(values, counts, n_distinct, n, max_bins, edges)
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def edges_of_distinct(distinct, counts, n_distinct, n, max_bins, edges):
+    """Bin edges into ``edges`` from a column's ``n_distinct`` sorted distinct values and
+    the number of its ``n`` values up to each (``counts``); returns their number: every
+    midpoint when there are at most ``max_bins`` distinct values, else the midpoint after
+    the first distinct value whose count reaches ``n k / max_bins`` (the last but one at
+    most) for each quantile ``k / max_bins``, repeated edges dropped."""
     if n_distinct <= max_bins:
         for d in range(n_distinct - 1):
-            edges[d] = values[d] / 2.0 + values[d + 1] / 2.0
+            edges[d] = distinct[d] / 2.0 + distinct[d + 1] / 2.0
         return max(n_distinct - 1, 0)
     n_edges = 0
     d = 0
@@ -152,7 +162,7 @@ def _quantile_edges(values, n, counts, max_bins, edges):
         while counts[d] < target:
             d += 1
         lower = min(d, n_distinct - 2)
-        edge = values[lower] / 2.0 + values[lower + 1] / 2.0
+        edge = distinct[lower] / 2.0 + distinct[lower + 1] / 2.0
         if n_edges == 0 or edge != edges[n_edges - 1]:
             edges[n_edges] = edge
             n_edges += 1

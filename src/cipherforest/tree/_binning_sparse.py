@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._binning import n_value_bins, threshold_table
+from ._binning import edges_of_distinct, n_value_bins, threshold_table
 from ._common import JIT_OPTIONS
 from ._sparse_input import SparseColumns
 
@@ -86,22 +86,7 @@ def _column_edges(values, n_zero, max_bins, edges):
             distinct[n_distinct] = values[i]
             n_distinct += 1
         counts[n_distinct - 1] = seen
-    if n_distinct <= max_bins:
-        for d in range(n_distinct - 1):
-            edges[d] = distinct[d] / 2.0 + distinct[d + 1] / 2.0
-        return max(n_distinct - 1, 0)
-    n_edges = 0
-    d = 0
-    for k in range(1, max_bins):
-        target = (n * k) / max_bins
-        while counts[d] < target:
-            d += 1
-        lower = min(d, n_distinct - 2)
-        edge = distinct[lower] / 2.0 + distinct[lower + 1] / 2.0
-        if n_edges == 0 or edge != edges[n_edges - 1]:
-            edges[n_edges] = edge
-            n_edges += 1
-    return n_edges
+    return edges_of_distinct(distinct, counts, n_distinct, n, max_bins, edges)
 
 
 @njit(**JIT_OPTIONS)
