@@ -135,12 +135,19 @@ class ClientSession:
         return self.params["split_selection"] in ("gini", "dp")
 
     @property
+    def round_counts(self) -> bool:
+        """Whether the rounds carry the server's encrypted class counts: only in the paper's
+        flow (``decide_from="server"``). By default the client decides from the counts of
+        its own labels, so the server sends the plan alone (plan-only rounds)."""
+        return self.asks_rounds and self.params.get("decide_from", "own") == "server"
+
+    @property
     def sends_labels(self) -> bool:
-        """Whether the server gets label ciphertexts: not in ``"rr"``/``"blind"`` when
-        predictions read the client's own leaf counts (``prediction_reply="ids"``), where
-        the server has no use for them."""
-        return not (self.params["split_selection"] in ("rr", "blind")
-                    and self.params.get("prediction_reply", "ids") == "ids")
+        """Whether the server gets label ciphertexts: only where it computes counts for the
+        rounds (the paper's flow) or encrypted prediction replies (``prediction_reply``
+        ``"sums"``/``"leaves"``); when predictions read the client's own leaf counts
+        (``"ids"``) and no round needs counts, the server has no use for them."""
+        return self.round_counts or self.params.get("prediction_reply", "ids") != "ids"
 
     @property
     def n_classes(self) -> int:
@@ -238,6 +245,8 @@ class ClientSession:
             arrays["y_rr"] = y_rr
         if not self.sends_labels:
             meta["label_ciphertexts"] = False
+        if self.asks_rounds and not self.round_counts:
+            meta["round_counts"] = False
         setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
         return setup, (self._label_messages(self.labels) if self.sends_labels else iter(()))
 
@@ -358,6 +367,9 @@ class ClientSession:
         self.accountant = self._new_accountant()
         self.deviations = []
         self._rng = secrets.SystemRandom()
+        # A package staged before plan-only rounds asked the server for counts: they come,
+        # and are ignored; a server that sends counts nobody asked for is recorded.
+        self._plan_only = setup.meta.get("round_counts", True) is False
         if self.labels is None:
             raise ValueError("this client has no labels to decide and count the leaves "
                              "from: encrypt the data again (packages made before the "
@@ -457,11 +469,11 @@ class ClientSession:
         plans = self._check_plan(query)
         onehot = np.eye(self.n_classes)[self.labels]
         own = clear_counts(plans, onehot, self._growth.weights)
-        if self.params.get("decide_from", "own") == "server":
+        if self.round_counts:
             counts = query_counts(self.he, self.layout, query)
             check_counts(plans, counts, own)
         else:
-            self._audit(query, plans, own)
+            self._audit(query)
             counts = own
         squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
         params = self.params
@@ -475,20 +487,15 @@ class ClientSession:
         return Message("answer", self._meta({"round": query.value("round", int),
                                              "token": query.value("token", str)}), arrays)
 
-    def _audit(self, query: Message, plans: list[NodePlan], own: np.ndarray) -> None:
-        """Decrypt the server's counts and record where they are not the client's own (or
-        cannot be read at all); nothing here raises or changes the answer."""
-        round_ = query.value("round", int)
-        try:
-            counts = query_counts(self.he, self.layout, query)
-            wrong = differing_nodes(plans, counts, own)
-        except (ProtocolError, ValueError) as exc:
-            self.deviations.append({"round": round_, "tree": -1, "node": -1,
-                                    "what": str(exc)})
-            return
-        self.deviations.extend({"round": round_, "tree": int(tree), "node": int(node),
-                                "what": f"class counts differ ({what})"}
-                               for tree, node, what in wrong)
+    def _audit(self, query: Message) -> None:
+        """Record a plan-only round's query that carries encrypted counts anyway (this
+        client asked for none and decrypts nothing of them); nothing here raises or changes
+        the answer."""
+        if self._plan_only and query.blobs.get("counts"):
+            self.deviations.append({
+                "round": query.value("round", int), "tree": -1, "node": -1,
+                "what": "the query carries encrypted class counts in plan-only rounds "
+                        "(not decrypted)"})
 
     def _check_plan(self, query: Message) -> list[NodePlan]:
         """The client's own plan of the trees a query covers; a query that differs from it

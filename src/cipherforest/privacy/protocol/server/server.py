@@ -280,10 +280,16 @@ class PrivateForestServer:
         layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         with_labels = message.meta.get("label_ciphertexts", True)
+        round_counts = message.meta.get("round_counts", True)
+        asks_rounds = spec.split_selection in ("gini", "dp")
+        if not isinstance(round_counts, bool) or not (round_counts or asks_rounds):
+            raise ProtocolError("setup: round_counts must be true, or false for a 'gini' or "
+                                "'dp' session (whose client decides from its own counts)")
         if not isinstance(with_labels, bool) or not (
-                with_labels or spec.split_selection in ("rr", "blind")):
-            raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
-                                "or 'blind' session (whose client counts its own leaves)")
+                with_labels or not (asks_rounds and round_counts)):
+            raise ProtocolError("setup: label_ciphertexts must be true, or false for a "
+                                "session whose client counts its own leaves ('rr', 'blind', "
+                                "or 'gini'/'dp' with plan-only rounds: round_counts false)")
         # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
         if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
@@ -308,6 +314,7 @@ class PrivateForestServer:
         session = ServerSession(secrets.token_hex(16), context, X, n_classes, spec, layout)
         session.randomized_labels = randomized
         session.label_ciphertexts = with_labels
+        session.round_counts = round_counts and asks_rounds
         session.labels = self._levels.new_labels(context, layout, session.growth.keys,
                                                  context_blob[0])
         self._sessions[session.id] = session
@@ -446,20 +453,27 @@ class PrivateForestServer:
         plans.sort(key=lambda p: p.tree)
         leaf_jobs.sort(key=lambda job: job[0])
         shift = 0
-        if plans and session.context.kind.approximate:
+        if plans and session.round_counts and session.context.kind.approximate:
             max_weight = max(plan.weight for plan in plans)
             shift = max(0, math.ceil(math.log2(max_weight / CKKS_MAX_SCALED_COUNT)))
         if shift != session.mask_shift:  # masks of another shift will not be used again
             session.context.clear_masks()
             session.mask_shift = shift
-        leaves, blobs, positions = self._levels.compute(session, leaf_jobs, plans, shift)
-        for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
-            session.trees[t].leaves[node.node_id] = leaf
+        # Plan-only rounds (round_counts false): no encrypted count; the level's homomorphic
+        # work is then the leaf store alone, and none without label ciphertexts.
+        blobs, positions = [], []
+        if session.round_counts or session.label_ciphertexts:
+            leaves, blobs, positions = self._levels.compute(
+                session, leaf_jobs, plans if session.round_counts else [], shift)
+            for (t, node), leaf in zip(leaf_jobs, leaves, strict=True):
+                session.trees[t].leaves[node.node_id] = leaf
         if not plans:  # every tree was visited and none has an open node left
             session.finish_training()
             session.plans = []
+            n_leaves = sum(int(np.count_nonzero(np.asarray(tree.left) < 0))
+                           for tree in session.trees)
             return Message("trained", {"session": session.id, "rounds": session.round,
-                                       "n_leaves": sum(len(t.leaves) for t in session.trees)})
+                                       "n_leaves": n_leaves})
         session.round += 1
         session.query_token = secrets.token_hex(8)
         session.plans = plans
@@ -467,9 +481,11 @@ class PrivateForestServer:
         session.stats.query_ciphertexts += len(blobs)
         fields = plan_fields(session.growth, plans)
         session.stats.candidates += int(fields["n_candidates"].sum())
-        meta = {"session": session.id, "round": session.round, "token": session.query_token,
-                "shift": shift, "block_size": session.block_size,
-                "blocks_per_ciphertext": session.blocks_per_ciphertext}
+        meta = {"session": session.id, "round": session.round, "token": session.query_token}
+        if not session.round_counts:  # the plan alone: the client counts its own labels
+            return Message("query", meta, fields)
+        meta.update(shift=shift, block_size=session.block_size,
+                    blocks_per_ciphertext=session.blocks_per_ciphertext)
         arrays = {**fields, "block_position": np.asarray(positions, dtype=np.int64)}
         return Message("query", meta, arrays, {"counts": blobs})
 
@@ -484,7 +500,7 @@ class PrivateForestServer:
         # the cap errs on the safe side.)
         ciphertext_bytes = 2 * 8 * session.context.kind.poly_modulus_degree + 128
         n_ciphertexts = (-(-n_blocks // session.blocks_per_ciphertext)
-                         + self._levels.n_parts - 1)
+                         + self._levels.n_parts - 1) if session.round_counts else 0
         metadata = 8 * n_blocks + 56 * n_nodes + 8192  # per-candidate/node arrays, header
         return n_ciphertexts * ciphertext_bytes + metadata <= cap
 

@@ -78,6 +78,8 @@ class ServerSession:
         self.randomized_labels: np.ndarray | None = None  # "rr": the client's ỹ
         # False: "rr"/"blind" sessions whose client reads its own leaf counts send none.
         self.label_ciphertexts = True
+        # False: plan-only rounds ("gini"/"dp" whose client decides from its own counts).
+        self.round_counts = spec.split_selection in ("gini", "dp")
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
         # Prediction's tables of the trained trees, made at the first predict: the packed
         # forest (.routing), and per node of it the bootstrap draws and store position.

@@ -191,6 +191,8 @@ def setup_message(session: ServerSession, public_context: bytes) -> bytes:
     meta["label_pack_rows"] = session.layout.rows_per_pack
     if not session.label_ciphertexts:
         meta["label_ciphertexts"] = False
+    if not session.round_counts and session.spec.split_selection in ("gini", "dp"):
+        meta["round_counts"] = False
     arrays = {"X": session.X}
     if session.randomized_labels is not None:
         arrays["y_rr"] = session.randomized_labels
