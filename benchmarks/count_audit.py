@@ -14,12 +14,17 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from pathlib import Path
 
 from sklearn.datasets import load_breast_cancer, load_wine
 
 from cipherforest.privacy import PrivateForestClient
 from cipherforest.privacy.protocol import session as session_module
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
 
 
 def main() -> None:
@@ -27,6 +32,7 @@ def main() -> None:
     parser.add_argument("--trees", type=int, default=10)
     parser.add_argument("--max-bins", type=int, default=None)
     args = parser.parse_args()
+    temporary_privacy_ledger("count_audit")
     spent = {"audit": 0.0, "own": 0.0}
     audit, own_counts = session_module.ClientSession._audit, session_module.clear_counts
 

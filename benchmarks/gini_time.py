@@ -27,9 +27,7 @@ The privacy ledger goes to a temporary directory (not the user's ``~/.cipherfore
 from __future__ import annotations
 
 import argparse
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -41,7 +39,7 @@ from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gipe import machine_line  # noqa: E402
+from gipe import machine_line, temporary_privacy_ledger  # noqa: E402
 
 FOREST = {"max_bins": 32, "min_samples_split": 100}
 
@@ -100,7 +98,7 @@ def main(argv=None) -> None:
                         help="the paper's leaf rule (deterministic choices: --paper then "
                              "compares the two flows' trees)")
     args = parser.parse_args(argv)
-    os.environ["CIPHERFOREST_PRIVACY_LEDGER"] = tempfile.mkdtemp(prefix="gini-time-ledger-")
+    temporary_privacy_ledger("gini_time")
     rows = [int(r) for r in args.rows.split(",")]
     paper_rows = ({int(r) for r in args.paper_rows.split(",")} if args.paper_rows
                   else set(rows)) if args.paper else set()

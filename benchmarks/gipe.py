@@ -33,6 +33,7 @@ import math
 import os
 import platform
 import sys
+import tempfile
 import time
 from functools import partial
 from pathlib import Path
@@ -45,6 +46,15 @@ from cipherforest.privacy.gipe.kernels import LEFT, RIGHT
 
 N_FEATURES = 20
 TARGET_SECONDS_PER_MILLION = 2.0
+
+
+def temporary_privacy_ledger(prefix: str) -> str:
+    """Point ``CIPHERFOREST_PRIVACY_LEDGER`` (this process and its subprocesses) at a fresh
+    temporary directory, so a benchmark's private fits charge a ledger of their own, never
+    the user's ``~/.cipherforest``; returns the directory."""
+    path = tempfile.mkdtemp(prefix=f"{prefix}-privacy-ledger-")
+    os.environ["CIPHERFOREST_PRIVACY_LEDGER"] = path
+    return path
 
 
 def machine_line() -> str:

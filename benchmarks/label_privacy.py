@@ -44,6 +44,9 @@ from cipherforest.privacy import PrivateForestClient, PrivateForestServer
 from cipherforest.privacy import attacks as atk
 from cipherforest.privacy.simulation import PrivateForestSimulator
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
@@ -476,6 +479,7 @@ def main(argv=None):
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--figure", type=Path)
     args = parser.parse_args(argv)
+    temporary_privacy_ledger("label_privacy")
     if args.trees is None:
         args.trees = 10 if args.part == "protocol" else 30
     run = {"protocol": run_protocol, "curves": run_curves, "trees": run_trees}[args.part]

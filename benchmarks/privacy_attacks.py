@@ -70,7 +70,7 @@ from cipherforest.privacy.leakage import (
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gipe_accuracy  # noqa: E402
-from gipe import machine_line  # noqa: E402
+from gipe import machine_line, temporary_privacy_ledger  # noqa: E402
 from gipe_accuracy import DATASETS  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -216,11 +216,12 @@ REACTION_CONFIGS = (("gini", {"split_selection": "gini"}),
 
 
 def reactions_table(names, n_rows: int, n_trees: int, n_targets: int,
-                    families=REACTION_FAMILIES) -> list[str]:
+                    families=REACTION_FAMILIES, flows=("server", "own")) -> list[str]:
     """The attacks on the client's reactions (issue #47): selective failure in training
     (the paper's flow as positive control, then the default client), selective failure at
     prediction (the paper's replies, then leaf ids) and forced refits (fresh randomized
-    labels per fit as positive control, then permanent ones); ``families`` picks which."""
+    labels per fit as positive control, then permanent ones); ``families`` picks which, and
+    ``flows`` which training clients (``decide_from``)."""
     header = ("| data | attack | client | bits read right | baseline (constant guess) | "
               "fits | refused fits | fits reported to the user |")
     lines = [header, "|" + "---|" * (header.count("|") - 1)]
@@ -230,7 +231,7 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int,
         X_small, _, y_small, _ = train_test_split(X, y, train_size=n_rows, random_state=0,
                                                   stratify=y)
         for selection, params in REACTION_CONFIGS if "training" in families else ():
-            for flow in ("server", "own"):
+            for flow in flows:
                 t0 = time.perf_counter()
                 client = PrivateForestClient(n_estimators=n_trees, max_bins=16,
                                              random_state=0, decide_from=flow, **params)
@@ -239,9 +240,11 @@ def reactions_table(names, n_rows: int, n_trees: int, n_targets: int,
                                                           max_fits=3 * n_targets)
                 who = ("paper's flow (`decide_from=\"server\"`)" if flow == "server"
                        else "default (`decide_from=\"own\"`)")
+                read = (f"{result.accuracy * result.n_probed:.0f} of {result.n_probed}"
+                        if result.n_probed else "none probed (no count to forge)")
+                baseline = f"{pct(result.baseline)} %" if result.n_probed else "–"
                 line = (f"| {name} ({n_rows} rows) | selective failure, {selection} | {who} | "
-                        f"{result.accuracy * result.n_probed:.0f} of {result.n_probed} | "
-                        f"{pct(result.baseline)} % | {result.n_fits} | {result.refusals} | "
+                        f"{read} | {baseline} | {result.n_fits} | {result.refusals} | "
                         f"{result.reported} |")
                 lines.append(line)
                 print(line, f"  [{time.perf_counter() - t0:.0f} s]", file=sys.stderr,
@@ -300,16 +303,22 @@ def main() -> None:
                         default=list(REACTION_FAMILIES),
                         help="which rows of the reactions table: selective failure in "
                              "training, at prediction, forced refits")
+    parser.add_argument("--reaction-flows", nargs="+", choices=("server", "own"),
+                        default=["server", "own"],
+                        help="which clients of the training rows: the paper's flow "
+                             "(decide_from='server'), the default ('own')")
     parser.add_argument("--data-dir", type=Path,
                         default=next((d for d in DATA_DIRS if d.is_dir()), DATA_DIRS[0]),
                         help="folder of the CSV datasets (default: ../shared/data)")
     args = parser.parse_args()
+    temporary_privacy_ledger("privacy_attacks")
     gipe_accuracy.DATA_DIR = args.data_dir  # where its CSV loaders look
     if args.reactions:
         started = time.perf_counter()
         names = [n for n in ("breast_cancer", "wine") if n in args.datasets]
         table = "\n".join(reactions_table(names, args.protocol_rows, args.protocol_trees,
-                                          args.reaction_targets, args.reaction_attacks))
+                                          args.reaction_targets, args.reaction_attacks,
+                                          args.reaction_flows))
         footer = (f"\nSelective failure: {args.protocol_trees} trees, CKKS, max_bins=16, one "
                   f"target probed per forged round; forced refits: the whole data set; "
                   f"{machine_line()}; total {time.perf_counter() - started:.0f} s.")

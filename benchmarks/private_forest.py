@@ -49,7 +49,7 @@ from cipherforest.privacy import PrivateForestClient, PrivateForestServer
 from cipherforest.privacy.protocol.params import DEFAULT_SPLIT_SELECTION, SPLIT_SELECTIONS
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gipe import machine_line  # noqa: E402
+from gipe import machine_line, temporary_privacy_ledger  # noqa: E402
 
 # ../shared/data from the repository (a worktree sits one level deeper than the main checkout).
 PENDIGITS = next((p / "shared" / "data" / "dataset_32_pendigits.csv"
@@ -388,6 +388,7 @@ def main(argv: list[str] | None = None) -> int:
                              "stderr (for long runs that may be stopped early)")
     parser.add_argument("--markdown", type=Path)
     args = parser.parse_args(argv)
+    temporary_privacy_ledger("private_forest")
     # Compile the numba kernels (GIPE, trees) outside the timings.
     X, y = load_breast_cancer(return_X_y=True)
     PrivateForestClient(1, random_state=0, max_depth=2).fit(X[:60], y[:60])

@@ -52,7 +52,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gipe import machine_line  # noqa: E402
+from gipe import machine_line, temporary_privacy_ledger  # noqa: E402
 from private_forest import MemorySampler, load  # noqa: E402
 from service_load import checkout_env, forest_oracle, start_server  # noqa: E402
 
@@ -374,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                         "every page of a process to give its PSS, which for processes of "
                         "many GB costs a good part of a core if done often)")
     args = parser.parse_args(argv)
+    temporary_privacy_ledger("private_forest_service")
     params = {name: getattr(args, name) for name in PARAMS}
     run = Run(args.work, params)
     done = run_segment(run, args.stop_after, args.memory_report, args.memory_interval)

@@ -25,7 +25,9 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import seal
@@ -34,6 +36,9 @@ from cipherforest.privacy import PrivateForestClient, PrivateForestServer
 from cipherforest.privacy.he import BlockLayout, PublicContext, SecretContext
 from cipherforest.privacy.protocol.server.row_sums import row_sum_ciphertexts
 from private_forest import load, machine_line
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
 
 _SEAL_CALLS = {"multiply_plain": "mask multiplications", "rotate_vector": "rotations",
                "add_inplace": "additions", "encode_complex": "mask encoding"}
@@ -128,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--train-rows", type=int, default=1500)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv)
+    temporary_privacy_ledger("row_sums")
     if args.what == "replay":
         replay(args.stores, args.rows, args.trees, args.classes)
     elif args.what == "noise":

@@ -55,7 +55,7 @@ from cipherforest.privacy.protocol.server.growth import grow_rr_forest, leaf_row
 from cipherforest.privacy.protocol.server.routing import pack_forest, route_rows
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from gipe import machine_line  # noqa: E402
+from gipe import machine_line, temporary_privacy_ledger  # noqa: E402
 
 
 class TimedServer:
@@ -158,6 +158,7 @@ def main(argv=None) -> None:
     parser.add_argument("--no-he", action="store_true",
                         help="time only the steps without label ciphertexts")
     args = parser.parse_args(argv)
+    temporary_privacy_ledger("rr_time")
     warm_up(args.trees)
     if args.no_he:
         return main_without_he(args)

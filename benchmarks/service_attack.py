@@ -62,6 +62,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
 from service_memory import KEY, Sampler, rss_mb, start_server, wine_split  # noqa: E402
 
 OPTIONS = ("--restart-above", "0", "--limit-concurrency", "256", "--header-timeout", "10",
@@ -431,6 +432,7 @@ def main() -> None:
     parser.add_argument("--only", nargs="+", choices=sorted(ATTACKS), default=list(ATTACKS))
     parser.add_argument("--src", help="run the server from this checkout's src")
     args = parser.parse_args()
+    temporary_privacy_ledger("service_attack")
     print(f"{'attack':<16} {'RSS before':>10} {'peak rise':>9} {'victim p50/p99/max':>26}  "
           "statuses")
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,6 +38,9 @@ import numpy as np
 
 from cipherforest.privacy.protocol import HTTPTransport, decode_message
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
+
 KEY = "service-load-benchmark"
 
 
@@ -247,6 +250,7 @@ def main() -> None:
                         help="the clients' split selection (default rr, the client's default: "
                         "no rounds; gini: a round per level)")
     args = parser.parse_args()
+    temporary_privacy_ledger("service_load")
 
     print(f"clients each train {args.trees} trees of depth <= {args.depth} on {args.rows} "
           f"breast-cancer rows (CKKS, split_selection={args.split_selection!r}) and predict "

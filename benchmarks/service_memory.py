@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
 from service_load import (  # noqa: E402
     LabelRecordingTransport,
     forest_oracle,
@@ -379,6 +380,7 @@ def main() -> None:
     parser.add_argument("--server-options", nargs="*", default=[],
                         help="more options of 'cipherforest serve' (e.g. --memory-limit 1G)")
     args = parser.parse_args()
+    temporary_privacy_ledger("service_memory")
     (bodies if args.what == "bodies" else sessions)(args)
 
 

@@ -24,6 +24,9 @@ import time
 import urllib.request
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gipe import temporary_privacy_ledger  # noqa: E402
+
 KEY = "walkthrough-key"
 
 
@@ -52,6 +55,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, default=8000)
     args = parser.parse_args()
+    temporary_privacy_ledger("service_walkthrough")
     src = Path(__file__).resolve().parents[1] / "src"
     env = {**os.environ, "CIPHERFOREST_SERVER_KEY": KEY,
            "PYTHONPATH": os.pathsep.join([str(src), os.environ.get("PYTHONPATH", "")])}

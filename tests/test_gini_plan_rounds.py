@@ -19,6 +19,7 @@ from sklearn.datasets import load_breast_cancer, load_wine
 
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer, ServerDeviationWarning
+from cipherforest.privacy.dp import format_privacy_report
 from cipherforest.privacy.protocol import (
     Message,
     ProtocolError,
@@ -192,4 +193,5 @@ def test_counts_nobody_asked_for_are_recorded_and_change_nothing(cancer):
     assert {d["round"] for d in report["server_deviations"]} == set(
         range(1, odd.fit_stats_.rounds + 1))
     assert "plan-only" in report["server_deviations"][0]["what"]
+    assert "did not follow the protocol" in format_privacy_report(report)
     _assert_same_structure(_structures(honest), odd.server_.inner.tree_arrays(odd.session_))

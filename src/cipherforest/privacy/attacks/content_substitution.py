@@ -16,9 +16,9 @@ Positive control: a client of the paper's flow (``decide_from="server"``) withou
 arithmetic check (the protocol before it, reproduced by :func:`without_count_check`) — the
 attack reads the labels (``tests/test_label_guarantee.py``, ``benchmarks/label_privacy.py``).
 With the check, the paper's flow refuses the first forged round
-(:func:`~cipherforest.privacy.protocol.decisions.check_counts`); the default client decides
-from its own counts, so its answers are the honest server's and the forgery is reported
-after the fit.
+(:func:`~cipherforest.privacy.protocol.decisions.check_counts`). The default client decides
+from its own counts in plan-only rounds: it uploads no label ciphertext and asks for no count,
+so this server has nothing to forge (its queries pass unchanged).
 """
 
 from __future__ import annotations
@@ -157,6 +157,8 @@ class ContentSubstitutionServer:
     def _forged(self, query: Message) -> Message:
         from ..protocol.planner import Candidate, NodePlan
 
+        if "counts" not in query.blobs:  # plan-only rounds: no ciphertext to substitute
+            return query
         session = self.server.session(query.meta["session"])
         plans = session.plans
         pairs = self._probes.next_pairs(len(plans))

@@ -8,10 +8,11 @@ wrong otherwise. A client that refuses a round whose counts are not its own (the
 flow, ``decide_from="server"``) answers exactly when the labels agree: one label bit per
 round until the first refusal, one more per retried fit.
 
-The defended client (``decide_from="own"``, the default) decides from its own counts, records
-the difference and reports it after the fit: its answers are the honest server's, so the
-attacker's reading of them is a constant guess, and all it can learn is whether the user
-walks away after the fit (one bit per model). :func:`selective_failure_attack` runs the
+The defended client (``decide_from="own"``, the default) decides from its own counts in
+plan-only rounds: it uploads no label ciphertext and the queries carry no count, so there is
+no row to swap; the attack ends after one fit with nothing probed. (A client that still
+received counts would decide from its own and only report a difference after the fit, one bit
+per model at most.) :func:`selective_failure_attack` runs the
 attack against a client, retrying failed fits; the positive control is the paper's flow
 (``tests/test_attacks.py``, ``benchmarks/privacy_attacks.py``).
 """
@@ -96,6 +97,8 @@ class SelectiveFailureServer:
     def _forged(self, query: Message) -> Message:
         from ..protocol.planner import Candidate, NodePlan
 
+        if "counts" not in query.blobs:  # plan-only rounds: no count to swap a row in
+            return query
         session = self.server.session(query.meta["session"])
         reference, target = self.probes[self.next_probe]
         forged, swapped = [], False
@@ -145,6 +148,7 @@ def selective_failure_attack(client, X, y, n_targets: int = 20, max_fits: int = 
     fits = refusals = reported = 0
     while attacker.next_probe < len(targets) and fits < max_fits:
         fits += 1
+        probed_before = attacker.next_probe
         try:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ServerDeviationWarning)
@@ -155,6 +159,8 @@ def selective_failure_attack(client, X, y, n_targets: int = 20, max_fits: int = 
             continue
         reported += int(not fitted.privacy_report_["server_honest"]
                         or any(issubclass(w.category, ServerDeviationWarning) for w in caught))
+        if attacker.next_probe == probed_before:  # a whole fit without a count to forge
+            break
     probed = list(attacker.guesses)
     truth = np.array([y[t] == y[reference] for t in probed], dtype=bool)
     guess = np.array([attacker.guesses[t] for t in probed], dtype=bool)

@@ -39,7 +39,6 @@ from .decisions import (
     check_counts,
     clear_counts,
     decide_splits,
-    differing_nodes,
     squares_of_counts,
 )
 from .leaf_table import LeafTable
