@@ -158,28 +158,15 @@ class LabelPrivacyAccountant:
 
     @property
     def epsilon_spent(self) -> float:
-        """ε of the guarantee (with :attr:`delta_spent`)."""
-        if self.split_selection == "blind":
-            return 0.0
-        if self.split_selection == "gini":
-            return math.inf
-        if self.split_selection == "rr":
-            return float(self.label_epsilon)
-        if self.choices == 0:
-            return 0.0
-        from dp_accounting import SelfComposedDpEvent, ZCDpEvent
-        from dp_accounting.rdp import RdpAccountant
-
-        accountant = RdpAccountant()
-        accountant.compose(SelfComposedDpEvent(ZCDpEvent(float(self.label_epsilon) ** 2 / 8.0),
-                                               self.choices))
-        return float(accountant.get_epsilon(self.label_delta))
+        """ε of the guarantee (with :attr:`delta_spent`), as the selection accounts it
+        (:mod:`.protocol.selections`)."""
+        return _selection(self.split_selection).epsilon_spent(
+            self.label_epsilon, self.choices, self.label_delta)
 
     @property
     def delta_spent(self) -> float:
         """δ of the guarantee: ``label_delta`` for ``"dp"`` choices, 0 otherwise."""
-        return float(self.label_delta) if self.split_selection == "dp" and self.choices \
-            else 0.0
+        return _selection(self.split_selection).delta_spent(self.label_delta, self.choices)
 
     @property
     def basic_composition_epsilon(self) -> float:
@@ -187,15 +174,10 @@ class LabelPrivacyAccountant:
         return float(self.label_epsilon) * self.choices
 
 
-_SERVER_SAW = {
-    "rr": ["the randomized-response labels (each true with probability e^ε/(e^ε+k-1); the "
-           "same on every fit of the same rows)", "trees grown by Gini on them"],
-    "dp": ["one exponential-mechanism choice per node (from the client's own counts)",
-           "the trees those choices make"],
-    "blind": ["random trees drawn from the ciphers and the forest seed alone"],
-    "gini": ["the best split of every node, chosen from the client's own counts (the trees "
-             "reveal which rows share labels)"],
-}
+def _selection(name: str):
+    from .protocol.selections import selection  # the protocol package imports this module
+
+    return selection(name)
 
 
 def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
@@ -224,7 +206,7 @@ def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
            + ("label-dependent runs: the paper's scheme" if gipe_mode == "paper"
               else "its order and equalities are functions of X alone") + ")",
            "label ciphertexts and the public homomorphic keys (no secret key)",
-           *_SERVER_SAW[split_selection]]
+           *_selection(split_selection).server_saw]
     if reveal_leaves:
         saw.append("which nodes are pure (the paper's leaf rule)")
     return {"split_selection": split_selection, "epsilon": epsilon, "delta": delta,

@@ -24,6 +24,7 @@ from typing import Any
 
 from .._progress import ProgressBar
 from .protocol import Message
+from .protocol.selections import selection
 
 __all__ = ["AUTO_SECONDS", "FitProgress", "expected_fit_seconds", "fit_progress",
            "shows_progress"]
@@ -49,7 +50,7 @@ UNBOUNDED_ROUNDS = 20
 def planned_rounds(meta: Mapping[str, Any]) -> int | None:
     """Query rounds a fit with ``setup`` fields ``meta`` will take, when known ahead: 0
     without rounds, ``max_depth`` when it bounds them, else None."""
-    if meta["split_selection"] not in ("gini", "dp"):
+    if not selection(meta["split_selection"]).asks_rounds:
         return 0
     if meta["max_round_bytes"] is not None:  # a round may serve only some trees
         return None
@@ -60,7 +61,7 @@ def expected_fit_seconds(meta: Mapping[str, Any], n_rows: int) -> float:
     """A rough estimate of a fit's seconds from its ``setup`` fields and training rows."""
     draws = int(meta["n_estimators"]) * int(meta["n_draws"])
     seconds = UPLOAD_SECONDS_PER_ROW * n_rows
-    if meta["split_selection"] not in ("gini", "dp"):
+    if not selection(meta["split_selection"]).asks_rounds:
         return seconds + GROWTH_SECONDS_PER_DRAW * draws
     rounds = planned_rounds(meta)
     if rounds is None:  # a byte cap makes more rounds than levels: an underestimate

@@ -35,6 +35,7 @@ from .protocol.params import (
     label_epsilon,
 )
 from .protocol.planner import ForestGrowth
+from .protocol.selections import selection
 
 __all__ = ["PrivateForestSimulator"]
 
@@ -114,13 +115,15 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
         accountant = LabelPrivacyAccountant(self.split_selection, epsilon, self.label_delta)
         self.n_rounds_ = 0
         self.randomized_labels_ = None
-        if self.split_selection == "blind":
-            leaves = growth.grow_label_blind()
-        elif self.split_selection == "rr":
+        chosen = selection(self.split_selection)
+        if chosen.asks_rounds:
+            leaves = self._grow_by_choices(growth, onehot, n_classes, epsilon, accountant, rng)
+        elif chosen.sends_randomized_labels:
             self.randomized_labels_ = RandomizedResponse(epsilon, n_classes).draw(codes, rng)
+            # The planner's growth, node by node: the oracle of the server's compiled grower.
             leaves = grow_on_labels(growth, np.eye(n_classes)[self.randomized_labels_])
         else:
-            leaves = self._grow_by_choices(growth, onehot, n_classes, epsilon, accountant, rng)
+            leaves = growth.grow_label_blind()
         self.leaf_counts_ = [{} for _ in growth.trees]
         for t, node in leaves:
             weights = growth.weights(t)[node.samples]

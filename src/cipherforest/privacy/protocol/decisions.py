@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..dp import ExponentialMechanism, split_sensitivity
+from ..dp import ExponentialMechanism
 from .messages import ProtocolError
 from .planner import ForestGrowth, NodePlan, plan_fields
+from .selections import selection
 
 __all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
            "differing_nodes",
@@ -109,24 +110,16 @@ def _plan_arrays(growth: ForestGrowth, plans: list[NodePlan]):
 def decide_splits(growth: ForestGrowth, plans: list[NodePlan], squares: np.ndarray,
                   n_classes: int, split_selection: str, reveal_leaves: bool,
                   label_epsilon: float | None, rng) -> np.ndarray:
-    """The client's answer for the planned nodes of one round, from their decrypted squares.
+    """The client's answer for the planned nodes of one round, from their squared counts:
+    the selection's decision (:meth:`.selections.SplitSelection.decide`).
 
     ``"gini"`` takes the paper's choice (:func:`choose_splits`); unless ``reveal_leaves``, a
     node the paper would close ("leaf") gets a uniformly random candidate instead. ``"dp"``
     draws by the exponential mechanism with ε = ``label_epsilon``. ``rng`` is a
     ``random.Random``-like source (the client uses the OS's).
     """
-    weight, tree_weight, n_candidates, left_weight = _plan_arrays(growth, plans)
-    if split_selection == "dp":
-        max_count = np.array([int(growth.weights(p.tree)[p.node.samples].max())
-                              for p in plans], dtype=np.int64)
-        return exponential_mechanism(squares, weight, n_candidates, left_weight, n_classes,
-                                     label_epsilon, split_sensitivity(max_count), rng)
-    choice = choose_splits(squares, weight, tree_weight, n_candidates, left_weight, n_classes)
-    if not reveal_leaves:
-        hidden = np.flatnonzero(choice < 0)
-        choice[hidden] = [rng.randrange(int(n_candidates[i])) for i in hidden]
-    return choice
+    return selection(split_selection).decide(growth, plans, squares, n_classes,
+                                             reveal_leaves, label_epsilon, rng)
 
 
 def exponential_mechanism(squares: np.ndarray, weight: np.ndarray, n_candidates: np.ndarray,

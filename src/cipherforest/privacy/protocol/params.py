@@ -28,18 +28,20 @@ from ...core import resolve_max_features, resolve_n_draws
 from ..dp import DEFAULT_LABEL_DELTA
 from ..he.schemes import SCHEMES
 from .messages import ProtocolError
+from .selections import SELECTIONS, selection
 
 __all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS",
            "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
            "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
-#: How a node's split is chosen: by the client from encrypted counts ("gini", "dp"), by the
-#: server from randomized-response labels ("rr"), or at random by the server ("blind").
-SPLIT_SELECTIONS = ("gini", "dp", "rr", "blind")
+#: How a node's split is chosen: by the client from its counts ("gini", "dp"), by the
+#: server from randomized-response labels ("rr"), or at random by the server ("blind");
+#: one object each (:mod:`.selections`).
+SPLIT_SELECTIONS = tuple(SELECTIONS)
 #: The default mode and its ε per row for the whole fit (docs/threat_model.md: the accuracy
 #: and attack curves it was chosen from).
 DEFAULT_SPLIT_SELECTION = "rr"
-DEFAULT_RR_EPSILON = 2.0
+DEFAULT_RR_EPSILON = SELECTIONS["rr"].default_epsilon
 #: Where the client's split choices ("gini", "dp") come from: its own class counts (the
 #: server's decrypted counts only audited, a difference recorded and reported after the
 #: fit) or the server's decrypted counts (the paper's flow: a difference refuses the round,
@@ -117,29 +119,31 @@ def constraints(names=None) -> dict[str, list | str]:
 def check_selection_params(params: Mapping[str, Any]) -> None:
     """The rules between parameters that constraints cannot say; ``ValueError`` naming the
     parameter otherwise."""
-    selection = params["split_selection"]
+    name = params["split_selection"]
+    chosen = selection(name)
     epsilon = params["label_epsilon"]
-    if selection == "dp" and epsilon is None:
-        raise ValueError('split_selection="dp" needs label_epsilon (ε per choice)')
-    if selection in ("dp", "rr") and epsilon is not None and not (
+    if chosen.epsilon == "required" and epsilon is None:
+        raise ValueError(f'split_selection="{name}" needs label_epsilon (ε per choice)')
+    if chosen.epsilon != "unused" and epsilon is not None and not (
             isinstance(epsilon, Real) and math.isfinite(epsilon) and epsilon > 0):
         raise ValueError(f"label_epsilon must be a finite number > 0 for "
-                         f"split_selection={selection!r}, got {epsilon!r}")
-    if selection not in ("dp", "rr") and epsilon is not None:
-        raise ValueError(f"label_epsilon is used only with split_selection='rr' or 'dp', "
-                         f"not {selection!r}")
+                         f"split_selection={name!r}, got {epsilon!r}")
+    if chosen.epsilon == "unused" and epsilon is not None:
+        takes = " or ".join(repr(s.name) for s in SELECTIONS.values() if s.epsilon != "unused")
+        raise ValueError(f"label_epsilon is used only with split_selection={takes}, "
+                         f"not {name!r}")
     delta = params.get("label_delta", DEFAULT_LABEL_DELTA)
     if not (isinstance(delta, Real) and 0.0 < delta < 1.0):
         raise ValueError(f"label_delta must lie in (0, 1), got {delta!r}")
-    if params["reveal_leaves"] and selection != "gini":
+    if params["reveal_leaves"] and not chosen.has_leaf_rule:
         raise ValueError("reveal_leaves=True is the paper's rule for "
                          "split_selection='gini' only")
 
 
 def label_epsilon(params: Mapping[str, Any]) -> float | None:
-    """The ε a fit uses: ``label_epsilon``, or the default ε of ``"rr"``."""
-    if params["split_selection"] == "rr" and params["label_epsilon"] is None:
-        return DEFAULT_RR_EPSILON
+    """The ε a fit uses: ``label_epsilon``, or its selection's default ε (``"rr"``: 2)."""
+    if params["label_epsilon"] is None:
+        return selection(params["split_selection"]).default_epsilon
     return params["label_epsilon"]
 
 

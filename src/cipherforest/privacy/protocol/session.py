@@ -38,7 +38,6 @@ from ..ledger import PrivacyLedger, default_ledger_path
 from .decisions import (
     check_counts,
     clear_counts,
-    decide_splits,
     squares_of_counts,
 )
 from .leaf_table import LeafTable
@@ -46,6 +45,7 @@ from .messages import Message, ProtocolError, decode_message, encode_message
 from .params import ForestSpec, forest_meta, label_epsilon
 from .planner import ForestGrowth, NodePlan, leaves_reached, plan_fields
 from .replies import leaf_counts, query_counts, row_sums
+from .selections import SplitSelection, selection
 from .transport import ResumableTransport, Transport
 
 __all__ = ["ClientSession", "ProtocolStats"]
@@ -129,9 +129,14 @@ class ClientSession:
         return self.layout.rows_per_pack * int(self.params["label_chunk"])
 
     @property
+    def selection(self) -> SplitSelection:
+        """The split selection (:mod:`.selections`)."""
+        return selection(self.params["split_selection"])
+
+    @property
     def asks_rounds(self) -> bool:
         """Whether the server asks this client to choose splits (``"gini"``, ``"dp"``)."""
-        return self.params["split_selection"] in ("gini", "dp")
+        return self.selection.asks_rounds
 
     @property
     def round_counts(self) -> bool:
@@ -264,11 +269,11 @@ class ClientSession:
         now: they travel in ``setup``) or None (``"dp"``/``"gini"`` are charged when the
         rounds end, with what they spent; ``"blind"`` spends nothing)."""
         params = self.params
-        selection = params["split_selection"]
+        chosen = self.selection
         self.ledger = PrivacyLedger(params.get("privacy_ledger") or default_ledger_path())
         self.row_keys = self.ledger.row_keys(X)
         limit = params.get("max_total_epsilon")
-        if selection == "rr":
+        if chosen.sends_randomized_labels:
             epsilon = label_epsilon(params)
             # Memoized: the same rows and labels give the same randomized labels on every
             # fit, retry and resume, so a server that forces refits learns nothing new.
@@ -279,8 +284,8 @@ class ClientSession:
             self.ledger.check(self.row_keys, epsilon, self.release_digest, limit)
             self.ledger.charge("rr", epsilon, 0.0, self.row_keys, self.release_digest)
             return y_rr
-        self.release_digest = f"{selection}:{secrets.token_hex(16)}"  # each fit draws anew
-        if selection != "blind":
+        self.release_digest = f"{chosen.name}:{secrets.token_hex(16)}"  # each fit draws anew
+        if chosen.charged_after_rounds:
             self.ledger.check(self.row_keys, self._worst_case_epsilon(n_draws), None, limit)
         return None
 
@@ -295,7 +300,7 @@ class ClientSession:
 
     def _charge_rounds(self) -> None:
         """Record what the answered rounds spent (``"dp"``, ``"gini"``) in the ledger."""
-        if self.accountant.choices == 0 or self.params["split_selection"] not in ("dp", "gini"):
+        if self.accountant.choices == 0 or not self.selection.charged_after_rounds:
             return
         if self.ledger is None:
             self.ledger = PrivacyLedger(self.params.get("privacy_ledger")
@@ -476,9 +481,9 @@ class ClientSession:
             counts = own
         squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
         params = self.params
-        choice = decide_splits(self._growth, plans, squares, self.n_classes,
-                               params["split_selection"], params["reveal_leaves"],
-                               label_epsilon(params), self._rng)
+        choice = self.selection.decide(self._growth, plans, squares, self.n_classes,
+                                       params["reveal_leaves"], label_epsilon(params),
+                                       self._rng)
         self.accountant.spend(len({p.tree for p in plans}))
         self._growth.apply_level(plans, choice.tolist())
         arrays = {"tree": query.array("tree", "int64", 1),

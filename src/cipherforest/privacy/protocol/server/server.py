@@ -48,7 +48,8 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
-from .growth import grow_blind_forest, grow_rr_forest, leaf_rows
+from ..selections import selection
+from .growth import leaf_rows
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -281,7 +282,7 @@ class PrivateForestServer:
         spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         with_labels = message.meta.get("label_ciphertexts", True)
         round_counts = message.meta.get("round_counts", True)
-        asks_rounds = spec.split_selection in ("gini", "dp")
+        asks_rounds = selection(spec.split_selection).asks_rounds
         if not isinstance(round_counts, bool) or not (round_counts or asks_rounds):
             raise ProtocolError("setup: round_counts must be true, or false for a 'gini' or "
                                 "'dp' session (whose client decides from its own counts)")
@@ -365,7 +366,7 @@ class PrivateForestServer:
         if session.state != "receiving labels" or session.n_labels != expected:
             raise ProtocolError(f"train: {session.n_labels} of {expected} "
                                 f"labels received; session is {session.state}")
-        if session.spec.split_selection in ("blind", "rr"):
+        if not selection(session.spec.split_selection).asks_rounds:
             return session, self._train_without_rounds(session)
         reply = self._next_query(session)
         if reply.kind == "query":
@@ -376,7 +377,7 @@ class PrivateForestServer:
     def _randomized_labels(message: Message, spec: ForestSpec, n_rows: int,
                            n_classes: int) -> np.ndarray | None:
         """The randomized-response labels a ``"rr"`` setup carries (None otherwise)."""
-        if spec.split_selection != "rr":
+        if not selection(spec.split_selection).sends_randomized_labels:
             if "y_rr" in message.arrays:
                 raise ProtocolError("setup: randomized labels (y_rr) go with "
                                     "split_selection 'rr' only")
@@ -393,10 +394,8 @@ class PrivateForestServer:
         or by the Gini rule on the randomized-response labels (``"rr"``, the compiled grower:
         :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
         started = time.perf_counter()
-        if session.spec.split_selection == "rr":
-            grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
-        else:
-            grow_blind_forest(session.growth, self.n_jobs)
+        selection(session.spec.split_selection).grow(session.growth, session.randomized_labels,
+                                                     self.n_jobs)
         grown = time.perf_counter()
         session.stats.growth_seconds += grown - started
         n_leaves = sum(int(np.count_nonzero(np.asarray(tree.left) < 0))

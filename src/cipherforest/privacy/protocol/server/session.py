@@ -18,6 +18,7 @@ import numpy as np
 from ...he import BlockLayout, PublicContext
 from ..params import ForestSpec
 from ..planner import ForestGrowth, NodePlan, OpenNode
+from ..selections import selection
 from .labels import LabelRotations
 from .routing import PackedForest, pack_forest, route_rows
 
@@ -79,7 +80,7 @@ class ServerSession:
         # False: "rr"/"blind" sessions whose client reads its own leaf counts send none.
         self.label_ciphertexts = True
         # False: plan-only rounds ("gini"/"dp" whose client decides from its own counts).
-        self.round_counts = spec.split_selection in ("gini", "dp")
+        self.round_counts = selection(spec.split_selection).asks_rounds
         self.leaf_store: list = []  # packed leaf ciphertexts, finished (one level left: CKKS)
         # Prediction's tables of the trained trees, made at the first predict: the packed
         # forest (.routing), and per node of it the bootstrap draws and store position.

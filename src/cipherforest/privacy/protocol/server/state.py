@@ -29,6 +29,7 @@ import numpy as np
 from ...he import HEError
 from ..messages import Message, ProtocolError, encode_message
 from ..planner import OpenNode
+from ..selections import selection
 from .session import SESSION_STATES, ServerSession
 
 __all__ = ["SessionState", "apply_state", "export_state", "setup_message",
@@ -191,7 +192,7 @@ def setup_message(session: ServerSession, public_context: bytes) -> bytes:
     meta["label_pack_rows"] = session.layout.rows_per_pack
     if not session.label_ciphertexts:
         meta["label_ciphertexts"] = False
-    if not session.round_counts and session.spec.split_selection in ("gini", "dp"):
+    if not session.round_counts and selection(session.spec.split_selection).asks_rounds:
         meta["round_counts"] = False
     arrays = {"X": session.X}
     if session.randomized_labels is not None:
