@@ -26,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from .baselines import OrderPreservingEncryptor
-from .common import GIPE_MODES, gipe_encryptor, stratified_subsample
+from .common import GIPE_MODES, experiment_ledger, gipe_encryptor, stratified_subsample
 from .datasets import Dataset
 
 __all__ = ["attack_rows"]
@@ -75,7 +75,7 @@ def _protocol_attacks(X: np.ndarray, y: np.ndarray, params: dict, n_trees: int, 
     counts = np.bincount(y)
     recorder = attacks.RecordingServer(PrivateForestServer())
     client = PrivateForestClient(n_estimators=n_trees, max_bins=16, random_state=seed,
-                                 server=recorder, **params)
+                                 server=recorder, privacy_ledger=experiment_ledger(), **params)
     client.fit(X, y)
     transcript = recorder.transcript
     C = transcript.X_cipher

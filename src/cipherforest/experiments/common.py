@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+import functools
+import tempfile
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -15,7 +17,16 @@ import numpy as np
 if TYPE_CHECKING:
     from .methods.base import ForestSetting
 
-__all__ = ["GIPE_MODES", "forest_kwargs", "gipe_encryptor", "stratified_subsample"]
+__all__ = ["GIPE_MODES", "experiment_ledger", "forest_kwargs", "gipe_encryptor",
+           "stratified_subsample"]
+
+
+@functools.cache
+def experiment_ledger() -> str:
+    """The privacy ledger the evaluation's private fits charge: one temporary directory per
+    process, never the user's ``~/.cipherforest`` (the evaluation refits the same rows many
+    times; its releases are not the user's)."""
+    return tempfile.mkdtemp(prefix="cipherforest-experiments-privacy-ledger-")
 
 
 def stratified_subsample(y: np.ndarray, max_rows: int | None, seed: int) -> np.ndarray:

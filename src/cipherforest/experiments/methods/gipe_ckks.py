@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 
-from ..common import stratified_subsample
+from ..common import experiment_ledger, stratified_subsample
 from .base import ForestSetting, Method, MethodOutput
 from .plaintext import FOREST_CODE
 
@@ -39,7 +39,8 @@ def method(split_selection: str = "gini", *, gipe_mode: str | None = None,
             n_estimators=n_estimators or setting.n_estimators,
             max_features=setting.max_features, min_samples_split=setting.min_samples_split,
             random_state=setting.random_state, scheme=scheme, n_jobs=server_jobs,
-            split_selection=split_selection, label_epsilon=label_epsilon, gipe_mode=mode)
+            split_selection=split_selection, label_epsilon=label_epsilon, gipe_mode=mode,
+            privacy_ledger=experiment_ledger())
         start = time.perf_counter()
         client.fit(X_train[rows], y_train[rows])
         fitted = time.perf_counter()
