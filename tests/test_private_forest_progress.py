@@ -91,6 +91,9 @@ def test_estimate_orders_fits_by_their_work():
                         1000) > base
         assert estimate(_meta(4000, n_estimators=10, split_selection=selection), 4000) > base
     assert estimate(_meta(6000, n_estimators=100), 6000) > progress.AUTO_SECONDS
+    # Plan-only rounds (the default client's gini/dp): no running sums, far less per draw.
+    counted = _meta(20000, n_estimators=100, split_selection="gini", max_depth=20)
+    assert estimate({**counted, "round_counts": False}, 20000) < estimate(counted, 20000) / 10
 
 
 def test_planned_rounds():

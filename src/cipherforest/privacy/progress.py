@@ -42,6 +42,9 @@ UPLOAD_SECONDS_PER_ROW = 6e-3  # keys, label packs, the server's lane rotations
 GROWTH_SECONDS_PER_DRAW = 2e-4  # "rr"/"blind": per (tree, bootstrap draw), leaf sums
 ROUND_SECONDS = 0.5  # "gini"/"dp": per round, whatever its size
 ROUND_SECONDS_PER_DRAW = 2e-4  # per (tree, bootstrap draw) and round: the running sums
+#: The same in plan-only rounds (``round_counts: false``): planning and replaying the plan,
+#: the client's own counts (benchmarks/gini_time.py: 22,500 rows, 100 trees, 28 rounds, 145 s).
+PLAN_ROUND_SECONDS_PER_DRAW = 2.5e-6
 #: Rounds assumed without ``max_depth``: the trees grow until nodes are too small to split,
 #: which took 23-25 rounds on breast cancer (10-100 trees, 2026-12-03) and 40 on pendigits.
 UNBOUNDED_ROUNDS = 20
@@ -66,7 +69,9 @@ def expected_fit_seconds(meta: Mapping[str, Any], n_rows: int) -> float:
     rounds = planned_rounds(meta)
     if rounds is None:  # a byte cap makes more rounds than levels: an underestimate
         rounds = UNBOUNDED_ROUNDS if meta["max_depth"] is None else int(meta["max_depth"])
-    return seconds + rounds * (ROUND_SECONDS + ROUND_SECONDS_PER_DRAW * draws)
+    per_draw = (ROUND_SECONDS_PER_DRAW if meta.get("round_counts", True)
+                else PLAN_ROUND_SECONDS_PER_DRAW)
+    return seconds + rounds * (ROUND_SECONDS + per_draw * draws)
 
 
 def _is_terminal(stream) -> bool:
