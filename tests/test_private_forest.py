@@ -106,13 +106,16 @@ def _fit_both(data, **params):
 
     Trees are compared under the paper's leaf rule (``reveal_leaves=True``): by default a
     pure node is split further at random, which changes the trees but no prediction
-    (test_private_forest_privacy checks that)."""
+    (test_private_forest_privacy checks that). The client decides from the server's
+    encrypted counts (the paper's flow, ``decide_from="server"``), so the homomorphic
+    counts and leaf store are what is compared; plan-only rounds, the default, are
+    compared in test_gini_plan_rounds."""
     X_train, X_test, y_train, _ = data
     client = PrivateForestClient(**{"reveal_leaves": True, "split_selection": "gini",
-                                    **params}).fit(X_train, y_train)
+                                    "decide_from": "server", **params}).fit(X_train, y_train)
     plain_params = {k: v for k, v in params.items()
                     if k not in ("scheme", "label_chunk", "label_pack_rows", "n_jobs",
-                                 "gipe_mode", "gipe_bins", "reveal_leaves")}
+                                 "gipe_mode", "gipe_bins", "reveal_leaves", "decide_from")}
     rf = RandomForestClassifier(**plain_params).fit(
         client.encryptor_.transform(X_train).astype(float), y_train)
     X_test_cipher = client.encryptor_.transform(X_test).astype(float)
