@@ -143,8 +143,10 @@ def test_bar_counts_uploads_and_rounds(wine, monkeypatch):
     X_train, _, y_train, _ = wine
     stream = io.StringIO()
     monkeypatch.setattr(sys, "stderr", stream)
+    # The paper's flow uploads label ciphertexts (plan-only rounds, the default, none).
     client = PrivateForestClient(2, random_state=1, split_selection="gini", label_chunk=1,
-                                 label_pack_rows=40, progress=True).fit(X_train, y_train)
+                                 label_pack_rows=40, decide_from="server",
+                                 progress=True).fit(X_train, y_train)
     n = X_train.shape[0]
     text = stream.getvalue()
     uploads = [part for part in text.split("\r") if "label rows" in part]
@@ -187,8 +189,9 @@ def test_same_forest_with_and_without_the_bar(wine, monkeypatch, selection):
     monkeypatch.setattr(sys, "stderr", stream)
     shown, shown_trees, shown_pred, shown_proba = _fit(wine, monkeypatch, progress=True,
                                                        **params)
-    # It was drawn: label rows and rounds; rr sends no label ciphertext, one stage only.
-    assert len(_drawn(stream)) == (2 if selection == "gini" else 1)
+    # It was drawn: rounds (gini, plan-only) or trees grown (rr); neither sends a label
+    # ciphertext, so one stage only.
+    assert len(_drawn(stream)) == 1
     stream.truncate(0)
     stream.seek(0)
     silent, silent_trees, silent_pred, silent_proba = _fit(wine, monkeypatch, progress=False,
