@@ -91,6 +91,7 @@ def test_plan_only_rounds_send_no_label_ciphertext_and_no_count(cancer, params):
                                      "left_weight"}
         assert set(query.meta) == {"session", "round", "token"}
     assert client.privacy_report_["server_honest"]
+    assert "no label ciphertext was sent" in " ".join(client.privacy_report_["server_saw"])
     # Predictions by leaf ids from the client's own counts; the paper's replies need the
     # label ciphertexts this session never had.
     assert (client.predict(X) == y).mean() > 0.8  # dp: noisy choices
@@ -108,6 +109,8 @@ def test_plan_only_forest_is_the_count_based_forest(cancer):
     plan_only = PrivateForestClient(3, **params).fit(X, y)
     counted = PrivateForestClient(3, decide_from="server", **params).fit(X, y)
     assert counted.server_.session(counted.session_).round_counts
+    assert "label ciphertexts and the public" in " ".join(
+        counted.privacy_report_["server_saw"])
     assert plan_only.fit_stats_.rounds == counted.fit_stats_.rounds
     # (Thresholds and predictions: each fit draws its own GIPE keys.)
     _assert_same_structure(_structures(plan_only), _structures(counted))

@@ -326,7 +326,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         self.session_ = engine.session_id
         self.privacy_report_ = privacy_report(self.split_selection, engine.accountant,
                                               self.gipe_mode, self.reveal_leaves,
-                                              engine.deviations, engine.cumulative_spent())
+                                              engine.deviations, engine.cumulative_spent(),
+                                              engine.sends_labels)
         self.epsilon_spent_ = self.privacy_report_["epsilon"]
         self.delta_spent_ = self.privacy_report_["delta"]
         self.fit_stats_ = stats

@@ -183,8 +183,12 @@ def _selection(name: str):
 def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
                    gipe_mode: str, reveal_leaves: bool = False,
                    deviations: list[dict] | tuple = (),
-                   cumulative: tuple[float, float] | None = None) -> dict:
+                   cumulative: tuple[float, float] | None = None,
+                   label_ciphertexts: bool = True) -> dict:
     """What a fit guarantees about the labels against the server, as a dict.
+
+    ``label_ciphertexts``: whether the fit uploaded them (the paper's flow or prediction
+    replies; not by default).
 
     ``deviations``: where the server's class counts were not the client's own
     (:attr:`~cipherforest.privacy.protocol.ClientSession.deviations`); reported under
@@ -205,7 +209,9 @@ def privacy_report(split_selection: str, accountant: LabelPrivacyAccountant,
     saw = ["the GIPE cipher matrix ("
            + ("label-dependent runs: the paper's scheme" if gipe_mode == "paper"
               else "its order and equalities are functions of X alone") + ")",
-           "label ciphertexts and the public homomorphic keys (no secret key)",
+           "label ciphertexts and the public homomorphic keys (no secret key)"
+           if label_ciphertexts else
+           "the public homomorphic keys (no secret key; no label ciphertext was sent)",
            *_selection(split_selection).server_saw]
     if reveal_leaves:
         saw.append("which nodes are pure (the paper's leaf rule)")
