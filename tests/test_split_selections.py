@@ -70,8 +70,8 @@ def test_a_selection_refuses_the_role_it_does_not_play():
 
 @pytest.mark.parametrize("params, match", [
     ({"split_selection": "dp", "label_epsilon": None}, "needs label_epsilon"),
-    ({"split_selection": "gini", "label_epsilon": 1.0}, "used only with split_selection='dp' "
-                                                        "or 'rr'"),
+    ({"split_selection": "gini", "label_epsilon": 1.0}, "used only with split_selection='rr' "
+                                                        "or 'dp'"),
     ({"split_selection": "blind", "label_epsilon": 1.0}, "not 'blind'"),
     ({"split_selection": "rr", "label_epsilon": math.inf}, "finite number > 0"),
     ({"split_selection": "dp", "label_epsilon": 1.0, "reveal_leaves": True},

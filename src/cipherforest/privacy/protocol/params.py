@@ -129,7 +129,9 @@ def check_selection_params(params: Mapping[str, Any]) -> None:
         raise ValueError(f"label_epsilon must be a finite number > 0 for "
                          f"split_selection={name!r}, got {epsilon!r}")
     if chosen.epsilon == "unused" and epsilon is not None:
-        takes = " or ".join(repr(s.name) for s in SELECTIONS.values() if s.epsilon != "unused")
+        takes = " or ".join(repr(s.name) for s in sorted(  # those with a default ε first
+            (s for s in SELECTIONS.values() if s.epsilon != "unused"),
+            key=lambda s: s.default_epsilon is None))
         raise ValueError(f"label_epsilon is used only with split_selection={takes}, "
                          f"not {name!r}")
     delta = params.get("label_delta", DEFAULT_LABEL_DELTA)
