@@ -103,7 +103,8 @@ def _assert_same_forest(client: PrivateForestClient, rf) -> None:
 def test_dask_server_grows_the_forest_on_the_ciphers(cluster, cancer, scheme):
     X_train, X_test, y_train, _ = cancer
     params = {"n_estimators": 3, "max_depth": 4, "random_state": 2, "scheme": scheme,
-              "reveal_leaves": True, "split_selection": "gini"}
+              "reveal_leaves": True, "split_selection": "gini",
+              "decide_from": "server"}
     server = PrivateForestServer(dask_client=cluster)
     client = PrivateForestClient(server=server, **params, **PACKS).fit(X_train, y_train)
     assert len(set(server.session(client.session_).labels.worker)) == 2
@@ -160,8 +161,10 @@ class Tee:
 def test_dask_session_equals_the_in_process_server(cluster, selection):
     X, y = load_wine(return_X_y=True)
     tee = Tee(PrivateForestServer(), PrivateForestServer(dask_client=cluster))
+    flow = {"decide_from": "server"} if selection == "gini" else {}  # counts to compare
     client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1, scheme="bfv",
-                                 split_selection=selection, server=tee, label_pack_rows=100)
+                                 split_selection=selection, server=tee, label_pack_rows=100,
+                                 **flow)
     tee.client = client
     client.fit(X, y)
     # rr grows without rounds: the leaves' sums are the Dask workers' only work
@@ -195,7 +198,8 @@ def _kill_a_worker_in_its_level(client, killed: list) -> threading.Thread:
 def test_worker_killed_mid_level_gives_the_same_forest(cluster, cancer):
     X_train, _, y_train, _ = cancer
     params = {"n_estimators": 3, "max_depth": 4, "random_state": 4, "scheme": "bfv",
-              "reveal_leaves": True, "split_selection": "gini"}
+              "reveal_leaves": True, "split_selection": "gini",
+              "decide_from": "server"}
     server = PrivateForestServer(dask_client=cluster)
     killed: list = []
     thread = _kill_a_worker_in_its_level(cluster, killed)
@@ -212,7 +216,8 @@ def test_changed_shard_digest_is_placed_again(cluster, cancer):
     shard again before the level; the forest is unchanged."""
     X_train, _, y_train, _ = cancer
     params = {"n_estimators": 2, "max_depth": 3, "random_state": 6, "scheme": "bfv",
-              "reveal_leaves": True, "split_selection": "gini"}
+              "reveal_leaves": True, "split_selection": "gini",
+              "decide_from": "server"}
     server = PrivateForestServer(dask_client=cluster)
 
     class Tamper:
@@ -258,7 +263,7 @@ def test_no_worker_left_is_a_shard_error_naming_shard_and_worker(cancer, monkeyp
         with pytest.raises(ShardError, match=r"shard 0 \(rows 0-\d+\) was on tcp://.*no "
                                              r"Dask worker joined"):
             PrivateForestClient(n_estimators=1, max_depth=2, scheme="bfv", split_selection="gini",
-                                server=Retire()).fit(X_train, y_train)
+                                decide_from="server", server=Retire()).fit(X_train, y_train)
         assert server.session_ids == []  # no half-trained session stays in memory
     finally:
         client.close()
@@ -287,7 +292,8 @@ def test_serve_on_dask_killed_mid_training_resumes(tmp_path, cluster):
     idx = np.random.RandomState(2).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:60]], y[idx[:60]], X[idx[60:]]
     params = {"n_estimators": 3, "max_depth": 4, "random_state": 7, "scheme": "bfv",
-              "split_selection": "gini"}
+              "split_selection": "gini",
+              "decide_from": "server"}
     server = ServerProcess(tmp_path / "data", free_port(),
                            extra_args=("--dask-scheduler", cluster.scheduler.address))
     server.start()
@@ -365,7 +371,8 @@ def test_service_answers_503_without_workers_and_resumes_when_they_return(tmp_pa
 
         X, y = load_wine(return_X_y=True)
         params = {"n_estimators": 2, "max_depth": 4, "random_state": 3, "scheme": "bfv",
-                  "split_selection": "gini"}
+                  "split_selection": "gini",
+              "decide_from": "server"}
         transport = Outage(url, "key", timeout=120)
         forest = PrivateForestClient(server=transport, **params).fit(X[:100], y[:100])
         assert transport.retries > 0  # answered 503 while no worker was there

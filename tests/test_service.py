@@ -112,7 +112,9 @@ def data():
     return X[idx[:40]], y[idx[:40]], X[idx[40:70]]
 
 
-PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5, "split_selection": "gini"}
+# The paper's flow (label ciphertexts, encrypted counts): the server's full machinery.
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 5, "split_selection": "gini",
+          "decide_from": "server"}
 
 
 @pytest.fixture(scope="module")

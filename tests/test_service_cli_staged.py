@@ -35,8 +35,11 @@ from cipherforest.privacy.protocol import (  # noqa: E402
 from test_service import KEY, bearer, forest_on_ciphers_proba, request, start_server  # noqa: E402
 from test_service_cli import write_csv  # noqa: E402
 
-PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0, "split_selection": "gini"}
-FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0", "--split-selection", "gini"]
+# The paper's flow (label ciphertexts, encrypted counts): the uploads and rounds to resume.
+PARAMS = {"n_estimators": 2, "max_depth": 2, "random_state": 0, "split_selection": "gini",
+          "decide_from": "server"}
+FOREST = ["--trees", "2", "--max-depth", "2", "--random-state", "0", "--split-selection", "gini",
+          "--decide-from", "server"]
 # 8 rows per label ciphertext, one ciphertext per message: 5 labels messages for 40 rows.
 PACKING = ["--label-pack-rows", "8", "--label-chunk", "1"]
 

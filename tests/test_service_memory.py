@@ -61,7 +61,8 @@ def test_sessions_pushed_out_of_memory_train_the_same_forests(tmp_path):
     idx = np.random.RandomState(8).permutation(X.shape[0])
     splits = [(X[idx[i:i + 45]], y[idx[i:i + 45]]) for i in (0, 45)]
     X_test = X[idx[90:120]]
-    params = [{"n_estimators": 2, "max_depth": 3, "random_state": s, "split_selection": "gini"}
+    params = [{"n_estimators": 2, "max_depth": 3, "random_state": s, "split_selection": "gini",
+               "decide_from": "server"}
               for s in (1, 2)]
     url, stop = start_server(tmp_path / "data", Limits(memory_limit=1))
     clients, errors = [None, None], []
@@ -103,7 +104,8 @@ def test_idle_server_process_restarts_and_keeps_serving(tmp_path):
     X, y = load_wine(return_X_y=True)
     idx = np.random.RandomState(9).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:40]], y[idx[:40]], X[idx[40:70]]
-    params = {"n_estimators": 2, "max_depth": 2, "random_state": 4, "split_selection": "gini"}
+    params = {"n_estimators": 2, "max_depth": 2, "random_state": 4, "split_selection": "gini",
+               "decide_from": "server"}
     server = ServerProcess(tmp_path / "data", free_port(), extra_args=(
         "--restart-above", "1K", "--restart-idle", "2", "--memory-idle", "1"))
     server.start()

@@ -124,7 +124,8 @@ def test_sigkill_during_training_resumes_to_the_same_forest(tmp_path):
     X, y = load_wine(return_X_y=True)
     idx = np.random.RandomState(2).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:60]], y[idx[:60]], X[idx[60:]]
-    params = {"n_estimators": 3, "max_depth": 4, "random_state": 7, "split_selection": "gini"}
+    params = {"n_estimators": 3, "max_depth": 4, "random_state": 7, "split_selection": "gini",
+              "decide_from": "server"}
     server = ServerProcess(tmp_path / "data", free_port())
     server.start()
     try:
@@ -185,7 +186,8 @@ def test_serve_jobs_forks_level_workers_and_trains_the_same_forest(tmp_path):
     X, y = load_breast_cancer(return_X_y=True)
     idx = np.random.RandomState(0).permutation(X.shape[0])
     X_train, y_train, X_test = X[idx[:300]], y[idx[:300]], X[idx[300:400]]
-    params = {"n_estimators": 4, "max_depth": 3, "random_state": 3, "split_selection": "gini"}
+    params = {"n_estimators": 4, "max_depth": 3, "random_state": 3, "split_selection": "gini",
+              "decide_from": "server"}
     server = ServerProcess(tmp_path / "data", free_port(), extra_args=("--jobs", "2"))
     server.start()
     seen: set[int] = set()

@@ -97,7 +97,7 @@ def _server_key(args) -> str | None:
 #: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
 _FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
                     "min_samples_split": 2, "scheme": "ckks", "random_state": None,
-                    "split_selection": "rr", "label_epsilon": None,
+                    "split_selection": "rr", "decide_from": "own", "label_epsilon": None,
                     "label_pack_rows": None, "label_chunk": 2}
 
 
@@ -127,6 +127,11 @@ def _add_forest_options(parser) -> None:
                         "dp (label-DP choices in rounds, with --label-epsilon), blind (no "
                         "labels used, no rounds), gini (the paper's best split: no finite "
                         "epsilon, the trees leak the labels)")
+    parser.add_argument("--decide-from", choices=("own", "server"),
+                        default=defaults["decide_from"],
+                        help="gini/dp: decide from the client's own label counts in "
+                        "plan-only rounds (own, default: no label ciphertext is uploaded) or "
+                        "from the server's encrypted counts (server: the paper's flow)")
     parser.add_argument("--label-epsilon", type=float, default=defaults["label_epsilon"],
                         help="rr: epsilon of the randomized response (default 2); dp: epsilon "
                         "of each split choice (required)")
@@ -350,7 +355,8 @@ def _forest_client(args, parser, **params):
         args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
         min_samples_split=args.min_samples_split, scheme=args.scheme,
         random_state=args.random_state, split_selection=args.split_selection,
-        label_epsilon=args.label_epsilon, label_pack_rows=args.label_pack_rows,
+        decide_from=args.decide_from, label_epsilon=args.label_epsilon,
+        label_pack_rows=args.label_pack_rows,
         label_chunk=args.label_chunk, privacy_ledger=args.privacy_ledger,
         max_total_epsilon=args.max_total_epsilon, **params)
 
