@@ -299,19 +299,25 @@ def _record(model):
 
 def test_train_exits_3_when_the_servers_counts_were_not_the_clients(files, server, tmp_path,
                                                                     monkeypatch, capsys):
-    """The rounds finish as with an honest server, the model is saved, and the deviation is
-    reported: in the privacy report and by exit status 3."""
+    """The default client's rounds carry the plan alone: a query that carries counts anyway
+    finishes as with an honest server, the model is saved, and the deviation is reported: in
+    the privacy report and by exit status 3."""
     from cipherforest.privacy.protocol import session as session_module
 
     monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
     model = tmp_path / "model"
-    assert _encrypt(files, model) == 0
+    assert _encrypt(files, model, "--decide-from", "own") == 0
     assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
     capsys.readouterr()
-    honest = session_module.query_counts
-    # What the client reads is off by one in every count: as if the server forged them.
-    monkeypatch.setattr(session_module, "query_counts",
-                        lambda he, layout, query: honest(he, layout, query) + 1)
+    honest = session_module.decode_message
+
+    def with_counts(data, expected=None):  # as if the server sent counts nobody asked for
+        message = honest(data, expected)
+        if message.kind == "query":
+            message.blobs["counts"] = [bytes(64)]
+        return message
+
+    monkeypatch.setattr(session_module, "decode_message", with_counts)
     assert main(["client", "train", "--model", str(model), "--server", server]) == 3
     out = capsys.readouterr().out
     assert "model saved" in out and "WARNING: the server did not follow the protocol" in out
