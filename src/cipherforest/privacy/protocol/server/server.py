@@ -48,7 +48,8 @@ from ...he import BlockLayout, HEError, PublicContext
 from ..messages import Message, ProtocolError, decode_message, encode_message
 from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
-from .growth import grow_blind_forest, grow_rr_forest, leaf_rows
+from .growth import grow_blind_forest, leaf_rows
+from .learners import SERVER_LEARNERS
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -269,7 +270,13 @@ class PrivateForestServer:
         X = message.array("X", "float64", 2)
         if X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ProtocolError("setup: X must be a finite cipher matrix with >= 2 rows")
-        n_classes = message.value("n_classes", int)
+        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        learner = SERVER_LEARNERS[spec.learner]
+        if spec.split_selection not in learner.selections:
+            raise ProtocolError(f"setup: a {learner.name} trains with split_selection in "
+                                f"{learner.selections}, not {spec.split_selection!r}")
+        # A learner without classes sends no label ciphertexts: its layout is never used.
+        n_classes = message.value("n_classes", int) if learner.needs_classes else 2
         if not 2 <= n_classes <= context.n_slots // 4:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
         pack_rows = message.meta.get("label_pack_rows")
@@ -278,12 +285,14 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: label_pack_rows must be None or a positive integer, "
                                 f"got {pack_rows!r}")
         layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
-        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         with_labels = message.meta.get("label_ciphertexts", True)
         if not isinstance(with_labels, bool) or not (
                 with_labels or spec.split_selection in ("rr", "blind")):
             raise ProtocolError("setup: label_ciphertexts must be true, or false for an 'rr' "
                                 "or 'blind' session (whose client counts its own leaves)")
+        if with_labels and not learner.needs_classes:
+            raise ProtocolError(f"setup: a {learner.name} session takes no label "
+                                "ciphertexts (label_ciphertexts must be false)")
         # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
         if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
@@ -368,18 +377,14 @@ class PrivateForestServer:
     @staticmethod
     def _randomized_labels(message: Message, spec: ForestSpec, n_rows: int,
                            n_classes: int) -> np.ndarray | None:
-        """The randomized-response labels a ``"rr"`` setup carries (None otherwise)."""
+        """The randomized-response labels a ``"rr"`` setup carries (None otherwise), as
+        its learner reads them."""
         if spec.split_selection != "rr":
             if "y_rr" in message.arrays:
                 raise ProtocolError("setup: randomized labels (y_rr) go with "
                                     "split_selection 'rr' only")
             return None
-        y_rr = message.array("y_rr", "int64", 1)
-        if y_rr.shape[0] != n_rows or (y_rr.size and (y_rr.min() < 0
-                                                      or y_rr.max() >= n_classes)):
-            raise ProtocolError(f"setup: y_rr must hold one class index in [0, {n_classes}) "
-                                f"per row ({n_rows} rows)")
-        return y_rr
+        return SERVER_LEARNERS[spec.learner].read_labels(message, n_rows, n_classes)
 
     def _train_without_rounds(self, session: ServerSession) -> Message:
         """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
@@ -387,7 +392,8 @@ class PrivateForestServer:
         :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
         started = time.perf_counter()
         if session.spec.split_selection == "rr":
-            grow_rr_forest(session.growth, session.randomized_labels, self.n_jobs)
+            SERVER_LEARNERS[session.spec.learner].grow(session.growth,
+                                                      session.randomized_labels, self.n_jobs)
         else:
             grow_blind_forest(session.growth, self.n_jobs)
         grown = time.perf_counter()
