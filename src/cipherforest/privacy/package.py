@@ -322,9 +322,10 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
             he = SecretContext.from_secret_bytes(file.read())
         except HEError as exc:
             raise StateFileError(f"{path}: he_keys.bin: {exc}") from None
-    if he.scheme != client.scheme:
+    scheme = getattr(client, "scheme", "ckks")  # a regressor's session is always CKKS
+    if he.scheme != scheme:
         raise StateFileError(f"{path}: he_keys.bin holds {he.scheme} keys, the client "
-                             f"was fitted with {client.scheme}")
+                             f"was fitted with {scheme}")
     client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
     try:
         table = engine_type.leaf_table_type.from_arrays(arrays)

@@ -267,7 +267,7 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
                else f"clipped targets plus Laplace noise at ε = {epsilon:.4g}")
         guarantee = (f"ε = {epsilon:.4g}-label-DP per row for the whole fit ({how}): any "
                      f"attack's posterior odds on a property of a row's target are at most "
-                     f"e^ε = {math.exp(epsilon):.3g} times its prior odds")
+                     f"e^ε = {math.exp(min(epsilon, 700.0)):.3g} times its prior odds")
         if release["bounds_from_data"]:
             guarantee += ("; the target bounds were taken from the data (its minimum and "
                           "maximum are not covered by ε: give target_bounds)")
