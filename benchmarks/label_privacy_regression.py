@@ -59,8 +59,9 @@ def load(name: str, n_rows: int):
     raise ValueError(f"unknown data set {name!r}")
 
 
-def methods(trees: int, seed: int, ledger: str, n_jobs: int | None):
-    """(name, estimator factory) of every column."""
+def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=()):
+    """(name, estimator factory) of every column (``outputs``: RR-on-bins with that many
+    output values too)."""
     common = dict(n_estimators=trees, random_state=seed)
     private = dict(common, privacy_ledger=ledger, n_jobs=n_jobs)
     out = [("plaintext", lambda: RandomForestRegressor(**common, n_jobs=n_jobs)),
@@ -69,10 +70,14 @@ def methods(trees: int, seed: int, ledger: str, n_jobs: int | None):
         for eps in EPSILONS:
             out.append((f"{kind} ε={eps:g}", lambda kind=kind, eps=eps: PrivateForestRegressor(
                 **private, target_mechanism=kind, label_epsilon=eps)))
+    for k in outputs:
+        for eps in EPSILONS:
+            out.append((f"bins k={k} ε={eps:g}", lambda k=k, eps=eps: PrivateForestRegressor(
+                **private, target_outputs=k, label_epsilon=eps)))
     return out
 
 
-def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None):
+def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=()):
     results: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as ledger:
@@ -82,7 +87,7 @@ def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None):
             started = time.perf_counter()
             for fold, (train, test) in enumerate(
                     KFold(folds, shuffle=True, random_state=0).split(X)):
-                for label, make in methods(trees, fold, ledger, n_jobs):
+                for label, make in methods(trees, fold, ledger, n_jobs, outputs):
                     model = make().fit(X[train], y[train])
                     scores.setdefault(label, []).append(r2_score(y[test], model.predict(X[test])))
             results[name] = scores
@@ -126,9 +131,12 @@ def main(argv=None) -> None:
     parser.add_argument("--max-rows", type=int, default=2000,
                         help="rows of the generated data sets")
     parser.add_argument("--n-jobs", type=int, default=None)
+    parser.add_argument("--outputs", type=int, nargs="*", default=[],
+                        help="also RR-on-bins with this many output values (target_outputs)")
     parser.add_argument("--markdown", help="also write the tables to this file")
     args = parser.parse_args(argv)
-    results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs)
+    results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs,
+                           args.outputs)
     text = table(results, args.trees, args.folds) + "\n" + target_lines(results)
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}; {sum(seconds.values()):.0f} s in all")

@@ -83,6 +83,28 @@ def test_dynamic_program_finds_the_least_loss_partition(seed):
     assert np.all(np.diff(values) >= 0) and values.shape[0] == len(bounds) - 1
 
 
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_fixed_number_of_outputs_is_the_best_partition_of_that_size(k):
+    rng = np.random.default_rng(k)
+    points, prior = np.sort(rng.normal(size=7)), rng.random(7)
+    prior /= prior.sum()
+    brute = min(_loss(points, prior, [0, *cut, 7], 1.0)
+                for cut in itertools.combinations(range(1, 7), k - 1))
+    interval, values, loss = optimal_rr_on_bins(points, prior, 1.0, n_outputs=k)
+    assert values.shape[0] == k and interval[-1] == k - 1
+    assert loss == pytest.approx(brute, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [50.0, 1000.0])
+def test_a_huge_epsilon_with_empty_bins_gives_finite_values(epsilon):
+    prior = np.array([0.5, 0.0, 0.0, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        interval, values, loss = optimal_rr_on_bins(np.arange(4.0), prior, epsilon)
+    assert np.all(np.isfinite(values)) and loss == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(values[interval[[0, 3]]], [0.0, 3.0], atol=1e-12)
+
+
 def test_more_epsilon_means_more_outputs_and_less_loss():
     points = np.linspace(0, 1, 32)
     prior = np.full(32, 1 / 32)

@@ -71,7 +71,7 @@ def noisy_prior(fine_bins: np.ndarray, n_bins: int, epsilon: float,
 
 
 def optimal_rr_on_bins(points: np.ndarray, prior: np.ndarray, epsilon: float,
-                       ) -> tuple[np.ndarray, np.ndarray, float]:
+                       n_outputs: int | None = None) -> tuple[np.ndarray, np.ndarray, float]:
     """The RR-on-bins mechanism of least expected squared error (module docstring).
 
     Parameters
@@ -81,6 +81,8 @@ def optimal_rr_on_bins(points: np.ndarray, prior: np.ndarray, epsilon: float,
     prior : ndarray of shape (m,)
         Their probabilities (sum 1).
     epsilon : float
+    n_outputs : int or None, default=None
+        The number of output values ``k`` (at most ``m``); None: the ``k`` of least loss.
 
     Returns
     -------
@@ -101,13 +103,20 @@ def optimal_rr_on_bins(points: np.ndarray, prior: np.ndarray, epsilon: float,
     total_s, total_q = cum[1][-1], cum[2][-1]
     upper = np.triu(np.ones((m, m), dtype=bool))
     best = (math.inf, None, None)
-    for k in range(1, m + 1):
-        p = 1.0 / (1.0 + (k - 1) * math.exp(-epsilon))
-        q = (1.0 - p) / (k - 1) if k > 1 else 0.0
+    lows = np.broadcast_to(points[:, None], (m, m))
+    highs = np.broadcast_to(points[None, :], (m, m))
+    sizes = range(1, m + 1) if n_outputs is None else [min(int(n_outputs), m)]
+    for k in sizes:
         if k == 1:
             p, q = 1.0, 1.0  # one output: reported always, p - q = 0 weighs nothing
+        else:
+            q = math.exp(-epsilon) / (1.0 + (k - 1) * math.exp(-epsilon))
+            p = 1.0 - (k - 1) * q
         gap = p - q
-        value = (gap * S + q * total_s) / (gap * W + q)
+        denominator = gap * W + q
+        # An interval without prior mass costs nothing when q underflows: any value will do.
+        value = np.divide(gap * S + q * total_s, denominator, out=(lows + highs) / 2,
+                          where=denominator > 0)
         cost = (gap * (Q - 2 * value * S + value ** 2 * W)
                 + q * (total_q - 2 * value * total_s + value ** 2))
         cost = np.where(upper, cost, math.inf)
@@ -157,9 +166,11 @@ class BinnedResponse:
 
     @classmethod
     def fit(cls, y: np.ndarray, low: float, high: float, n_bins: int, epsilon: float,
-            prior_epsilon: float, uniforms: np.ndarray) -> BinnedResponse:
+            prior_epsilon: float, uniforms: np.ndarray,
+            n_outputs: int | None = None) -> BinnedResponse:
         """The optimal mechanism for the targets ``y``'s noisy prior (``prior_epsilon``,
-        ``uniforms`` of shape ``(n_bins,)``) and the randomized response's ``epsilon``."""
+        ``uniforms`` of shape ``(n_bins,)``) and the randomized response's ``epsilon``
+        (with ``n_outputs`` output values; None: as many as minimise the loss)."""
         epsilon = _check_epsilon(epsilon)
         if not high > low:  # a constant target: one output, nothing to randomize
             return cls(float(low), float(low), np.zeros(n_bins, dtype=np.int64),
@@ -168,7 +179,7 @@ class BinnedResponse:
         prior = noisy_prior(fine, n_bins, prior_epsilon, uniforms)
         width = (high - low) / n_bins
         points = low + width * (np.arange(n_bins) + 0.5)
-        interval, values, _ = optimal_rr_on_bins(points, prior, epsilon)
+        interval, values, _ = optimal_rr_on_bins(points, prior, epsilon, n_outputs)
         return cls(float(low), float(high), interval, values, epsilon)
 
     @property
