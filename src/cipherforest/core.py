@@ -6,8 +6,9 @@ forest's seeds and bootstrap counts, the per-node random generator, how ``max_fe
 ``max_samples`` resolve for the data, how a matrix is presorted or binned, the numba options,
 the thread helpers and the one-line progress bar of long fits. They are public here, so that
 layers outside ``tree`` and ``ensemble`` never import those packages' private modules.
-:class:`~cipherforest.ensemble.RandomForestClassifier` is here too (the server grows the
-randomized-response forest with it), imported on first use.
+:class:`~cipherforest.ensemble.RandomForestClassifier` and
+:class:`~cipherforest.ensemble.RandomForestRegressor` are here too (the server grows the
+randomized-response forests with them), imported on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -22,13 +23,16 @@ from .tree._common import JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["JIT_OPTIONS", "ProgressBar", "RandomForestClassifier", "bin_thresholds_for_column",
+__all__ = ["JIT_OPTIONS", "ProgressBar", "RandomForestClassifier", "RandomForestRegressor",
+           "bin_thresholds_for_column",
            "bootstrap_counts", "child_seed", "draw_seeds", "effective_n_jobs", "make_state",
            "map_in_threads", "prepare_tree_data", "rand_int", "resolve_max_features",
            "resolve_n_draws"]
 
 # The forest loads scikit-learn's estimator machinery and its kernels: imported on first use.
-__getattr__, __dir__ = lazy_exports(__name__, {"RandomForestClassifier": "..ensemble"})
+__getattr__, __dir__ = lazy_exports(__name__, {"RandomForestClassifier": "..ensemble",
+                                                "RandomForestRegressor": "..ensemble"})
 
 if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble import RandomForestClassifier as RandomForestClassifier
+    from .ensemble import RandomForestRegressor as RandomForestRegressor

@@ -3,6 +3,9 @@
 * :class:`GiniPreservingEncryptor` — the paper's scheme as a scikit-learn transformer
   (:mod:`.gipe`); ``fit_transform`` / ``transform`` give the integer cipher matrix a
   :class:`~cipherforest.ensemble.RandomForestClassifier` trains and predicts on.
+* :class:`PrivateForestRegressor` — the regression forest on the same server: GIPE features,
+  targets privatised by randomized response on bins (:mod:`.target_dp`), leaf values from
+  the true targets on the client.
 * :class:`PrivateForestClient` / :class:`PrivateForestServer` — the encrypted random
   forest: GIPE features, CKKS (or exact BFV) labels (:mod:`.he`), one round trip per tree
   level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
@@ -35,6 +38,7 @@ _EXPORTS = {
     "LedgerError": ".ledger",
     "PrivacyLedger": ".ledger",
     "PrivateForestClient": ".client",
+    "PrivateForestRegressor": ".regressor",
     "PrivateForestServer": ".protocol",
     "PrivateForestSimulator": ".simulation",
     "ProtocolError": ".protocol",
@@ -63,5 +67,6 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .protocol import PrivateForestServer as PrivateForestServer
     from .protocol import ProtocolError as ProtocolError
     from .protocol import ProtocolStats as ProtocolStats
+    from .regressor import PrivateForestRegressor as PrivateForestRegressor
     from .simulation import PrivateForestSimulator as PrivateForestSimulator
     from .state_file import StateFileError as StateFileError

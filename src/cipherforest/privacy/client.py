@@ -36,7 +36,26 @@ from .protocol import (
 )
 from .protocol.replies import CKKS_TIE_TOLERANCE
 
-__all__ = ["PrivateForestClient", "ServerDeviationWarning"]
+__all__ = ["PrivateForestClient", "ServerDeviationWarning", "new_transport"]
+
+
+def new_transport(server, n_jobs, server_key, timeout) -> tuple[Transport, object]:
+    """``(transport, server_)`` of a private estimator's ``server`` parameter: None makes an
+    embedded server (``server_`` is that server), a URL a new HTTP session, and a
+    :class:`Transport` is used as it is."""
+    if server is None:
+        transport = InProcessTransport(n_jobs=n_jobs)
+        return transport, transport.server
+    if isinstance(server, str):
+        from .protocol.http import HTTPTransport
+
+        transport = HTTPTransport(server, server_key, timeout=timeout)
+    elif isinstance(server, Transport):
+        transport = server
+    else:
+        raise TypeError("server must be None, a URL or a transport with "
+                        f"handle(bytes) -> bytes, not {type(server).__name__}")
+    return transport, transport
 
 
 class ServerDeviationWarning(UserWarning):
@@ -344,20 +363,8 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         """The transport for a new fit (and ``server_``): a server given as an object is used
         as it is; an embedded server or an HTTP session is made anew (old sessions are
         dropped)."""
-        if self.server is None:
-            transport = InProcessTransport(n_jobs=self.n_jobs)
-            self.server_ = transport.server
-            return transport
-        if isinstance(self.server, str):
-            from .protocol.http import HTTPTransport
-
-            transport = HTTPTransport(self.server, self.server_key, timeout=self.timeout)
-        elif isinstance(self.server, Transport):
-            transport = self.server
-        else:
-            raise TypeError("server must be None, a URL or a transport with "
-                            f"handle(bytes) -> bytes, not {type(self.server).__name__}")
-        self.server_ = transport
+        transport, self.server_ = new_transport(self.server, self.n_jobs, self.server_key,
+                                                self.timeout)
         return transport
 
     def train(self, setup: Message, transport: Transport, *, answered=(), on_answer=None):

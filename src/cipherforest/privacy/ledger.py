@@ -238,6 +238,22 @@ class PrivacyLedger:
                 out[i] = other + (other >= labels[i])
         return out
 
+    def row_uniforms(self, purpose: bytes, X: np.ndarray, targets: np.ndarray) -> np.ndarray:
+        """One uniform in [0, 1) per row, fixed by the secret, ``purpose``, the row's
+        features and its (float64) target: the permanent noise of a regression release."""
+        bits = np.ascontiguousarray(targets, dtype=np.float64).view(np.int64)
+        return np.array([int.from_bytes(d[:7], "little") / 2.0**56
+                         for d in self._digests(b"row-noise:" + purpose, X, bits)])
+
+    def data_uniforms(self, purpose: bytes, X: np.ndarray, targets: np.ndarray,
+                      n: int) -> np.ndarray:
+        """``n`` uniforms in [0, 1) fixed by the secret, ``purpose`` and the whole data set
+        (features and float64 targets): permanent noise of a statistic of all rows."""
+        mac = hmac.new(self._key(b"data-noise:" + purpose), digestmod=hashlib.sha256)
+        mac.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+        mac.update(np.ascontiguousarray(targets, dtype=np.float64).tobytes())
+        return np.random.default_rng(int.from_bytes(mac.digest(), "little")).random(n)
+
     # ------------------------------------------------------------------ accounting
     def spent(self, row_keys: np.ndarray) -> tuple[float, float]:
         """``(ε, δ)`` the recorded releases spent on the most charged of these rows."""

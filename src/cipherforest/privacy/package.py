@@ -50,7 +50,6 @@ from .protocol import (
     encode_message,
 )
 from .protocol.http import HTTPTransport
-from .protocol.leaf_table import LeafTable
 from .protocol.server import state_from_arrays, state_to_arrays
 from .state_file import StateFileError, read_state_file, write_state_file
 
@@ -115,9 +114,12 @@ def _params(client) -> tuple[dict, Any, Any]:
         raise TypeError("a client with a server object cannot be saved with it; give "
                         "server=None (embedded) or a URL, or pass the server to load()")
     for name, value in params.items():
-        if not isinstance(value, _JSON_PARAMS):
+        if isinstance(value, (tuple, list)) and all(
+                isinstance(v, (int, float)) and not isinstance(v, bool) for v in value):
+            params[name] = [float(v) for v in value]  # e.g. a regressor's target_bounds
+        elif not isinstance(value, _JSON_PARAMS):
             raise TypeError(f"parameter {name}={value!r} cannot be saved (only None, bool, "
-                            "int, float and str parameters can)")
+                            "int, float and str parameters and lists of numbers can)")
     params["server"] = server
     return params, server, transport
 
@@ -139,7 +141,8 @@ def _feature_names(client) -> list[str] | None:
 
 
 def _classes(client) -> np.ndarray:
-    classes = np.asarray(client.classes_)
+    """The classifier's classes (none for a regressor)."""
+    classes = np.asarray(getattr(client, "classes_", np.zeros(0)))
     return classes.astype(str) if classes.dtype.hasobject else classes
 
 
@@ -298,9 +301,12 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
 
 
 def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
-    """A client with the parameters, classes, keys and GIPE state of a model directory."""
+    """A client with the parameters, classes, keys and GIPE state of a model directory
+    (its engine of class ``cls.engine_type``, by default :class:`ClientSession`)."""
+    engine_type = getattr(cls, "engine_type", ClientSession)
     client = cls(**params)
-    client.classes_ = arrays["classes"]
+    if arrays["classes"].size:  # a regressor has none
+        client.classes_ = arrays["classes"]
     client.n_features_in_ = int(meta["n_features_in"])
     names = meta.get("feature_names_in")  # absent from files of earlier versions
     if names is not None:
@@ -316,16 +322,17 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
             he = SecretContext.from_secret_bytes(file.read())
         except HEError as exc:
             raise StateFileError(f"{path}: he_keys.bin: {exc}") from None
-    if he.scheme != client.scheme:
+    scheme = getattr(client, "scheme", "ckks")  # a regressor's session is always CKKS
+    if he.scheme != scheme:
         raise StateFileError(f"{path}: he_keys.bin holds {he.scheme} keys, the client "
-                             f"was fitted with {client.scheme}")
+                             f"was fitted with {scheme}")
     client.encryptor_ = GiniPreservingEncryptor.load_state(os.path.join(path, "gipe.npz"))
     try:
-        table = LeafTable.from_arrays(arrays)
+        table = engine_type.leaf_table_type.from_arrays(arrays)
     except ValueError as exc:
         raise StateFileError(f"{path}: client.npz: {exc}") from None
-    client.client_session_ = ClientSession(client.get_params()).restore(
-        client.classes_, client.encryptor_, he, int(meta["n_draws"]),
+    client.client_session_ = engine_type(client.get_params()).restore(
+        arrays["classes"], client.encryptor_, he, int(meta["n_draws"]),
         int(meta["rows_per_pack"]), session, arrays.get("labels"), table,
         arrays.get("row_keys"), meta.get("release_digest"))
     return client

@@ -37,6 +37,9 @@ they recover in each mode, measured by ``benchmarks/privacy_attacks.py``:
 * :mod:`.forced_refits` — :class:`BusyServer` / :func:`forced_refit_attack`: a server reads
   the randomized labels of each ``setup``, answers "busy", and takes the majority over the
   retried fits.
+* :mod:`.target_recovery` — :func:`leaf_neighbour_targets`, :func:`proximity_nearest_targets`,
+  :func:`forced_refit_targets`: the tree and refit attacks against the private regression
+  forest's targets, scored by :func:`score_targets` (R² and MAE beside guessing the mean).
 * :mod:`.value_recovery` — :func:`quantile_value_recovery` / :func:`score_value_recovery`:
   values from cipher ranks and an auxiliary sample of the feature's distribution.
 
@@ -80,6 +83,15 @@ from .selective_failure import (
     selective_failure_attack,
 )
 from .shared_cipher import shared_cipher_labels
+from .target_recovery import (
+    ForcedRefitTargets,
+    TargetAttackResult,
+    denoised_targets,
+    forced_refit_targets,
+    leaf_neighbour_targets,
+    proximity_nearest_targets,
+    score_targets,
+)
 from .transcript import (
     RecordingServer,
     Transcript,
@@ -93,6 +105,7 @@ __all__ = [
     "AttackResult",
     "BusyServer",
     "ForcedRefitResult",
+    "ForcedRefitTargets",
     "ContentSubstitutionResult",
     "ContentSubstitutionServer",
     "content_substitution_attack",
@@ -104,14 +117,18 @@ __all__ = [
     "RecordingServer",
     "SelectiveFailureResult",
     "SelectiveFailureServer",
+    "TargetAttackResult",
     "Transcript",
     "ValueRecoveryResult",
     "alternation_labels",
     "declared_leaves",
+    "denoised_targets",
     "forced_refit_attack",
+    "forced_refit_targets",
     "forest_trees",
     "fresh_randomized_labels",
     "known_label_success",
+    "leaf_neighbour_targets",
     "leaf_union_labels",
     "majority_baseline",
     "name_clusters_by_counts",
@@ -121,8 +138,10 @@ __all__ = [
     "proximity_cluster_labels",
     "proximity_matrix",
     "proximity_nearest_labels",
+    "proximity_nearest_targets",
     "quantile_value_recovery",
     "score_labels",
+    "score_targets",
     "score_value_recovery",
     "selective_failure_attack",
     "server_bootstrap_counts",

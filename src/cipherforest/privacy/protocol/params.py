@@ -30,7 +30,8 @@ from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 from .selections import SELECTIONS, selection
 
-__all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "PARAMETERS",
+__all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "LEARNERS",
+           "PARAMETERS",
            "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
            "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
@@ -47,6 +48,11 @@ DEFAULT_RR_EPSILON = SELECTIONS["rr"].default_epsilon
 #: fit) or the server's decrypted counts (the paper's flow: a difference refuses the round,
 #: which a malicious server reads as one label bit; kept for the evaluation).
 DECIDE_FROM = ("own", "server")
+
+#: What a session trains (``setup``'s ``learner``; absent: a classifier): a forest of
+#: classification trees, or of regression trees on privatised targets ("rr", "blind" only).
+#: The server's growth per learner is in :mod:`.server.learners`.
+LEARNERS = ("classifier", "regressor")
 
 MAX_ESTIMATORS = 10_000
 MIN_ROUND_BYTES = 1 << 18
@@ -194,6 +200,7 @@ class ForestSpec:
     random_state: int
     max_round_bytes: int | None  # None: one round per tree level for the whole forest
     split_selection: str  # "gini" or "dp": the client chooses; "blind": the server draws
+    learner: str = "classifier"  # one of LEARNERS
 
     @classmethod
     def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
@@ -213,6 +220,9 @@ class ForestSpec:
         if meta.get("split_selection") not in SPLIT_SELECTIONS:
             raise ProtocolError(f"setup: split_selection must be one of {SPLIT_SELECTIONS}, "
                                 f"got {meta.get('split_selection')!r}")
+        learner = meta.get("learner", "classifier")
+        if learner not in LEARNERS:
+            raise ProtocolError(f"setup: learner must be one of {LEARNERS}, got {learner!r}")
         max_depth = integer("max_depth", 1, allow_none=True)
         min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
         return cls(
@@ -227,6 +237,7 @@ class ForestSpec:
             random_state=integer("random_state", 0, MAX_SEED),
             max_round_bytes=integer("max_round_bytes", MIN_ROUND_BYTES, allow_none=True),
             split_selection=meta["split_selection"],
+            learner=learner,
         )
 
     def to_meta(self) -> dict:
@@ -239,4 +250,5 @@ class ForestSpec:
             "n_draws": self.n_draws, "max_bins": self.max_bins,
             "random_state": self.random_state, "max_round_bytes": self.max_round_bytes,
             "split_selection": self.split_selection,
+            **({} if self.learner == "classifier" else {"learner": self.learner}),
         }

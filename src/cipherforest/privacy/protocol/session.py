@@ -101,6 +101,9 @@ class ClientSession:
         reports them after it (``privacy_report_``, a warning).
     """
 
+    #: The class of :attr:`leaf_table` (what a saved client's leaf arrays are read as).
+    leaf_table_type = LeafTable
+
     def __init__(self, params: Mapping[str, Any], transport: Transport | None = None):
         self.params = dict(params)
         self.transport = transport
@@ -409,12 +412,17 @@ class ClientSession:
             else:
                 self._check_finished()
                 reached = leaves_reached(self._growth.trees, X_cipher)
-            self.leaf_table = LeafTable.from_rows(reached, self.labels, self._growth.weights,
-                                                  self.n_classes)
+            self.leaf_table = self.count_leaves(reached, self._growth.weights)
         finally:
             del self._growth
             self._charge_rounds()  # what the server saw, even of rounds that then failed
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+
+    def count_leaves(self, reached: np.ndarray, weights_of: Callable[[int], np.ndarray]):
+        """The client's own leaf statistics once the structure is known: the class counts
+        of :attr:`labels` in the leaves ``reached`` (a subclass for another learner keeps
+        what its predictions need; :attr:`leaf_table_type` reads them back)."""
+        return LeafTable.from_rows(reached, self.labels, weights_of, self.n_classes)
 
     def _training_leaves(self, trained: Message, n_samples: int) -> np.ndarray:
         """The leaf each training row reaches in each tree, as the server that grew the

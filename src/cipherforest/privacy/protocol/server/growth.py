@@ -38,20 +38,25 @@ __all__ = ["BLIND_CHOICE_SIDE", "grow_blind_forest", "grow_rr_forest", "leaf_row
 BLIND_CHOICE_SIDE = 2
 
 
-def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None = None) -> None:
-    """Grow every tree of ``growth`` on ``labels`` by the Gini rule, all at once
-    (:func:`leaf_rows` then gives its leaves).
+def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None = None, *,
+                   regression: bool = False) -> None:
+    """Grow every tree of ``growth`` on ``labels`` by the Gini rule (``regression``: the
+    squared-error rule), all at once (:func:`leaf_rows` then gives its leaves).
 
     Parameters
     ----------
     growth : ForestGrowth
         A forest whose trees have only their root open; its trees are replaced.
     labels : ndarray of shape (n_samples,)
-        Class index per row (the randomized responses).
+        Class index per row (the randomized responses); with ``regression``, the privatised
+        target per row.
     n_jobs : int or None, default=None
         Threads growing trees (None: 1, -1: every core).
+    regression : bool, default=False
+        Grow :class:`~cipherforest.ensemble.RandomForestRegressor`'s trees (the same
+        bootstrap, feature draws and thresholds; splits by squared error).
     """
-    from ....core import RandomForestClassifier  # loaded on first use
+    from ....core import RandomForestClassifier, RandomForestRegressor  # loaded on first use
 
     spec = growth.spec
     # Few distinct ciphers per column (GIPE's quantile mode: gipe_bins of them): one bin
@@ -59,7 +64,7 @@ def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None 
     # fraction of its time; only thresholds differ (bin edges between values of all rows,
     # not of the node's), and are put back below.
     binned_exact = spec.max_bins is None and _distinct_at_most(growth.X, MAX_BINS)
-    forest = RandomForestClassifier(
+    forest = (RandomForestRegressor if regression else RandomForestClassifier)(
         n_estimators=spec.n_estimators, max_features=spec.max_features,
         max_depth=None if spec.max_depth < 0 else spec.max_depth,
         min_samples_split=spec.min_samples_split, min_samples_leaf=spec.min_samples_leaf,

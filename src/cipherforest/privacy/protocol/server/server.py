@@ -50,6 +50,7 @@ from ..params import ForestSpec
 from ..planner import NodePlan, OpenNode, plan_fields
 from ..selections import selection
 from .growth import leaf_rows
+from .learners import SERVER_LEARNERS
 from .level import CKKS_MAX_SCALED_COUNT, LocalLevels, store_order
 from .row_sums import can_sum_rows, row_sum_ciphertexts
 from .session import ServerSession, ServerStats
@@ -270,7 +271,13 @@ class PrivateForestServer:
         X = message.array("X", "float64", 2)
         if X.shape[0] < 2 or X.shape[1] < 1 or not np.all(np.isfinite(X)):
             raise ProtocolError("setup: X must be a finite cipher matrix with >= 2 rows")
-        n_classes = message.value("n_classes", int)
+        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
+        learner = SERVER_LEARNERS[spec.learner]
+        if spec.split_selection not in learner.selections:
+            raise ProtocolError(f"setup: a {learner.name} trains with split_selection in "
+                                f"{learner.selections}, not {spec.split_selection!r}")
+        # A learner without classes sends no label ciphertexts: its layout is never used.
+        n_classes = message.value("n_classes", int) if learner.needs_classes else 2
         if not 2 <= n_classes <= context.n_slots // 4:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
         pack_rows = message.meta.get("label_pack_rows")
@@ -279,7 +286,6 @@ class PrivateForestServer:
             raise ProtocolError(f"setup: label_pack_rows must be None or a positive integer, "
                                 f"got {pack_rows!r}")
         layout = BlockLayout(context.scheme, context.n_slots, n_classes, X.shape[0], pack_rows)
-        spec = ForestSpec.from_meta(message.meta, X.shape[0], X.shape[1])
         with_labels = message.meta.get("label_ciphertexts", True)
         round_counts = message.meta.get("round_counts", True)
         asks_rounds = selection(spec.split_selection).asks_rounds
@@ -291,6 +297,9 @@ class PrivateForestServer:
             raise ProtocolError("setup: label_ciphertexts must be true, or false for a "
                                 "session whose client counts its own leaves ('rr', 'blind', "
                                 "or 'gini'/'dp' with plan-only rounds: round_counts false)")
+        if with_labels and not learner.needs_classes:
+            raise ProtocolError(f"setup: a {learner.name} session takes no label "
+                                "ciphertexts (label_ciphertexts must be false)")
         # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
         if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
@@ -376,26 +385,26 @@ class PrivateForestServer:
     @staticmethod
     def _randomized_labels(message: Message, spec: ForestSpec, n_rows: int,
                            n_classes: int) -> np.ndarray | None:
-        """The randomized-response labels a ``"rr"`` setup carries (None otherwise)."""
+        """The randomized-response labels a ``"rr"`` setup carries (None otherwise), as
+        its learner reads them."""
         if not selection(spec.split_selection).sends_randomized_labels:
             if "y_rr" in message.arrays:
                 raise ProtocolError("setup: randomized labels (y_rr) go with "
                                     "split_selection 'rr' only")
             return None
-        y_rr = message.array("y_rr", "int64", 1)
-        if y_rr.shape[0] != n_rows or (y_rr.size and (y_rr.min() < 0
-                                                      or y_rr.max() >= n_classes)):
-            raise ProtocolError(f"setup: y_rr must hold one class index in [0, {n_classes}) "
-                                f"per row ({n_rows} rows)")
-        return y_rr
+        return SERVER_LEARNERS[spec.learner].read_labels(message, n_rows, n_classes)
 
     def _train_without_rounds(self, session: ServerSession) -> Message:
         """Grow every tree without asking the client — from the ciphers alone (``"blind"``)
         or by the Gini rule on the randomized-response labels (``"rr"``, the compiled grower:
         :mod:`.growth`) — and sum each leaf's label ciphertexts: no query round."""
         started = time.perf_counter()
-        selection(session.spec.split_selection).grow(session.growth, session.randomized_labels,
-                                                     self.n_jobs)
+        chosen = selection(session.spec.split_selection)
+        if chosen.sends_randomized_labels:
+            SERVER_LEARNERS[session.spec.learner].grow(session.growth,
+                                                      session.randomized_labels, self.n_jobs)
+        else:
+            chosen.grow(session.growth, None, self.n_jobs)
         grown = time.perf_counter()
         session.stats.growth_seconds += grown - started
         n_leaves = sum(int(np.count_nonzero(np.asarray(tree.left) < 0))

@@ -1,0 +1,337 @@
+"""PrivateForestRegressor: the RR-on-bins mechanism, the protocol, the surfaces, bad input.
+
+Proves: the mechanism's dynamic program finds the least-loss partition (brute force over every
+partition of small grids); with noise negligible (Laplace at a huge ε) the private forest
+predicts what RandomForestRegressor predicts on the client's ciphers and true targets; the
+privatised targets are permanent and charged once in the ledger; the server never receives
+the true targets nor a label ciphertext; save/load and a ``cipherforest serve`` URL predict
+the same; NaN/inf targets, bad bounds and setups a regressor cannot take are refused; a
+constant target and an ε that leaves no signal have the documented outcome.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+import warnings
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_diabetes
+from sklearn.metrics import r2_score
+
+from cipherforest.core import bootstrap_counts, draw_seeds
+from cipherforest.ensemble import RandomForestRegressor
+from cipherforest.privacy import LedgerError, PrivacyLedger, PrivateForestRegressor
+from cipherforest.privacy.protocol import (
+    InProcessTransport,
+    Message,
+    ProtocolError,
+    decode_message,
+    encode_message,
+)
+from cipherforest.privacy.target_dp import (
+    BinnedResponse,
+    laplace_targets,
+    noisy_prior,
+    optimal_rr_on_bins,
+)
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = load_diabetes(return_X_y=True)
+    idx = np.random.RandomState(0).permutation(X.shape[0])
+    return X[idx[:300]], y[idx[:300]], X[idx[300:]], y[idx[300:]]
+
+
+# ---------------------------------------------------------------------- the mechanism
+def _loss(points, prior, bounds, epsilon):
+    """Expected squared error of RR over the intervals ``bounds`` with their best values,
+    computed row by row from the definition."""
+    k = len(bounds) - 1
+    p = 1.0 if k == 1 else 1 / (1 + (k - 1) * math.exp(-epsilon))
+    q = 1.0 if k == 1 else (1 - p) / (k - 1)
+    values = []
+    for lo, hi in itertools.pairwise(bounds):
+        w, s = prior[lo:hi].sum(), (prior * points)[lo:hi].sum()
+        values.append(((p - q) * s + q * (prior * points).sum()) / ((p - q) * w + q))
+    total = 0.0
+    for i, y in enumerate(points):
+        own = np.searchsorted(bounds, i, side="right") - 1
+        total += prior[i] * ((p - q) * (y - values[own]) ** 2
+                             + q * sum((y - v) ** 2 for v in values))
+    return total
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_dynamic_program_finds_the_least_loss_partition(seed):
+    rng = np.random.default_rng(seed)
+    m = int(rng.integers(1, 8))
+    points = np.sort(rng.normal(size=m))
+    prior = rng.random(m)
+    prior /= prior.sum()
+    epsilon = float(rng.choice([0.1, 1.0, 3.0, 8.0]))
+    brute = min(_loss(points, prior, [0, *cut, m], epsilon)
+                for k in range(1, m + 1) for cut in itertools.combinations(range(1, m), k - 1))
+    interval, values, loss = optimal_rr_on_bins(points, prior, epsilon)
+    bounds = [0, *(np.flatnonzero(np.diff(interval)) + 1).tolist(), m]
+    assert loss == pytest.approx(brute, rel=1e-9, abs=1e-12)
+    assert _loss(points, prior, bounds, epsilon) == pytest.approx(loss, rel=1e-9, abs=1e-12)
+    assert np.all(np.diff(values) >= 0) and values.shape[0] == len(bounds) - 1
+
+
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_fixed_number_of_outputs_is_the_best_partition_of_that_size(k):
+    rng = np.random.default_rng(k)
+    points, prior = np.sort(rng.normal(size=7)), rng.random(7)
+    prior /= prior.sum()
+    brute = min(_loss(points, prior, [0, *cut, 7], 1.0)
+                for cut in itertools.combinations(range(1, 7), k - 1))
+    interval, values, loss = optimal_rr_on_bins(points, prior, 1.0, n_outputs=k)
+    assert values.shape[0] == k and interval[-1] == k - 1
+    assert loss == pytest.approx(brute, rel=1e-9)
+
+
+@pytest.mark.parametrize("epsilon", [50.0, 1000.0])
+def test_a_huge_epsilon_with_empty_bins_gives_finite_values(epsilon):
+    prior = np.array([0.5, 0.0, 0.0, 0.5])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        interval, values, loss = optimal_rr_on_bins(np.arange(4.0), prior, epsilon)
+    assert np.all(np.isfinite(values)) and loss == pytest.approx(0.0, abs=1e-12)
+    np.testing.assert_allclose(values[interval[[0, 3]]], [0.0, 3.0], atol=1e-12)
+
+
+def test_more_epsilon_means_more_outputs_and_less_loss():
+    points = np.linspace(0, 1, 32)
+    prior = np.full(32, 1 / 32)
+    results = [optimal_rr_on_bins(points, prior, e) for e in (0.5, 2.0, 8.0)]
+    assert [r[1].shape[0] for r in results] == sorted(r[1].shape[0] for r in results)
+    assert results[0][2] > results[1][2] > results[2][2]
+    assert results[-1][1].shape[0] > results[0][1].shape[0] >= 2  # any ε > 0 beats one value
+
+
+def test_noisy_prior_and_laplace_targets():
+    prior = noisy_prior(np.array([0, 0, 1, 3]), 4, 1.0, np.full(4, 0.5))  # zero noise
+    np.testing.assert_allclose(prior, [0.5, 0.25, 0.0, 0.25])
+    u = np.random.default_rng(1).random(20_000)
+    noisy = laplace_targets(np.full(20_000, 5.0), 0.0, 2.0, 4.0, u)
+    assert abs(np.median(noisy) - 2.0) < 0.02  # clipped to 2, then noise of scale 0.5
+    assert np.mean(np.abs(noisy - 2.0)) == pytest.approx(0.5, rel=0.05)
+
+
+def test_binned_response_reports_each_value_with_the_rr_probabilities():
+    """Empirically: P(report v_j | interval l) is p on the diagonal and q off it."""
+    mech = BinnedResponse.fit(np.linspace(0, 1, 400), 0.0, 1.0, 16, 1.5, 0.5,
+                              np.full(16, 0.5))
+    k = mech.n_outputs
+    ledger_free = np.random.default_rng(3)
+    codes = np.repeat(np.arange(k), 4000)
+    keep = ledger_free.random(codes.shape[0]) < mech.keep_probability
+    other = ledger_free.integers(0, k - 1, codes.shape[0])
+    reported = np.where(keep, codes, other + (other >= codes))
+    p = mech.keep_probability
+    q = (1 - p) / (k - 1)
+    assert p / q == pytest.approx(math.exp(1.5))
+    assert np.mean(reported[codes == 0] == 0) == pytest.approx(p, abs=0.03)
+
+
+# ---------------------------------------------------------------------- the protocol
+def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets(data):
+    """The server's trees partition every tree's bootstrap rows as RandomForestRegressor
+    fitted on the ciphers and ỹ does (its histogram finder: with ties everywhere in ỹ's few
+    values the exact finder may break a tie otherwise); each prediction is the mean over the
+    trees of the draws-weighted mean of the TRUE targets of the training rows in the leaf it
+    reaches."""
+    X, y, X_test, _ = data
+    params = dict(n_estimators=5, random_state=3, max_features=0.5)
+    model = PrivateForestRegressor(**params).fit(X, y)
+    session = model.server_.session(model.session_)
+    cipher, y_rr = session.X, session.randomized_labels
+    seeds = draw_seeds(np.random.RandomState(3), 5)
+    weights = [bootstrap_counts(int(s), X.shape[0], X.shape[0]) for s in seeds]
+    train_leaves = session.route(cipher)
+    # GIPE's 32 ciphers per column: the server's histogram finder with one bin per cipher.
+    oracle = RandomForestRegressor(**params, max_bins=255).fit(cipher, y_rr)
+    for t, tree in enumerate(oracle.estimators_):
+        drawn = weights[t] > 0
+        pairs = set(zip(tree.apply(cipher)[drawn].tolist(), train_leaves[drawn, t].tolist(),
+                        strict=True))
+        assert len(pairs) == len(set(train_leaves[drawn, t].tolist()))  # same partition
+    test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
+    expected = np.zeros(X_test.shape[0])
+    for t in range(5):
+        for i, leaf in enumerate(test_leaves[:, t]):
+            rows = (train_leaves[:, t] == leaf) & (weights[t] > 0)
+            expected[i] += np.average(y[rows], weights=weights[t][rows]) / 5
+    np.testing.assert_allclose(model.predict(X_test), expected, rtol=1e-12)
+
+
+def test_server_sees_privatised_targets_only_and_they_are_permanent(data, tmp_path):
+    X, y, _, _ = data
+    ledger = str(tmp_path / "ledger")
+    fits = []
+    for _ in range(2):
+        recorder = _Recorder(InProcessTransport())
+        model = PrivateForestRegressor(n_estimators=3, random_state=0, privacy_ledger=ledger,
+                                       server=recorder).fit(X, y)
+        setup = decode_message(recorder.sent[0], "setup")
+        assert setup.meta["learner"] == "regressor"
+        assert setup.meta["label_ciphertexts"] is False
+        assert not any(decode_message(m).kind == "labels" for m in recorder.sent)
+        fits.append((setup.array("y_rr", "float64", 1), model))
+    (first, model), (second, _) = fits
+    np.testing.assert_array_equal(first, second)  # the same release, not a fresh draw
+    report = model.privacy_report_
+    assert report["epsilon"] == 2.0 and report["rr_epsilon"] == pytest.approx(1.8)
+    assert set(np.unique(first)) <= set(model.client_session_.mechanism.values)
+    assert report["n_outputs"] == np.unique(first).shape[0] >= 2
+    assert report["bounds_from_data"] and "not covered" in report["guarantee"]
+    assert report["cumulative_epsilon"] == pytest.approx(2.0)  # the repeat was free
+    assert not np.isin(y, first).all()
+    with pytest.raises(LedgerError, match="max_total_epsilon"):
+        PrivateForestRegressor(n_estimators=3, label_epsilon=1.0, privacy_ledger=ledger,
+                               max_total_epsilon=2.5).fit(X, y)
+    assert PrivacyLedger(ledger).spent(PrivacyLedger(ledger).row_keys(X))[0] == 2.0
+
+
+def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(data):
+    X, y, X_test, y_test = data
+    recorder = _Recorder(InProcessTransport())
+    model = PrivateForestRegressor(n_estimators=30, split_selection="blind", random_state=0,
+                                   server=recorder).fit(X, y)
+    assert "y_rr" not in decode_message(recorder.sent[0], "setup").arrays
+    assert model.epsilon_spent_ == 0.0
+    assert r2_score(y_test, model.predict(X_test)) > 0.2
+
+
+def test_rr_bins_learns_at_epsilon_two(data):
+    X, y, X_test, y_test = data
+    model = PrivateForestRegressor(n_estimators=30, random_state=0).fit(X, y)
+    assert r2_score(y_test, model.predict(X_test)) > 0.25
+    assert model.fit_stats_.rounds == 0
+
+
+def test_save_load_predicts_the_same(data, tmp_path):
+    X, y, X_test, _ = data
+    model = PrivateForestRegressor(n_estimators=4, random_state=1,
+                                   target_bounds=[0.0, 400.0]).fit(X, y)
+    model.save(tmp_path / "model")
+    loaded = PrivateForestRegressor.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.predict(X_test), model.predict(X_test))
+    assert loaded.target_bounds == [0.0, 400.0]
+    assert not hasattr(loaded, "classes_")
+
+
+def test_through_a_cipherforest_serve_url(data, tmp_path):
+    pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from cipherforest.service.serve import build_app, uvicorn_config
+    from cipherforest.service.sessions import Limits
+
+    X, y, X_test, _ = data
+    app = build_app(str(tmp_path / "service"), "key", Limits(), None)
+    server = uvicorn.Server(uvicorn_config(app))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.02)
+    try:
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        params = dict(n_estimators=4, random_state=2, target_bounds=(0.0, 400.0))
+        remote = PrivateForestRegressor(server=url, server_key="key", **params).fit(X, y)
+        predicted = remote.predict(X_test)
+        remote.save(tmp_path / "remote")
+        again = PrivateForestRegressor.load(tmp_path / "remote")
+        np.testing.assert_array_equal(again.predict(X_test), predicted)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+# ---------------------------------------------------------------------- bad input
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_non_finite_targets_are_refused(data, bad):
+    X, y, _, _ = data
+    y = y.copy()
+    y[7] = bad
+    with pytest.raises(ValueError, match="y"):
+        PrivateForestRegressor(n_estimators=2).fit(X, y)
+
+
+@pytest.mark.parametrize("bounds", [(1.0, 1.0), (2.0, 1.0), (0.0, np.inf), (0.0,)])
+def test_bad_bounds_are_refused(data, bounds):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="target_bounds"):
+        PrivateForestRegressor(n_estimators=2, target_bounds=bounds).fit(X, y)
+
+
+def test_constant_target_gives_one_leaf_trees_and_a_warning(data):
+    X, _, X_test, _ = data
+    with pytest.warns(UserWarning, match="single value"):
+        model = PrivateForestRegressor(n_estimators=3).fit(X, np.full(X.shape[0], 4.5))
+    np.testing.assert_array_equal(model.predict(X_test), 4.5)
+    assert model.privacy_report_["n_outputs"] == 1
+
+
+def test_epsilon_without_signal_predicts_near_the_mean(data):
+    """At ε = 0.01 the randomized response keeps the true side with probability ~0.5:
+    the trees split on noise, and predictions (averages of true targets) stay within the
+    targets' range and near their mean — about a label-blind forest's quality."""
+    X, y, X_test, y_test = data
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        model = PrivateForestRegressor(n_estimators=20, label_epsilon=0.01,
+                                       random_state=0).fit(X, y)
+    predicted = model.predict(X_test)
+    assert model.privacy_report_["n_outputs"] == 2
+    assert y.min() <= predicted.min() and predicted.max() <= y.max()
+    assert abs(r2_score(y_test, predicted)) < 0.5
+
+
+def test_targets_outside_the_bounds_are_clipped_for_the_mechanism_only(data):
+    X, y, _, _ = data
+    y = y.copy()
+    y[:5] = 1e6  # far outside the public bounds
+    recorder = _Recorder(InProcessTransport())
+    model = PrivateForestRegressor(n_estimators=3, target_bounds=(25.0, 346.0),
+                                   random_state=0, server=recorder).fit(X, y)
+    y_rr = decode_message(recorder.sent[0], "setup").array("y_rr", "float64", 1)
+    assert 25.0 <= y_rr.min() and y_rr.max() <= 346.0
+    # the leaf values are the true targets' means: rows with 1e6 pull their leaves up
+    assert model.predict(X[:5]).max() > 1e4
+
+
+def test_server_refuses_what_a_regressor_session_cannot_be(data):
+    X, y, _, _ = data
+    recorder = _Recorder(InProcessTransport())
+    PrivateForestRegressor(n_estimators=2, server=recorder).fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    server = InProcessTransport()
+    for change, arrays, what in [
+            ({"split_selection": "gini"}, {}, "split_selection"),
+            ({"label_ciphertexts": True}, {}, "label ciphertexts"),
+            ({"learner": "boosting"}, {}, "learner"),
+            ({}, {"y_rr": np.full(X.shape[0], np.nan)}, "finite"),
+            ({}, {"y_rr": np.zeros(3)}, "finite")]:
+        bad = Message("setup", {**setup.meta, **change}, {**setup.arrays, **arrays},
+                      {"context": setup.blob_list("context")})
+        with pytest.raises(ProtocolError, match=what):
+            server.handle(encode_message(bad))
+
+
+class _Recorder:
+    """Passes messages to a transport and keeps what was sent."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.sent: list[bytes] = []
+
+    def handle(self, data: bytes) -> bytes:
+        self.sent.append(data)
+        return self.inner.handle(data)
