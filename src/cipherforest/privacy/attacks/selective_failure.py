@@ -13,7 +13,7 @@ the difference and reports it after the fit: its answers are the honest server's
 attacker's reading of them is a constant guess, and all it can learn is whether the user
 walks away after the fit (one bit per model). :func:`selective_failure_attack` runs the
 attack against a client, retrying failed fits; the positive control is the paper's flow
-(``tests/test_attacks.py``, ``benchmarks/privacy_attacks.py``).
+(``tests/privacy/attacks/test_attacks.py``, ``benchmarks/privacy_attacks.py``).
 """
 
 from __future__ import annotations
