@@ -223,7 +223,7 @@ def test_level_workers_die_on_sigterm_under_a_server_handler():
     server's) have the default handlers back: the pool's terminate can end them."""
     import signal
 
-    from cipherforest.privacy.protocol.server.level import level_worker_pool
+    from cipherforest.privacy.protocol.server.worker_pool import level_worker_pool
 
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
@@ -261,7 +261,7 @@ def test_a_replaced_level_worker_also_dies_on_sigterm():
     import signal
     import time
 
-    from cipherforest.privacy.protocol.server.level import level_worker_pool
+    from cipherforest.privacy.protocol.server.worker_pool import level_worker_pool
 
     previous = signal.signal(signal.SIGTERM, lambda signum, frame: None)
     try:
