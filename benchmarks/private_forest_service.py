@@ -138,7 +138,7 @@ class Segment:
     def stop_server(self) -> None:
         if self.server is not None and self.server.poll() is None:
             # A level in progress is not waited for: the session resumes from the last
-            # persisted level (SIGKILL is what tests/test_service_restart.py proves). Its
+            # persisted level (SIGKILL is what tests/service/test_service_restart.py proves). Its
             # level workers go too: an orphaned one would finish its share of the level.
             workers = MemorySampler._descendants(self.server.pid)[1:]
             self.server.kill()

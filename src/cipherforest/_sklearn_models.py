@@ -7,7 +7,7 @@ estimators or one of the well-known scikit-learn transformers listed in :data:`S
 parameters and fitted attributes. A scikit-learn class keeps part of its fitted state in
 private attributes (``OneHotEncoder._n_features_outs``, ``ColumnTransformer._columns``);
 each entry names those its ``transform`` reads (checked with scikit-learn 1.9 by
-``tests/test_io_sklearn.py``), and a file records
+``tests/io/test_io_sklearn.py``), and a file records
 the scikit-learn version it was written with, since that private state is not a stable
 interface: :func:`check_sklearn_version` refuses a file from another minor version.
 """

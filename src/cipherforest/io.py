@@ -38,27 +38,26 @@ that JSON cannot represent faithfully are tagged: ``{"$tuple": [...]}``,
 estimator used as a parameter).
 
 Loading only instantiates classes registered with :func:`register_model_class` and the
-allow-listed scikit-learn classes, and never unpickles anything.
+allow-listed scikit-learn classes, and never unpickles anything. Reading is bounded before it
+allocates: ``meta.json``'s size, each member's declared size and each array's header are
+checked first (the container shared with secret state files, ``cipherforest/_container.py``).
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.metadata
-import inspect
-import json
 import math
 import os
 import re
 import sys
-import zipfile
-import zlib
 from typing import Any, NoReturn
 
 import numpy as np
 
 from . import _sklearn_models as sklearn_models
-from ._atomic_file import atomic_write
+from ._atomic_file import atomic_write  # noqa: F401 - privacy and service import it from here
+from ._container import READ_ERRORS, ContainerReader, write_container
 from ._registry import MODEL_CLASSES, qualified_name, register_model_class
 from .tree._tree import NODE_FIELDS, Tree
 
@@ -78,21 +77,12 @@ FORMAT = "cipherforest-model"
 FORMAT_VERSION = 1
 #: Classes that :func:`load_model` may instantiate, by class name.
 
-_META_MEMBER = "meta.json"
 _TREE_FIELDS = {**NODE_FIELDS, "value": np.float64}
 _ARRAY_KINDS = "biufcUS"  # bool, integers, floats, complex, unicode and byte strings
 _ATTRIBUTE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]*_\Z")
 _PARAM_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # Modules whose import registers the built-in estimators, tried when a class is unknown.
 _BUILTIN_MODEL_MODULES = ("cipherforest.tree", "cipherforest.ensemble")
-# Errors that reading a damaged zip archive or .npy member can raise.
-READ_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, EOFError, OSError,
-                ValueError, KeyError, NotImplementedError, RuntimeError)
-
-# numpy < 2.1 has no allow_pickle in savez (and would store it as an array); object arrays
-# are rejected before writing anyway.
-SAVEZ_OPTIONS = ({"allow_pickle": False}
-                  if "allow_pickle" in inspect.signature(np.savez).parameters else {})
 
 
 
@@ -265,9 +255,9 @@ class _Encoder:
 class _Decoder:
     """Rebuilds an estimator from ``meta.json`` and the arrays of an open model file."""
 
-    def __init__(self, path: str, npz: Any, sklearn_version: Any = None):
+    def __init__(self, path: str, container: ContainerReader, sklearn_version: Any = None):
         self.path = path
-        self.npz = npz
+        self.container = container
         self.sklearn_version = sklearn_version  # meta.json's, for scikit-learn classes
 
     def fail(self, message: str) -> NoReturn:
@@ -369,14 +359,11 @@ class _Decoder:
 
     def load_array(self, key: str, where: str) -> np.ndarray:
         try:
-            array = self.npz[key]
+            return self.container.array(f"{key}.npy")
         except KeyError:
             self.fail(f"array {key!r} of {where} is missing")
         except READ_ERRORS as exc:
             self.fail(f"array {key!r} of {where} is corrupt ({type(exc).__name__}: {exc})")
-        if not isinstance(array, np.ndarray):  # NpzFile returns raw bytes for non-.npy data
-            self.fail(f"member {key!r} of {where} is not a .npy array")
-        return array
 
     def array(self, spec: dict, where: str) -> np.ndarray | np.generic:
         key = self.expect(spec, "key", str, where)
@@ -506,38 +493,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
             "library_version": library_version(), **spec}
     # Read back only for scikit-learn classes (their private state is version-bound).
     meta["sklearn_version"] = sklearn_models.sklearn_version()
-    meta_bytes = json.dumps(meta, allow_nan=False, separators=(",", ":")).encode("utf-8")
-
-    def write(file: Any) -> None:
-        np.savez(file, **SAVEZ_OPTIONS, **encoder.arrays)
-        with zipfile.ZipFile(file, "a") as archive:
-            archive.writestr(_META_MEMBER, meta_bytes)
-
-    atomic_write(path, write)
-
-
-def _read_meta(path: str, archive: zipfile.ZipFile) -> dict[str, Any]:
-    def fail(message: str) -> NoReturn:
-        raise ModelFormatError(f"{path}: {message}")
-
-    try:
-        raw = archive.read(_META_MEMBER)
-    except KeyError:
-        fail(f"not a cipherforest model file (no {_META_MEMBER} member)")
-    except READ_ERRORS as exc:
-        fail(f"corrupt model file: cannot read {_META_MEMBER} ({type(exc).__name__}: {exc})")
-    try:
-        meta = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        fail(f"corrupt model file: {_META_MEMBER} is not valid JSON ({exc})")
-    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
-        fail(f"not a cipherforest model file ({_META_MEMBER} has no format {FORMAT!r})")
-    version = meta.get("format_version")
-    if type(version) is not int or version != FORMAT_VERSION:
-        fail(f"unsupported format_version {version!r}; this version of cipherforest reads "
-             f"format_version {FORMAT_VERSION} (file written by cipherforest "
-             f"{meta.get('library_version', 'unknown')})")
-    return meta
+    write_container(path, meta, encoder.arrays)
 
 
 def load_model(path: str | os.PathLike[str]) -> Any:
@@ -564,19 +520,13 @@ def load_model(path: str | os.PathLike[str]) -> Any:
         array, or holds an invalid tree. The message names the file and the problem.
     """
     path = os.fspath(path)
-    with open(path, "rb") as file:
-        try:
-            archive = zipfile.ZipFile(file)
-        except READ_ERRORS as exc:
-            raise ModelFormatError(f"{path}: not a cipherforest model file (not a readable "
-                                   f"zip archive: {exc})") from None
-        with archive:
-            meta = _read_meta(path, archive)
-            file.seek(0)
-            try:
-                npz = np.load(file, allow_pickle=False)
-            except READ_ERRORS as exc:
-                raise ModelFormatError(f"{path}: corrupt model file ({exc})") from None
-            with npz:
-                return _Decoder(path, npz, meta.get("sklearn_version")).estimator(meta,
-                                                                                 "model")
+
+    def fail(message: str) -> NoReturn:
+        raise ModelFormatError(f"{path}: {message}")
+
+    with ContainerReader(path, fail, "cipherforest model file", "corrupt model file") as file:
+        meta = file.meta()
+        if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+            fail(f"not a cipherforest model file (meta.json has no format {FORMAT!r})")
+        file.check_version(meta, (FORMAT_VERSION,))
+        return _Decoder(path, file, meta.get("sklearn_version")).estimator(meta, "model")

@@ -15,7 +15,7 @@ It is idempotent: kernels already in the cache are only loaded. Paths it does no
 still compile on first use (a one-line notice on stderr says so): a training set with a
 single feature, ``n_threads > 1`` histogram builds (benchmarks and tests only), and the
 parts of scikit-learn and the privacy protocol outside these estimators.
-``tests/test_precompile.py`` checks that common user fits compile nothing afterwards.
+``tests/package/test_precompile.py`` checks that common user fits compile nothing afterwards.
 """
 
 from __future__ import annotations

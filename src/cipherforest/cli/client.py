@@ -20,43 +20,39 @@ import csv
 import json
 import os
 import sys
-import time
 
 import numpy as np
 
+from .._progress import ProgressBar
 from ..privacy.dp import format_privacy_report
 from ..privacy.protocol import ProtocolError, decode_message
 
-__all__ = ["ProgressBar", "add_client_parser", "read_csv", "run_client"]
+__all__ = ["TransportProgress", "add_client_parser", "read_csv", "run_client"]
 
 
-class ProgressBar:
-    """A one-line text progress bar on a stream (uploads: bytes; rounds: a counter)."""
+class TransportProgress:
+    """``progress(what, done, total)`` of :class:`~cipherforest.privacy.protocol.HTTPTransport`
+    drawn with the package's one-line bar: a new line per phase, uploads in MB, rounds
+    counted."""
 
-    def __init__(self, stream=None, width: int = 30):
+    def __init__(self, stream=None):
         self.stream = sys.stderr if stream is None else stream
-        self.width = width
-        self.last_what = None
-        self.started = time.perf_counter()
+        self.what: str | None = None
+        self.bar: ProgressBar | None = None
 
-    def __call__(self, what: str, done, total) -> None:
-        if what != self.last_what and self.last_what is not None:
-            self.stream.write("\n")
-        self.last_what = what
-        elapsed = time.perf_counter() - self.started
-        if total:
-            filled = int(self.width * done / total)
-            bar = "#" * filled + "." * (self.width - filled)
-            self.stream.write(f"\r{what:<24} [{bar}] {done / 1e6:8.1f}/{total / 1e6:.1f} MB "
-                              f"{elapsed:6.1f} s")
-        else:
-            self.stream.write(f"\r{what:<24} {done} done {elapsed:6.1f} s")
-        self.stream.flush()
+    def __call__(self, what: str, done: int, total: int | None) -> None:
+        if what != self.what:
+            self.close()
+            self.what = what
+            self.bar = (ProgressBar(total, f"{what:<24}", self.stream, unit="MB", scale=1e6)
+                        if total else ProgressBar(None, f"{what:<24}", self.stream))
+        self.bar.update(done - self.bar.done)
 
     def close(self) -> None:
-        if self.last_what is not None:
-            self.stream.write("\n")
-            self.stream.flush()
+        """End the current phase's line."""
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def read_csv(path: str, target: str | None) -> tuple[np.ndarray, np.ndarray | None, list]:
@@ -265,7 +261,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
                                  "--model, or --force to replace its model (new keys: a model "
                                  "trained with the old ones cannot be used any more)")
             X, y, _ = read_csv(args.data, args.target)
-            progress = ProgressBar()
+            progress = TransportProgress()
             client = _forest_client(
                 args, parser, timeout=args.timeout, verbose=int(args.verbose),
                 server=HTTPTransport(args.server, _server_key(args), timeout=args.timeout,
@@ -434,7 +430,7 @@ def _upload(args, parser, out) -> None:
                               answers_recorded=0)
         client.__dict__.pop("session_", None)
         client.client_session_.session_id = None
-    progress = ProgressBar()
+    progress = TransportProgress()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
     engine = client.client_session_
@@ -491,7 +487,7 @@ def _train_package(args, parser, out):
                          f"'cipherforest client upload --model {args.model} --server URL' "
                          "first")
     url = _server_url(args, parser, meta)
-    progress = ProgressBar()
+    progress = TransportProgress()
     transport = HTTPTransport(url, _server_key(args), timeout=args.timeout, progress=progress,
                               session=meta["transport"])
     client.set_params(server=url, timeout=args.timeout, verbose=int(args.verbose))

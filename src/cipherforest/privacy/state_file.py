@@ -7,31 +7,30 @@ member::
     {"format": "<format name>", "format_version": <int>, "library_version": "...", ...}
 
 It is written atomically (temporary file in the same directory, fsync, rename, fsync of the
-directory: :func:`cipherforest.io.atomic_write`); the temporary file is created with
-permissions 0600 by ``os.open`` itself (never chmod-ed afterwards), so the secret never exists
-on disk readable by others, whatever the umask. Reading checks the zip structure and CRCs,
-the format name and the version, and turns every low-level failure into a
-:class:`StateFileError` that names the file.
+directory); the temporary file is created with permissions 0600 by ``os.open`` itself (never
+chmod-ed afterwards), so the secret never exists on disk readable by others, whatever the
+umask. Reading checks the zip structure and CRCs,
+the format name and the version, bounds every member before it allocates (the container shared
+with model files), and turns every low-level failure into a :class:`StateFileError` that
+names the file.
 
-Only the container lives here; what the arrays mean is the caller's business
-(:mod:`cipherforest.privacy.gipe`).
+The container's reading and writing are shared with model files (``cipherforest/_container.py``);
+here are the state files' conventions (owner-only, the format name and the readable versions).
+What the arrays mean is the caller's business (:mod:`cipherforest.privacy.gipe`).
 """
 
 from __future__ import annotations
 
-import json
 import os
-import zipfile
 from typing import Any, NoReturn
 
 import numpy as np
 
-# The model-file helpers are reused rather than copied (see the module docstring).
-from ..io import READ_ERRORS, SAVEZ_OPTIONS, atomic_write, library_version
+from .._container import READ_ERRORS, ContainerReader, write_container
+from ..io import library_version
 
 __all__ = ["StateFileError", "read_state_file", "write_state_file"]
 
-_META_MEMBER = "meta.json"
 #: Permissions of a state file: owner read/write only.
 FILE_MODE = 0o600
 
@@ -56,14 +55,7 @@ def write_state_file(path: str | os.PathLike[str], fmt: str, version: int,
                             "pickle")
     header = {"format": fmt, "format_version": version,
               "library_version": library_version(), **meta}
-    meta_bytes = json.dumps(header, allow_nan=False, separators=(",", ":")).encode("utf-8")
-
-    def write(file: Any) -> None:
-        np.savez(file, **SAVEZ_OPTIONS, **arrays)
-        with zipfile.ZipFile(file, "a") as archive:
-            archive.writestr(_META_MEMBER, meta_bytes)
-
-    atomic_write(path, write, mode=FILE_MODE)
+    write_container(path, header, arrays, mode=FILE_MODE)
 
 
 def read_state_file(path: str | os.PathLike[str], fmt: str,
@@ -88,41 +80,18 @@ def read_state_file(path: str | os.PathLike[str], fmt: str,
     def fail(message: str) -> NoReturn:
         raise StateFileError(f"{path}: {message}")
 
-    with open(path, "rb") as file:
-        try:
-            archive = zipfile.ZipFile(file)
-        except READ_ERRORS as exc:
-            fail(f"not a {fmt} file (not a readable zip archive: {exc})")
-        with archive:
+    with ContainerReader(path, fail, f"{fmt} file", "corrupt file") as file:
+        meta = file.meta()
+        if not isinstance(meta, dict) or meta.get("format") != fmt:
+            found = meta.get("format") if isinstance(meta, dict) else None
+            fail(f"not a {fmt} file (format is {found!r})")
+        file.check_version(meta, (version,) if isinstance(version, int) else tuple(version))
+        arrays: dict[str, np.ndarray] = {}
+        for name in file.members():
+            if not name.endswith(".npy"):
+                fail(f"unexpected member {name!r}")
             try:
-                raw = archive.read(_META_MEMBER)
-            except KeyError:
-                fail(f"not a {fmt} file (no {_META_MEMBER} member)")
+                arrays[name[:-4]] = file.array(name)
             except READ_ERRORS as exc:
-                fail(f"corrupt file: cannot read {_META_MEMBER} ({type(exc).__name__}: {exc})")
-            try:
-                meta = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                fail(f"corrupt file: {_META_MEMBER} is not valid JSON ({exc})")
-            if not isinstance(meta, dict) or meta.get("format") != fmt:
-                found = meta.get("format") if isinstance(meta, dict) else None
-                fail(f"not a {fmt} file (format is {found!r})")
-            found_version = meta.get("format_version")
-            readable = (version,) if isinstance(version, int) else tuple(version)
-            if type(found_version) is not int or found_version not in readable:
-                wanted = " or ".join(str(v) for v in readable)
-                fail(f"unsupported format_version {found_version!r}; this version of "
-                     f"cipherforest reads format_version {wanted} (file written by "
-                     f"cipherforest {meta.get('library_version', 'unknown')})")
-            members = [name for name in archive.namelist() if name != _META_MEMBER]
-            arrays: dict[str, np.ndarray] = {}
-            for name in members:
-                if not name.endswith(".npy"):
-                    fail(f"unexpected member {name!r}")
-                try:
-                    with archive.open(name) as member:
-                        array = np.lib.format.read_array(member, allow_pickle=False)
-                except READ_ERRORS as exc:
-                    fail(f"corrupt array {name[:-4]!r} ({type(exc).__name__}: {exc})")
-                arrays[name[:-4]] = array
+                fail(f"corrupt array {name[:-4]!r} ({type(exc).__name__}: {exc})")
     return meta, arrays

@@ -34,7 +34,7 @@ JIT_OPTIONS = {"nogil": NOGIL, "cache": CACHE, "boundscheck": BOUNDSCHECK, "fast
 #: 41 ns without (dev/histogram_kernels.py --ab-kernels pendigits; a 31-leaf tree
 #: scans ~1,000 features). The arrays are the caller's, alive for the call. Nor may they
 #: call a kernel that allocates: numba may compile that callee for them, without the
-#: counting, and fail (tests/test_kernel_cache.py, the general grower's first fit).
+#: counting, and fail (tests/package/test_kernel_cache.py, the general grower's first fit).
 LEAF_JIT_OPTIONS = {**JIT_OPTIONS, "_nrt": False}
 
 #: Child index of a leaf, as in scikit-learn.

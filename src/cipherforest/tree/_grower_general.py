@@ -68,7 +68,7 @@ _F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
 
 
 # With reference counting (JIT_OPTIONS): the absolute error's median sorts, and a sort
-# compiled for a caller without it fails to compile (tests/test_kernel_cache.py).
+# compiled for a caller without it fails to compile (tests/package/test_kernel_cache.py).
 @njit(**JIT_OPTIONS)
 def _summarise_node(order, start, end, Y, w, criterion, block, stats, median, scratch,
                     scratch_add, values, weights):

@@ -3,8 +3,8 @@
 Compatibility shim: diffprivlib 0.6.6 imports ``DOUBLE`` and ``DTYPE`` from
 ``sklearn.tree._tree``, which scikit-learn 1.9 removed, so ``import diffprivlib`` fails.
 :func:`import_diffprivlib` defines the two names (the dtypes they always were) before the
-import, only when they are missing. ``tests/test_experiments_methods.py`` imports through it
-and trains a forest, so the day this stops working the test fails by name.
+import, only when they are missing. ``tests/experiments/test_experiments_data_and_methods.py``
+imports through it and trains a forest, so the day this stops working the test fails by name.
 
 Parameters: ε (default 1.0) for the whole forest; ``bounds`` are taken from the training
 fold (diffprivlib would otherwise spend budget or warn); diffprivlib's own defaults for the

@@ -3,8 +3,9 @@
 The adversary holds the training cipher matrix (the ``setup`` message's ``X``) and the two
 class counts. Positive control: the paper's GIPE (``mode="paper"``) merges runs of
 same-label neighbours into one cipher, so along a feature consecutive distinct ciphers
-alternate labels: it recovers 100 % of breast cancer's labels (``tests/test_attacks.py``).
-With ``mode="order"`` or ``"quantile"`` it falls to the majority baseline.
+alternate labels: it recovers 100 % of breast cancer's labels
+(``tests/privacy/attacks/test_attacks.py``). With ``mode="order"`` or ``"quantile"`` it falls
+to the majority baseline.
 """
 
 from __future__ import annotations

@@ -14,9 +14,9 @@ level, so a few rounds read every label.
 
 Positive control: a client of the paper's flow (``decide_from="server"``) without the
 arithmetic check (the protocol before it, reproduced by :func:`without_count_check`) — the
-attack reads the labels (``tests/test_label_guarantee.py``, ``benchmarks/label_privacy.py``).
-With the check, the paper's flow refuses the first forged round
-(:func:`~cipherforest.privacy.protocol.decisions.check_counts`). The default client decides
+attack reads the labels (``tests/privacy/test_label_guarantee.py``,
+``benchmarks/label_privacy.py``). With the check, the paper's flow refuses the first forged
+round (:func:`~cipherforest.privacy.protocol.decisions.check_counts`). The default client decides
 from its own counts in plan-only rounds: it uploads no label ciphertext and asks for no count,
 so this server has nothing to forge (its queries pass unchanged).
 """

@@ -3,9 +3,9 @@
 The adversary holds the transcript (its declared leaves and setup message, see
 :mod:`.transcript`), the trees it grew, the class counts and one known label per class.
 Positive control: the paper's client (``gipe_mode="paper", reveal_leaves=True``) answers
-"leaf" exactly for pure nodes, and the union recovers every label (``tests/test_attacks.py``).
-With ``reveal_leaves=False`` (the default) no leaf is declared and it is the majority
-baseline.
+"leaf" exactly for pure nodes, and the union recovers every label
+(``tests/privacy/attacks/test_attacks.py``). With ``reveal_leaves=False`` (the default) no leaf
+is declared and it is the majority baseline.
 """
 
 from __future__ import annotations

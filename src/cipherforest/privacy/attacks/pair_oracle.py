@@ -4,9 +4,9 @@ The adversary is the server itself: it holds the session (cipher matrix, label c
 packing) and deviates from the protocol for one round, asking nodes ``{reference, i}`` and
 reading the client's "leaf" as "same label". Positive control: the crafted query decrypted
 with the client's key and decided by the paper's rule without the plan check reads 100 % of
-the answers (``tests/test_attacks.py``). The client replays the server's label-free plan and
-refuses the query, so against :class:`~cipherforest.privacy.PrivateForestClient` the attack
-ends with a ``ProtocolError``.
+the answers (``tests/privacy/attacks/test_attacks.py``). The client replays the server's
+label-free plan and refuses the query, so against
+:class:`~cipherforest.privacy.PrivateForestClient` the attack ends with a ``ProtocolError``.
 """
 
 from __future__ import annotations

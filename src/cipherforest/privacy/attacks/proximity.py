@@ -5,9 +5,9 @@ training cipher matrix, plus the class counts (:func:`proximity_cluster_labels`)
 label per class (:func:`proximity_nearest_labels`). Rows that keep landing together share
 labels. Positive control: every GIPE mode, since the server grows the trees whatever the
 ciphers (94-96 % of breast cancer's labels in docs/threat_model.md's table; at least 90 % with
-``mode="paper"`` and ``"quantile"`` in ``tests/test_attacks.py``); only label-blind or
-label-DP split choices are a defence. On forests grown on random labels it falls to the
-baseline.
+``mode="paper"`` and ``"quantile"`` in ``tests/privacy/attacks/test_attacks.py``); only
+label-blind or label-DP split choices are a defence. On forests grown on random labels it falls
+to the baseline.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ no row to swap; the attack ends after one fit with nothing probed. (A client tha
 received counts would decide from its own and only report a difference after the fit, one bit
 per model at most.) :func:`selective_failure_attack` runs the
 attack against a client, retrying failed fits; the positive control is the paper's flow
-(``tests/test_attacks.py``, ``benchmarks/privacy_attacks.py``).
+(``tests/privacy/attacks/test_attacks.py``, ``benchmarks/privacy_attacks.py``).
 """
 
 from __future__ import annotations

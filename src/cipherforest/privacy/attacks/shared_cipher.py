@@ -3,9 +3,9 @@
 The adversary holds the training cipher matrix (the ``setup`` message's ``X``), the class
 counts and one known label per class. Positive control: the paper's GIPE
 (``mode="paper"``), whose shared ciphers are runs of one label (99 % of breast cancer's
-labels, ``tests/test_attacks.py``). With the label-independent modes it gains nothing from
-the labels (same success on ciphers of ``y`` and of a permutation of ``y``); what it keeps is
-semi-supervised learning from ``X``'s own equality and bin structure.
+labels, ``tests/privacy/attacks/test_attacks.py``). With the label-independent modes it gains
+nothing from the labels (same success on ciphers of ``y`` and of a permutation of ``y``); what
+it keeps is semi-supervised learning from ``X``'s own equality and bin structure.
 """
 
 from __future__ import annotations

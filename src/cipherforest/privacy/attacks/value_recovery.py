@@ -3,8 +3,9 @@
 The adversary holds the training cipher matrix and an auxiliary sample of each feature's
 distribution. Positive control: any order-revealing cipher, e.g. ``mode="order"``, which keeps
 every rank (97.6 % of breast cancer's values within 5 % of their range in
-docs/threat_model.md's table, against 32.9 % for the median guess; ``tests/test_attacks.py``
-asserts the margin); ``mode="quantile"`` with few bins lowers it.
+docs/threat_model.md's table, against 32.9 % for the median guess;
+``tests/privacy/attacks/test_attacks.py`` asserts the margin); ``mode="quantile"`` with few
+bins lowers it.
 """
 
 from __future__ import annotations

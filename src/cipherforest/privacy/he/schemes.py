@@ -19,7 +19,7 @@ how decrypted slots are read — so that the contexts (:mod:`.contexts`) and the
   only need to stay below the plain modulus (every node's bootstrap draws, up to
   16,760,832), and 120 bits of data modulus leave ~18 bits of noise budget after the worst
   case (a label rotation added to itself that many times, masked, 1,024 such blocks summed;
-  tests/test_he.py). Two data primes instead of SEAL's default four halve a label
+  tests/privacy/he/test_he.py). Two data primes instead of SEAL's default four halve a label
   ciphertext (256 KiB) and the cost of every addition. ``N = 4096`` (two 36-bit primes)
   would halve it again but has too little budget: the rotations of one pack share the
   constant coefficient of its noise, so the sums of a 75,000-row node grow it coherently

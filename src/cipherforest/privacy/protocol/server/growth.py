@@ -7,10 +7,11 @@ the forest's own parameters and seed. That forest draws the same bootstrap count
 per-node features (a node's generator seeded by its position) and the same thresholds as the
 planner (:mod:`..planner`), and splits by the same Gini rule (a pure node is a leaf, the
 first best candidate in the drawn order wins), so the trees are the ones
-:func:`~..decisions.grow_on_labels` grows node by node (``tests/test_rr_growth.py`` compares
-them). Each tree is renumbered breadth-first, as the server numbers nodes grown in rounds, and
-each leaf's rows (those of positive bootstrap weight that reach it) are read off one compiled
-walk of the training rows (:func:`.routing.route_rows`).
+:func:`~..decisions.grow_on_labels` grows node by node
+(``tests/privacy/protocol/test_rr_growth.py`` compares them). Each tree is renumbered
+breadth-first, as the server numbers nodes grown in rounds, and each leaf's rows (those of
+positive bootstrap weight that reach it) are read off one compiled walk of the training rows
+(:func:`.routing.route_rows`).
 
 With ``split_selection="blind"`` the trees depend on the ciphers and the forest seed alone:
 each node visits the first feature of its draw (the planner's draw, seeded by the node's

@@ -16,10 +16,6 @@ processes.
 
 from __future__ import annotations
 
-import multiprocessing
-import os
-import signal
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,9 +24,10 @@ from ...he import BlockLayout, PublicContext
 from ..planner import NodePlan
 from .labels import DrawSums, LabelRotations, LeafJob, add_into, join_parts, leaf_sums
 from .session import ServerSession
+from .worker_pool import level_worker_pool
 
 __all__ = ["CKKS_MAX_SCALED_COUNT", "LanePacker", "NodeRows", "QueryGrid", "add_to_leaf_store",
-           "assign_leaves", "compute_level", "level_part", "level_worker_pool",
+           "assign_leaves", "compute_level", "level_part",
            "merge_partials", "node_rows_of_plan", "store_order", "LocalLevels"]
 
 # CKKS: labels sit at scale 2^37 and masks at 2^40; after the rescale by a 40-bit prime a
@@ -256,50 +253,6 @@ def level_part(session: ServerSession, leaf_jobs, plans, shift: int, serialize: 
     if serialize:
         store = {index: context.dump_ciphertext(ct) for index, ct in store.items()}
     return store, blobs, grid.positions
-
-
-_STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-_pools_forking = 0  # level_worker_pool calls forking right now, in any thread
-_pools_forking_lock = threading.Lock()
-
-
-def level_worker_pool(n_workers: int):
-    """``n_workers`` processes forked from this one (they share its session pages), which
-    die on SIGTERM and SIGINT whatever Python handlers this process has installed."""
-    # A forked worker inherits its parent's Python signal handlers. An HTTP server's
-    # (uvicorn's) SIGTERM handler only takes note, and a pool that ends with an error holds
-    # its task queue's lock and SIGTERMs its workers once: a worker that only took note
-    # blocks on that lock, and the parent waits for it forever. So each worker gets the
-    # default handlers inside fork(), before any Python code of its own runs, and the stop
-    # signals stay blocked from before fork() until then, so none is taken note of early.
-    global _pools_forking
-    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-    with _pools_forking_lock:
-        _pools_forking += 1
-    try:
-        # The initializer covers a worker the pool forks later to replace a dead one (from
-        # its own thread, which inherited the blocked stop signals).
-        return multiprocessing.get_context("fork").Pool(n_workers,
-                                                        initializer=_default_stop_signals)
-    finally:
-        with _pools_forking_lock:
-            _pools_forking -= 1
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-
-
-def _default_stop_signals() -> None:
-    for stop in _STOP_SIGNALS:
-        signal.signal(stop, signal.SIG_DFL)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
-
-
-def _default_stop_signals_in_forked_level_worker() -> None:
-    if _pools_forking:
-        _default_stop_signals()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_default_stop_signals_in_forked_level_worker)
 
 
 def _level_part_in_worker(index: int):
