@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import stat
+import threading
 
 import numpy as np
 import pytest
@@ -197,6 +198,27 @@ def test_reset_is_explicit_and_changes_the_draws(tmp_path):
     assert fresh.spent(keys) == (0.0, 0.0) and fresh.releases == []
     after = fresh.randomized_labels(X, np.zeros(50, dtype=np.int64), 0.1, 2)
     assert not np.array_equal(before, after)
+
+
+def test_fits_starting_together_create_one_ledger(tmp_path):
+    # Each opener creates or reads the ledger under the directory's lock: none may see the
+    # secret before the ledger file exists, and all end with the same secret.
+    path = tmp_path / "ledger"
+    start, key_ids, errors = threading.Barrier(8), [], []
+
+    def open_ledger():
+        start.wait()
+        try:
+            key_ids.append(PrivacyLedger(path).key_id)
+        except Exception as exc:  # noqa: BLE001 - the test reports whatever escaped
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_ledger) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(set(key_ids)) == 1 and len(key_ids) == 8
 
 
 def test_two_holders_of_one_ledger_both_count(tmp_path):

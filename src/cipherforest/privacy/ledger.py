@@ -30,6 +30,7 @@ independently.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import hashlib
 import hmac
@@ -94,6 +95,16 @@ class PrivacyLedger:
 
     def __init__(self, path, create: bool = True):
         self.path = os.fspath(path)
+        if not os.path.isdir(self.path):
+            if not create:
+                raise LedgerError(f"{self.path}: no privacy ledger here (a fit creates one)")
+            os.makedirs(self.path, mode=0o700, exist_ok=True)
+        # Under the lock, so that fits starting together create one ledger, not a secret that
+        # another process reads before its ledger file exists.
+        with self._locked():
+            self._open(create)
+
+    def _open(self, create: bool) -> None:
         secret_file = os.path.join(self.path, _SECRET)
         ledger_file = os.path.join(self.path, _FILE)
         has_secret, has_ledger = os.path.exists(secret_file), os.path.exists(ledger_file)
@@ -116,6 +127,14 @@ class PrivacyLedger:
         self._load(ledger_file)
 
     # ------------------------------------------------------------------ storage
+    @contextlib.contextmanager
+    def _locked(self):
+        """Hold the ledger directory's exclusive lock (across processes and threads)."""
+        fd = os.open(os.path.join(self.path, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            yield
+
     def _create(self) -> None:
         os.makedirs(self.path, mode=0o700, exist_ok=True)
         os.chmod(self.path, 0o700)
@@ -296,9 +315,7 @@ class PrivacyLedger:
         """
         if math.isnan(epsilon):
             raise ValueError("a release's ε must be a number")
-        fd = os.open(os.path.join(self.path, ".lock"), os.O_WRONLY | os.O_CREAT, 0o600)
-        with os.fdopen(fd, "w") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        with self._locked():
             self._load(os.path.join(self.path, _FILE))
             known = [i for i, r in enumerate(self.releases) if r.digest == digest]
             if known:
