@@ -95,7 +95,7 @@ def check_categorical_values(estimator, X: np.ndarray, mask) -> np.ndarray:
         bad = values[(values != np.floor(values)) | (values >= max_bins)]
         if bad.shape[0]:
             raise ValueError(f"categorical feature {_feature_name(estimator, j)} has the value "
-                             f"{bad[0]!r}: categories must be integers in [0, max_bins="
+                             f"{float(bad[0])!r}: categories must be integers in [0, max_bins="
                              f"{max_bins}) (or pandas categories of at most max_bins "
                              "levels); encode them first, e.g. with OrdinalEncoder")
         known[j] = values
@@ -117,8 +117,9 @@ def categorical_predict_input(estimator, X):
     X = X.copy()
     for j, fitted in enumerate(categories):
         if fitted is not None:
-            column = X.iloc[:, j]
-            X[X.columns[j]] = _codes(pd.Categorical(column, categories=fitted).codes)
+            # Each value's position among the fitted categories (-1: unseen or missing).
+            values = np.asarray(X.iloc[:, j], dtype=object)
+            X[X.columns[j]] = _codes(pd.Index(fitted).get_indexer(values))
     return X
 
 
