@@ -13,13 +13,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
 
-from cipherforest.io import load_model, save_model
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
     GradientBoostingClassifier,
     GradientBoostingRegressor,
     RandomForestClassifier,
 )
+from cipherforest.io import load_model, save_model
 from cipherforest.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 
