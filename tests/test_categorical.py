@@ -276,3 +276,44 @@ def test_numeric_models_still_save_as_format_version_1(tmp_path):
     save_model(DecisionTreeClassifier(max_bins=255).fit(X, y), tmp_path / "m")
     with zipfile.ZipFile(tmp_path / "m") as archive:
         assert json.loads(archive.read("meta.json"))["format_version"] == 1
+
+
+def test_packed_boosting_walk_matches_the_tree_by_tree_sums():
+    X, y = _category_set_data(n=3000, n_levels=30, seed=4)
+    X[::13, 0] = np.nan
+    model = GradientBoostingClassifier(n_estimators=15, max_bins=255, categorical_features=[0],
+                                       random_state=0).fit(X, y)
+    rows = np.vstack([X[:500], [[31.0, 0.5], [np.nan, -0.5]]])
+    # staged_* adds tree by tree (Tree.apply); predict walks the packed ensemble.
+    np.testing.assert_array_equal(list(model.staged_decision_function(rows))[-1],
+                                  model.decision_function(rows))
+
+
+def _walk(tree, x):
+    """Leaf of row ``x``, walked in Python from the node arrays and bitsets."""
+    t = tree.tree_
+    node = 0
+    while t.children_left[node] != -1:
+        value = x[t.feature[node]]
+        if np.isnan(value):
+            left = bool(t.missing_go_to_left[node])
+        elif np.isnan(t.threshold[node]):
+            c = int(value)
+            left = bool((t.categorical_bitsets[node, c // 32] >> (c % 32)) & 1)
+        else:
+            left = value <= t.threshold[node]
+        node = t.children_left[node] if left else t.children_right[node]
+    return node
+
+
+def test_apply_and_decision_path_follow_the_category_sets():
+    X, y = _category_set_data(n=2000)
+    X[::9, 0] = np.nan
+    tree = DecisionTreeClassifier(max_bins=255, categorical_features=[0], max_depth=4,
+                                  random_state=0).fit(X, y)
+    leaves = tree.apply(X)
+    np.testing.assert_array_equal(leaves, [_walk(tree, x) for x in X])
+    path = tree.decision_path(X).toarray().astype(bool)
+    is_leaf = tree.tree_.children_left == -1
+    assert np.all((path & is_leaf).sum(axis=1) == 1)
+    np.testing.assert_array_equal(np.argmax(path & is_leaf, axis=1), leaves)

@@ -566,13 +566,6 @@ class BaseGradientBoosting(BaseEstimator):
 
     def _raw_predict_validated(self, X: np.ndarray) -> np.ndarray:
         n_threads = effective_n_jobs(getattr(self, "n_jobs", None))
-        if getattr(self, "is_categorical_", None) is not None:
-            # Categorical splits: tree by tree (the packed walk reads thresholds only).
-            raw = self._initial_raw(X)
-            for stage in self.estimators_:
-                for k, est in enumerate(stage):
-                    _add_tree(raw[:, k], est.tree_, X, self.learning_rate)
-            return raw
         init = self._initial_raw(X) if _is_estimator(self.init_) else self.init_
         if not sp.issparse(X):
             X = np.ascontiguousarray(X, dtype=np.float64)
