@@ -285,7 +285,7 @@ def test_packed_boosting_walk_matches_the_tree_by_tree_sums():
                                        random_state=0).fit(X, y)
     rows = np.vstack([X[:500], [[31.0, 0.5], [np.nan, -0.5]]])
     # staged_* adds tree by tree (Tree.apply); predict walks the packed ensemble.
-    np.testing.assert_array_equal(list(model.staged_decision_function(rows))[-1],
+    np.testing.assert_array_equal(list(model.staged_decision_function(rows))[-1].ravel(),
                                   model.decision_function(rows))
 
 
