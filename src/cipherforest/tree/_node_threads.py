@@ -220,12 +220,13 @@ def hands_off_scan(control, hist_pool, scan_record, n_stats):
 @njit(**LEAF_JIT_OPTIONS)
 def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_leaf,
                       min_weight_leaf, max_features, features, rng_state, split, cum, left,
-                      right, cat_scratch):
+                      right, cat_scratch=None):
     """A compact node's best split into ``split``, on either thread: the features in an
     order drawn from ``seed`` up front (the grower's other finders draw it as they go, as
     random thresholds draw too; compact trees draw nothing else, so drawing it whole first
     gives the order the grower always used), until ``max_features`` non-constant ones were
-    seen. Categorical features (``_categorical``) are scanned in ``cat_scratch``."""
+    seen. Categorical features (``_categorical``) are scanned in ``cat_scratch`` (None:
+    every feature is read as numeric)."""
     n_features = features.shape[0]
     rng_state[0] = seed
     for j in range(n_features):
@@ -239,12 +240,16 @@ def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_lea
     n_visited = 0
     for j in range(n_features):
         f = features[j]
-        if is_categorical(bin_thresholds, f):
-            non_constant = best_split_categorical_compact(f, hist, lo, hi, stats,
-                                                          min_samples_leaf, min_weight_leaf,
-                                                          split, cum, left, right,
-                                                          cat_scratch)
-        else:
+        scanned = False
+        non_constant = False
+        if cat_scratch is not None:  # None: callers without categorical features
+            if is_categorical(bin_thresholds, f):
+                non_constant = best_split_categorical_compact(f, hist, lo, hi, stats,
+                                                              min_samples_leaf,
+                                                              min_weight_leaf, split, cum,
+                                                              left, right, cat_scratch)
+                scanned = True
+        if not scanned:
             non_constant = best_split_compact_feature(f, hist, lo, hi, bin_thresholds, stats,
                                                       min_samples_leaf, min_weight_leaf,
                                                       split, cum, left, right)
