@@ -9,7 +9,9 @@ the numeric ones. Levels stop at 250: ours and HistGradientBoosting take at most
 ``max_bins`` (255) categories per column, so the 500 levels the issue names would be refused
 by both (LightGBM and XGBoost take them).
 
-Estimators, 100 rounds, learning rate 0.1, 31 leaves, all cores:
+Estimators, 100 rounds, learning rate 0.1, 31 leaves, all cores (``--threads N``: N threads
+each — ``n_jobs`` / ``nthread`` and ``OMP_NUM_THREADS`` — which on a machine shared with other
+jobs keeps the OpenMP libraries from spinning on descheduled threads):
 
 * ``ours``: ``GradientBoostingClassifier(max_depth=None, max_leaf_nodes=31,
   min_samples_leaf=20, max_bins=255, categorical_features=<the 10 columns>, n_jobs=-1)``;
@@ -26,7 +28,7 @@ the test rows. Peak RSS is the process's peak (``ru_maxrss``), data included; "d
 peak before the fit. Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/categorical.py [--rows 100000]
-        [--libs ours lightgbm ...]
+        [--threads 1] [--libs ours lightgbm ...]
 """
 
 from __future__ import annotations
@@ -69,25 +71,26 @@ def make_categorical(n_rows: int = 100_000, seed: int = 0):
     return X, y, np.arange(len(LEVELS))
 
 
-def make_estimator(lib: str, categorical: np.ndarray):
+def make_estimator(lib: str, categorical: np.ndarray, threads: int = -1):
     if lib in ("ours", "ours-numeric"):
         from cipherforest.ensemble import GradientBoostingClassifier
 
         return GradientBoostingClassifier(
             n_estimators=100, max_depth=None, max_leaf_nodes=31, min_samples_leaf=20,
-            max_bins=255, random_state=0, n_jobs=-1,
+            max_bins=255, random_state=0, n_jobs=threads,
             categorical_features=categorical if lib == "ours" else None)
     if lib == "lightgbm":
         import lightgbm
 
         return lightgbm.LGBMClassifier(n_estimators=100, num_leaves=31, random_state=0,
-                                       verbose=-1)
+                                       verbose=-1, n_jobs=threads)
     if lib == "xgboost":
         import xgboost
 
         return xgboost.XGBClassifier(n_estimators=100, tree_method="hist", max_leaves=31,
                                      max_depth=0, grow_policy="lossguide",
-                                     enable_categorical=True, random_state=0)
+                                     enable_categorical=True, random_state=0,
+                                     n_jobs=None if threads < 0 else threads)
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     return HistGradientBoostingClassifier(max_iter=100, categorical_features=categorical,
@@ -113,17 +116,17 @@ def _fit(model, lib: str, X, y, categorical):
     return model.fit(X, y)
 
 
-def run_one(lib: str, n_rows: int) -> dict:
+def run_one(lib: str, n_rows: int, threads: int = -1) -> dict:
     """One timed fit and predict (in this process)."""
     X, y, categorical = make_categorical(n_rows)
     n_train = int(0.8 * n_rows)
     X_in = _library_input(lib, X, categorical)
     X_train, X_test = X_in[:n_train], X_in[n_train:]
     y_train, y_test = y[:n_train], y[n_train:]
-    _fit(make_estimator(lib, categorical), lib, X_train[:2000], y_train[:2000],
+    _fit(make_estimator(lib, categorical, threads), lib, X_train[:2000], y_train[:2000],
          categorical).predict(X_test[:50])
     data_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    model = make_estimator(lib, categorical)
+    model = make_estimator(lib, categorical, threads)
     start, cpu = time.perf_counter(), time.process_time()
     _fit(model, lib, X_train, y_train, categorical)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
@@ -150,19 +153,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--libs", nargs="+", default=list(LIBS), choices=LIBS)
+    parser.add_argument("--threads", type=int, default=-1,
+                        help="threads per library (default -1: all cores)")
     parser.add_argument("--one", metavar="LIB", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
-        print(json.dumps(run_one(args.one, args.rows)))
+        print(json.dumps(run_one(args.one, args.rows, args.threads)))
         return
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
           f"(shared with other jobs when run beside them)", file=sys.stderr)
+    env = dict(os.environ)
+    if args.threads > 0:
+        env["OMP_NUM_THREADS"] = str(args.threads)
     results = []
     for lib in args.libs:
         if not _available(lib):
             continue
         out = subprocess.run([sys.executable, __file__, "--one", lib, "--rows",
-                              str(args.rows)], capture_output=True, text=True, env=os.environ)
+                              str(args.rows), "--threads", str(args.threads)],
+                             capture_output=True, text=True, env=env)
         if out.returncode:
             print(f"{lib} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
             continue
