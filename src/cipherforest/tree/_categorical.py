@@ -64,7 +64,8 @@ from ._weights import weight_at
 CAT_SMOOTH = 10.0
 #: Categories with fewer rows in a boosting node are not sorted and go right.
 MIN_CAT_SUPPORT = 10.0
-#: Rows of ``categorical_scratch``.
+#: Rows of the scans' scratch (4 x histogram bins): sort keys and bins, and their merge
+#: buffers.
 _KEYS, _BINS, _TMP_KEYS, _TMP_BINS = 0, 1, 2, 3
 
 
@@ -82,11 +83,6 @@ def categorical_edges(n_categories: int) -> np.ndarray:
     """Bin edges of a categorical feature with categories ``0..n_categories-1``: category
     ``c`` falls in bin ``c``."""
     return np.arange(max(n_categories - 1, 0), dtype=np.float64) + 0.5
-
-
-def categorical_scratch(n_bins: int) -> np.ndarray:
-    """Scratch of the categorical scans for histograms of ``n_bins`` bins."""
-    return np.zeros((4, n_bins))
 
 
 @njit(inline="always", **JIT_OPTIONS)
