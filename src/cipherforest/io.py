@@ -15,6 +15,10 @@ attribute (a name ending with ``_`` in ``vars(estimator)``), each described by a
   are stored as unicode arrays and flagged ``"object": true``;
 * ``{"kind": "tree", "prefix": p, "n_features": n, "n_classes": [...]}``: a
   :class:`~cipherforest.tree._tree.Tree` whose node arrays are the members ``p.<field>``;
+  a tree with categorical splits adds ``"categorical": true`` and the member
+  ``p.categorical_bitsets`` (uint32, one row of left categories per node), and its file
+  has ``"format_version": 2`` (``CATEGORICAL_FORMAT_VERSION``), which older readers refuse
+  instead of dropping the category sets; files without such trees stay version 1;
 * ``{"kind": "estimator", "class": c, "params": {...}, "attributes": {...}}``: a fitted
   sub-estimator (e.g. a member of an ensemble's ``estimators_``), recursively;
 * ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above;
@@ -75,6 +79,10 @@ __all__ = [
 FORMAT = "cipherforest-model"
 #: Version of the layout described in the module docstring; bump on incompatible changes.
 FORMAT_VERSION = 1
+#: Version of files holding trees with categorical splits (the layout plus their bitsets).
+CATEGORICAL_FORMAT_VERSION = 2
+#: The versions :func:`load_model` reads.
+READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION)
 #: Classes that :func:`load_model` may instantiate, by class name.
 
 _TREE_FIELDS = {**NODE_FIELDS, "value": np.float64}
@@ -170,6 +178,7 @@ class _Encoder:
     def __init__(self, owner: str) -> None:
         self.owner = owner
         self.arrays: dict[str, np.ndarray] = {}
+        self.format_version = FORMAT_VERSION
 
     def error(self, path: str, message: str) -> TypeError:
         return TypeError(f"cannot save attribute {path!r} of {self.owner}: {message}")
@@ -205,8 +214,13 @@ class _Encoder:
         if isinstance(obj, Tree):
             for field in _TREE_FIELDS:
                 self.store(f"{key}.{field}", getattr(obj, field), path)
-            return {"kind": "tree", "prefix": key, "n_features": obj.n_features,
+            spec = {"kind": "tree", "prefix": key, "n_features": obj.n_features,
                     "n_classes": [int(k) for k in obj.n_classes]}
+            if obj.categorical_bitsets is not None:
+                self.store(f"{key}.categorical_bitsets", obj.categorical_bitsets, path)
+                spec["categorical"] = True
+                self.format_version = CATEGORICAL_FORMAT_VERSION
+            return spec
         if (isinstance(obj, np.ndarray) and obj.dtype.kind == "O" and obj.size > 0
                 and not all(isinstance(item, str) for item in obj.flat)):
             items = [self.attribute(item, f"{key}.{i}", f"{path}.flat[{i}]")
@@ -389,6 +403,13 @@ class _Decoder:
                 self.fail(f"tree array {key!r} of {where} has dtype {array.dtype}, expected "
                           f"{np.dtype(dtype)}")
             arrays[field] = array
+        if spec.get("categorical", False) is True:
+            key = f"{prefix}.categorical_bitsets"
+            array = self.load_array(key, where)
+            if array.dtype != np.uint32:
+                self.fail(f"tree array {key!r} of {where} has dtype {array.dtype}, expected "
+                          "uint32")
+            arrays["categorical_bitsets"] = array
         try:
             if not n_classes or not all(type(k) is int and k > 0 for k in n_classes):
                 raise ValueError(f"invalid n_classes {n_classes!r}")
@@ -489,7 +510,7 @@ def save_model(estimator: Any, path: str | os.PathLike[str]) -> None:
     path = os.fspath(path)
     encoder = _Encoder(type(estimator).__name__)
     spec = encoder.estimator(estimator, "", "")
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION,
+    meta = {"format": FORMAT, "format_version": encoder.format_version,
             "library_version": library_version(), **spec}
     # Read back only for scikit-learn classes (their private state is version-bound).
     meta["sklearn_version"] = sklearn_models.sklearn_version()
@@ -528,5 +549,5 @@ def load_model(path: str | os.PathLike[str]) -> Any:
         meta = file.meta()
         if not isinstance(meta, dict) or meta.get("format") != FORMAT:
             fail(f"not a cipherforest model file (meta.json has no format {FORMAT!r})")
-        file.check_version(meta, (FORMAT_VERSION,))
+        file.check_version(meta, READABLE_FORMAT_VERSIONS)
         return _Decoder(path, file, meta.get("sklearn_version")).estimator(meta, "model")

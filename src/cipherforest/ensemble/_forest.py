@@ -23,6 +23,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from .._parallel import map_in_threads
 from .._registry import register_model_class
 from .._sklearn_compat import Interval, RealNotInt, StrOptions, _fit_context
+from ..tree._categorical_input import categorical_predict_input, map_unknown_categories
 from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
@@ -53,7 +54,8 @@ _TREES_PER_BLOCK = 8
 
 TREE_PARAMS = ("criterion", "max_depth", "min_samples_split", "min_samples_leaf",
                "min_weight_fraction_leaf", "max_features", "max_leaf_nodes",
-               "min_impurity_decrease", "ccp_alpha", "monotonic_cst", "max_bins")
+               "min_impurity_decrease", "ccp_alpha", "monotonic_cst", "max_bins",
+               "categorical_features")
 
 
 class BaseForest(BaseEstimator):
@@ -124,7 +126,8 @@ class BaseForest(BaseEstimator):
                           "new trees.", UserWarning, stacklevel=3)
         else:
             template = self._tree_template()
-            data = prepare_tree_data(X, self.max_bins, data_seed)
+            data = prepare_tree_data(X, self.max_bins, data_seed,
+                                     categorical=getattr(self, "is_categorical_", None))
 
             template_params = template.get_params()
             classes = self.classes_ if isinstance(self, ClassifierMixin) else None
@@ -240,8 +243,9 @@ class BaseForest(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self, "estimators_")
-        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
-                                     **tree_X_options(X)))
+        X = categorical_predict_input(self, X)
+        return map_unknown_categories(self, tree_X(validate_data(
+            self, X, dtype=np.float64, reset=False, **tree_X_options(X))))
 
     def _mean_tree_values(self, X) -> np.ndarray:
         """Average of the trees' leaf values, shape (n_samples, n_outputs, n_values); trees
@@ -453,6 +457,10 @@ min_impurity_decrease, ccp_alpha
     monotonic_cst : array-like of int of shape (n_features,), default=None
         Monotonicity constraint per feature for every tree (see
         :class:`cipherforest.DecisionTreeRegressor`); the forest's mean keeps it.
+    categorical_features : array-like of {bool, int, str} or "from_dtype" or None, \
+default=None
+        Categorical features, split by sets of categories (with ``max_bins``; see
+        :class:`cipherforest.DecisionTreeClassifier`).
 
     Attributes
     ----------
@@ -464,13 +472,16 @@ min_impurity_decrease, ccp_alpha
     n_features_in_, feature_names_in_ : as scikit-learn
     feature_importances_ : ndarray of shape (n_features_in_,)
     oob_score_, oob_decision_function_ / oob_prediction_ : with ``oob_score=True``
+    is_categorical_, known_categories_, pandas_categories_ : as
+        :class:`cipherforest.DecisionTreeClassifier`'s
 """
 
 
 def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                  min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                  min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state, verbose,
-                 warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst):
+                 warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst,
+                 categorical_features=None):
     self.n_estimators = n_estimators
     self.criterion = map_friedman_mse(criterion)
     self.max_depth = max_depth
@@ -490,6 +501,7 @@ def _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
     self.max_samples = max_samples
     self.max_bins = max_bins
     self.monotonic_cst = monotonic_cst
+    self.categorical_features = categorical_features
 
 
 @register_model_class
@@ -504,11 +516,12 @@ class RandomForestClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None, monotonic_cst=None):
+                 max_bins=None, monotonic_cst=None, categorical_features=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst,
+                     categorical_features)
         self.class_weight = class_weight
 
 
@@ -525,11 +538,12 @@ class ExtraTreesClassifier(ForestClassifierMixin, BaseForest):
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, class_weight=None, ccp_alpha=0.0, max_samples=None,
-                 max_bins=None, monotonic_cst=None):
+                 max_bins=None, monotonic_cst=None, categorical_features=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst,
+                     categorical_features)
         self.class_weight = class_weight
 
 
@@ -545,11 +559,12 @@ class RandomForestRegressor(ForestRegressorMixin, BaseForest):
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
-                 monotonic_cst=None):
+                 monotonic_cst=None, categorical_features=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst,
+                     categorical_features)
 
 
 @register_model_class
@@ -565,8 +580,9 @@ class ExtraTreesRegressor(ForestRegressorMixin, BaseForest):
                  max_features=1.0, max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=False, oob_score=False, n_jobs=None, random_state=None, verbose=0,
                  warm_start=False, ccp_alpha=0.0, max_samples=None, max_bins=None,
-                 monotonic_cst=None):
+                 monotonic_cst=None, categorical_features=None):
         _forest_init(self, n_estimators, criterion, max_depth, min_samples_split,
                      min_samples_leaf, min_weight_fraction_leaf, max_features, max_leaf_nodes,
                      min_impurity_decrease, bootstrap, oob_score, n_jobs, random_state,
-                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst)
+                     verbose, warm_start, ccp_alpha, max_samples, max_bins, monotonic_cst,
+                     categorical_features)

@@ -22,7 +22,9 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
+from ..tree._categorical import category_goes_left
 from ..tree._common import JIT_OPTIONS, TREE_LEAF
+from ..tree._split_record import BITSET_WORDS
 from ..tree._tree import pack_nodes
 
 #: Rows walked through every tree before moving on: a block of 1024 rows × 20 float64
@@ -67,11 +69,15 @@ class PackedEnsemble:
     depths: np.ndarray  # (n_trees,) int64, depth of each tree's deepest leaf
     columns: np.ndarray  # (n_trees,) int64, column of ``raw`` each tree adds to
     source: object
+    #: (total nodes, BITSET_WORDS) uint32, the trees' ``categorical_bitsets`` (zero rows for
+    #: trees without); None when no tree has categorical splits.
+    bitsets: np.ndarray | None = None
 
 
 def pack_ensemble(stages) -> PackedEnsemble:
     """Pack ``stages[i][k].tree_`` (round ``i``, column ``k``) into one node table."""
     trees = [(k, est.tree_) for stage in stages for k, est in enumerate(stage)]
+    bitsets = None
     sizes = np.array([tree.node_count for _, tree in trees], dtype=np.int64)
     roots = np.zeros(len(trees), dtype=np.int64)
     roots[1:] = np.cumsum(sizes)[:-1]
@@ -91,6 +97,11 @@ def pack_ensemble(stages) -> PackedEnsemble:
         depths = _tree_depths(left, right, internal, roots)
         threshold = np.concatenate([t.threshold for _, t in trees])
         value = np.concatenate([t.value[:, 0, 0] for _, t in trees])
+        if any(t.categorical_bitsets is not None for _, t in trees):
+            bitsets = np.concatenate([
+                t.categorical_bitsets if t.categorical_bitsets is not None
+                else np.zeros((t.node_count, BITSET_WORDS), dtype=np.uint32)
+                for _, t in trees])
     else:
         nodes = np.zeros((0, 4), dtype=np.int32)
         threshold = value = np.zeros(0)
@@ -98,7 +109,7 @@ def pack_ensemble(stages) -> PackedEnsemble:
     columns = np.array([k for k, _ in trees], dtype=np.int64)
     return PackedEnsemble(nodes, np.ascontiguousarray(threshold, dtype=np.float64),
                           np.ascontiguousarray(value, dtype=np.float64), roots, depths,
-                          columns, stages)
+                          columns, stages, bitsets)
 
 
 #: Rows walked through a tree side by side: their walks are independent chains of loads, so
@@ -130,9 +141,11 @@ def leaf_steps(children_left, value, leaf_values, learning_rate, raw_k, leaves):
 
 @njit(**JIT_OPTIONS)
 def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_rate, raw,
-                  row_begin, row_end, block_rows):
+                  row_begin, row_end, block_rows, bitsets=None):
     """``raw[i, columns[t]] += learning_rate * value[leaf of row i in tree t]`` for the rows
     ``row_begin..row_end-1`` and every tree ``t`` in order, in blocks of ``block_rows`` rows.
+    ``bitsets`` (``PackedEnsemble.bitsets``): at a node whose threshold is NaN a value goes
+    left iff its category's bit is set (NaN as numeric splits send it).
 
     ``nodes`` has leaves pointing to themselves (``pack_ensemble``), so ``depths[t]``
     branch-free steps bring every row of a group to its leaf.
@@ -154,6 +167,9 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
                         # Right iff x > threshold, or x is NaN and NaN goes right.
                         go_right = (x > threshold[current]) | (np.isnan(x)
                                                                & (nodes[current, 3] == 0))
+                        if bitsets is not None:  # None: no categorical split (pruned)
+                            if np.isnan(threshold[current]) and not np.isnan(x):
+                                go_right = not category_goes_left(bitsets, current, x)
                         node[j] = nodes[current, np.int64(go_right)]
                 for j in range(n_group):
                     raw[group + j, k] += learning_rate * value[node[j]]
@@ -200,9 +216,16 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
 
     def run(begin, end):
         if sp.issparse(X):
+            if packed.bitsets is not None:
+                raise ValueError("a model with categorical splits predicts dense X only")
             add_trees_raw_csr(X.indptr, X.indices, X.data, X.shape[1], packed.nodes,
                               packed.threshold, packed.value, packed.roots, packed.columns,
                               lr, raw, np.int64(begin), np.int64(end))
+            return
+        if packed.bitsets is not None:
+            add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
+                          packed.depths, packed.columns, lr, raw, np.int64(begin),
+                          np.int64(end), np.int64(PREDICT_BLOCK_ROWS), packed.bitsets)
             return
         add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
                       packed.depths, packed.columns, lr, raw, np.int64(begin), np.int64(end),

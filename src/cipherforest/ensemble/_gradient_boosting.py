@@ -53,6 +53,12 @@ from .._sklearn_compat import (
     _check_sample_weight,
     _fit_context,
 )
+from ..tree._categorical_input import (
+    categorical_predict_input,
+    check_categorical_values,
+    map_unknown_categories,
+    resolve_categorical_fit,
+)
 from ..tree._classes import DecisionTreeRegressor, tree_X, tree_X_options
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,
@@ -172,6 +178,7 @@ class BaseGradientBoosting(BaseEstimator):
         "tol": [Interval(Real, 0.0, None, closed="left")],
         "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
         "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
     }
 
     def __sklearn_tags__(self):
@@ -234,9 +241,10 @@ class BaseGradientBoosting(BaseEstimator):
         if not self.warm_start:
             self._clear_state()
         weights_given = sample_weight is not None
+        X, categorical = resolve_categorical_fit(self, X)
         X, y = validate_data(self, X, y, dtype=np.float64, multi_output=True,
                              **tree_X_options(X))
-        X = tree_X(X)
+        X = check_categorical_values(self, tree_X(X), categorical)
         y = column_or_1d(y, warn=True)
         if weights_given:
             sample_weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
@@ -323,7 +331,8 @@ class BaseGradientBoosting(BaseEstimator):
         rng = check_random_state(self.random_state)
         bin_seed = int(rng.randint(SEED_BOUND))
         stage_seeds = draw_seeds(rng, self.n_estimators)  # round i's seed ignores begin
-        data = prepare_tree_data(X, self.max_bins, bin_seed)
+        data = prepare_tree_data(X, self.max_bins, bin_seed,
+                                 categorical=getattr(self, "is_categorical_", None))
         template = self._tree_template()
         base_params = template._growth_params(CRITERION_SQUARED_ERROR, n_samples,
                                               float(sample_weight.sum()), n_features)
@@ -530,8 +539,9 @@ class BaseGradientBoosting(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
-                                     **tree_X_options(X)))
+        X = categorical_predict_input(self, X)
+        return map_unknown_categories(self, tree_X(validate_data(
+            self, X, dtype=np.float64, reset=False, **tree_X_options(X))))
 
     def _initial_raw(self, X: np.ndarray) -> np.ndarray:
         """``H0`` of every row, shape (n_samples, n_trees): the constant ``init_``, or the
@@ -646,6 +656,13 @@ min_impurity_decrease, max_features, max_leaf_nodes, ccp_alpha
     max_bins : int in [2, 255] or None, default=None
         None finds exact splits; an int bins X once per fit into at most this many bins per
         feature and grows every round's trees on histograms (much faster on large data).
+    categorical_features : array-like of {bool, int, str} or "from_dtype" or None, \
+default=None
+        Categorical features (with ``max_bins``; see
+        :class:`cipherforest.DecisionTreeClassifier`): each round's trees split them by
+        sets of categories sorted by ``sum of gradients / (count + 10)``, categories with
+        fewer than 10 rows in a node going right (scikit-learn's ``HistGradientBoosting``).
+        None (default, as scikit-learn's ``GradientBoosting*``): every feature is numeric.
 """
 
 _COMMON_ATTRIBUTES_DOC = """\
@@ -670,6 +687,8 @@ _COMMON_ATTRIBUTES_DOC = """\
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string column names.
     feature_importances_ : ndarray of shape (n_features_in_,)
+    is_categorical_, known_categories_, pandas_categories_ : as
+        :class:`cipherforest.DecisionTreeClassifier`'s
 """
 
 
@@ -714,7 +733,8 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
                  min_weight_fraction_leaf=0.0, max_depth=3, min_impurity_decrease=0.0,
                  init=None, random_state=None, max_features=None, verbose=0,
                  max_leaf_nodes=None, warm_start=False, validation_fraction=0.1,
-                 n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0, max_bins=None, n_jobs=None):
+                 n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0, max_bins=None, n_jobs=None,
+                 categorical_features=None):
         self.n_jobs = n_jobs
         self.loss = loss
         self.learning_rate = learning_rate
@@ -737,6 +757,7 @@ class GradientBoostingClassifier(ClassifierMixin, BaseGradientBoosting):
         self.tol = tol
         self.ccp_alpha = ccp_alpha
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
 
     def _encode_y(self, y, sample_weight):
         check_classification_targets(y)
@@ -867,7 +888,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
                  min_impurity_decrease=0.0, init=None, random_state=None, max_features=None,
                  alpha=0.9, verbose=0, max_leaf_nodes=None, warm_start=False,
                  validation_fraction=0.1, n_iter_no_change=None, tol=1e-4, ccp_alpha=0.0,
-                 max_bins=None, n_jobs=None):
+                 max_bins=None, n_jobs=None, categorical_features=None):
         self.n_jobs = n_jobs
         self.loss = loss
         self.learning_rate = learning_rate
@@ -891,6 +912,7 @@ class GradientBoostingRegressor(RegressorMixin, BaseGradientBoosting):
         self.tol = tol
         self.ccp_alpha = ccp_alpha
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
 
     def _encode_y(self, y, sample_weight):
         self.n_trees_per_iteration_ = 1

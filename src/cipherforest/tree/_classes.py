@@ -23,6 +23,12 @@ from sklearn.utils.validation import (
 
 from .._registry import register_model_class
 from .._sklearn_compat import Interval, RealNotInt, StrOptions, _check_sample_weight, _fit_context
+from ._categorical_input import (
+    categorical_predict_input,
+    check_categorical_values,
+    map_unknown_categories,
+    resolve_categorical_fit,
+)
 from ._common import CRITERIA_CLF, CRITERIA_REG, MAX_BINS, SPLITTERS
 from ._fit import GrowthParams, TreeData, fit_tree_arrays, grow_tree_on
 from ._pruning import cost_complexity_pruning_path as _pruning_path
@@ -86,9 +92,10 @@ def validate_fit_arrays(estimator, X, y, sample_weight, multi_output: bool = Fal
     """
     if sp.issparse(y):
         raise ValueError("sparse multilabel-indicator for y is not supported.")
+    X, categorical = resolve_categorical_fit(estimator, X)
     X, y = validate_data(estimator, X, y, dtype=np.float64, multi_output=True,
                          **tree_X_options(X))
-    X = tree_X(X)
+    X = check_categorical_values(estimator, tree_X(X), categorical)
     estimator.missing_values_in_feature_mask_ = missing_mask(X)
     y = np.asarray(y)
     if y.ndim == 2 and y.shape[1] == 1:
@@ -215,6 +222,7 @@ class BaseDecisionTree(BaseEstimator):
         "ccp_alpha": [Interval(Real, 0.0, None, closed="left")],
         "max_bins": [Interval(Integral, 2, MAX_BINS, closed="both"), None],
         "monotonic_cst": ["array-like", None],
+        "categorical_features": ["array-like", StrOptions({"from_dtype"}), None],
     }
 
     def __sklearn_tags__(self):
@@ -264,7 +272,8 @@ class BaseDecisionTree(BaseEstimator):
                                      X.shape[1], _n_outputs(y_encoded), n_classes)
         self.max_features_ = params.max_features
         seed = int(check_random_state(self.random_state).randint(_SEED_BOUND))
-        tree = fit_tree_arrays(X, y_encoded, sample_weight, n_classes, params, seed)
+        tree = fit_tree_arrays(X, y_encoded, sample_weight, n_classes, params, seed,
+                               getattr(self, "is_categorical_", None))
         if self.ccp_alpha > 0.0:
             tree = prune_tree(tree, float(self.ccp_alpha))
         self.tree_ = tree
@@ -306,8 +315,9 @@ class BaseDecisionTree(BaseEstimator):
     # ------------------------------------------------------------------ prediction
     def _validate_X_predict(self, X):
         check_is_fitted(self)
-        return tree_X(validate_data(self, X, dtype=np.float64, reset=False,
-                                     **tree_X_options(X)))
+        X = categorical_predict_input(self, X)
+        return map_unknown_categories(self, tree_X(validate_data(
+            self, X, dtype=np.float64, reset=False, **tree_X_options(X))))
 
     def apply(self, X):
         """Index of the leaf that each sample ends up in.
@@ -417,6 +427,15 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         None finds exact splits (all midpoints); an int bins each feature into at most this
         many quantile bins once per fit and finds splits on histograms, much faster on large
         data.
+    categorical_features : array-like of {bool, int, str} or "from_dtype" or None, \
+default=None
+        Categorical features (histogram finder, ``max_bins`` set, dense X): a boolean mask,
+        feature indices, feature names, or ``"from_dtype"`` for the pandas columns of
+        ``category`` dtype. Their values are categories — non-negative integers below
+        ``max_bins`` (negative: missing), or pandas categories (at most ``max_bins``) — and
+        a split sends a set of categories left, found by sorting the node's categories by
+        their target statistic. Categories not seen at fit are treated as missing at
+        predict. None (default, as scikit-learn's trees): every feature is numeric.
 
     Attributes
     ----------
@@ -433,6 +452,12 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
     tree_ : Tree
         The fitted tree as flat arrays.
     feature_importances_ : ndarray of shape (n_features_in_,)
+    is_categorical_ : ndarray of shape (n_features_in_,) or None
+        Which features are categorical (None: none is).
+    known_categories_ : list of (ndarray or None) or None
+        The category values each categorical feature had at fit.
+    pandas_categories_ : list of (ndarray or None) or None
+        The pandas categories of each feature read from a ``category`` column.
     """
 
     _parameter_constraints: dict = {
@@ -445,7 +470,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
-                 monotonic_cst=None, max_bins=None):
+                 monotonic_cst=None, max_bins=None, categorical_features=None):
         self.criterion = criterion
         self.splitter = splitter
         self.max_depth = max_depth
@@ -460,6 +485,7 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
         self.ccp_alpha = ccp_alpha
         self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, sample_weight=None):
@@ -525,7 +551,7 @@ class DecisionTreeRegressor(RegressorMixin, BaseDecisionTree):
         impurity is the mean over outputs.
     splitter, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
 max_features, random_state, max_leaf_nodes, min_impurity_decrease, ccp_alpha, \
-monotonic_cst, max_bins
+monotonic_cst, max_bins, categorical_features
         As in :class:`DecisionTreeClassifier`.
 
     Attributes
@@ -547,7 +573,7 @@ monotonic_cst, max_bins
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=None, random_state=None, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
-                 max_bins=None):
+                 max_bins=None, categorical_features=None):
         self.criterion = map_friedman_mse(criterion)
         self.splitter = splitter
         self.max_depth = max_depth
@@ -561,6 +587,7 @@ monotonic_cst, max_bins
         self.ccp_alpha = ccp_alpha
         self.monotonic_cst = monotonic_cst
         self.max_bins = max_bins
+        self.categorical_features = categorical_features
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -619,7 +646,7 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features="sqrt", random_state=None, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, class_weight=None, ccp_alpha=0.0,
-                 monotonic_cst=None, max_bins=None):
+                 monotonic_cst=None, max_bins=None, categorical_features=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -628,7 +655,8 @@ class ExtraTreeClassifier(DecisionTreeClassifier):
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease,
                          class_weight=class_weight, ccp_alpha=ccp_alpha,
-                         monotonic_cst=monotonic_cst, max_bins=max_bins)
+                         monotonic_cst=monotonic_cst, max_bins=max_bins,
+                         categorical_features=categorical_features)
 
 
 @register_model_class
@@ -644,7 +672,7 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features=1.0, random_state=None, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, ccp_alpha=0.0, monotonic_cst=None,
-                 max_bins=None):
+                 max_bins=None, categorical_features=None):
         super().__init__(criterion=criterion, splitter=splitter, max_depth=max_depth,
                          min_samples_split=min_samples_split,
                          min_samples_leaf=min_samples_leaf,
@@ -652,4 +680,5 @@ class ExtraTreeRegressor(DecisionTreeRegressor):
                          max_features=max_features, random_state=random_state,
                          max_leaf_nodes=max_leaf_nodes,
                          min_impurity_decrease=min_impurity_decrease, ccp_alpha=ccp_alpha,
-                         monotonic_cst=monotonic_cst, max_bins=max_bins)
+                         monotonic_cst=monotonic_cst, max_bins=max_bins,
+                         categorical_features=categorical_features)

@@ -20,6 +20,7 @@ import scipy.sparse as sp
 from numba import njit
 
 from ._binning import apply_bins, fit_bin_thresholds, n_value_bins, threshold_table
+from ._categorical import categorical_edges, mark_categorical
 from ._common import (
     CRITERION_ABSOLUTE_ERROR,
     CRITERION_ENTROPY,
@@ -181,13 +182,20 @@ def _order_ties(columns, order, values):
 
 
 def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
-                      sample_weight: np.ndarray | None = None) -> TreeData:
+                      sample_weight: np.ndarray | None = None,
+                      categorical: np.ndarray | None = None) -> TreeData:
     """Presort (``max_bins=None``) or bin ``X`` (float64, NaN allowed) for growing trees.
 
     Bin edges follow the ``sample_weight``-weighted quantiles, so weighting a row by k is the
-    same as repeating it k times, and weight 0 the same as removing it.
+    same as repeating it k times, and weight 0 the same as removing it. ``categorical`` (a
+    boolean mask of features, histogram finder only) bins those features by category
+    (``_categorical``: category ``c`` in bin ``c``; values checked by the estimators).
     """
     n_samples, n_features = X.shape
+    has_categorical = categorical is not None and bool(np.any(categorical))
+    if has_categorical and (max_bins is None or sp.issparse(X)):
+        raise ValueError("categorical features need the histogram finder (max_bins) and "
+                         "dense X")
     if sp.issparse(X):
         from ._fit_sparse import prepare_sparse_tree_data
 
@@ -197,9 +205,19 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
         return TreeData(n_samples, n_features, None, sorted_index=sorted_index,
                         sorted_value=sorted_value)
     edges = fit_bin_thresholds(X, max_bins, np.random.default_rng(seed), sample_weight)
+    table_mask = None
+    if has_categorical:
+        table_mask = np.asarray(categorical, dtype=bool)
+        for j in np.flatnonzero(table_mask):
+            column = X[:, j]
+            top = np.nanmax(column) if not np.all(np.isnan(column)) else 0.0
+            edges[j] = categorical_edges(int(top) + 1)
     width = n_value_bins(edges)
+    table = threshold_table(edges, width)
+    if table_mask is not None:
+        table = mark_categorical(table, table_mask)
     return TreeData(n_samples, n_features, max_bins, X_binned=apply_bins(X, edges, width),
-                    bin_thresholds=threshold_table(edges, width))
+                    bin_thresholds=table)
 
 
 #: Held by the one tree at a time that builds histograms on several numba threads: numba's
@@ -374,8 +392,11 @@ class TreeGrowth:
             *self.node_tables, self.n_stats - STAT_FIRST if is_classifier else 1,
             self.samples if self.sorted_index is None else self.sorted_index[0],
             data.max_bins is not None, leaves)
-        tree = Tree(data.n_features, np.array([self.n_classes]),
-                    dict(zip(TREE_ARRAYS, arrays, strict=True)), check=False)
+        tree_arrays = dict(zip(TREE_ARRAYS, arrays, strict=True))
+        node_float = self.node_tables[1]
+        if node_float.shape[1] > 2:  # a tree of categorical features: the left sets
+            tree_arrays["categorical_bitsets"] = node_float[:, 2:].astype(np.uint32)
+        tree = Tree(data.n_features, np.array([self.n_classes]), tree_arrays, check=False)
         return (tree, leaves) if self.return_leaves else tree
 
 
@@ -590,13 +611,15 @@ def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_cl
 
 
 def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_classes: int,
-                    params: GrowthParams, seed: int) -> Tree:
+                    params: GrowthParams, seed: int,
+                    categorical: np.ndarray | None = None) -> Tree:
     """Prepare ``X`` and grow one tree on it (rows of zero weight are left out first, so
-    they influence neither the presorting nor the bins)."""
+    they influence neither the presorting nor the bins); ``categorical`` as in
+    ``prepare_tree_data``."""
     keep = sample_weight > 0
     if not keep.all():
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    data = prepare_tree_data(X, params.max_bins, seed, sample_weight)
+    data = prepare_tree_data(X, params.max_bins, seed, sample_weight, categorical)
     return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
 
 

@@ -23,6 +23,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._categorical import (
+    CAT_SMOOTH,
+    MIN_CAT_SUPPORT,
+    accumulate_category_stats,
+    best_split_categorical,
+    clear_category_stats,
+    has_categorical,
+    is_categorical,
+    left_bins_of_split,
+)
 from ._common import (
     CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
@@ -78,8 +88,10 @@ from ._shards import (
     add_partial_histogram,
     gather_segments,
     set_task,
+    set_task_categories,
 )
 from ._split_record import (
+    BITSET_WORDS,
     MISSING_UNSEEN,
     SPLIT_CHILDREN,
     SPLIT_FEATURE,
@@ -223,10 +235,15 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     if sorted_index is not None:
         n_features = sorted_index.shape[0]
     best_first = max_leaf_nodes > 0
-    record_size = SPLIT_LEFT + 2 * n_stats
+    record_size = SPLIT_LEFT + 2 * n_stats + BITSET_WORDS
+    # Categorical features (``_categorical``): their nodes' left sets follow the threshold
+    # and impurity in ``node_float``.
+    has_cat = False
+    if X_binned is not None:
+        has_cat = has_categorical(bin_thresholds)
 
     node_int = np.zeros((64, 6), dtype=np.int64)
-    node_float = np.zeros((64, 2), dtype=np.float64)
+    node_float = np.zeros((64, 2 + BITSET_WORDS if has_cat else 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
 
     frontier_int = np.zeros((16, 7), dtype=np.int64)
@@ -316,6 +333,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     child_split = np.zeros(2, dtype=np.bool_)
     child_slots = np.full(2, -1, dtype=np.int64)
     child_needs = np.zeros(2, dtype=np.bool_)
+    cat_scratch = np.zeros((4, hist_bins if has_cat else 0))
+    cat_column = np.zeros((hist_bins if has_cat else 0, n_stats))
+    cat_left_bins = np.zeros(hist_bins if has_cat else 0, dtype=np.int64)
+    no_left_bins = cat_left_bins[:0]
+    # Boosting's trees smooth the category statistic and leave rare categories out.
+    cat_smooth = CAT_SMOOTH if compact else 0.0
+    cat_support = MIN_CAT_SUPPORT if compact else 1.0
 
     root_stats = np.zeros(n_stats)
     for i in range(n_samples):
@@ -450,7 +474,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     scan_compact_node(pending_seed[p], hist_pool[slot], hist_lo[slot],
                                       hist_hi[slot], bin_thresholds, stats, min_samples_leaf,
                                       min_weight_leaf, max_features, features, rng_state,
-                                      split, cum, left, right)
+                                      split, cum, left, right, cat_scratch)
                     n_scanned = 0
             rng_state[0] = pending_seed[p]
             for j in range(n_features):
@@ -463,7 +487,24 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 f = features[j]
                 non_constant = False
                 if X_binned is not None:
-                    if (feature_hists and slot < 0
+                    if has_cat and is_categorical(bin_thresholds, f):
+                        if slot >= 0 and not compact:
+                            non_constant = best_split_categorical(
+                                f, hist_pool[slot, f], hist_lo[slot, f], hist_hi[slot, f],
+                                criterion, stats, min_samples_leaf, min_weight_leaf,
+                                is_random, rng_state, split, cum, left, right, cat_scratch,
+                                cat_smooth, cat_support)
+                        else:
+                            first_bin, last_bin = accumulate_category_stats(
+                                cat_column, f, node_samples, start, end, X_binned, y, w,
+                                criterion)
+                            non_constant = best_split_categorical(
+                                f, cat_column, first_bin, last_bin, criterion, stats,
+                                min_samples_leaf, min_weight_leaf, is_random, rng_state,
+                                split, cum, left, right, cat_scratch, cat_smooth,
+                                cat_support)
+                            clear_category_stats(cat_column, first_bin, last_bin)
+                    elif (feature_hists and slot < 0
                             and not is_small_node(end - start, n_hist_bins)):
                         if X_columns.shape[0] == X_binned.shape[0]:
                             non_constant = best_split_feature_histogram(
@@ -601,6 +642,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 if sharded:
                     set_task(shard_task, feature, position, missing_left, start1, end1, build,
                              summed)
+                if has_cat and np.isnan(split[SPLIT_THRESHOLD]):
+                    set_task_categories(task0, split)
+                    if sharded:
+                        set_task_categories(shard_task, split)
                 # Without a build the step only reads its slot's shape.
                 target = early_slot if early_slot >= 0 else 0
                 run_shard_steps(sharded, hand_off, node_threads, task0, child_stats,
@@ -617,16 +662,21 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     for k in range(n_stats):
                         child_stats[1 - summed, k] = (node_stats[node_id, k]
                                                       - child_stats[summed, k])
-            elif X_columns.shape[0] == X_binned.shape[0]:  # a column-major copy (X_columns)
-                mid = partition_histogram_stable(
-                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
-                    end, X_columns, n_hist_bins - 1, partition_buffer, y, w, criterion,
-                    child_stats[0], child_stats[1])
             else:
-                mid = partition_histogram_stable(
-                    feature, np.int64(split[SPLIT_POSITION]), missing_left, samples, start,
-                    end, X_binned, n_hist_bins - 1, partition_buffer, y, w, criterion,
-                    child_stats[0], child_stats[1])
+                bin_left = no_left_bins
+                if has_cat and np.isnan(split[SPLIT_THRESHOLD]):
+                    left_bins_of_split(split, cat_left_bins)
+                    bin_left = cat_left_bins
+                if X_columns.shape[0] == X_binned.shape[0]:  # a column-major copy
+                    mid = partition_histogram_stable(
+                        feature, np.int64(split[SPLIT_POSITION]), missing_left, samples,
+                        start, end, X_columns, n_hist_bins - 1, partition_buffer, y, w,
+                        criterion, child_stats[0], child_stats[1], bin_left)
+                else:
+                    mid = partition_histogram_stable(
+                        feature, np.int64(split[SPLIT_POSITION]), missing_left, samples,
+                        start, end, X_binned, n_hist_bins - 1, partition_buffer, y, w,
+                        criterion, child_stats[0], child_stats[1], bin_left)
         if node_sort:
             mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left, samples,
                                         start, end, sorted_rank, sorted_value,
@@ -647,6 +697,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         node_int[node_id, _FEATURE] = feature
         node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
         node_float[node_id, 0] = split[SPLIT_THRESHOLD]
+        if has_cat and np.isnan(split[SPLIT_THRESHOLD]):
+            for k in range(BITSET_WORDS):
+                node_float[node_id, 2 + k] = split[record_size - BITSET_WORDS + k]
         n_leaves += 1
 
         child_ids[0] = left_id

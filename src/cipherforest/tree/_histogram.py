@@ -467,9 +467,10 @@ def best_split_small_node_feature(feature, samples, start, end, X_binned, bin_th
 
 @njit(**LEAF_JIT_OPTIONS)
 def _partition_rows(split_feature, split_bin, missing_left, samples, start, end, X_binned,
-                    missing_bin, buffer):
+                    missing_bin, buffer, bin_left=None):
     """Move ``samples[start:end]`` left or right of the split, each side in its previous
-    order; returns the left side's end.
+    order; returns the left side's end. Bins ``<= split_bin`` go left, or, when ``bin_left``
+    is not empty (a categorical split), the bins ``b`` with ``bin_left[b] == 1``.
 
     Branch-free: each row is written to both sides and only its side's cursor moves (the
     direction is a coin flip to the branch predictor). The callers sum each side's stats
@@ -477,6 +478,10 @@ def _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
     """
     n_left = start
     n_right = 0
+    if bin_left is not None:  # None: callers from before categorical splits
+        if bin_left.shape[0] > 0:
+            return _partition_rows_table(split_feature, missing_left, samples, start, end,
+                                         X_binned, missing_bin, buffer, bin_left)
     missing_goes_left = 1 if missing_left else 0
     # One byte per row of the column-major copy, a row of the row-major matrix.
     prefetching = worth_prefetching(X_binned, samples, start, end, X_binned.strides[0])
@@ -501,19 +506,41 @@ def _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
 
 
 @njit(**LEAF_JIT_OPTIONS)
+def _partition_rows_table(split_feature, missing_left, samples, start, end, X_binned,
+                          missing_bin, buffer, bin_left):
+    """``_partition_rows`` of a categorical split: value bin ``b`` goes left iff
+    ``bin_left[b] == 1``, NaN by ``missing_left``."""
+    n_left = start
+    n_right = 0
+    missing_goes_left = 1 if missing_left else 0
+    for i in range(start, end):
+        sample = samples[i]
+        b = np.int64(X_binned[sample, split_feature])
+        go = missing_goes_left if b == missing_bin else bin_left[b]
+        samples[n_left] = sample
+        buffer[n_right] = sample
+        n_left += go
+        n_right += 1 - go
+    for i in range(n_right):
+        samples[n_left + i] = buffer[i]
+    return n_left
+
+
+@njit(**LEAF_JIT_OPTIONS)
 def partition_histogram_stable(split_feature, split_bin, missing_left, samples, start, end,
                                X_binned, missing_bin, buffer, y, w, criterion, left_stats,
-                               right_stats):
+                               right_stats, bin_left=None):
     """Partition ``samples[start:end]`` by the split (left first), keeping each side in its
     previous order, and sum each child's stats vector over its rows in that order (into
     the zeroed ``left_stats`` / ``right_stats``).
 
     Rows enter the tree in increasing order, so every node's rows stay increasing: histogram
     builds then read ``X_binned``, ``y`` and ``w`` front to back instead of at random.
-    ``buffer`` is scratch of at least ``end - start`` items. Returns the left child's end.
+    ``buffer`` is scratch of at least ``end - start`` items; ``bin_left`` as in
+    ``_partition_rows``. Returns the left child's end.
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
-                             X_binned, missing_bin, buffer)
+                             X_binned, missing_bin, buffer, bin_left)
     # The sums gather a target and a weight per row: 16 bytes.
     _sum_side(worth_prefetching(X_binned, samples, start, n_left, 16), samples, start, n_left,
               y, w, criterion, left_stats)
@@ -524,7 +551,7 @@ def partition_histogram_stable(split_feature, split_bin, missing_left, samples, 
 
 @njit(**LEAF_JIT_OPTIONS)
 def partition_unit_squared_error(split_feature, split_bin, missing_left, samples, start, end,
-                                 X_binned, missing_bin, buffer, y, summed, stats):
+                                 X_binned, missing_bin, buffer, y, summed, stats, bin_left=None):
     """``partition_histogram_stable`` for the squared error when every weight is 1, summing
     the stats of one child only, ``summed`` (0: left, 1: right), into the zeroed ``stats``.
 
@@ -535,7 +562,7 @@ def partition_unit_squared_error(split_feature, split_bin, missing_left, samples
     child's rows only.
     """
     n_left = _partition_rows(split_feature, split_bin, missing_left, samples, start, end,
-                             X_binned, missing_bin, buffer)
+                             X_binned, missing_bin, buffer, bin_left)
     first, last = (start, n_left) if summed == 0 else (n_left, end)
     # The sum gathers a target per row: 8 bytes.
     _sum_unit_squared_error_side(worth_prefetching(X_binned, samples, first, last, 8), samples,

@@ -72,6 +72,7 @@ from ._atomics import (
     spin_pause,
     yield_processor,
 )
+from ._categorical import best_split_categorical_compact, is_categorical
 from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS
 from ._histogram import (
     best_split_compact_feature,
@@ -80,7 +81,7 @@ from ._histogram import (
 )
 from ._rng import rand_int
 from ._shards import add_partial_features, shard_step
-from ._split_record import SPLIT_LEFT, reset_split
+from ._split_record import BITSET_WORDS, SPLIT_LEFT, reset_split
 
 # Words of the control array, each group on its own cache line: the step word (grower and
 # worker), the worker's words, the grower's words (and the histogram pool's address, from
@@ -213,18 +214,19 @@ def hands_off_scan(control, hist_pool, scan_record, n_stats):
     """Whether the grower may post a node's split scan: the worker holds the pool
     (``worker_holds_pool``) and ``scan_record`` fits."""
     return (worker_holds_pool(control, hist_pool)
-            and scan_record.shape[0] == n_stats + SPLIT_LEFT + 2 * n_stats)
+            and scan_record.shape[0] == n_stats + SPLIT_LEFT + 2 * n_stats + BITSET_WORDS)
 
 
 @njit(**LEAF_JIT_OPTIONS)
 def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_leaf,
                       min_weight_leaf, max_features, features, rng_state, split, cum, left,
-                      right):
+                      right, cat_scratch=None):
     """A compact node's best split into ``split``, on either thread: the features in an
     order drawn from ``seed`` up front (the grower's other finders draw it as they go, as
     random thresholds draw too; compact trees draw nothing else, so drawing it whole first
     gives the order the grower always used), until ``max_features`` non-constant ones were
-    seen."""
+    seen. Categorical features (``_categorical``) are scanned in ``cat_scratch`` (None:
+    every feature is read as numeric)."""
     n_features = features.shape[0]
     rng_state[0] = seed
     for j in range(n_features):
@@ -237,9 +239,21 @@ def scan_compact_node(seed, hist, lo, hi, bin_thresholds, stats, min_samples_lea
     reset_split(split)
     n_visited = 0
     for j in range(n_features):
-        if best_split_compact_feature(features[j], hist, lo, hi, bin_thresholds, stats,
-                                      min_samples_leaf, min_weight_leaf, split, cum, left,
-                                      right):
+        f = features[j]
+        scanned = False
+        non_constant = False
+        if cat_scratch is not None:  # None: callers without categorical features
+            if is_categorical(bin_thresholds, f):
+                non_constant = best_split_categorical_compact(f, hist, lo, hi, stats,
+                                                              min_samples_leaf,
+                                                              min_weight_leaf, split, cum,
+                                                              left, right, cat_scratch)
+                scanned = True
+        if not scanned:
+            non_constant = best_split_compact_feature(f, hist, lo, hi, bin_thresholds, stats,
+                                                      min_samples_leaf, min_weight_leaf,
+                                                      split, cum, left, right)
+        if non_constant:
             n_visited += 1
             if n_visited >= max_features:
                 break
@@ -307,6 +321,7 @@ def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w,
     cum = np.zeros(n_stats)
     left = np.zeros(n_stats)
     right = np.zeros(n_stats)
+    cat_scratch = np.zeros((4, hist_pool.shape[2]))
     served = 0
     last_work = cycle_counter()
     looks = 0
@@ -330,7 +345,8 @@ def serve_shard_steps(control, task, X_binned, X_columns, samples, buffer, y, w,
                                       hist_lo[slot], hist_hi[slot], bin_thresholds,
                                       scan_record[:n_stats], min_samples_leaf,
                                       min_weight_leaf, max_features, features, rng_state,
-                                      scan_record[n_stats:], cum, left, right)
+                                      scan_record[n_stats:], cum, left, right,
+                                      cat_scratch)
                 served += 1
                 control[CONTROL_SERVED] = served
                 last_work = cycle_counter()

@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from ._categorical import left_bins_of_split
 from ._common import CRITERION_SQUARED_ERROR, LEAF_JIT_OPTIONS
 from ._histogram import (
     build_compact_histogram,
@@ -46,7 +47,9 @@ TASK_END = 4
 TASK_BUILD = 5  # which part's histogram to build: BUILD_* below
 TASK_MID = 6  # out: end of the left child's rows in the segment
 TASK_SUMMED = 7  # unit weights: the child whose stats the step sums (0 left, 1 right)
-TASK_SIZE = 8
+TASK_CATEGORICAL = 8  # 1: a categorical split, its left bins in the table below
+TASK_LEFT_BINS = 9  # categorical splits: 1 for each value bin going left (256 entries)
+TASK_SIZE = TASK_LEFT_BINS + 256
 
 BUILD_NONE = -1
 BUILD_LEFT = 0
@@ -73,6 +76,14 @@ def set_task(task, feature, split_bin, missing_left, start, end, build, summed):
     task[TASK_BUILD] = build
     task[TASK_MID] = end
     task[TASK_SUMMED] = summed
+    task[TASK_CATEGORICAL] = 0
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def set_task_categories(task, split):
+    """Make ``task``'s partition the categorical split ``split`` (a split record)."""
+    task[TASK_CATEGORICAL] = 1
+    left_bins_of_split(split, task[TASK_LEFT_BINS:])
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -95,6 +106,9 @@ def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, c
         missing_bin = hist.shape[1] - 1
         missing_left = task[TASK_MISSING_LEFT] == 1
         feature, split_bin = task[TASK_FEATURE], task[TASK_BIN]
+        # Categorical splits: the table of left bins (empty for a threshold).
+        n_table = missing_bin if task[TASK_CATEGORICAL] == 1 else 0
+        bin_left = task[TASK_LEFT_BINS:TASK_LEFT_BINS + n_table]
         # The split feature from the column-major copy when there is one (TreeData.X_columns;
         # the same partition either way).
         if hist.shape[2] == 2:  # unit weights
@@ -102,21 +116,21 @@ def shard_step(task, X_binned, X_columns, samples, buffer, y, w, hist, lo, hi, c
             if X_columns.shape[0] == X_binned.shape[0]:
                 mid = partition_unit_squared_error(
                     feature, split_bin, missing_left, samples, start, end, X_columns,
-                    missing_bin, buffer[start:end], y, summed, child_stats[summed])
+                    missing_bin, buffer[start:end], y, summed, child_stats[summed], bin_left)
             else:
                 mid = partition_unit_squared_error(
                     feature, split_bin, missing_left, samples, start, end, X_binned,
-                    missing_bin, buffer[start:end], y, summed, child_stats[summed])
+                    missing_bin, buffer[start:end], y, summed, child_stats[summed], bin_left)
         elif X_columns.shape[0] == X_binned.shape[0]:
             mid = partition_histogram_stable(
                 feature, split_bin, missing_left, samples, start, end, X_columns, missing_bin,
                 buffer[start:end], y, w, CRITERION_SQUARED_ERROR, child_stats[0],
-                child_stats[1])
+                child_stats[1], bin_left)
         else:
             mid = partition_histogram_stable(
                 feature, split_bin, missing_left, samples, start, end, X_binned, missing_bin,
                 buffer[start:end], y, w, CRITERION_SQUARED_ERROR, child_stats[0],
-                child_stats[1])
+                child_stats[1], bin_left)
     task[TASK_MID] = mid
     build = task[TASK_BUILD]
     if build != BUILD_NONE:

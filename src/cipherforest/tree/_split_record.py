@@ -12,6 +12,8 @@ A record describes the best split found for one node::
     split[SPLIT_CHILDREN]      sum of the children's weighted impurities (minimised)
     split[SPLIT_LEFT:...]      left child's stats vector  (n_stats entries)
     split[...:SPLIT_LEFT+2*n_stats]  right child's stats vector
+    split[-BITSET_WORDS:]      categorical splits (threshold NaN): the left categories'
+                               bitset, 32 bits per entry (``_categorical``)
 """
 
 from __future__ import annotations
@@ -29,11 +31,13 @@ SPLIT_CHILDREN = 4
 SPLIT_LEFT = 5
 
 MISSING_UNSEEN = 2.0
+#: 32-bit words of a categorical split's bitset of left categories: bins 0..255.
+BITSET_WORDS = 8
 
 
 def split_record_size(n_stats: int) -> int:
     """Length of a split record for nodes with ``n_stats``-long stats vectors."""
-    return SPLIT_LEFT + 2 * n_stats
+    return SPLIT_LEFT + 2 * n_stats + BITSET_WORDS
 
 
 @njit(**LEAF_JIT_OPTIONS)

@@ -6,6 +6,11 @@ root. Internal node ``i`` sends a row ``x`` to ``children_left[i]`` when
 left child iff ``missing_go_to_left[i]``. Leaves have ``children_left == TREE_LEAF`` and
 ``feature == TREE_UNDEFINED``.
 
+A tree with categorical splits (``_categorical``) also has ``categorical_bitsets``, one row
+of ``BITSET_WORDS`` 32-bit words per node: at a node whose threshold is NaN, a row goes left
+iff its value is a category whose bit is set (NaN by ``missing_go_to_left``). Trees without
+them have ``categorical_bitsets = None`` and walk the numeric kernels only.
+
 ``value`` has scikit-learn's shape ``(node_count, n_outputs, max_n_classes)``: class
 proportions for classifiers, the mean target for regressors.
 """
@@ -16,8 +21,10 @@ import numpy as np
 from numba import njit
 from scipy.sparse import csr_matrix, issparse
 
+from ._categorical import category_goes_left
 from ._common import JIT_OPTIONS, LEAF_JIT_OPTIONS, TREE_LEAF
 from ._sparse_input import apply_sparse, decision_path_sparse
+from ._split_record import BITSET_WORDS
 
 #: Array fields of a tree, with their compact on-disk / in-memory dtypes.
 NODE_FIELDS = {
@@ -42,7 +49,8 @@ class Tree:
     n_classes : ndarray of shape (n_outputs,)
         Number of classes per output (1 for regression).
     arrays : dict of str to ndarray
-        The node arrays named in ``NODE_FIELDS`` plus ``value``.
+        The node arrays named in ``NODE_FIELDS`` plus ``value``, and optionally
+        ``categorical_bitsets`` (node_count, ``BITSET_WORDS``) for categorical splits.
     check : bool, default=True
         Convert the arrays to ``NODE_FIELDS``' dtypes (contiguous; a 2-D ``value`` gets its
         outputs axis) and check that they form a tree (shapes, links between nodes, feature
@@ -70,6 +78,13 @@ class Tree:
             self.value = arrays["value"]
         self.node_count = int(self.children_left.shape[0])
         self.capacity = self.node_count
+        bitsets = arrays.get("categorical_bitsets")
+        if bitsets is not None:
+            bitsets = np.ascontiguousarray(bitsets, dtype=np.uint32)
+            if bitsets.shape != (self.node_count, BITSET_WORDS):
+                raise ValueError(f"tree array 'categorical_bitsets' has shape {bitsets.shape}, "
+                                 f"expected ({self.node_count}, {BITSET_WORDS})")
+        self.categorical_bitsets = bitsets
         self._packed = None
         if check:
             self._check_consistency()
@@ -111,6 +126,8 @@ class Tree:
         """The node arrays by name (``NODE_FIELDS`` and ``value``)."""
         out = {name: getattr(self, name) for name in NODE_FIELDS}
         out["value"] = self.value
+        if self.categorical_bitsets is not None:
+            out["categorical_bitsets"] = self.categorical_bitsets
         return out
 
     # ------------------------------------------------------------------ prediction
@@ -127,8 +144,15 @@ class Tree:
         """Index of the leaf each row of ``X`` lands in (sparse X is read row by row, as
         CSR, never densified)."""
         if issparse(X):
+            self._check_sparse_walk()
             return apply_sparse(X, self._packed_nodes(), self.threshold)
-        return apply_dense(_dense_rows(X), self._packed_nodes(), self.threshold)
+        return apply_dense(_dense_rows(X), self._packed_nodes(), self.threshold,
+                           self.categorical_bitsets)
+
+    def _check_sparse_walk(self) -> None:
+        if self.categorical_bitsets is not None:
+            raise ValueError("a tree with categorical splits predicts dense X only; pass "
+                             "X.toarray()")
 
     def predict(self, X: np.ndarray) -> np.ndarray:
         """``value`` of the leaf of each row: shape (n_samples, n_outputs, max_n_classes)."""
@@ -137,10 +161,12 @@ class Tree:
     def decision_path(self, X: np.ndarray) -> csr_matrix:
         """CSR indicator matrix (n_samples, node_count) of the nodes each row visits."""
         if issparse(X):
+            self._check_sparse_walk()
             indptr, indices = decision_path_sparse(X, self._packed_nodes(), self.threshold)
         else:
             X = _dense_rows(X)
-            indptr, indices = decision_path_dense(X, self._packed_nodes(), self.threshold)
+            indptr, indices = decision_path_dense(X, self._packed_nodes(), self.threshold,
+                                                  self.categorical_bitsets)
         data = np.ones(indices.shape[0], dtype=np.intp)
         return csr_matrix((data, indices, indptr), shape=(X.shape[0], self.node_count))
 
@@ -201,8 +227,15 @@ def pack_nodes(children_left, children_right, feature, missing_go_to_left) -> np
 
 
 @njit(inline="always", **JIT_OPTIONS)
-def _next_node(node, x, nodes, threshold):
+def _next_node(node, x, nodes, threshold, bitsets):
     value = x[nodes[node, _PACK_FEATURE]]
+    if bitsets is not None:  # None: a tree without categorical splits (pruned branch)
+        if np.isnan(threshold[node]):
+            if np.isnan(value):
+                go_left = nodes[node, _PACK_MISSING] != 0
+            else:
+                go_left = category_goes_left(bitsets, node, value)
+            return nodes[node, _PACK_LEFT] if go_left else nodes[node, _PACK_RIGHT]
     if value <= threshold[node]:
         return nodes[node, _PACK_LEFT]
     if np.isnan(value) and nodes[node, _PACK_MISSING]:
@@ -211,20 +244,21 @@ def _next_node(node, x, nodes, threshold):
 
 
 @njit(**JIT_OPTIONS)
-def apply_dense(X, nodes, threshold):
-    """Leaf id of every row of ``X`` (``nodes`` from ``pack_nodes``)."""
+def apply_dense(X, nodes, threshold, bitsets=None):
+    """Leaf id of every row of ``X`` (``nodes`` from ``pack_nodes``; ``bitsets``: the
+    tree's ``categorical_bitsets``, if any)."""
     n = X.shape[0]
     out = np.empty(n, dtype=np.intp)
     for i in range(n):
         node = 0
         while nodes[node, _PACK_LEFT] != TREE_LEAF:
-            node = _next_node(node, X[i], nodes, threshold)
+            node = _next_node(node, X[i], nodes, threshold, bitsets)
         out[i] = node
     return out
 
 
 @njit(**JIT_OPTIONS)
-def decision_path_dense(X, nodes, threshold):
+def decision_path_dense(X, nodes, threshold, bitsets=None):
     """CSR ``indptr`` and ``indices`` of the root-to-leaf path of every row."""
     n = X.shape[0]
     indptr = np.zeros(n + 1, dtype=np.intp)
@@ -232,7 +266,7 @@ def decision_path_dense(X, nodes, threshold):
         node = 0
         length = 1
         while nodes[node, _PACK_LEFT] != TREE_LEAF:
-            node = _next_node(node, X[i], nodes, threshold)
+            node = _next_node(node, X[i], nodes, threshold, bitsets)
             length += 1
         indptr[i + 1] = indptr[i] + length
     indices = np.empty(indptr[n], dtype=np.intp)
@@ -241,7 +275,7 @@ def decision_path_dense(X, nodes, threshold):
         k = indptr[i]
         indices[k] = 0
         while nodes[node, _PACK_LEFT] != TREE_LEAF:
-            node = _next_node(node, X[i], nodes, threshold)
+            node = _next_node(node, X[i], nodes, threshold, bitsets)
             k += 1
             indices[k] = node
     return indptr, indices
