@@ -15,6 +15,19 @@ Data sets (all offline): scikit-learn's diabetes (442 rows) and four generated o
 ``--max-rows`` rows: Friedman #1 (10 features, 5 informative, noise 1), #2 and #3
 (noise 0 and the scikit-learn defaults' scale), and make_regression (20 features, 5
 informative, noise 10). California housing is not used: it needs a download.
+
+``--attacks`` prints instead what a curious server learns of the true targets
+(``cipherforest.privacy.attacks.target_recovery``) at ε ∈ {1, 2, 8} (``--attack-epsilons``):
+one real fit per ε (embedded server wrapped in ``attacks.RecordingServer``, ``--trees``
+trees, the first ``--attack-rows`` rows), scored over every training row by R² and MAE
+beside guessing the mean (R² = 0). Guesses: ỹ itself; the leaf-neighbour mean of ỹ over the
+server's trees; ỹ blended half and half with it; the mean true target of the 5 most
+proximate of 10 % known rows; and forced refits (7 fits answered "busy", mean of the recorded
+ỹ; distinct draws); the "blind" row's nearest known rows use label-blind trees (what the
+features alone give). Positive controls: the "plaintext" row (trees grown on the ciphers and
+the true targets, ỹ = y) and "fresh" (each refit draws its randomized response afresh).
+
+    python benchmarks/label_privacy_regression.py --attacks --datasets diabetes friedman1
 """
 
 from __future__ import annotations
@@ -38,7 +51,7 @@ from sklearn.metrics import r2_score
 from sklearn.model_selection import KFold
 
 from cipherforest.ensemble import RandomForestRegressor
-from cipherforest.privacy import PrivateForestRegressor
+from cipherforest.privacy import PrivateForestRegressor, PrivateForestServer, attacks
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DATASETS = ("diabetes", "friedman1", "friedman2", "friedman3", "make_regression")
@@ -123,6 +136,72 @@ def target_lines(results) -> str:
     return "\n".join(lines)
 
 
+KNOWN_SHARE = 0.1
+KNOWN_NEIGHBOURS = 5
+
+
+def attack_cells(X_cipher, trees, y_private, y, known) -> list[attacks.TargetAttackResult]:
+    """The tree attacks' scores: ỹ, leaf neighbours, the blend, nearest known rows."""
+    neighbours = attacks.leaf_neighbour_targets(trees, X_cipher, y_private)
+    proximity = attacks.proximity_matrix(trees, X_cipher)
+    nearest = attacks.proximity_nearest_targets(proximity, known, y[known], KNOWN_NEIGHBOURS)
+    return [attacks.score_targets("ỹ", y_private, y),
+            attacks.score_targets("neighbours", neighbours, y),
+            attacks.score_targets("blend", attacks.denoised_targets(y_private, neighbours, 0.5),
+                                  y),
+            attacks.score_targets("nearest", nearest, y, known)]
+
+
+def attack_table(names, trees: int, n_rows: int, epsilons) -> str:
+    cell = lambda r: f"{r.r2:.2f} / {r.mae:.3g}"  # noqa: E731
+    lines = ["| data set | ε | mean's MAE | ỹ | leaf neighbours | blend | nearest known | "
+             "refits: one fit | refits: mean of 7 (draws) | fresh draws: mean of 7 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        X, y = load(name, n_rows)
+        X, y = X[:n_rows], y[:n_rows]
+        known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
+                                                replace=False)
+        X_cipher = None
+        for eps in epsilons:
+            with tempfile.TemporaryDirectory() as ledger:
+                recorder = attacks.RecordingServer(PrivateForestServer())
+                PrivateForestRegressor(trees, random_state=0, label_epsilon=eps,
+                                       privacy_ledger=ledger, server=recorder).fit(X, y)
+                transcript = recorder.transcript
+                X_cipher = transcript.X_cipher
+                cells = attack_cells(X_cipher, transcript.trees,
+                                     transcript.first("setup").arrays["y_rr"], y, known)
+                refits = attacks.forced_refit_targets(
+                    PrivateForestRegressor(trees, label_epsilon=eps, privacy_ledger=ledger),
+                    X, y)
+            with tempfile.TemporaryDirectory() as ledger, attacks.fresh_randomized_labels():
+                fresh = attacks.forced_refit_targets(
+                    PrivateForestRegressor(trees, label_epsilon=eps, privacy_ledger=ledger),
+                    X, y)
+            lines.append(f"| {name} | {eps:g} | {cells[0].baseline_mae:.3g} | "
+                         + " | ".join(cell(r) for r in cells)
+                         + f" | {cell(refits.single_fit)} | {cell(refits.averaged)} "
+                         f"({refits.distinct_draws}) | {cell(fresh.averaged)} |")
+        with tempfile.TemporaryDirectory() as ledger:
+            recorder = attacks.RecordingServer(PrivateForestServer())
+            PrivateForestRegressor(trees, random_state=0, split_selection="blind",
+                                   privacy_ledger=ledger, server=recorder).fit(X, y)
+            proximity = attacks.proximity_matrix(recorder.transcript.trees, X_cipher)
+        blind = attacks.score_targets("nearest", attacks.proximity_nearest_targets(
+            proximity, known, y[known], KNOWN_NEIGHBOURS), y, known)
+        lines.append(f"| {name} | blind (0) | {blind.baseline_mae:.3g} | | | | {cell(blind)} "
+                     "| | | |")
+        plain = RandomForestRegressor(trees, random_state=0).fit(X_cipher, y)
+        cells = attack_cells(X_cipher, attacks.forest_trees(plain), y, y, known)
+        lines.append(f"| {name} | plaintext | {cells[0].baseline_mae:.3g} | "
+                     + " | ".join(cell(r) for r in cells) + " | | | |")
+    lines += ["", f"R² / MAE of the server's guess of the true targets over the training rows "
+              f"({trees} trees; nearest known: {KNOWN_SHARE:.0%} of the rows known, scored on "
+              "the others). R² = 0 is guessing the mean."]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
@@ -134,7 +213,17 @@ def main(argv=None) -> None:
     parser.add_argument("--outputs", type=int, nargs="*", default=[],
                         help="also RR-on-bins with this many output values (target_outputs)")
     parser.add_argument("--markdown", help="also write the tables to this file")
+    parser.add_argument("--attacks", action="store_true",
+                        help="print the attacks on the targets instead of the R² curves")
+    parser.add_argument("--attack-epsilons", type=float, nargs="+", default=[1.0, 2.0, 8.0])
+    parser.add_argument("--attack-rows", type=int, default=500)
     args = parser.parse_args(argv)
+    if args.attacks:
+        started = time.perf_counter()
+        print(attack_table(args.datasets, args.trees, args.attack_rows, args.attack_epsilons))
+        print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
+              f"{platform.python_version()}; {time.perf_counter() - started:.0f} s")
+        return
     results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs,
                            args.outputs)
     text = table(results, args.trees, args.folds) + "\n" + target_lines(results)
