@@ -23,7 +23,6 @@ knowing ``ỹ``), so the accuracy of the design is measurable without the protoc
 from __future__ import annotations
 
 import hashlib
-import math
 import os
 import secrets
 from numbers import Integral, Real
@@ -165,7 +164,8 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
         Raises
         ------
         ValueError
-            ``y`` holds a single class, or ``label_epsilon`` is not a finite positive number.
+            ``y`` holds a single class, or ``label_epsilon`` is not a finite positive number
+            (``inf`` would be boosting on the labels themselves: the plaintext model's job).
         """
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
@@ -174,10 +174,7 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
         if n_classes < 2:
             raise ValueError(f"{type(self).__name__} needs at least two classes in y, got "
                              f"only {self.classes_[0]!r}")
-        epsilon = float(self.label_epsilon)
-        if not math.isfinite(epsilon):
-            raise ValueError("label_epsilon must be finite: boosting on the labels themselves "
-                             "is the plaintext GradientBoostingClassifier")
+        epsilon = float(self.label_epsilon)  # finite and > 0 (the constraint)
         self.encryptor_ = GiniPreservingEncryptor(
             self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
         ).set_output(transform="default")
