@@ -4,9 +4,10 @@ The split of work is the randomized-response forest's (``split_selection="rr"``)
 encrypts the features with GIPE (order-preserving per feature, so a tree on the ciphers splits
 the rows as one on the plaintext would) and reports each label through k-ary randomized
 response ``ỹ`` at ``label_epsilon``. The server boosts on ``ỹ`` alone: each round it grows
-one regression tree per class on the noise-corrected log-loss gradients
-(:func:`~.boosting_kernels.corrected_targets`) of its own running model, and updates that
-model with its own leaf steps. Everything it computes is a function of the ciphers and ``ỹ``,
+one regression tree per class on the log-loss gradients of its own running model at ``ỹ``
+(or at the unbiased estimates of the labels from ``ỹ``:
+:func:`~.boosting_kernels.corrected_targets`), and updates that model with its own leaf
+steps. Everything it computes is a function of the ciphers and ``ỹ``,
 so the fit is ``label_epsilon``-label-DP per row by post-processing.
 
 The client then refits every leaf value from the true labels, tree by tree in the order the
@@ -74,10 +75,16 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
     max_bins : int or None, default=None
         Histogram bins per cipher column (None: exact splits; GIPE's quantile mode leaves
         ``gipe_bins`` distinct ciphers per column anyway).
-    noise_correction : {"unbiased", "none"}, default="unbiased"
-        What the server boosts on: ``"unbiased"`` the log-loss gradients at the unbiased
-        estimate of each one-hot label from ``ỹ`` (Natarajan et al. 2013), ``"none"`` the
-        gradients at ``ỹ`` as if it were clean. The client's refit is the same for both.
+    noise_correction : {"none", "unbiased"}, default="none"
+        What the server boosts on: ``"none"`` the log-loss gradients at ``ỹ`` as if it were
+        clean, ``"unbiased"`` those at the unbiased estimate of each one-hot label from
+        ``ỹ`` (Natarajan et al. 2013). The client's refit is the same for both. The unbiased
+        gradients have the clean expectation but a variance ``1 / (p - q)^2`` times larger
+        (``p``, ``q`` the keep and flip probabilities), and ``ỹ``'s own gradients only shrink
+        the target probabilities toward uniform (``E[onehot(ỹ) | x] = q + (p - q) P(y | x)``),
+        which ranks the splits alike; the refit removes the shrinkage from the leaf values.
+        ``"none"`` was the more accurate in ``benchmarks/label_privacy_boosting.py``
+        (docs/private_forest.md).
     label_epsilon : float, default=2.0
         ε of the randomized response: the fit's label-DP guarantee per row.
     privacy_ledger : str or None, default=None
@@ -109,8 +116,8 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
     epsilon_spent_ : float
         ``label_epsilon``.
     privacy_report_ : dict
-        As :attr:`PrivateForestClient.privacy_report_
-        <cipherforest.privacy.PrivateForestClient>`, with ``learner="gradient_boosting"``.
+        As :class:`~cipherforest.privacy.PrivateForestClient`'s ``privacy_report_``, with
+        ``learner="gradient_boosting"``.
     """
 
     _parameter_constraints: dict = {
@@ -137,7 +144,7 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_estimators=100, *, learning_rate=0.1, max_depth=3,
                  max_leaf_nodes=None, min_samples_split=2, min_samples_leaf=1,
-                 max_features=None, max_bins=None, noise_correction="unbiased",
+                 max_features=None, max_bins=None, noise_correction="none",
                  label_epsilon=DEFAULT_RR_EPSILON, privacy_ledger=None, random_state=None,
                  security_parameter=6.4, gipe_mode="quantile", gipe_bins=32):
         self.n_estimators = n_estimators
