@@ -139,8 +139,11 @@ def main(argv=None) -> None:
     text = curves(args) if args.part == "curves" else timing(args)
     print(text)
     if args.markdown:
+        title = ("# Private gradient boosting against ε" if args.part == "curves"
+                 else "# Private gradient boosting: fit time")
+        command = " ".join(["python", "benchmarks/label_privacy_boosting.py", *sys.argv[1:]])
         with open(args.markdown, "w", encoding="utf-8") as file:
-            file.write(text + "\n")
+            file.write(f"{title}\n\n`{command}`\n\n{text}\n")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ depend on it, so the loss corrected for randomized labels (Natarajan et al., Neu
 the unbiased estimator of the clean loss from a noisy label) has the gradient
 ``ŷ_k - p_k`` with ``ŷ = onehot(ỹ) M^-1`` the unbiased estimate of the one-hot label
 (``M`` the randomized response's transition matrix) and the clean hessian: never negative,
-nothing to clip. ``ŷ`` lies outside [0, 1] (at ε = 2 and two classes, -0.14 or 1.14), so a
+nothing to clip. ``ŷ`` lies outside [0, 1] (at ε = 2 and two classes, -0.16 or 1.16), so a
 leaf's corrected step can be large where ``p`` is near 0 or 1; the server clips its own steps
 to ``±MAX_SERVER_STEP`` (its predictions only steer its next gradients, the client's leaf
 values are refitted).
