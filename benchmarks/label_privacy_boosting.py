@@ -68,10 +68,10 @@ def curves(args) -> str:
             n_estimators=args.trees, random_state=0), X, y, args.folds)
         blind = cv_accuracy(lambda: PrivateForestSimulator(
             args.trees, split_selection="blind", random_state=0), X, y, args.folds)
-        rows = {"private GB, correction none": [], "private GB, correction unbiased": [],
+        rows = {**{f"private GB, correction {c}": [] for c in args.corrections},
                 "private forest rr": []}
         for eps in args.epsilons:
-            for correction in ("none", "unbiased"):
+            for correction in args.corrections:
                 rows[f"private GB, correction {correction}"].append(cv_accuracy(
                     lambda c=correction, e=eps: PrivateGradientBoostingSimulator(
                         args.trees, noise_correction=c, label_epsilon=e, random_state=0),
@@ -129,6 +129,8 @@ def main(argv=None) -> None:
     c.add_argument("--epsilons", nargs="+", type=float, default=list(EPSILONS))
     c.add_argument("--trees", type=int, default=100)
     c.add_argument("--folds", type=int, default=3)
+    c.add_argument("--corrections", nargs="+", default=["none", "unbiased"],
+                   choices=["none", "unbiased"])
     c.add_argument("--markdown")
     t = sub.add_parser("time")
     t.add_argument("--rows", type=int, default=12_000)
