@@ -25,7 +25,7 @@ from numba import njit
 from ..core import JIT_OPTIONS
 from .dp import RandomizedResponse
 
-__all__ = ["MAX_SERVER_STEP", "corrected_targets", "leaf_newton_steps", "newton_scale",
+__all__ = ["MAX_SERVER_STEP", "corrected_targets", "leaf_newton_steps", "n_trees", "newton_scale",
            "probabilities", "prior_raw", "tree_gradients"]
 
 #: Largest leaf step (before the learning rate) the server takes on its corrected gradients.
