@@ -6,9 +6,10 @@ forest's seeds and bootstrap counts, the per-node random generator, how ``max_fe
 ``max_samples`` resolve for the data, how a matrix is presorted or binned, the numba options,
 the thread helpers and the one-line progress bar of long fits. They are public here, so that
 layers outside ``tree`` and ``ensemble`` never import those packages' private modules.
-:class:`~cipherforest.ensemble.RandomForestClassifier` and
-:class:`~cipherforest.ensemble.RandomForestRegressor` are here too (the server grows the
-randomized-response forests with them), imported on first use.
+The estimators :class:`~cipherforest.ensemble.RandomForestClassifier`,
+:class:`~cipherforest.ensemble.RandomForestRegressor` (the server grows the randomized-response
+forests with them) and :class:`~cipherforest.tree.DecisionTreeRegressor` (the private boosting's
+server grows each round's tree with it) are here too, imported on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -19,20 +20,35 @@ from ._progress import ProgressBar
 from .ensemble._base import bootstrap_counts, draw_seeds, resolve_n_draws
 from .tree._binning import bin_thresholds_for_column
 from .tree._classes import resolve_max_features
-from .tree._common import JIT_OPTIONS
+from .tree._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["JIT_OPTIONS", "ProgressBar", "RandomForestClassifier", "RandomForestRegressor",
-           "bin_thresholds_for_column",
-           "bootstrap_counts", "child_seed", "draw_seeds", "effective_n_jobs", "make_state",
-           "map_in_threads", "prepare_tree_data", "rand_int", "resolve_max_features",
-           "resolve_n_draws"]
+__all__ = ["DecisionTreeRegressor", "JIT_OPTIONS", "ProgressBar", "RandomForestClassifier",
+           "RandomForestRegressor", "bin_thresholds_for_column", "bootstrap_counts",
+           "child_seed", "draw_seeds", "effective_n_jobs", "fit_regression_tree_prepared",
+           "make_state", "map_in_threads", "prepare_tree_data", "rand_int",
+           "resolve_max_features", "resolve_n_draws"]
 
-# The forest loads scikit-learn's estimator machinery and its kernels: imported on first use.
-__getattr__, __dir__ = lazy_exports(__name__, {"RandomForestClassifier": "..ensemble",
+# The estimators load scikit-learn's machinery and their kernels: imported on first use.
+__getattr__, __dir__ = lazy_exports(__name__, {"DecisionTreeRegressor": "..tree",
+                                                "RandomForestClassifier": "..ensemble",
                                                 "RandomForestRegressor": "..ensemble"})
+
+
+def fit_regression_tree_prepared(tree, data, y, seed: int):
+    """Fit the unfitted squared-error ``tree`` (a ``DecisionTreeRegressor``) to ``y`` on
+    ``data`` prepared once by :func:`prepare_tree_data` for many trees, every row of weight 1
+    (the boosting rounds' shared path; ``seed`` seeds the growth kernel). Returns ``tree``."""
+    import numpy as np
+
+    weights = np.ones(data.n_samples)
+    return tree._fit_prepared(data, np.asarray(y, dtype=np.float64), weights, 1,
+                              CRITERION_SQUARED_ERROR,
+                              missing_mask=np.zeros(data.n_features, dtype=bool), seed=seed)
+
 
 if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble import RandomForestClassifier as RandomForestClassifier
     from .ensemble import RandomForestRegressor as RandomForestRegressor
+    from .tree import DecisionTreeRegressor as DecisionTreeRegressor
