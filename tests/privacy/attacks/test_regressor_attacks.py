@@ -86,14 +86,18 @@ def test_tree_attacks_recover_true_targets_but_not_private_ones(friedman, tmp_pa
     assert private.r2 < control.r2 - 0.3 and private.mae > control.mae
 
 
-def test_forced_refits_average_fresh_draws_towards_the_truth(friedman, tmp_path, monkeypatch):
-    """Positive control: each refit draws its randomized response afresh (seeded here)."""
+def test_forced_refits_average_fresh_draws_towards_the_truth(friedman, fixed_secret_ledger,
+                                                            monkeypatch):
+    """Positive control: each refit draws its randomized response afresh (seeded here; the
+    fixed ledger secret fixes the privately estimated prior, hence the output values)."""
     X, y = friedman
     seeds = itertools.count()
     monkeypatch.setattr(secrets, "SystemRandom", lambda: random.Random(next(seeds)))
     with attacks.fresh_randomized_labels():
         result = attacks.forced_refit_targets(
-            PrivateForestRegressor(5, label_epsilon=1.0, privacy_ledger=str(tmp_path)), X, y)
+            PrivateForestRegressor(5, label_epsilon=1.0, random_state=0,
+                                   privacy_ledger=fixed_secret_ledger),
+            X, y)
     assert result.n_fits == 7 and result.distinct_draws == 7
     assert result.averaged.r2 > result.single_fit.r2 + 0.2
 
