@@ -22,7 +22,8 @@ Families and models (all on every core, ``random_state=0``):
   (0.632 of the rows drawn for every tree, scikit-learn's share of features a node —
   sqrt(p)/p to classify, all to regress —, trees as deep as the data allows:
   ``num_leaves=2**17``, ``min_child_samples=1``) and XGBoost ``XGBRF*`` (the same,
-  ``max_leaves=2**17``). Ours are compared with the fastest peer of the family.
+  ``max_leaves=2**17``). Our random forests are compared with the random forests, our
+  extra trees with scikit-learn's.
 * ``boosting`` (100 rounds, 31 leaves, 255 bins, 20 rows a leaf, learning rate 0.1;
   ``ensembles.make_model``): ours ``max_bins=255``; LightGBM, XGBoost ``hist``,
   scikit-learn's HistGradientBoosting (not on sparse X, which it refuses).
@@ -34,7 +35,7 @@ of the test rows. Peak RSS is the process's ``ru_maxrss`` (data included; in bra
 peak before the fit). Repeats are interleaved (repeat 1 of every model, then repeat 2) and
 each figure is the median over them. Targets per cell (issue 48): fit and predict <= 1.0x
 the fastest peer's, score within 0.5 points (R^2 within 0.005) of the best peer's, peak RSS
-<= 1.5x the smallest peer's; the table marks each miss.
+<= 1.5x the smallest peer's (``PEERS``); the table marks each miss.
 
 Run from the repository root::
 
@@ -69,6 +70,10 @@ FAMILIES = {
     "boosting": ("ours_gb_hist", "lightgbm", "xgboost", "sklearn_hgb"),
     "tree": ("ours_tree", "sklearn_tree"),
 }
+#: Forests are held to the peers of their kind (the other families: every peer).
+PEERS = {"ours_rf": ("sklearn_rf", "lightgbm_rf", "xgboost_rf"),
+         "ours_rf_hist": ("sklearn_rf", "lightgbm_rf", "xgboost_rf"),
+         "ours_et": ("sklearn_et",)}
 #: Models a cell leaves out: HistGradientBoosting refuses sparse X; LightGBM's and
 #: XGBoost's forests grow one tree per class (5,000 trees of unbounded size on 50 classes).
 LEFT_OUT = {("sparse_text", "sklearn_hgb"), ("classes_50", "lightgbm_rf"),
@@ -259,7 +264,8 @@ def render(results: list[dict]) -> str:
              "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
         peers = [p for p in results if p["shape"] == r["shape"] and p["family"] == r["family"]
-                 and not p["model"].startswith("ours_")]
+                 and not p["model"].startswith("ours_")
+                 and p["model"] in PEERS.get(r["model"], (p["model"],))]
         ours = r["model"].startswith("ours_")
 
         def ratio(key, best, r=r, peers=peers, ours=ours):
