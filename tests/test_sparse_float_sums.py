@@ -49,6 +49,8 @@ def test_float_target_and_weight_trees_equal_dense(seed):
                  lambda: DecisionTreeRegressor(max_features=0.3, max_leaf_nodes=30,
                                                random_state=seed),
                  lambda: DecisionTreeRegressor(splitter="random", random_state=seed),
+                 lambda: DecisionTreeRegressor(min_weight_fraction_leaf=0.01,
+                                               random_state=seed),
                  lambda: DecisionTreeRegressor(criterion="poisson", random_state=seed)):
         target = np.exp(y / 4) if "poisson" in repr(make()) else y
         _assert_same_tree(make().fit(sp.csr_matrix(X), target, sample_weight=weight).tree_,
