@@ -535,7 +535,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     non_constant = best_split_random_node(
                         f, samples, start, end, sorted_rank, sorted_value, first_missing[f], y,
                         w, criterion, stats, min_samples_leaf, min_weight_leaf, rng_state,
-                        split, cum, missing, left, right)
+                        split, cum, missing, left, right, tmp_value)
                 elif node_sort:
                     sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
                                       sorted_value, sort_keys, sort_keys_tmp, sort_counts,

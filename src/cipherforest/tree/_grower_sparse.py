@@ -2,11 +2,10 @@
 
 ``grow_tree_sparse`` grows the tree ``_grower.grow_tree`` grows in exact mode on the dense
 matrix — the same nodes in the same order, the same feature draws from each node's seed
-and, where sums are exact (``_splitter_sparse``), the same splits — from the CSC and CSR
-arrays of ``X`` alone: the dense
-grower keeps every feature presorted (``n_features * n_samples`` ids and values), this one
-keeps ``rows``, the sample ids of every node as one segment in increasing order, and reads
-only the columns a node draws.
+and the same splits (sums in the dense grower's order, ``_splitter_sparse``) — from the CSC
+and CSR arrays of ``X`` alone: the dense grower keeps every feature presorted
+(``n_features * n_samples`` ids and values), this one keeps ``rows``, the sample ids of
+every node as one segment in increasing order, and reads only the columns a node draws.
 
 Per node it marks the node's rows (``in_node``) for the column reads. A node with fewer
 non-zeros than features also marks, from the CSR rows, the features with a non-zero in it:
@@ -20,6 +19,11 @@ features'). A larger node draws as the dense grower does, testing each drawn col
 draws' permutation is undone swap by swap, not rebuilt (O(draws), not O(n_features), per
 node).
 
+Float sums (gradients, float targets or weights) rank candidates as the dense grower's
+only when a feature's zero block is summed row by row (``_splitter_sparse``), O(node rows)
+a feature. For gini and squared error a node first scores its features with the block
+added at once, then rescans in row order, in draw order, only those whose score is within
+a bound of the sums' rounding of the best (``_sum_tolerance``): the rest cannot win.
 Sums follow ``_splitter_sparse``; a child's stats are summed in the dense grower's order
 (feature 0's sorted order, ``_ordered_stats``) unless every sum is exact (``whole_sums``),
 so the nodes' values are the dense grower's whenever its splits are.
@@ -30,7 +34,16 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._common import EPSILON, JIT_OPTIONS, STAT_COUNT, STAT_WEIGHT, TREE_LEAF, TREE_UNDEFINED
+from ._common import (
+    CRITERION_GINI,
+    CRITERION_SQUARED_ERROR,
+    EPSILON,
+    JIT_OPTIONS,
+    STAT_COUNT,
+    STAT_WEIGHT,
+    TREE_LEAF,
+    TREE_UNDEFINED,
+)
 from ._criteria import add_sample, node_impurity
 from ._grower import SHARD0_SAMPLES, _grow_rows, _heap_pop, _heap_push, _is_splittable
 from ._rng import child_seed, rand_int
@@ -52,6 +65,7 @@ from ._splitter_sparse import (
 
 _LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
 _F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
+_EPS = np.finfo(np.float64).eps
 
 
 @njit(**JIT_OPTIONS)
@@ -102,7 +116,7 @@ def _ordered_stats(rows, start, end, stamp, in_node, csr_indptr, csc_indptr, csc
 def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, csc_indices,
                    csc_data, nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion, stats,
                    min_samples_leaf, min_weight_leaf, is_random, rng_state, lower_threshold,
-                   split, cum, positive, right):
+                   row_order_zeros, split, cum, positive, right):
     """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
     into ``split``; False when it is constant in the node."""
     n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
@@ -111,7 +125,21 @@ def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, 
     return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
                                      stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
                                      min_weight_leaf, is_random, rng_state, lower_threshold,
-                                     split, cum, positive, right)
+                                     row_order_zeros, split, cum, positive, right)
+
+
+@njit(**JIT_OPTIONS)
+def _sum_tolerance(rows, start, end, y, stats, criterion):
+    """A bound on how far a candidate's children impurity summed with the zero block at once
+    can be from the row-order one: sums of ``n`` terms err by at most ``n * eps`` times the
+    sum of their magnitudes (``W`` for gini, ``W * max y^2`` for squared error), and the
+    impurities are smooth in them; a generous factor covers the arithmetic after."""
+    scale = 1.0
+    if criterion == CRITERION_SQUARED_ERROR:
+        scale = 0.0
+        for i in range(start, end):
+            scale = max(scale, y[rows[i]] * y[rows[i]])
+    return 64.0 * (end - start + 4) * _EPS * stats[STAT_WEIGHT] * scale
 
 
 @njit(**JIT_OPTIONS)
@@ -160,6 +188,16 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     features = np.arange(n_features, dtype=np.int64)
     present = np.empty(n_features, dtype=np.int64)
     children = np.empty(n_features, dtype=np.float64)
+    visited = np.empty(n_features, dtype=np.int64)
+    visited_rng = np.empty(n_features, dtype=np.uint64)
+    # Float sums (not whole_sums) are the dense grower's only in row order, which costs
+    # O(node rows) a feature: gini and squared error find every feature's best with the
+    # zero block added at once, then rescan in row order only the features within
+    # _sum_tolerance of the best (those that can win); other criteria always scan in row
+    # order. min_weight_leaf compares weight sums, which the rescan could not bound.
+    verify = (not whole_sums and min_weight_leaf <= 0.0
+              and (criterion == CRITERION_GINI or criterion == CRITERION_SQUARED_ERROR))
+    row_order = not whole_sums and not verify
     scratch_split = np.zeros(record_size)
     swaps = np.empty(n_features, dtype=np.int64)
     cum = np.zeros(n_stats)
@@ -244,10 +282,28 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   lower_threshold, scratch_split, cum, positive,
+                                   lower_threshold, row_order, scratch_split, cum, positive,
                                    right)
                     children[q] = scratch_split[SPLIT_CHILDREN]
                     best = min(best, children[q])
+                if verify and best < np.inf:
+                    near = best + _sum_tolerance(rows, start, end, y, stats, criterion)
+                    best = np.inf
+                    for q in range(n_present):
+                        if children[q] <= near:
+                            reset_split(scratch_split)
+                            stamp += 1
+                            _feature_split(present[q], rows, start, end, node_stamp, stamp,
+                                           in_node, csc_indptr, csc_indices, csc_data,
+                                           nz_stamp, nz_value, nz_rows, nz_values, y, w,
+                                           criterion, stats, min_samples_leaf,
+                                           min_weight_leaf, is_random, rng_state,
+                                           lower_threshold, True, scratch_split, cum,
+                                           positive, right)
+                            children[q] = scratch_split[SPLIT_CHILDREN]
+                            best = min(best, children[q])
+                        else:
+                            children[q] = np.inf
                 if best < np.inf:
                     stamp += 1
                     n_tied = 0
@@ -272,7 +328,8 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                    csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                    nz_rows, nz_values, y, w, criterion, stats,
                                    min_samples_leaf, min_weight_leaf, is_random, rng_state,
-                                   lower_threshold, split, cum, positive, right)
+                                   lower_threshold, not whole_sums, split, cum, positive,
+                                   right)
             else:
                 n_visited = 0
                 n_drawn = 0
@@ -290,15 +347,41 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                         continue
                     n_drawn += 1
                     stamp += 1
+                    target = split
+                    if verify:
+                        reset_split(scratch_split)
+                        target = scratch_split
+                        visited_rng[n_visited] = rng_state[0]
                     if _feature_split(f, rows, start, end, node_stamp, stamp, in_node,
                                       csc_indptr, csc_indices, csc_data, nz_stamp, nz_value,
                                       nz_rows, nz_values, y, w, criterion, stats,
                                       min_samples_leaf, min_weight_leaf, is_random,
-                                      rng_state, lower_threshold, split, cum,
+                                      rng_state, lower_threshold, row_order, target, cum,
                                       positive, right):
+                        visited[n_visited] = f
+                        children[n_visited] = target[SPLIT_CHILDREN]
                         n_visited += 1
                         if n_visited >= max_features:
                             break
+                if verify:
+                    # The rescan in draw order (each feature's random threshold drawn again
+                    # from its saved state) keeps the first of equally good candidates.
+                    best = np.inf
+                    for v in range(n_visited):
+                        best = min(best, children[v])
+                    if best < np.inf:
+                        near = best + _sum_tolerance(rows, start, end, y, stats, criterion)
+                        for v in range(n_visited):
+                            if children[v] <= near:
+                                rng_state[0] = visited_rng[v]
+                                stamp += 1
+                                _feature_split(visited[v], rows, start, end, node_stamp,
+                                               stamp, in_node, csc_indptr, csc_indices,
+                                               csc_data, nz_stamp, nz_value, nz_rows,
+                                               nz_values, y, w, criterion, stats,
+                                               min_samples_leaf, min_weight_leaf,
+                                               is_random, rng_state, lower_threshold, True,
+                                               split, cum, positive, right)
             for j in range(n_swaps - 1, -1, -1):
                 k = swaps[j]
                 tmp = features[j]

@@ -271,7 +271,8 @@ def best_split_feature_histogram(feature, hist, lo, hi, X_source, samples, start
 @njit(**LEAF_JIT_OPTIONS)
 def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_value,
                            first_missing, y, w, criterion, node, min_samples_leaf,
-                           min_weight_leaf, rng_state, split, cum, missing, left, right):
+                           min_weight_leaf, rng_state, split, cum, missing, left, right,
+                           node_values):
     """The random splitter's ``_splitter_exact.best_split_sorted_row`` without sorting: the
     node's range of ``feature``, the drawn threshold and the sums of the rows at or below it
     in two passes over the node's rows (as scikit-learn's random splitter).
@@ -280,16 +281,20 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
     around the draw, between the largest value at or below it and the smallest above it,
     and none when those two are within ``FEATURE_THRESHOLD``. The sums run in the node's
     row order rather than the feature's (equal under whole weights and classes).
+    ``node_values`` is scratch of at least ``end - start`` values: the first pass gathers
+    the node's values there, so the second reads them in order instead of through the
+    ranks again (each gathered read is a cache miss on wide data).
     """
     ranks = sorted_rank[feature]
     values = sorted_value[feature]
     # Ranks order the rows as their values do (NaN last, from ``first_missing`` on): the
-    # node's range is that of its ranks, one read a row.
+    # node's range is that of its ranks.
     lo_rank = values.shape[0]
     hi_rank = -1
     n_valid = 0
     for i in range(start, end):
         rank = ranks[samples[i]]
+        node_values[i - start] = values[rank]  # NaN from first_missing on
         if rank < first_missing:
             n_valid += 1
             lo_rank = min(lo_rank, rank)
@@ -313,11 +318,10 @@ def best_split_random_node(feature, samples, start, end, sorted_rank, sorted_val
     n_left = 0
     for i in range(start, end):
         sample = samples[i]
-        rank = ranks[sample]
-        if rank >= first_missing:
+        v = node_values[i - start]
+        if np.isnan(v):
             add_sample(missing, y[sample], w[sample], criterion)
             continue
-        v = values[rank]
         if v <= draw:
             add_sample(cum, y[sample], w[sample], criterion)
             n_left += 1

@@ -12,12 +12,14 @@ as one block between the negatives and the positives (scikit-learn's sparse spli
     sorted by x_f:  [ -3.1 -0.2 | 0 0 0 0 0 0 0 (rows in increasing order) | 0.4 2.5 7.0 ]
 
 Candidate thresholds are those of ``_splitter_exact`` on the same values, and the
-non-zeros are summed in its order; the zero block is added at once, as the node's stats
-minus the positives' (O(non-zeros) a feature, not O(node rows)). Where sums are exact
-(classification with whole weights — unit weights, bootstrap counts —, or targets and
-weights of few significant bits) the split found is the dense finder's, bit for bit;
-otherwise the block's sum may differ from the dense finder's row-by-row sum in the last
-bits, and so may a split where two candidates tie within that.
+non-zeros are summed in its order. The zero block is added either at once, as the node's
+stats minus the positives' (O(non-zeros) a feature), or row by row in row order
+(``row_order_zeros``: O(node rows) a feature, the dense finder's cost), as the dense finder
+adds it. Where sums are exact whatever their order (classification with whole weights —
+unit weights, bootstrap counts) both give the dense finder's split bit for bit; otherwise
+(gradients, float targets or weights) the block's sum may differ from the row-by-row one in
+the last bits, enough to break a tie between two candidates the other way, so the grower
+takes the split from a row-order pass (``_grower_sparse``).
 """
 
 from __future__ import annotations
@@ -127,16 +129,17 @@ def add_zero_rows(stats, rows, start, end, stamp, nz_stamp, y, w, criterion):
 @njit(**LEAF_JIT_OPTIONS)
 def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values, stamp,
                               nz_stamp, y, w, criterion, node, min_samples_leaf,
-                              min_weight_leaf, is_random, rng_state, lower_threshold, split,
-                              cum, positive, right):
+                              min_weight_leaf, is_random, rng_state, lower_threshold,
+                              row_order_zeros, split, cum, positive, right):
     """Evaluate every threshold of feature ``f`` in the node; update ``split`` if a better
     one is found (``_splitter_exact.best_split_exact_feature`` on the same values).
 
     ``nz_rows`` / ``nz_values`` hold the node's ``n_nz`` non-zeros of ``f`` sorted by value
     (``sort_gathered``; ``n_neg`` negatives), marked in ``nz_stamp`` with ``stamp``.
     ``lower_threshold``: a split's threshold is its lower value (binned
-    codes, ``_binning_sparse``), not the midpoint. ``cum``, ``positive`` and ``right`` are
-    scratch of the stats length.
+    codes, ``_binning_sparse``), not the midpoint. ``row_order_zeros``: the zero block's
+    rows are added one by one in row order (the dense finder's sums), not at once.
+    ``cum``, ``positive`` and ``right`` are scratch of the stats length.
     Returns False when the feature is constant in the node.
     """
     n_zero = (end - start) - n_nz
@@ -154,7 +157,7 @@ def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_valu
         draw = rand_uniform(rng_state, lo, hi)
         if draw >= hi:
             draw = lo
-    if n_zero > 0:
+    if n_zero > 0 and not row_order_zeros:
         positive[:] = 0.0
         for i in range(n_neg, n_nz):
             add_sample(positive, y[nz_rows[i]], w[nz_rows[i]], criterion)
@@ -166,8 +169,11 @@ def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_valu
     for e in range(n_elements - 1):
         if n_zero > 0 and e == n_neg:
             v = 0.0
-            for k in range(cum.shape[0]):
-                cum[k] = node[k] - positive[k]
+            if row_order_zeros:
+                add_zero_rows(cum, rows, start, end, stamp, nz_stamp, y, w, criterion)
+            else:
+                for k in range(cum.shape[0]):
+                    cum[k] = node[k] - positive[k]
             n_left += n_zero
         else:
             i = e if (n_zero == 0 or e < n_neg) else e - 1
