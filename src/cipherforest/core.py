@@ -7,7 +7,9 @@ forest's seeds and bootstrap counts, the per-node random generator, how ``max_fe
 the thread helpers and the one-line progress bar of long fits. They are public here, so that
 layers outside ``tree`` and ``ensemble`` never import those packages' private modules.
 :class:`~cipherforest.ensemble.RandomForestClassifier` is here too (the server grows the
-randomized-response forest with it), imported on first use.
+randomized-response forest with it), imported on first use, and so is the transport-free half
+of data-parallel boosting (``RowShard``, ``LocalShards``, ``fit_data_parallel``,
+``check_data_parallel_params``) that :mod:`cipherforest.dask` runs on Dask workers.
 """
 
 from typing import TYPE_CHECKING
@@ -22,13 +24,24 @@ from .tree._common import JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["JIT_OPTIONS", "ProgressBar", "RandomForestClassifier", "bin_thresholds_for_column",
-           "bootstrap_counts", "child_seed", "draw_seeds", "effective_n_jobs", "make_state",
+__all__ = ["JIT_OPTIONS", "LocalShards", "ProgressBar", "RandomForestClassifier", "RowShard",
+           "bin_thresholds_for_column", "bootstrap_counts", "check_data_parallel_params",
+           "child_seed", "draw_seeds", "effective_n_jobs", "fit_data_parallel", "make_state",
            "map_in_threads", "prepare_tree_data", "rand_int", "resolve_max_features",
            "resolve_n_draws"]
 
-# The forest loads scikit-learn's estimator machinery and its kernels: imported on first use.
-__getattr__, __dir__ = lazy_exports(__name__, {"RandomForestClassifier": "..ensemble"})
+# These load scikit-learn's estimator machinery and their kernels: imported on first use.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "RandomForestClassifier": "..ensemble",
+    "LocalShards": "..ensemble._data_parallel",
+    "RowShard": "..ensemble._data_parallel",
+    "check_data_parallel_params": "..ensemble._data_parallel",
+    "fit_data_parallel": "..ensemble._data_parallel",
+})
 
 if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble import RandomForestClassifier as RandomForestClassifier
+    from .ensemble._data_parallel import LocalShards as LocalShards
+    from .ensemble._data_parallel import RowShard as RowShard
+    from .ensemble._data_parallel import check_data_parallel_params as check_data_parallel_params
+    from .ensemble._data_parallel import fit_data_parallel as fit_data_parallel

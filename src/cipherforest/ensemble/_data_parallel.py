@@ -1,0 +1,560 @@
+"""Data-parallel histogram boosting: rows in shards, one driver choosing every split.
+
+The transport-free half of :mod:`cipherforest.dask` (the layering of LightGBM's ``dask.py``
+over its core): this module imports no Dask. A :class:`RowShard` holds one worker's rows
+(binned once, the labels, the raw predictions and gradients of its rows) and answers a
+driver's requests with small arrays: histograms of nodes, node statistics, leaf sums.
+:func:`fit_data_parallel` is the driver; it reaches its shards through a ``ShardGroup``
+(anything with ``call(method, *args)`` returning one result per shard, in shard order), so
+the same driver runs on in-process shards (:class:`LocalShards`, the tests' oracle) and on
+Dask actors.
+
+What a boosting round does, and where::
+
+    driver                                   every shard (its own rows)
+    ------                                   --------------------------
+                                             gradients of its rows (the loss)
+    root stats, root histogram  <- sum --    stats and compact histogram of its rows
+    per split chosen (scan_compact_node):
+      (feature, bin, NaN side)  -- send ->   partition the node's rows (the grower's kernel),
+      smaller child's histogram <- sum --    sum and histogram the smaller child's rows
+      larger child = parent - smaller
+    leaf line search            <- sum --    per-leaf sums of gradient and hessian
+    steps of the leaves         -- send ->   raw += learning_rate * step[leaf of row]
+
+The frontier is the single-machine grower's (a stack, or a heap on the impurity decrease
+when ``max_leaf_nodes`` is set), its nodes draw their feature order from the same seeds
+(``child_seed``) and are scanned by the same kernel, so a fit grows the trees the
+single-process fit grows on the concatenated rows. Sums differ in their last bits only
+(each shard sums its rows, the driver sums the shards; the single machine sums two row
+shards), so the model's predictions agree to rounding unless two candidate splits tie to
+within it. Bin edges come from the same rows as one machine's: the driver draws the same
+row sample of the global index (``SUBSAMPLE_FOR_BINNING`` rows) and gathers those rows
+only (32 MB at 20 features), so the edges are bit-identical.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.utils.validation import check_random_state
+
+from ..tree._binning import (
+    SUBSAMPLE_FOR_BINNING,
+    apply_bins,
+    fit_bin_thresholds,
+    n_value_bins,
+    threshold_table,
+)
+from ..tree._common import (
+    CRITERION_SQUARED_ERROR,
+    EPSILON,
+    STAT_COUNT,
+    STAT_FIRST,
+    STAT_WEIGHT,
+    TREE_LEAF,
+    TREE_UNDEFINED,
+)
+from ..tree._criteria import node_impurity
+from ..tree._fit import row_index_dtype
+from ..tree._grower import _is_splittable
+from ..tree._histogram import (
+    build_compact_histogram,
+    partition_unit_squared_error,
+)
+from ..tree._node_threads import scan_compact_node
+from ..tree._rng import child_seed, make_state
+from ..tree._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_LEFT,
+    SPLIT_MISSING_LEFT,
+    SPLIT_POSITION,
+    SPLIT_THRESHOLD,
+    split_record_size,
+)
+from ..tree._tree import Tree
+from ..tree._weights import unit_weight_view
+from ._base import SEED_BOUND, draw_seeds, seeded_stream
+from ._gb_predict import leaf_steps, pack_ensemble
+from ._gradient_boosting import _stage_array
+
+__all__ = ["LocalShards", "RowShard", "check_data_parallel_params", "fit_data_parallel"]
+
+#: Squared-error stats vector: weight, count, sum of the target, sum of its squares.
+_N_STATS = 4
+#: Compact histogram columns under unit weights: weight (= count), sum.
+_HIST_STATS = 2
+#: Losses whose leaf line search is a ratio of per-leaf sums (so shards can sum them):
+#: name -> (hessian form, or None for "the grown values stand").
+_NEWTON_LOSSES = {"squared_error": None, "log_loss": "newton"}
+
+
+def check_data_parallel_params(estimator) -> None:
+    """Refuse the settings the data-parallel fit does not implement, naming them."""
+    unsupported = {"subsample": 1.0, "init": None, "max_features": None,
+                   "n_iter_no_change": None, "ccp_alpha": 0.0,
+                   "min_weight_fraction_leaf": 0.0, "warm_start": False}
+    for name, default in unsupported.items():
+        if getattr(estimator, name) != default:
+            raise ValueError(f"{type(estimator).__name__}: {name}={getattr(estimator, name)!r} "
+                             f"is not supported by the data-parallel fit (only {default!r})")
+    if estimator.max_bins is None:
+        raise ValueError(f"{type(estimator).__name__}: the data-parallel fit grows on "
+                         "histograms; max_bins must be an int, not None")
+    if estimator.loss not in _NEWTON_LOSSES:
+        raise ValueError(f"{type(estimator).__name__}: loss={estimator.loss!r} is not "
+                         f"supported by the data-parallel fit (one of {sorted(_NEWTON_LOSSES)})"
+                         "; its line search is not a ratio of per-leaf sums")
+
+
+class RowShard:
+    """One worker's rows and everything the fit keeps per row.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features)
+        The rows (float64 after conversion; NaN allowed). Dropped once binned.
+    y : ndarray of shape (n_rows,)
+        Labels or targets of the rows.
+    """
+
+    def __init__(self, X: np.ndarray, y: np.ndarray):
+        X = np.ascontiguousarray(X, dtype=np.float64)
+        y = np.asarray(y)
+        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
+            raise ValueError(f"a shard needs X of 2 dimensions and y of 1 with as many rows; "
+                             f"got X {X.shape}, y {y.shape}")
+        self.X = X
+        self.labels = y
+        self.n_rows = X.shape[0]
+        self.n_features = X.shape[1]
+
+    # ---------------------------------------------------------------- data preparation
+    def shape(self) -> tuple[int, int]:
+        """``(n_rows, n_features)``."""
+        return self.n_rows, self.n_features
+
+    def rows(self, index: np.ndarray) -> np.ndarray:
+        """The float rows ``index`` (local row numbers), for the bin edges."""
+        return self.X[index]
+
+    def label_summary(self, classify: bool) -> np.ndarray:
+        """The distinct labels (classification) or ``[sum, count]`` of the targets."""
+        if classify:
+            return np.unique(self.labels)
+        y = np.asarray(self.labels, dtype=np.float64)
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinity")
+        return np.array([y.sum(), float(y.shape[0])])
+
+    def prepare(self, edges: list, classes: np.ndarray | None, init_raw: np.ndarray) -> np.ndarray:
+        """Bin the rows (then drop the floats), encode the labels, start the raw
+        predictions at ``init_raw``; returns the class counts (classification) or nothing."""
+        self.X_binned = apply_bins(self.X, edges, n_value_bins(edges))
+        self.X = None
+        if classes is not None:
+            encoded = np.searchsorted(classes, self.labels)
+            self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
+                                    else np.int32)
+        else:
+            self.y = np.asarray(self.labels, dtype=np.float64)
+        self.labels = None
+        self.set_raw(init_raw)
+        self.samples = np.arange(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
+        self.buffer = np.empty_like(self.samples)
+        return np.zeros(0)
+
+    def set_raw(self, init_raw: np.ndarray) -> None:
+        """Every row's raw predictions set to ``init_raw`` (one value per tree of a round)."""
+        self.raw = np.asfortranarray(np.tile(np.asarray(init_raw, dtype=np.float64),
+                                             (self.n_rows, 1)))
+
+    def class_counts(self, n_classes: int) -> np.ndarray:
+        """Rows of each class index (after ``prepare``)."""
+        return np.bincount(self.y.astype(np.intp), minlength=n_classes).astype(np.float64)
+
+    # ---------------------------------------------------------------- rounds and trees
+    def begin_round(self, loss) -> None:
+        """The negative gradient of every row at the current raw predictions."""
+        self.gradient = np.asfortranarray(loss.negative_gradient(self.y, self.raw))
+
+    def root(self, k: int, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start tree ``k`` of the round (all rows in the root): the root's stats and its
+        compact histogram over this shard's rows."""
+        self.target = np.ascontiguousarray(self.gradient[:, k])
+        self.samples[:] = np.arange(self.n_rows, dtype=self.samples.dtype)
+        self.segments = {0: (0, self.n_rows)}
+        g = self.target
+        stats = np.array([float(self.n_rows), float(self.n_rows), g.sum(), (g * g).sum()])
+        return stats, self._histogram(0, 0, self.n_rows, n_bins)
+
+    def _histogram(self, node: int, start: int, end: int, n_bins: int) -> np.ndarray:
+        hist = np.zeros((self.n_features, n_bins, _HIST_STATS))
+        lo = np.zeros(self.n_features, dtype=np.int64)
+        hi = np.zeros(self.n_features, dtype=np.int64)
+        if end > start:
+            build_compact_histogram(hist, lo, hi, self.X_binned, self.samples, np.int64(start),
+                                    np.int64(end), self.target, _NO_WEIGHTS, None)
+        return hist
+
+    def split(self, requests: list, n_bins: int) -> list:
+        """Apply splits to this shard's rows: each request ``(node, feature, bin,
+        missing_left, left_id, right_id, summed, build)`` partitions the node's rows
+        (left first, in row order), sums the stats of child ``summed`` (0 left, 1 right)
+        and, when ``build``, its compact histogram. Returns ``(stats, histogram or None)``
+        per request."""
+        out = []
+        for node, feature, position, missing_left, left_id, right_id, summed, build in requests:
+            start, end = self.segments.pop(node)
+            stats = np.zeros(_N_STATS)
+            mid = start
+            if end > start:
+                mid = partition_unit_squared_error(
+                    np.int64(feature), np.int64(position), bool(missing_left), self.samples,
+                    np.int64(start), np.int64(end), self.X_binned, np.int64(n_bins - 1),
+                    self.buffer, self.target, np.int64(summed), stats)
+            self.segments[left_id] = (start, mid)
+            self.segments[right_id] = (mid, end)
+            first, last = (start, mid) if summed == 0 else (mid, end)
+            out.append((stats, self._histogram(0, first, last, n_bins) if build else None))
+        return out
+
+    def leaf_sums(self, n_nodes: int, hessian: str | None) -> np.ndarray:
+        """Per node id, the sums of the line search over this shard's rows (rows of the
+        finished tree's leaves): ``[gradient sums, hessian sums]`` (hessian ``None``: the
+        grown values stand, nothing to sum)."""
+        leaves = np.empty(self.n_rows, dtype=np.intp)
+        for node, (start, end) in self.segments.items():
+            leaves[self.samples[start:end]] = node
+        self.leaves = leaves
+        if hessian is None:
+            return np.zeros((2, 0))
+        g = self.target
+        if hessian == "binomial":
+            h = self.y - g  # p, as g = y - p
+        else:  # multinomial: |g| (1 - |g|), as the single-machine loss
+            h = np.abs(g)
+        return np.stack([np.bincount(leaves, weights=g, minlength=n_nodes),
+                         np.bincount(leaves, weights=h * (1.0 - h), minlength=n_nodes)])
+
+    def add_steps(self, k: int, step: np.ndarray) -> None:
+        """``raw[:, k] += step[leaf of the row]`` (the tree's learning-rate steps)."""
+        self.raw[:, k] += step[self.leaves]
+        self.leaves = None
+
+    def loss_sum(self, loss) -> float:
+        """The loss summed over this shard's rows (its mean times its rows)."""
+        if self.n_rows == 0:
+            return 0.0
+        return float(loss(self.y, self.raw, unit_weight_view(self.n_rows))) * self.n_rows
+
+
+#: Unit weights as the compact histogram kernel takes them (not read under 2 columns).
+_NO_WEIGHTS = np.zeros(0)
+
+
+class LocalShards:
+    """A ``ShardGroup`` of :class:`RowShard` objects in this process (the driver's
+    transport for tests and for one machine)."""
+
+    def __init__(self, shards: list[RowShard]):
+        self.shards = list(shards)
+
+    def call(self, method: str, *args) -> list:
+        """``getattr(shard, method)(*args)`` for every shard, in order."""
+        return [getattr(shard, method)(*args) for shard in self.shards]
+
+    def call_each(self, method: str, args_per_shard: list) -> list:
+        """``getattr(shard, method)(*args)`` with each shard's own ``args``."""
+        return [getattr(shard, method)(*args)
+                for shard, args in zip(self.shards, args_per_shard, strict=True)]
+
+
+def _occupied(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each feature's first and last bin holding rows (``n_bins`` and -1 when none)."""
+    occupied = hist[:, :, 0] > 0.5
+    any_rows = occupied.any(axis=1)
+    n_bins = hist.shape[1]
+    lo = np.where(any_rows, occupied.argmax(axis=1), n_bins).astype(np.int64)
+    hi = np.where(any_rows, n_bins - 1 - occupied[:, ::-1].argmax(axis=1), -1).astype(np.int64)
+    return lo, hi
+
+
+def _summed(parts) -> np.ndarray:
+    """The sum of the shards' arrays, in shard order."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+class _TreeDriver:
+    """Grows one tree on the shards: the single-machine grower's frontier, with the shards
+    building histograms of their rows and the driver scanning their sums."""
+
+    def __init__(self, shards, params, thresholds: np.ndarray, n_features: int,
+                 total_weight: float):
+        self.shards = shards
+        self.params = params
+        self.thresholds = thresholds
+        self.n_bins = thresholds.shape[1] + 1
+        self.n_features = n_features
+        self.total_weight = total_weight
+        record = split_record_size(_N_STATS)
+        self._scratch = [np.zeros(_N_STATS) for _ in range(3)]
+        self._features = np.zeros(n_features, dtype=np.int64)
+        self._rng = make_state(0)
+        self._record = record
+
+    def _splittable(self, stats, depth, impurity) -> bool:
+        p = self.params
+        return bool(_is_splittable(stats, np.int64(depth), p.max_depth, p.min_samples_split,
+                                   p.min_samples_leaf, p.min_weight_leaf, impurity))
+
+    def _scan(self, hist, stats, seed):
+        """The node's best split record (feature -1: none), as the grower scans it."""
+        split = np.zeros(self._record)
+        lo, hi = _occupied(hist)
+        cum, left, right = self._scratch
+        scan_compact_node(np.uint64(seed), hist, lo, hi, self.thresholds, stats,
+                          self.params.min_samples_leaf, self.params.min_weight_leaf,
+                          self.params.max_features, self._features, self._rng, split, cum,
+                          left, right)
+        return split
+
+    def grow(self, k: int, seed: int) -> Tree:
+        p = self.params
+        best_first = p.max_leaf_nodes > 0
+        results = self.shards.call("root", k, self.n_bins)
+        root_stats = _summed([r[0] for r in results])
+        nodes = [self._new_node(root_stats)]
+        pending = []  # (node id, depth, histogram or None, seed)
+        if self._splittable(root_stats, 0, nodes[0]["impurity"]):
+            pending.append((0, 0, _summed([r[1] for r in results]), make_state(seed)[0]))
+        del results
+        # Heap (best-first) or stack entries: (key, order, node, depth, hist, seed, split).
+        frontier = []
+        n_leaves = 1
+        counter = 0
+        while True:
+            for node_id, depth, hist, node_seed in pending:
+                stats = nodes[node_id]["stats"]
+                if hist is None:
+                    continue
+                split = self._scan(hist, stats, node_seed)
+                if split[SPLIT_FEATURE] < 0:
+                    continue
+                improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
+                               - split[SPLIT_CHILDREN]) / self.total_weight
+                if improvement + EPSILON < p.min_impurity_decrease:
+                    continue
+                counter += 1
+                frontier.append((-improvement, counter, node_id, depth, hist, node_seed, split))
+                if best_first:
+                    heapq.heappush(frontier, frontier.pop())
+            pending = []
+            if not frontier or (best_first and n_leaves >= p.max_leaf_nodes):
+                break
+            if best_first:
+                batch = [heapq.heappop(frontier)]
+            else:  # every node of the stack is split whatever the order: one batch
+                batch, frontier = frontier[::-1], []
+            requests = []
+            for _, _, node_id, depth, _hist, _seed, split in batch:
+                n_leaves += 1
+                requests.append(self._request(nodes, node_id, depth, split, n_leaves))
+            results = self.shards.call("split", [r[0] for r in requests], self.n_bins)
+            for i, (_, _, node_id, depth, hist, node_seed, _split) in enumerate(batch):
+                request, left_id, right_id = requests[i][0], requests[i][1], requests[i][2]
+                summed, build = request[6], request[7]
+                parent = nodes[node_id]["stats"]
+                small = _summed([r[i][0] for r in results])
+                children = [None, None]
+                children[summed] = small
+                children[1 - summed] = parent - small
+                small_hist = _summed([r[i][1] for r in results]) if build else None
+                hists = [None, None]
+                if small_hist is not None:
+                    hists[summed] = small_hist
+                    hists[1 - summed] = hist - small_hist
+                for c, cid in enumerate((left_id, right_id)):
+                    nodes[cid] = self._new_node(children[c])
+                    if best_first and n_leaves >= p.max_leaf_nodes:
+                        continue
+                    if not self._splittable(children[c], depth + 1, nodes[cid]["impurity"]):
+                        continue
+                    pending.append((cid, depth + 1, hists[c], np.uint64(child_seed(node_seed, c))))
+        return self._tree(nodes)
+
+    def _request(self, nodes, node_id, depth, split, n_leaves):
+        """The shards' split request for a node, its children's ids reserved."""
+        p = self.params
+        feature = int(split[SPLIT_FEATURE])
+        missing_left = split[SPLIT_MISSING_LEFT] > 0.5
+        l_count = split[SPLIT_LEFT + STAT_COUNT]
+        r_count = split[SPLIT_LEFT + _N_STATS + STAT_COUNT]
+        if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
+            missing_left = l_count > r_count  # NaN follows the larger child, ties right
+        summed = 0 if l_count <= r_count else 1
+        full = p.max_leaf_nodes > 0 and n_leaves >= p.max_leaf_nodes
+        deep = p.max_depth >= 0 and depth + 1 >= p.max_depth
+        build = not full and not deep
+        left_id, right_id = len(nodes), len(nodes) + 1
+        nodes.extend([None, None])
+        parent = nodes[node_id]
+        parent["left"], parent["right"] = left_id, right_id
+        parent["feature"] = feature
+        parent["threshold"] = split[SPLIT_THRESHOLD]
+        parent["missing_left"] = int(missing_left)
+        request = (node_id, feature, int(split[SPLIT_POSITION]), bool(missing_left), left_id,
+                   right_id, summed, build)
+        return request, left_id, right_id
+
+    @staticmethod
+    def _new_node(stats):
+        return {"stats": stats, "impurity": node_impurity(stats, CRITERION_SQUARED_ERROR),
+                "left": TREE_LEAF, "right": TREE_LEAF, "feature": TREE_UNDEFINED,
+                "threshold": float(TREE_UNDEFINED), "missing_left": 0}
+
+    def _tree(self, nodes) -> Tree:
+        """The grown nodes as a ``Tree`` (values: the nodes' mean gradient)."""
+        stats = np.array([n["stats"] for n in nodes])
+        weight = stats[:, STAT_WEIGHT]
+        arrays = {
+            "children_left": np.array([n["left"] for n in nodes], dtype=np.int32),
+            "children_right": np.array([n["right"] for n in nodes], dtype=np.int32),
+            "feature": np.array([n["feature"] for n in nodes], dtype=np.int32),
+            "threshold": np.array([n["threshold"] for n in nodes], dtype=np.float64),
+            "impurity": np.array([n["impurity"] for n in nodes], dtype=np.float64),
+            "n_node_samples": np.rint(stats[:, STAT_COUNT]).astype(np.int32),
+            "weighted_n_node_samples": weight.astype(np.float64),
+            "missing_go_to_left": np.array([n["missing_left"] for n in nodes], dtype=np.uint8),
+            "value": (stats[:, STAT_FIRST] / weight).reshape(-1, 1, 1),
+        }
+        return Tree(self.n_features, np.array([1]), arrays)
+
+
+def _global_rows(n_rows: list[int], index: np.ndarray) -> list[np.ndarray]:
+    """Sorted global row numbers split into each shard's local row numbers."""
+    bounds = np.concatenate([[0], np.cumsum(n_rows)])
+    return [index[(index >= bounds[s]) & (index < bounds[s + 1])] - bounds[s]
+            for s in range(len(n_rows))]
+
+
+def fit_data_parallel(estimator, shards, feature_names=None):
+    """Fit ``estimator`` (a :class:`GradientBoostingClassifier` or
+    :class:`GradientBoostingRegressor`, its parameters as set) on the rows of ``shards``
+    (a ``ShardGroup`` of :class:`RowShard`), the rows taken in shard order, and return it
+    fitted as if by ``estimator.fit`` on the concatenated rows.
+
+    Raises ValueError for shards of different widths, no rows, fewer than two classes, or
+    settings the data-parallel fit does not implement (``check_data_parallel_params``).
+    """
+    check_data_parallel_params(estimator)
+    estimator._validate_params()
+    shapes = shards.call("shape")
+    widths = {shape[1] for shape in shapes}
+    if len(widths) != 1:
+        raise ValueError(f"the partitions have different numbers of columns: "
+                         f"{sorted(widths)}")
+    n_features = widths.pop()
+    n_rows = [shape[0] for shape in shapes]
+    n_samples = int(sum(n_rows))
+    if n_samples == 0:
+        raise ValueError("no rows to fit: every partition is empty")
+    if n_features == 0:
+        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
+                         "required.")
+    classify = isinstance(estimator, ClassifierMixin)
+    estimator._clear_state()
+
+    summaries = shards.call("label_summary", classify)
+    if classify:
+        classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+        estimator.classes_ = classes
+        estimator.n_classes_ = int(classes.shape[0])
+        if classes.shape[0] < 2:
+            raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
+                             "classes are required.")
+        estimator.n_trees_per_iteration_ = 1 if classes.shape[0] == 2 else classes.shape[0]
+    else:
+        classes = None
+        estimator.n_trees_per_iteration_ = 1
+    loss = estimator._loss()
+    estimator.n_features_in_ = n_features
+    if feature_names is not None:
+        estimator.feature_names_in_ = np.asarray(feature_names, dtype=object)
+
+    rng = check_random_state(estimator.random_state)
+    bin_seed = int(rng.randint(SEED_BOUND))
+    stage_seeds = draw_seeds(rng, estimator.n_estimators)
+    # The rows one machine places its edges on: the same draw of the global row numbers.
+    edge_rng = np.random.default_rng(bin_seed)
+    index = np.arange(n_samples)
+    if n_samples > SUBSAMPLE_FOR_BINNING:
+        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    local = _global_rows(n_rows, index)
+    sample = np.concatenate(shards.call_each("rows", [(rows,) for rows in local]))
+    edges = fit_bin_thresholds(sample, estimator.max_bins, edge_rng)
+    del sample
+    thresholds = threshold_table(edges, n_value_bins(edges))
+
+    if classify:
+        # Class counts need the encoding: prepare first with a provisional start.
+        shards.call("prepare", edges, classes, np.zeros(estimator.n_trees_per_iteration_))
+        counts = _summed(shards.call("class_counts", estimator.n_classes_))
+        y_stub = np.repeat(np.arange(estimator.n_classes_, dtype=np.int32), counts.astype(np.int64))
+        init = loss.init_raw(y_stub, unit_weight_view(n_samples))
+        del y_stub
+        shards.call("set_raw", init)
+    else:
+        sums = _summed(summaries)
+        if not math.isfinite(sums[0]):
+            raise ValueError("y contains NaN or infinity")
+        init = np.array([sums[0] / sums[1]])
+        shards.call("prepare", edges, None, init)
+    estimator.init_ = init
+
+    template = estimator._tree_template()
+    params = template._growth_params(CRITERION_SQUARED_ERROR, n_samples, float(n_samples),
+                                     n_features)
+    estimator.max_features_ = params.max_features
+    tree_params = template.get_params()
+    hessian, scale = None, 1.0
+    if _NEWTON_LOSSES[estimator.loss] is not None:
+        n_classes = estimator.n_classes_
+        hessian = "binomial" if n_classes == 2 else "multinomial"
+        scale = 1.0 if n_classes == 2 else (n_classes - 1) / n_classes
+    driver = _TreeDriver(shards, params, thresholds, n_features, float(n_samples))
+    estimator.estimators_ = []
+    estimator.train_score_ = np.zeros(estimator.n_estimators)
+    for i in range(estimator.n_estimators):
+        stage_rng = seeded_stream(stage_seeds[i])
+        seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
+        shards.call("begin_round", loss)
+        stage = []
+        for k in range(loss.n_trees):
+            tree = driver.grow(k, seeds[k])
+            sums = _summed(shards.call("leaf_sums", tree.node_count, hessian))
+            values = np.zeros(0)
+            if hessian is not None:
+                small = np.abs(sums[1]) < 1e-150
+                values = np.where(small, 0.0,
+                                  scale * (sums[0] / np.where(small, 1.0, sums[1])))
+            step = leaf_steps(tree.children_left, tree.value, values,
+                              float(estimator.learning_rate), np.zeros(0),
+                              np.zeros(0, dtype=np.int32))
+            shards.call("add_steps", k, step)
+            stage.append(estimator._wrap_tree(tree, tree_params, n_features,
+                                              estimator.max_features_, stage_seeds[i]))
+        estimator.estimators_.append(stage)
+        estimator.train_score_[i] = sum(shards.call("loss_sum", loss)) / n_samples
+    estimator.estimators_ = _stage_array(estimator.estimators_)
+    estimator._packed = pack_ensemble(estimator.estimators_)
+    estimator.n_estimators_ = estimator.n_estimators
+    return estimator
