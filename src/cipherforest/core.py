@@ -9,7 +9,8 @@ layers outside ``tree`` and ``ensemble`` never import those packages' private mo
 :class:`~cipherforest.ensemble.RandomForestClassifier` is here too (the server grows the
 randomized-response forest with it), imported on first use, and so is the transport-free half
 of data-parallel boosting (``RowShard``, ``LocalShards``, ``fit_data_parallel``,
-``check_data_parallel_params``) that :mod:`cipherforest.dask` runs on Dask workers.
+``check_data_parallel_params``, with the gradient boosting estimators it fits) that
+:mod:`cipherforest.dask` runs on Dask workers.
 """
 
 from typing import TYPE_CHECKING
@@ -24,7 +25,8 @@ from .tree._common import JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["JIT_OPTIONS", "LocalShards", "ProgressBar", "RandomForestClassifier", "RowShard",
+__all__ = ["GradientBoostingClassifier", "GradientBoostingRegressor", "JIT_OPTIONS",
+           "LocalShards", "ProgressBar", "RandomForestClassifier", "RowShard",
            "bin_thresholds_for_column", "bootstrap_counts", "check_data_parallel_params",
            "child_seed", "draw_seeds", "effective_n_jobs", "fit_data_parallel", "make_state",
            "map_in_threads", "prepare_tree_data", "rand_int", "resolve_max_features",
@@ -33,6 +35,8 @@ __all__ = ["JIT_OPTIONS", "LocalShards", "ProgressBar", "RandomForestClassifier"
 # These load scikit-learn's estimator machinery and their kernels: imported on first use.
 __getattr__, __dir__ = lazy_exports(__name__, {
     "RandomForestClassifier": "..ensemble",
+    "GradientBoostingClassifier": "..ensemble",
+    "GradientBoostingRegressor": "..ensemble",
     "LocalShards": "..ensemble._data_parallel",
     "RowShard": "..ensemble._data_parallel",
     "check_data_parallel_params": "..ensemble._data_parallel",
@@ -40,6 +44,8 @@ __getattr__, __dir__ = lazy_exports(__name__, {
 })
 
 if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
+    from .ensemble import GradientBoostingClassifier as GradientBoostingClassifier
+    from .ensemble import GradientBoostingRegressor as GradientBoostingRegressor
     from .ensemble import RandomForestClassifier as RandomForestClassifier
     from .ensemble._data_parallel import LocalShards as LocalShards
     from .ensemble._data_parallel import RowShard as RowShard

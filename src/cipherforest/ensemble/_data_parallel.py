@@ -117,22 +117,32 @@ class RowShard:
 
     Parameters
     ----------
-    X : ndarray of shape (n_rows, n_features)
-        The rows (float64 after conversion; NaN allowed). Dropped once binned.
-    y : ndarray of shape (n_rows,)
+    X : ndarray of shape (n_rows, n_features), or a list of such row blocks
+        The rows (float64 after conversion; NaN allowed), in order. Dropped once binned;
+        blocks are binned one at a time (no concatenated float copy).
+    y : ndarray of shape (n_rows,), or a list of one array per block
         Labels or targets of the rows.
     """
 
-    def __init__(self, X: np.ndarray, y: np.ndarray):
-        X = np.ascontiguousarray(X, dtype=np.float64)
-        y = np.asarray(y)
-        if X.ndim != 2 or y.ndim != 1 or X.shape[0] != y.shape[0]:
-            raise ValueError(f"a shard needs X of 2 dimensions and y of 1 with as many rows; "
-                             f"got X {X.shape}, y {y.shape}")
-        self.X = X
-        self.labels = y
-        self.n_rows = X.shape[0]
-        self.n_features = X.shape[1]
+    def __init__(self, X, y):
+        parts = X if isinstance(X, list) else [X]
+        parts = [np.ascontiguousarray(part, dtype=np.float64) for part in parts]
+        labels = [np.asarray(v) for v in (y if isinstance(y, list) else [y])]
+        if (not parts or len(labels) != len(parts)
+                or any(part.ndim != 2 for part in parts)
+                or any(v.ndim != 1 or v.shape[0] != part.shape[0]
+                       for part, v in zip(parts, labels, strict=True))):
+            raise ValueError(f"a shard needs row blocks of 2 dimensions and labels of 1 with as "
+                             f"many rows; got X {[part.shape for part in parts]}, y "
+                             f"{[v.shape for v in labels]}")
+        widths = {part.shape[1] for part in parts}
+        if len(widths) != 1:
+            raise ValueError(f"the partitions have different numbers of columns: "
+                             f"{sorted(widths)}")
+        self.X_parts = parts
+        self.labels = labels[0] if len(labels) == 1 else np.concatenate(labels)
+        self.n_rows = int(sum(part.shape[0] for part in parts))
+        self.n_features = widths.pop()
 
     # ---------------------------------------------------------------- data preparation
     def shape(self) -> tuple[int, int]:
@@ -140,8 +150,14 @@ class RowShard:
         return self.n_rows, self.n_features
 
     def rows(self, index: np.ndarray) -> np.ndarray:
-        """The float rows ``index`` (local row numbers), for the bin edges."""
-        return self.X[index]
+        """The float rows ``index`` (sorted local row numbers), for the bin edges."""
+        out = np.empty((index.shape[0], self.n_features))
+        begin = 0
+        for part in self.X_parts:
+            lo, hi = np.searchsorted(index, [begin, begin + part.shape[0]])
+            out[lo:hi] = part[index[lo:hi] - begin]
+            begin += part.shape[0]
+        return out
 
     def label_summary(self, classify: bool) -> np.ndarray:
         """The distinct labels (classification) or ``[sum, count]`` of the targets."""
@@ -155,8 +171,11 @@ class RowShard:
     def prepare(self, edges: list, classes: np.ndarray | None, init_raw: np.ndarray) -> np.ndarray:
         """Bin the rows (then drop the floats), encode the labels, start the raw
         predictions at ``init_raw``; returns the class counts (classification) or nothing."""
-        self.X_binned = apply_bins(self.X, edges, n_value_bins(edges))
-        self.X = None
+        width = n_value_bins(edges)
+        binned = [apply_bins(part, edges, width) for part in self.X_parts]
+        self.X_parts = None
+        self.X_binned = binned[0] if len(binned) == 1 else np.concatenate(binned)
+        del binned
         if classes is not None:
             encoded = np.searchsorted(classes, self.labels)
             self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
@@ -439,18 +458,35 @@ class _TreeDriver:
         return Tree(self.n_features, np.array([1]), arrays)
 
 
-def _global_rows(n_rows: list[int], index: np.ndarray) -> list[np.ndarray]:
-    """Sorted global row numbers split into each shard's local row numbers."""
-    bounds = np.concatenate([[0], np.cumsum(n_rows)])
-    return [index[(index >= bounds[s]) & (index < bounds[s + 1])] - bounds[s]
-            for s in range(len(n_rows))]
+def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np.ndarray:
+    """The rows of the sorted global row numbers ``index``, in that order, gathered from the
+    shards. ``blocks`` lists the row blocks in global order as ``(shard, first local row,
+    rows)``; each shard's blocks come in the order of its local rows."""
+    local = [[] for _ in shards.call("shape")]
+    owner = np.empty(index.shape[0], dtype=np.intp)
+    begin = 0
+    for shard, offset, n in blocks:
+        lo, hi = np.searchsorted(index, [begin, begin + n])
+        local[shard].append(index[lo:hi] - begin + offset)
+        owner[lo:hi] = shard
+        begin += n
+    wanted = [np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64) for rows in local]
+    rows = shards.call_each("rows", [(w,) for w in wanted])
+    sample = np.empty((index.shape[0], n_features))
+    for shard, block in enumerate(rows):
+        sample[owner == shard] = block
+    return sample
 
 
-def fit_data_parallel(estimator, shards, feature_names=None):
+def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     """Fit ``estimator`` (a :class:`GradientBoostingClassifier` or
     :class:`GradientBoostingRegressor`, its parameters as set) on the rows of ``shards``
-    (a ``ShardGroup`` of :class:`RowShard`), the rows taken in shard order, and return it
-    fitted as if by ``estimator.fit`` on the concatenated rows.
+    (a ``ShardGroup`` of :class:`RowShard`) and return it fitted as if by
+    ``estimator.fit`` on the concatenated rows (to rounding).
+
+    ``blocks`` orders the rows globally: ``(shard, first local row, rows)`` per block, in
+    the global order (only the bin edges' row sample depends on it); None: shard after
+    shard. ``feature_names`` become ``feature_names_in_``.
 
     Raises ValueError for shards of different widths, no rows, fewer than two classes, or
     settings the data-parallel fit does not implement (``check_data_parallel_params``).
@@ -498,8 +534,9 @@ def fit_data_parallel(estimator, shards, feature_names=None):
     index = np.arange(n_samples)
     if n_samples > SUBSAMPLE_FOR_BINNING:
         index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
-    local = _global_rows(n_rows, index)
-    sample = np.concatenate(shards.call_each("rows", [(rows,) for rows in local]))
+    if blocks is None:
+        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
+    sample = _edge_sample(shards, blocks, index, n_features)
     edges = fit_bin_thresholds(sample, estimator.max_bins, edge_rng)
     del sample
     thresholds = threshold_table(edges, n_value_bins(edges))
