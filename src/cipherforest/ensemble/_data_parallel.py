@@ -243,13 +243,14 @@ class RowShard:
             out.append((stats, self._histogram(0, first, last, n_bins) if build else None))
         return out
 
-    def leaf_sums(self, n_nodes: int, hessian: str | None) -> np.ndarray:
-        """Per node id, the sums of the line search over this shard's rows (rows of the
-        finished tree's leaves): ``[gradient sums, hessian sums]`` (hessian ``None``: the
-        grown values stand, nothing to sum)."""
+    def leaf_sums(self, owner: np.ndarray, n_nodes: int, hessian: str | None) -> np.ndarray:
+        """Per node of the finished tree, the sums of the line search over this shard's
+        rows: ``[gradient sums, hessian sums]`` (hessian ``None``: the grown values stand,
+        nothing to sum). ``owner`` maps the node ids the rows were split under to the
+        tree's nodes (a split the driver undid gives its rows back to its node)."""
         leaves = np.empty(self.n_rows, dtype=np.intp)
         for node, (start, end) in self.segments.items():
-            leaves[self.samples[start:end]] = node
+            leaves[self.samples[start:end]] = owner[node]
         self.leaves = leaves
         if hessian is None:
             return np.zeros((2, 0))
@@ -346,71 +347,112 @@ class _TreeDriver:
                           left, right)
         return split
 
-    def grow(self, k: int, seed: int) -> Tree:
-        p = self.params
-        best_first = p.max_leaf_nodes > 0
+    def grow(self, k: int, seed: int) -> tuple[Tree, np.ndarray]:
+        """Grow tree ``k`` of the round from ``seed``; returns the tree and, per node id the
+        shards hold their rows under, the tree's node (for ``leaf_sums``)."""
         results = self.shards.call("root", k, self.n_bins)
         root_stats = _summed([r[0] for r in results])
         nodes = [self._new_node(root_stats)]
-        pending = []  # (node id, depth, histogram or None, seed)
-        if self._splittable(root_stats, 0, nodes[0]["impurity"]):
-            pending.append((0, 0, _summed([r[1] for r in results]), make_state(seed)[0]))
-        del results
-        # Heap (best-first) or stack entries: (key, order, node, depth, hist, seed, split).
+        self._counter = 0
         frontier = []
-        n_leaves = 1
-        counter = 0
-        while True:
-            for node_id, depth, hist, node_seed in pending:
-                stats = nodes[node_id]["stats"]
-                if hist is None:
-                    continue
-                split = self._scan(hist, stats, node_seed)
-                if split[SPLIT_FEATURE] < 0:
-                    continue
-                improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
-                               - split[SPLIT_CHILDREN]) / self.total_weight
-                if improvement + EPSILON < p.min_impurity_decrease:
-                    continue
-                counter += 1
-                frontier.append((-improvement, counter, node_id, depth, hist, node_seed, split))
-                if best_first:
-                    heapq.heappush(frontier, frontier.pop())
-            pending = []
-            if not frontier or (best_first and n_leaves >= p.max_leaf_nodes):
-                break
-            if best_first:
-                batch = [heapq.heappop(frontier)]
-            else:  # every node of the stack is split whatever the order: one batch
-                batch, frontier = frontier[::-1], []
-            requests = []
-            for _, _, node_id, depth, _hist, _seed, split in batch:
-                n_leaves += 1
-                requests.append(self._request(nodes, node_id, depth, split, n_leaves))
-            results = self.shards.call("split", [r[0] for r in requests], self.n_bins)
-            for i, (_, _, node_id, depth, hist, node_seed, _split) in enumerate(batch):
-                request, left_id, right_id = requests[i][0], requests[i][1], requests[i][2]
-                summed, build = request[6], request[7]
-                parent = nodes[node_id]["stats"]
-                small = _summed([r[i][0] for r in results])
-                children = [None, None]
-                children[summed] = small
-                children[1 - summed] = parent - small
-                small_hist = _summed([r[i][1] for r in results]) if build else None
-                hists = [None, None]
-                if small_hist is not None:
-                    hists[summed] = small_hist
-                    hists[1 - summed] = hist - small_hist
-                for c, cid in enumerate((left_id, right_id)):
-                    nodes[cid] = self._new_node(children[c])
-                    if best_first and n_leaves >= p.max_leaf_nodes:
-                        continue
-                    if not self._splittable(children[c], depth + 1, nodes[cid]["impurity"]):
-                        continue
-                    pending.append((cid, depth + 1, hists[c], np.uint64(child_seed(node_seed, c))))
-        return self._tree(nodes)
+        if self._splittable(root_stats, 0, nodes[0]["impurity"]):
+            frontier = self._evaluate(nodes, [(0, 0, _summed([r[1] for r in results]),
+                                               make_state(seed)[0])])
+        del results
+        if self.params.max_leaf_nodes > 0:
+            return self._grow_best_first(nodes, frontier)
+        while frontier:  # every node of the stack is split whatever the order: one batch
+            frontier = [entry for children in self._split(nodes, frontier, False)
+                        for entry in self._evaluate(nodes, children)]
+        return self._tree(nodes, np.arange(len(nodes)))
 
-    def _request(self, nodes, node_id, depth, split, n_leaves):
+    def _grow_best_first(self, nodes, frontier):
+        """Best-first growth with speculative batches: when the best frontier node is not
+        split yet, the shards split the best ``max_leaf_nodes - leaves`` unsplit ones in one
+        round trip (the likely next ones: their children's scans decide). Nodes are
+        committed in the sequential order (the heap of the single-machine grower);
+        speculative splits never committed are undone at the end (their rows' leaf is the
+        node), so the tree is the sequential one."""
+        max_leaves = self.params.max_leaf_nodes
+        heap = [(-entry[0], entry[1], entry) for entry in frontier]
+        heapq.heapify(heap)
+        presplit = {}  # node id -> its children's frontier entries (split, not committed)
+        n_leaves = 1
+        while heap and n_leaves < max_leaves:
+            if heap[0][2][2] not in presplit:
+                budget = max(1, max_leaves - n_leaves - len(presplit))
+                batch = [item[2] for item in heapq.nsmallest(len(heap), heap)
+                         if item[2][2] not in presplit][:budget]
+                for entry, children in zip(batch, self._split(nodes, batch, True),
+                                           strict=True):
+                    presplit[entry[2]] = self._evaluate(nodes, children)
+            entry = heapq.heappop(heap)[2]
+            n_leaves += 1
+            children = presplit.pop(entry[2])
+            if n_leaves < max_leaves:
+                for child in children:
+                    heapq.heappush(heap, (-child[0], child[1], child))
+        # Undo the uncommitted splits: their children's rows belong to them again.
+        owner = np.arange(len(nodes))
+        for node_id in presplit:
+            node = nodes[node_id]
+            owner[node["left"]] = owner[node["right"]] = node_id
+            nodes[node["left"]] = nodes[node["right"]] = None
+            nodes[node_id] = self._new_node(node["stats"])
+        kept = np.array([n is not None for n in nodes])
+        renumber = np.cumsum(kept) - 1
+        for node in nodes:
+            if node is not None and node["left"] != TREE_LEAF:
+                node["left"] = int(renumber[node["left"]])
+                node["right"] = int(renumber[node["right"]])
+        return self._tree([n for n in nodes if n is not None], renumber[owner])
+
+    def _evaluate(self, nodes, pending) -> list:
+        """Frontier entries ``(improvement, order, node, depth, hist, seed, split)`` of the
+        ``pending`` nodes ``(node, depth, hist, seed)`` that have a split worth making."""
+        entries = []
+        for node_id, depth, hist, node_seed in pending:
+            stats = nodes[node_id]["stats"]
+            split = self._scan(hist, stats, node_seed)
+            if split[SPLIT_FEATURE] < 0:
+                continue
+            improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
+                           - split[SPLIT_CHILDREN]) / self.total_weight
+            if improvement + EPSILON < self.params.min_impurity_decrease:
+                continue
+            self._counter += 1
+            entries.append((improvement, self._counter, node_id, depth, hist, node_seed,
+                            split))
+        return entries
+
+    def _split(self, nodes, batch, best_first) -> list:
+        """Split the frontier entries of ``batch`` on the shards in one round trip; returns
+        per entry its children to evaluate, ``(node, depth, hist, seed)`` each."""
+        requests = [self._request(nodes, entry[2], entry[3], entry[6], best_first)
+                    for entry in batch]
+        results = self.shards.call("split", [r[0] for r in requests], self.n_bins)
+        out = []
+        for i, (_, _, node_id, depth, hist, node_seed, _split) in enumerate(batch):
+            request, left_id, right_id = requests[i]
+            summed, build = request[6], request[7]
+            small = _summed([r[i][0] for r in results])
+            children = [None, None]
+            children[summed] = small
+            children[1 - summed] = nodes[node_id]["stats"] - small
+            hists = [None, None]
+            if build:
+                hists[summed] = _summed([r[i][1] for r in results])
+                hists[1 - summed] = hist - hists[summed]
+            pending = []
+            for c, cid in enumerate((left_id, right_id)):
+                nodes[cid] = self._new_node(children[c])
+                if build and self._splittable(children[c], depth + 1, nodes[cid]["impurity"]):
+                    pending.append((cid, depth + 1, hists[c],
+                                    np.uint64(child_seed(node_seed, c))))
+            out.append(pending)
+        return out
+
+    def _request(self, nodes, node_id, depth, split, best_first):
         """The shards' split request for a node, its children's ids reserved."""
         p = self.params
         feature = int(split[SPLIT_FEATURE])
@@ -420,9 +462,10 @@ class _TreeDriver:
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
             missing_left = l_count > r_count  # NaN follows the larger child, ties right
         summed = 0 if l_count <= r_count else 1
-        full = p.max_leaf_nodes > 0 and n_leaves >= p.max_leaf_nodes
+        # The smaller child's histogram, unless no child can be split (too deep; a tree of
+        # two leaves at most).
         deep = p.max_depth >= 0 and depth + 1 >= p.max_depth
-        build = not full and not deep
+        build = not deep and not (best_first and p.max_leaf_nodes <= 2)
         left_id, right_id = len(nodes), len(nodes) + 1
         nodes.extend([None, None])
         parent = nodes[node_id]
@@ -440,8 +483,9 @@ class _TreeDriver:
                 "left": TREE_LEAF, "right": TREE_LEAF, "feature": TREE_UNDEFINED,
                 "threshold": float(TREE_UNDEFINED), "missing_left": 0}
 
-    def _tree(self, nodes) -> Tree:
-        """The grown nodes as a ``Tree`` (values: the nodes' mean gradient)."""
+    def _tree(self, nodes, owner: np.ndarray) -> tuple[Tree, np.ndarray]:
+        """The grown nodes as a ``Tree`` (values: the nodes' mean gradient), with ``owner``
+        (the tree's node of each node id the shards know)."""
         stats = np.array([n["stats"] for n in nodes])
         weight = stats[:, STAT_WEIGHT]
         arrays = {
@@ -455,7 +499,7 @@ class _TreeDriver:
             "missing_go_to_left": np.array([n["missing_left"] for n in nodes], dtype=np.uint8),
             "value": (stats[:, STAT_FIRST] / weight).reshape(-1, 1, 1),
         }
-        return Tree(self.n_features, np.array([1]), arrays)
+        return Tree(self.n_features, np.array([1]), arrays), owner
 
 
 def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np.ndarray:
@@ -576,8 +620,8 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
         shards.call("begin_round", loss)
         stage = []
         for k in range(loss.n_trees):
-            tree = driver.grow(k, seeds[k])
-            sums = _summed(shards.call("leaf_sums", tree.node_count, hessian))
+            tree, owner = driver.grow(k, seeds[k])
+            sums = _summed(shards.call("leaf_sums", owner, tree.node_count, hessian))
             values = np.zeros(0)
             if hessian is not None:
                 small = np.abs(sums[1]) < 1e-150
