@@ -2,8 +2,9 @@
 lightgbm.dask and xgboost.dask, side by side.
 
 Each (library, worker count) runs on a fresh ``LocalCluster`` (worker processes, one thread
-each, started and closed here) so that a worker's peak memory (max RSS of its process,
-``resource.getrusage``) is the one fit's. The same data for all: ``--rows`` x
+each, started and closed here) so that a worker's peak memory (its process's resident memory sampled
+every 20 ms with ``psutil`` during the fit; "at start": with its partitions loaded, before
+the fit) is the one fit's. The same data for all: ``--rows`` x
 ``--features`` generated per partition on the workers (``make_blocks``: standard normal
 rows seeded by the partition, labels from one fixed nonlinear rule shared by all partitions,
 as dask-ml's ``make_classification`` generates blocks with shared coefficients; scikit-learn's
@@ -26,9 +27,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
+import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -69,8 +71,33 @@ def dask_data(n_rows: int, n_features: int, n_parts: int, first_block: int = 0):
     return X, y
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+class _RssSampler:
+    """The largest resident memory (MB) of each worker process while it runs, sampled
+    every 20 ms (``psutil``): a worker's own peak, whatever its start-up or fork history."""
+
+    def __init__(self, pids: list[int]):
+        import psutil
+
+        self.processes = [psutil.Process(pid) for pid in pids]
+        self.start = [p.memory_info().rss / 2**20 for p in self.processes]
+        self.peak = list(self.start)
+        self.running = True
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+
+    def _sample(self):
+        while self.running:
+            for i, process in enumerate(self.processes):
+                try:
+                    self.peak[i] = max(self.peak[i], process.memory_info().rss / 2**20)
+                except Exception:  # a worker that left
+                    pass
+            time.sleep(0.02)
+
+    def stop(self) -> list[float]:
+        self.running = False
+        self.thread.join()
+        return self.peak
 
 
 def run(lib: str, args, n_workers: int) -> dict:
@@ -82,11 +109,12 @@ def run(lib: str, args, n_workers: int) -> dict:
                                        memory_limit=args.memory_limit)
     client = distributed.Client(cluster)
     try:
-        X, y = dask_data(args.rows, args.features, args.partitions * n_workers)
+        # The same partitions for every worker count (the same rows).
+        X, y = dask_data(args.rows, args.features, args.partitions * max(args.workers))
         X, y = client.persist([X, y])
         distributed.wait([X, y])
         X_test, y_test = make_blocks(10**6, args.test_rows, args.features)
-        start_peaks = client.run(_peak_mb)
+        sampler = _RssSampler(list(client.run(os.getpid).values()))
         begin = time.perf_counter()
         if lib == "ours":
             from cipherforest.dask import DaskGradientBoostingClassifier
@@ -120,11 +148,10 @@ def run(lib: str, args, n_workers: int) -> dict:
         else:
             raise ValueError(lib)
         seconds = time.perf_counter() - begin
-        peaks = client.run(_peak_mb)
+        peaks = sampler.stop()
         accuracy = float(np.mean(predict(X_test) == y_test))
         return {"lib": lib, "workers": n_workers, "rows": args.rows, "fit_s": seconds,
-                "peak_mb": max(peaks.values()), "start_mb": max(start_peaks.values()),
-                "accuracy": accuracy}
+                "peak_mb": max(peaks), "start_mb": max(sampler.start), "accuracy": accuracy}
     finally:
         client.close()
         cluster.close()
@@ -138,9 +165,12 @@ import numpy as np
 sys.path.append({str(_HERE)!r})
 from dask_boosting import make_blocks
 from cipherforest.ensemble import GradientBoostingClassifier
-parts = [make_blocks(i, n, {args.features}) for i, n in enumerate({_sizes(args)})]
-X = np.concatenate([p[0] for p in parts]); y = np.concatenate([p[1] for p in parts])
-del parts
+sizes = {_sizes(args)}
+X = np.empty((sum(sizes), {args.features})); y = np.empty(sum(sizes), dtype=np.int64)
+begin = 0
+for i, n in enumerate(sizes):  # in place: the peak is X and one block, below the fit's
+    X[begin:begin + n], y[begin:begin + n] = make_blocks(i, n, {args.features})
+    begin += n
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
 model = GradientBoostingClassifier(n_estimators={args.rounds}, max_leaf_nodes={args.leaves},
@@ -170,7 +200,8 @@ def main() -> None:
     parser.add_argument("--leaves", type=int, default=31)
     parser.add_argument("--bins", type=int, default=255)
     parser.add_argument("--workers", type=int, nargs="+", default=[2])
-    parser.add_argument("--partitions", type=int, default=4, help="partitions per worker")
+    parser.add_argument("--partitions", type=int, default=4,
+                        help="partitions per worker of the largest worker count")
     parser.add_argument("--libs", nargs="+", default=["ours", "lightgbm", "xgboost"])
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
     parser.add_argument("--single", action="store_true",
