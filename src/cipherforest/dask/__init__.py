@@ -13,6 +13,10 @@ This package imports Dask; the core (:mod:`cipherforest.tree`, :mod:`cipherfores
 never imports it (an import-linter contract).
 """
 
-from ._boosting import DaskGradientBoostingClassifier, DaskGradientBoostingRegressor
+from ._boosting import (
+    DaskGradientBoostingClassifier,
+    DaskGradientBoostingRegressor,
+    WorkerLostError,
+)
 
-__all__ = ["DaskGradientBoostingClassifier", "DaskGradientBoostingRegressor"]
+__all__ = ["DaskGradientBoostingClassifier", "DaskGradientBoostingRegressor", "WorkerLostError"]

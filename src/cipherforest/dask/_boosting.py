@@ -28,11 +28,15 @@ from ..core import (
     fit_data_parallel,
 )
 
-__all__ = ["DaskGradientBoostingClassifier", "DaskGradientBoostingRegressor"]
+__all__ = ["DaskGradientBoostingClassifier", "DaskGradientBoostingRegressor", "WorkerLostError"]
 
 
 class WorkerLostError(RuntimeError):
-    """A worker holding rows of the fit failed or left; the fit returned no model."""
+    """A worker holding rows of a data-parallel fit failed or left during the fit.
+
+    The message names the worker's address. The estimator is left unfitted: a worker's
+    rows live in its actor's memory (binned, with their gradients), which Dask does not
+    recompute, so the fit is not resumed; fit again on the remaining workers."""
 
 
 def _partition_rows(index: int, X, y, columns, label):
@@ -214,7 +218,8 @@ class _DaskBoosting(BaseEstimator):
         X, y, columns, label = _collections(X, y)
         X_parts = _partitions(client, X)
         y_parts = X_parts if label is not None else _partitions(client, y)
-        wait(X_parts + y_parts)
+        with client.as_current():
+            wait(X_parts + y_parts)
         who_has = client.who_has(X_parts)
         owners: dict[str, list[int]] = {}
         for i, future in enumerate(X_parts):
