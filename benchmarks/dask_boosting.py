@@ -173,8 +173,8 @@ for i, n in enumerate(sizes):  # in place: the peak is X and one block, below th
     begin += n
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-model = GradientBoostingClassifier(n_estimators={args.rounds}, max_leaf_nodes={args.leaves},
-    max_depth=None, max_bins={args.bins}, random_state=0).fit(X, y)
+model = GradientBoostingClassifier(n_estimators={args.single_rounds or args.rounds},
+    max_leaf_nodes={args.leaves}, max_depth=None, max_bins={args.bins}, random_state=0).fit(X, y)
 seconds = time.perf_counter() - t
 X_test, y_test = make_blocks(10**6, {args.test_rows}, {args.features})
 print(json.dumps({{"lib": "single process", "workers": 1, "rows": {args.rows},
@@ -206,6 +206,9 @@ def main() -> None:
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
     parser.add_argument("--single", action="store_true",
                         help="also the single-process fit (subprocess) for its peak memory")
+    parser.add_argument("--single-rounds", type=int, default=None,
+                        help="rounds of the single-process fit (default: --rounds); its "
+                             "peak memory is reached in the first round")
     args = parser.parse_args()
     results = []
     print("| library | workers | rows | fit s | peak MB / worker | at start MB | accuracy |")

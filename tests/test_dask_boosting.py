@@ -253,6 +253,10 @@ def test_empty_partitions_and_classes_on_one_worker_only(client, data, local_mod
         DaskGradientBoostingClassifier(client=client).fit(empty, da.from_array(y[:0]))
 
 
+def _n_actors(dask_worker):
+    return len(dask_worker.state.actors)
+
+
 @pytest.mark.slow
 def test_a_worker_killed_mid_fit_is_named_and_nothing_is_fitted():
     X, y = make_classification(20_000, 6, random_state=0)
@@ -272,7 +276,11 @@ def test_a_worker_killed_mid_fit_is_named_and_nothing_is_fitted():
 
         thread = threading.Thread(target=fit)
         thread.start()
-        time.sleep(15)  # the actors hold their rows and the rounds run
+        # Both workers hold their actor (their rows), then the rounds run for a while.
+        deadline = time.monotonic() + 300
+        while (sum(client.run(_n_actors).values()) < 2 and time.monotonic() < deadline):
+            time.sleep(0.2)
+        time.sleep(3)
         address, pid = sorted(pids.items())[0]
         os.kill(pid, signal.SIGKILL)
         thread.join(120)
