@@ -263,7 +263,6 @@ def test_a_worker_killed_mid_fit_is_named_and_nothing_is_fitted():
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                                   dashboard_address=None) as cluster, \
             distributed.Client(cluster, set_as_default=False) as client:
-        pids = client.run(os.getpid)
         est = DaskGradientBoostingClassifier(client=client, n_estimators=5000,
                                              max_leaf_nodes=31, max_depth=None)
         outcome = {}
@@ -278,15 +277,20 @@ def test_a_worker_killed_mid_fit_is_named_and_nothing_is_fitted():
         thread.start()
         # Both workers hold their actor (their rows), then the rounds run for a while.
         deadline = time.monotonic() + 300
-        while (sum(client.run(_n_actors).values()) < 2 and time.monotonic() < deadline):
-            time.sleep(0.2)
+        # (A worker busy loading its rows may not answer: it counts as none yet.)
+        while (sum(client.run(_n_actors, on_error="ignore").values()) < 2
+               and time.monotonic() < deadline):
+            time.sleep(0.5)
         time.sleep(3)
+        pids = client.run(os.getpid)
         address, pid = sorted(pids.items())[0]
         os.kill(pid, signal.SIGKILL)
         thread.join(120)
         assert not thread.is_alive()
     error = outcome.get("error")
+    # The killed worker, or on a host too loaded for the heartbeats another one the
+    # scheduler dropped first: a worker of the cluster either way.
     assert type(error).__name__ == "WorkerLostError"
     assert "no model was fitted" in str(error)
-    assert "tcp://" in str(error)
+    assert any(worker in str(error) for worker in pids)
     assert not hasattr(est, "model_")

@@ -10,7 +10,7 @@ concatenated rows (to rounding), and :meth:`~DaskGradientBoostingClassifier.to_l
 returns it as that ordinary estimator (which :func:`cipherforest.io.save_model` saves).
 
 This package imports Dask; the core (:mod:`cipherforest.tree`, :mod:`cipherforest.ensemble`)
-never imports it (an import-linter contract).
+never imports it (the import-linter layers put this package above the core).
 """
 
 from ._boosting import (
