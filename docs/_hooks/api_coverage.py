@@ -23,6 +23,7 @@ PUBLIC_MODULES = (
     "cipherforest.tree",
     "cipherforest.ensemble",
     "cipherforest.io",
+    "cipherforest.dask",
     "cipherforest.privacy",
     "cipherforest.privacy.attacks",
     "cipherforest.experiments",

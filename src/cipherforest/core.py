@@ -9,7 +9,10 @@ layers outside ``tree`` and ``ensemble`` never import those packages' private mo
 The estimators :class:`~cipherforest.ensemble.RandomForestClassifier`,
 :class:`~cipherforest.ensemble.RandomForestRegressor` (the server grows the randomized-response
 forests with them) and :class:`~cipherforest.tree.DecisionTreeRegressor` (the private boosting's
-server grows each round's tree with it) are here too, imported on first use.
+server grows each round's tree with it) are here too, imported on first use, and so is the
+transport-free half of data-parallel boosting (``RowShard``, ``LocalShards``,
+``fit_data_parallel``, ``check_data_parallel_params``, with the gradient boosting estimators it
+fits) that :mod:`cipherforest.dask` runs on Dask workers.
 """
 
 from typing import TYPE_CHECKING
@@ -24,16 +27,25 @@ from .tree._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["DecisionTreeRegressor", "JIT_OPTIONS", "ProgressBar", "RandomForestClassifier",
-           "RandomForestRegressor", "bin_thresholds_for_column", "bootstrap_counts",
-           "child_seed", "draw_seeds", "effective_n_jobs", "fit_regression_tree_prepared",
-           "make_state", "map_in_threads", "prepare_tree_data", "rand_int",
-           "resolve_max_features", "resolve_n_draws"]
+__all__ = ["DecisionTreeRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
+           "JIT_OPTIONS", "LocalShards", "ProgressBar", "RandomForestClassifier",
+           "RandomForestRegressor", "RowShard", "bin_thresholds_for_column", "bootstrap_counts",
+           "check_data_parallel_params", "child_seed", "draw_seeds", "effective_n_jobs",
+           "fit_data_parallel", "fit_regression_tree_prepared", "make_state", "map_in_threads",
+           "prepare_tree_data", "rand_int", "resolve_max_features", "resolve_n_draws"]
 
-# The estimators load scikit-learn's machinery and their kernels: imported on first use.
-__getattr__, __dir__ = lazy_exports(__name__, {"DecisionTreeRegressor": "..tree",
-                                                "RandomForestClassifier": "..ensemble",
-                                                "RandomForestRegressor": "..ensemble"})
+# These load scikit-learn's estimator machinery and their kernels: imported on first use.
+__getattr__, __dir__ = lazy_exports(__name__, {
+    "DecisionTreeRegressor": "..tree",
+    "RandomForestClassifier": "..ensemble",
+    "RandomForestRegressor": "..ensemble",
+    "GradientBoostingClassifier": "..ensemble",
+    "GradientBoostingRegressor": "..ensemble",
+    "LocalShards": "..ensemble._data_parallel",
+    "RowShard": "..ensemble._data_parallel",
+    "check_data_parallel_params": "..ensemble._data_parallel",
+    "fit_data_parallel": "..ensemble._data_parallel",
+})
 
 
 def fit_regression_tree_prepared(tree, data, y, seed: int):
@@ -49,6 +61,12 @@ def fit_regression_tree_prepared(tree, data, y, seed: int):
 
 
 if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
+    from .ensemble import GradientBoostingClassifier as GradientBoostingClassifier
+    from .ensemble import GradientBoostingRegressor as GradientBoostingRegressor
     from .ensemble import RandomForestClassifier as RandomForestClassifier
     from .ensemble import RandomForestRegressor as RandomForestRegressor
+    from .ensemble._data_parallel import LocalShards as LocalShards
+    from .ensemble._data_parallel import RowShard as RowShard
+    from .ensemble._data_parallel import check_data_parallel_params as check_data_parallel_params
+    from .ensemble._data_parallel import fit_data_parallel as fit_data_parallel
     from .tree import DecisionTreeRegressor as DecisionTreeRegressor

@@ -1,0 +1,445 @@
+"""The Dask estimators: collections to worker-held shards, and the driver's transport.
+
+A fit persists the collection's partitions on the cluster (generated where their graph
+says, never gathered), starts one :class:`_ShardActor` per worker holding partitions, on
+that worker, which checks its partitions and keeps them as one
+:class:`~cipherforest.core.RowShard`; the driver (``fit_data_parallel``) then calls the
+actors directly (a Dask actor's calls go from this process to its worker without the
+scheduler: a split costs one round trip per worker, a few milliseconds).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+from distributed import default_client, wait
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..core import (
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+    RowShard,
+    check_data_parallel_params,
+    fit_data_parallel,
+)
+
+__all__ = ["DaskGradientBoostingClassifier", "DaskGradientBoostingRegressor", "WorkerLostError"]
+
+
+class WorkerLostError(RuntimeError):
+    """A worker holding rows of a data-parallel fit failed or left during the fit.
+
+    The message names the worker's address. The estimator is left unfitted: a worker's
+    rows live in its actor's memory (binned, with their gradients), which Dask does not
+    recompute, so the fit is not resumed; fit again on the remaining workers."""
+
+
+def _partition_rows(index: int, X, y, columns, label):
+    """Partition ``index`` as ``(float64 rows, labels)``, checked against the collection's
+    columns (DataFrames) and the label column ``label`` (when y is a column of X)."""
+    if isinstance(X, pd.DataFrame):
+        if label is not None:
+            if label not in X.columns:
+                raise ValueError(f"partition {index} has no label column {label!r}")
+            y = X[label].to_numpy()
+            X = X.drop(columns=[label])
+        if list(X.columns) != list(columns):
+            raise ValueError(f"partition {index} has columns {list(X.columns)}, the "
+                             f"collection {list(columns)}")
+        for name, dtype in X.dtypes.items():
+            if not (pd.api.types.is_numeric_dtype(dtype) or pd.api.types.is_bool_dtype(dtype)):
+                raise ValueError(f"partition {index}: column {name!r} has dtype {dtype}, "
+                                 "not a number")
+        X = X.to_numpy(dtype=np.float64, na_value=np.nan)
+    X = np.asarray(X)
+    if X.ndim != 2 or (columns is not None and X.shape[1] != len(columns)):
+        raise ValueError(f"partition {index} has shape {X.shape}, expected "
+                         f"{len(columns) if columns is not None else 'some'} columns")
+    if X.dtype.kind not in "biuf":
+        raise ValueError(f"partition {index} has dtype {X.dtype}, not a number")
+    y = np.asarray(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"partition {index} has {X.shape[0]} rows of X and labels of "
+                         f"shape {y.shape}")
+    return X, y
+
+
+class _ShardActor:
+    """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor)."""
+
+    def __init__(self, indices, X_parts, y_parts, columns, label):
+        rows = [_partition_rows(i, X, y, columns, label)
+                for i, X, y in zip(indices, X_parts, y_parts, strict=True)]
+        self.part_rows = [X.shape[0] for X, _ in rows]
+        self.shard = RowShard([X for X, _ in rows], [y for _, y in rows])
+
+    def partition_rows(self) -> list[int]:
+        """Rows of each of this worker's partitions, in their order."""
+        return self.part_rows
+
+    def run(self, method: str, args: tuple):
+        """``shard.method(*args)``."""
+        return getattr(self.shard, method)(*args)
+
+
+class _DaskShards:
+    """The driver's ``ShardGroup`` over the actors: every call goes to all workers at once,
+    then the results are collected in order. A worker that fails or leaves ends the fit
+    with a ``WorkerLostError`` naming it (an actor's state is not recomputed)."""
+
+    def __init__(self, actors: list, addresses: list[str]):
+        self.actors = actors
+        self.addresses = addresses
+
+    def call(self, method: str, *args) -> list:
+        return self.collect([actor.run(method, args) for actor in self.actors])
+
+    def call_each(self, method: str, args_per_shard: list) -> list:
+        return self.collect([actor.run(method, tuple(args))
+                              for actor, args in zip(self.actors, args_per_shard, strict=True)])
+
+    def collect(self, futures: list) -> list:
+        """The actor calls' results, in order (a lost worker: ``WorkerLostError``)."""
+        out = []
+        for future, address in zip(futures, self.addresses, strict=True):
+            try:
+                out.append(future.result())
+            except (ValueError, TypeError):
+                raise  # bad input, reported by the shard
+            except Exception as error:
+                raise WorkerLostError(f"the Dask worker {address} holding rows of the fit "
+                                      f"failed or left ({type(error).__name__}: {error}); no "
+                                      "model was fitted") from error
+        return out
+
+
+def _partitions(client, collection) -> list:
+    """The collection computed on the cluster: one future per partition, in row order."""
+    parts = collection.to_delayed()
+    if isinstance(parts, np.ndarray):
+        parts = list(parts.ravel())
+    return client.compute(list(parts))
+
+
+def _collections(X, y):
+    """``(X, y, columns, label)``: the collections as partitioned alike, X's column names
+    (None for arrays) and the label column's name when ``y`` names a column of X."""
+    label = None
+    if isinstance(X, dd.DataFrame):
+        columns = list(X.columns)
+        if isinstance(y, str):
+            if y not in columns:
+                raise ValueError(f"the label column {y!r} is not a column of X")
+            label = y
+            columns = [c for c in columns if c != y]
+            return X, X, columns, label
+        if isinstance(y, dd.DataFrame | dd.Series):
+            if y.npartitions != X.npartitions:
+                raise ValueError(f"X has {X.npartitions} partitions and y "
+                                 f"{y.npartitions}; they must be partitioned alike")
+            return X, y, columns, None
+        if isinstance(y, da.Array):
+            return X, y, columns, None
+        raise TypeError(f"y must be a Dask Series, array or a column name of X, not "
+                        f"{type(y).__name__}")
+    if isinstance(X, da.Array):
+        if X.ndim != 2:
+            raise ValueError(f"X must have 2 dimensions, not {X.ndim}")
+        X = X.rechunk({1: -1})
+        if isinstance(y, da.Array):
+            if y.ndim != 1:
+                raise ValueError(f"y must have 1 dimension, not {y.ndim}")
+            if y.shape[0] != X.shape[0] and not (np.isnan(y.shape[0]) or np.isnan(X.shape[0])):
+                raise ValueError(f"X has {X.shape[0]} rows and y {y.shape[0]}")
+            if not any(np.isnan(c) for c in X.chunks[0] + y.chunks[0]):
+                y = y.rechunk((X.chunks[0],))
+            elif y.numblocks[0] != X.numblocks[0]:
+                raise ValueError(f"X has {X.numblocks[0]} row blocks and y "
+                                 f"{y.numblocks[0]}; they must be partitioned alike")
+        elif isinstance(y, dd.Series | dd.DataFrame):
+            if y.npartitions != X.numblocks[0]:
+                raise ValueError(f"X has {X.numblocks[0]} row blocks and y {y.npartitions} "
+                                 "partitions; they must be partitioned alike")
+        else:
+            raise TypeError(f"y must be a Dask array or Series, not {type(y).__name__}")
+        return X, y, None, None
+    raise TypeError(f"X must be a Dask array or DataFrame, not {type(X).__name__} (fit the "
+                    "ordinary estimator on in-memory data)")
+
+
+class _DaskBoosting(BaseEstimator):
+    """Fit on Dask collections, prediction per partition, ``to_local``."""
+
+    _local_class: type = GradientBoostingClassifier
+
+    def _client(self):
+        return self.client if self.client is not None else default_client()
+
+    def _local_params(self) -> dict:
+        params = self.get_params(deep=False)
+        del params["client"]
+        return params
+
+    def fit(self, X, y):
+        """Fit on the rows of Dask collections, each worker training on its partitions.
+
+        Parameters
+        ----------
+        X : dask.array.Array of shape (n_samples, n_features) or dask.dataframe.DataFrame
+            Training rows, partitioned by rows; NaN is allowed.
+        y : dask.array.Array, dask.dataframe.Series or str
+            Labels (classifier) or targets (regressor), partitioned as X; or the name of
+            X's label column.
+
+        Returns
+        -------
+        self : estimator
+
+        Raises
+        ------
+        ValueError
+            Partitions that disagree (columns, dtypes, row counts), a missing label
+            column, no rows, fewer than two classes, unsupported settings.
+        WorkerLostError
+            A worker holding rows failed or left during the fit (nothing is fitted).
+        """
+        for name in ("model_", "n_features_in_", "classes_", "feature_names_in_"):
+            self.__dict__.pop(name, None)
+        local = self._local_class(**self._local_params())
+        check_data_parallel_params(local)
+        client = self._client()
+        X, y, columns, label = _collections(X, y)
+        X_parts = _partitions(client, X)
+        y_parts = X_parts if label is not None else _partitions(client, y)
+        with client.as_current():
+            wait(X_parts + y_parts)
+        who_has = client.who_has(X_parts)
+        owners: dict[str, list[int]] = {}
+        for i, future in enumerate(X_parts):
+            holders = who_has.get(future.key) or ()
+            if not holders:
+                raise WorkerLostError(f"partition {i} is held by no worker")
+            owners.setdefault(sorted(holders)[0], []).append(i)
+        addresses = sorted(owners)
+        actor_futures = [
+            client.submit(_ShardActor, owners[address], [X_parts[i] for i in owners[address]],
+                          [y_parts[i] for i in owners[address]], columns, label, actor=True,
+                          workers=[address], allow_other_workers=False, pure=False)
+            for address in addresses]
+        shards = _DaskShards([future.result() for future in actor_futures], addresses)
+        try:
+            del X_parts, y_parts  # the actors hold the rows now
+            part_rows = shards.collect([actor.partition_rows() for actor in shards.actors])
+            where = {}
+            for s, address in enumerate(addresses):
+                offset = 0
+                for i, n in zip(owners[address], part_rows[s], strict=True):
+                    where[i] = (s, offset, n)
+                    offset += n
+            blocks = [where[i] for i in sorted(where)]
+            model = fit_data_parallel(local, shards, feature_names=columns, blocks=blocks)
+        finally:
+            del shards
+            for future in actor_futures:
+                future.release()
+        self.model_ = model
+        self.n_features_in_ = model.n_features_in_
+        if columns is not None and all(isinstance(c, str) for c in columns):
+            self.feature_names_in_ = np.asarray(columns, dtype=object)
+        if hasattr(model, "classes_"):
+            self.classes_ = model.classes_
+        return self
+
+    def to_local(self):
+        """The fitted model as the ordinary estimator (a copy), e.g. for ``save_model``.
+
+        Returns
+        -------
+        estimator : GradientBoostingClassifier or GradientBoostingRegressor
+        """
+        check_is_fitted(self, "model_")
+        return copy.deepcopy(self.model_)
+
+    def _apply(self, X, method: str, n_outputs: int | None):
+        """``model_.method`` per partition of a Dask collection (lazily), or directly on
+        in-memory data."""
+        check_is_fitted(self, "model_")
+        model = self.model_
+        if isinstance(X, da.Array):
+            X = X.rechunk({1: -1})
+            if n_outputs is None:
+                return X.map_blocks(_call_model, model, method, drop_axis=1,
+                                    dtype=self._output_dtype(method))
+            return X.map_blocks(_call_model, model, method, dtype=np.float64,
+                                chunks=(X.chunks[0], (n_outputs,)))
+        if isinstance(X, dd.DataFrame):
+            if n_outputs is None:
+                meta = pd.Series(np.zeros(0, dtype=self._output_dtype(method)))
+                return X.map_partitions(_call_model_frame, model, method, meta=meta)
+            names = [str(c) for c in getattr(model, "classes_", range(n_outputs))]
+            meta = pd.DataFrame({name: np.zeros(0) for name in names})
+            return X.map_partitions(_call_model_frame, model, method, meta=meta)
+        return getattr(model, method)(X)
+
+    def _output_dtype(self, method):
+        if method == "predict" and hasattr(self.model_, "classes_"):
+            return self.model_.classes_.dtype
+        return np.float64
+
+
+def _call_model(block, model, method):
+    return getattr(model, method)(block)
+
+
+def _call_model_frame(frame, model, method):
+    out = getattr(model, method)(frame)
+    if out.ndim == 1:
+        return pd.Series(out, index=frame.index)
+    names = [str(c) for c in getattr(model, "classes_", range(out.shape[1]))]
+    return pd.DataFrame(out, index=frame.index, columns=names)
+
+
+_PARAMS_DOC = """\
+    client : distributed.Client, default=None
+        The cluster to fit on; None uses the default client (``distributed.default_client``).
+    learning_rate, n_estimators, max_depth, min_samples_split, min_samples_leaf, \
+min_impurity_decrease, random_state, max_leaf_nodes, verbose
+        As in the ordinary estimator.
+    max_bins : int in [2, 255], default=255
+        Bins per feature (the fit grows on histograms only); the bin edges are the ones the
+        ordinary estimator places on the concatenated rows.
+"""
+
+
+
+class DaskGradientBoostingClassifier(ClassifierMixin, _DaskBoosting):
+    __doc__ = f"""Gradient boosting classifier trained data-parallel on a Dask cluster.
+
+    The model of :class:`~cipherforest.ensemble.GradientBoostingClassifier` with the same
+    parameters on the concatenated rows (to rounding), trained with the rows left on their
+    workers. Settings outside this list are those of the ordinary estimator's defaults
+    (no subsampling, no ``init`` estimator, every feature, no early stopping, no sample
+    weights).
+
+    Parameters
+    ----------
+    loss : {{"log_loss"}}, default="log_loss"
+        Binary or multiclass log loss (the exponential loss is not supported).
+{_PARAMS_DOC}
+    Attributes
+    ----------
+    model_ : GradientBoostingClassifier
+        The fitted ordinary estimator (``to_local`` returns a copy).
+    classes_ : ndarray of shape (n_classes,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X is a DataFrame with string column names.
+    """
+
+    _local_class = GradientBoostingClassifier
+
+    def __init__(self, *, client=None, loss="log_loss", learning_rate=0.1, n_estimators=100,
+                 max_depth=3, min_samples_split=2, min_samples_leaf=1,
+                 min_impurity_decrease=0.0, random_state=None, max_leaf_nodes=None,
+                 max_bins=255, verbose=0):
+        self.client = client
+        self.loss = loss
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_impurity_decrease = min_impurity_decrease
+        self.random_state = random_state
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_bins = max_bins
+        self.verbose = verbose
+
+    def predict(self, X):
+        """Most probable class of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)
+
+    def predict_proba(self, X):
+        """Class probabilities of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        proba : dask.array.Array, dask.dataframe.DataFrame or ndarray
+            Shape (n_samples, n_classes); DataFrame columns are the classes as strings.
+        """
+        check_is_fitted(self, "model_")
+        return self._apply(X, "predict_proba", len(self.classes_))
+
+
+class DaskGradientBoostingRegressor(RegressorMixin, _DaskBoosting):
+    __doc__ = f"""Gradient boosting regressor trained data-parallel on a Dask cluster.
+
+    The model of :class:`~cipherforest.ensemble.GradientBoostingRegressor` with the same
+    parameters on the concatenated rows (to rounding); see
+    :class:`DaskGradientBoostingClassifier` for what is left at the ordinary defaults.
+
+    Parameters
+    ----------
+    loss : {{"squared_error"}}, default="squared_error"
+        The other losses' line searches (medians, quantiles) are not sums over rows.
+{_PARAMS_DOC}
+    Attributes
+    ----------
+    model_ : GradientBoostingRegressor
+        The fitted ordinary estimator (``to_local`` returns a copy).
+    n_features_in_ : int
+    feature_names_in_ : ndarray of shape (n_features_in_,)
+        Only when X is a DataFrame with string column names.
+    """
+
+    _local_class = GradientBoostingRegressor
+
+    def __init__(self, *, client=None, loss="squared_error", learning_rate=0.1,
+                 n_estimators=100, max_depth=3, min_samples_split=2, min_samples_leaf=1,
+                 min_impurity_decrease=0.0, random_state=None, max_leaf_nodes=None,
+                 max_bins=255, verbose=0):
+        self.client = client
+        self.loss = loss
+        self.learning_rate = learning_rate
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.min_impurity_decrease = min_impurity_decrease
+        self.random_state = random_state
+        self.max_leaf_nodes = max_leaf_nodes
+        self.max_bins = max_bins
+        self.verbose = verbose
+
+    def predict(self, X):
+        """Predicted targets: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)

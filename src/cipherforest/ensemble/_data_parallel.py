@@ -1,0 +1,641 @@
+"""Data-parallel histogram boosting: rows in shards, one driver choosing every split.
+
+The transport-free half of :mod:`cipherforest.dask` (the layering of LightGBM's ``dask.py``
+over its core): this module imports no Dask. A :class:`RowShard` holds one worker's rows
+(binned once, the labels, the raw predictions and gradients of its rows) and answers a
+driver's requests with small arrays: histograms of nodes, node statistics, leaf sums.
+:func:`fit_data_parallel` is the driver; it reaches its shards through a ``ShardGroup``
+(anything with ``call(method, *args)`` returning one result per shard, in shard order), so
+the same driver runs on in-process shards (:class:`LocalShards`, the tests' oracle) and on
+Dask actors.
+
+What a boosting round does, and where::
+
+    driver                                   every shard (its own rows)
+    ------                                   --------------------------
+                                             gradients of its rows (the loss)
+    root stats, root histogram  <- sum --    stats and compact histogram of its rows
+    per split chosen (scan_compact_node):
+      (feature, bin, NaN side)  -- send ->   partition the node's rows (the grower's kernel),
+      smaller child's histogram <- sum --    sum and histogram the smaller child's rows
+      larger child = parent - smaller
+    leaf line search            <- sum --    per-leaf sums of gradient and hessian
+    steps of the leaves         -- send ->   raw += learning_rate * step[leaf of row]
+
+The frontier is the single-machine grower's (a stack, or a heap on the impurity decrease
+when ``max_leaf_nodes`` is set), its nodes draw their feature order from the same seeds
+(``child_seed``) and are scanned by the same kernel, so a fit grows the trees the
+single-process fit grows on the concatenated rows. Sums differ in their last bits only
+(each shard sums its rows, the driver sums the shards; the single machine sums two row
+shards), so the model's predictions agree to rounding unless two candidate splits tie to
+within it. Bin edges come from the same rows as one machine's: the driver draws the same
+row sample of the global index (``SUBSAMPLE_FOR_BINNING`` rows) and gathers those rows
+only (32 MB at 20 features), so the edges are bit-identical.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+
+import numpy as np
+from sklearn.base import ClassifierMixin
+from sklearn.utils.validation import check_random_state
+
+from ..tree._binning import (
+    SUBSAMPLE_FOR_BINNING,
+    apply_bins,
+    fit_bin_thresholds,
+    n_value_bins,
+    threshold_table,
+)
+from ..tree._common import (
+    CRITERION_SQUARED_ERROR,
+    EPSILON,
+    STAT_COUNT,
+    STAT_FIRST,
+    STAT_WEIGHT,
+    TREE_LEAF,
+    TREE_UNDEFINED,
+)
+from ..tree._criteria import node_impurity
+from ..tree._fit import row_index_dtype
+from ..tree._grower import _is_splittable
+from ..tree._histogram import (
+    build_compact_histogram,
+    partition_unit_squared_error,
+)
+from ..tree._node_threads import scan_compact_node
+from ..tree._rng import child_seed, make_state
+from ..tree._split_record import (
+    MISSING_UNSEEN,
+    SPLIT_CHILDREN,
+    SPLIT_FEATURE,
+    SPLIT_LEFT,
+    SPLIT_MISSING_LEFT,
+    SPLIT_POSITION,
+    SPLIT_THRESHOLD,
+    split_record_size,
+)
+from ..tree._tree import Tree
+from ..tree._weights import unit_weight_view
+from ._base import SEED_BOUND, draw_seeds, seeded_stream
+from ._gb_predict import leaf_steps, pack_ensemble
+from ._gradient_boosting import _stage_array
+
+__all__ = ["LocalShards", "RowShard", "check_data_parallel_params", "fit_data_parallel"]
+
+#: Squared-error stats vector: weight, count, sum of the target, sum of its squares.
+_N_STATS = 4
+#: Compact histogram columns under unit weights: weight (= count), sum.
+_HIST_STATS = 2
+#: Losses whose leaf line search is a ratio of per-leaf sums (so shards can sum them):
+#: name -> (hessian form, or None for "the grown values stand").
+_NEWTON_LOSSES = {"squared_error": None, "log_loss": "newton"}
+
+
+def check_data_parallel_params(estimator) -> None:
+    """Refuse the settings the data-parallel fit does not implement, naming them."""
+    unsupported = {"subsample": 1.0, "init": None, "max_features": None,
+                   "n_iter_no_change": None, "ccp_alpha": 0.0,
+                   "min_weight_fraction_leaf": 0.0, "warm_start": False}
+    for name, default in unsupported.items():
+        if getattr(estimator, name) != default:
+            raise ValueError(f"{type(estimator).__name__}: {name}={getattr(estimator, name)!r} "
+                             f"is not supported by the data-parallel fit (only {default!r})")
+    if estimator.max_bins is None:
+        raise ValueError(f"{type(estimator).__name__}: the data-parallel fit grows on "
+                         "histograms; max_bins must be an int, not None")
+    if estimator.loss not in _NEWTON_LOSSES:
+        raise ValueError(f"{type(estimator).__name__}: loss={estimator.loss!r} is not "
+                         f"supported by the data-parallel fit (one of {sorted(_NEWTON_LOSSES)})"
+                         "; its line search is not a ratio of per-leaf sums")
+
+
+class RowShard:
+    """One worker's rows and everything the fit keeps per row.
+
+    Parameters
+    ----------
+    X : ndarray of shape (n_rows, n_features), or a list of such row blocks
+        The rows (float64 after conversion; NaN allowed), in order. Dropped once binned;
+        blocks are binned one at a time (no concatenated float copy).
+    y : ndarray of shape (n_rows,), or a list of one array per block
+        Labels or targets of the rows.
+    """
+
+    def __init__(self, X, y):
+        parts = X if isinstance(X, list) else [X]
+        parts = [np.ascontiguousarray(part, dtype=np.float64) for part in parts]
+        labels = [np.asarray(v) for v in (y if isinstance(y, list) else [y])]
+        if (not parts or len(labels) != len(parts)
+                or any(part.ndim != 2 for part in parts)
+                or any(v.ndim != 1 or v.shape[0] != part.shape[0]
+                       for part, v in zip(parts, labels, strict=True))):
+            raise ValueError(f"a shard needs row blocks of 2 dimensions and labels of 1 with as "
+                             f"many rows; got X {[part.shape for part in parts]}, y "
+                             f"{[v.shape for v in labels]}")
+        widths = {part.shape[1] for part in parts}
+        if len(widths) != 1:
+            raise ValueError(f"the partitions have different numbers of columns: "
+                             f"{sorted(widths)}")
+        self.X_parts = parts
+        self.labels = labels[0] if len(labels) == 1 else np.concatenate(labels)
+        self.n_rows = int(sum(part.shape[0] for part in parts))
+        self.n_features = widths.pop()
+
+    # ---------------------------------------------------------------- data preparation
+    def shape(self) -> tuple[int, int]:
+        """``(n_rows, n_features)``."""
+        return self.n_rows, self.n_features
+
+    def rows(self, index: np.ndarray) -> np.ndarray:
+        """The float rows ``index`` (sorted local row numbers), for the bin edges."""
+        out = np.empty((index.shape[0], self.n_features))
+        begin = 0
+        for part in self.X_parts:
+            lo, hi = np.searchsorted(index, [begin, begin + part.shape[0]])
+            out[lo:hi] = part[index[lo:hi] - begin]
+            begin += part.shape[0]
+        return out
+
+    def label_summary(self, classify: bool) -> np.ndarray:
+        """The distinct labels (classification) or ``[sum, count]`` of the targets."""
+        if classify:
+            return np.unique(self.labels)
+        y = np.asarray(self.labels, dtype=np.float64)
+        if not np.all(np.isfinite(y)):
+            raise ValueError("y contains NaN or infinity")
+        return np.array([y.sum(), float(y.shape[0])])
+
+    def prepare(self, edges: list, classes: np.ndarray | None, init_raw: np.ndarray) -> np.ndarray:
+        """Bin the rows (then drop the floats), encode the labels, start the raw
+        predictions at ``init_raw``; returns the class counts (classification) or nothing."""
+        width = n_value_bins(edges)
+        binned = [apply_bins(part, edges, width) for part in self.X_parts]
+        self.X_parts = None
+        self.X_binned = binned[0] if len(binned) == 1 else np.concatenate(binned)
+        del binned
+        if classes is not None:
+            encoded = np.searchsorted(classes, self.labels)
+            self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
+                                    else np.int32)
+        else:
+            self.y = np.asarray(self.labels, dtype=np.float64)
+        self.labels = None
+        self.set_raw(init_raw)
+        self.samples = np.arange(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
+        self.buffer = np.empty_like(self.samples)
+        return np.zeros(0)
+
+    def set_raw(self, init_raw: np.ndarray) -> None:
+        """Every row's raw predictions set to ``init_raw`` (one value per tree of a round)."""
+        self.raw = np.asfortranarray(np.tile(np.asarray(init_raw, dtype=np.float64),
+                                             (self.n_rows, 1)))
+
+    def class_counts(self, n_classes: int) -> np.ndarray:
+        """Rows of each class index (after ``prepare``)."""
+        return np.bincount(self.y.astype(np.intp), minlength=n_classes).astype(np.float64)
+
+    # ---------------------------------------------------------------- rounds and trees
+    def begin_round(self, loss) -> None:
+        """The negative gradient of every row at the current raw predictions."""
+        self.gradient = np.asfortranarray(loss.negative_gradient(self.y, self.raw))
+
+    def root(self, k: int, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
+        """Start tree ``k`` of the round (all rows in the root): the root's stats and its
+        compact histogram over this shard's rows."""
+        self.target = np.ascontiguousarray(self.gradient[:, k])
+        self.samples[:] = np.arange(self.n_rows, dtype=self.samples.dtype)
+        self.segments = {0: (0, self.n_rows)}
+        g = self.target
+        stats = np.array([float(self.n_rows), float(self.n_rows), g.sum(), (g * g).sum()])
+        return stats, self._histogram(0, 0, self.n_rows, n_bins)
+
+    def _histogram(self, node: int, start: int, end: int, n_bins: int) -> np.ndarray:
+        hist = np.zeros((self.n_features, n_bins, _HIST_STATS))
+        lo = np.zeros(self.n_features, dtype=np.int64)
+        hi = np.zeros(self.n_features, dtype=np.int64)
+        if end > start:
+            build_compact_histogram(hist, lo, hi, self.X_binned, self.samples, np.int64(start),
+                                    np.int64(end), self.target, _NO_WEIGHTS, None)
+        return hist
+
+    def split(self, requests: list, n_bins: int) -> list:
+        """Apply splits to this shard's rows: each request ``(node, feature, bin,
+        missing_left, left_id, right_id, summed, build)`` partitions the node's rows
+        (left first, in row order), sums the stats of child ``summed`` (0 left, 1 right)
+        and, when ``build``, its compact histogram. Returns ``(stats, histogram or None)``
+        per request."""
+        out = []
+        for node, feature, position, missing_left, left_id, right_id, summed, build in requests:
+            start, end = self.segments.pop(node)
+            stats = np.zeros(_N_STATS)
+            mid = start
+            if end > start:
+                mid = partition_unit_squared_error(
+                    np.int64(feature), np.int64(position), bool(missing_left), self.samples,
+                    np.int64(start), np.int64(end), self.X_binned, np.int64(n_bins - 1),
+                    self.buffer, self.target, np.int64(summed), stats)
+            self.segments[left_id] = (start, mid)
+            self.segments[right_id] = (mid, end)
+            first, last = (start, mid) if summed == 0 else (mid, end)
+            out.append((stats, self._histogram(0, first, last, n_bins) if build else None))
+        return out
+
+    def leaf_sums(self, owner: np.ndarray, n_nodes: int, hessian: str | None) -> np.ndarray:
+        """Per node of the finished tree, the sums of the line search over this shard's
+        rows: ``[gradient sums, hessian sums]`` (hessian ``None``: the grown values stand,
+        nothing to sum). ``owner`` maps the node ids the rows were split under to the
+        tree's nodes (a split the driver undid gives its rows back to its node)."""
+        leaves = np.empty(self.n_rows, dtype=np.intp)
+        for node, (start, end) in self.segments.items():
+            leaves[self.samples[start:end]] = owner[node]
+        self.leaves = leaves
+        if hessian is None:
+            return np.zeros((2, 0))
+        g = self.target
+        if hessian == "binomial":
+            h = self.y - g  # p, as g = y - p
+        else:  # multinomial: |g| (1 - |g|), as the single-machine loss
+            h = np.abs(g)
+        return np.stack([np.bincount(leaves, weights=g, minlength=n_nodes),
+                         np.bincount(leaves, weights=h * (1.0 - h), minlength=n_nodes)])
+
+    def add_steps(self, k: int, step: np.ndarray) -> None:
+        """``raw[:, k] += step[leaf of the row]`` (the tree's learning-rate steps)."""
+        self.raw[:, k] += step[self.leaves]
+        self.leaves = None
+
+    def loss_sum(self, loss) -> float:
+        """The loss summed over this shard's rows (its mean times its rows)."""
+        if self.n_rows == 0:
+            return 0.0
+        return float(loss(self.y, self.raw, unit_weight_view(self.n_rows))) * self.n_rows
+
+
+#: Unit weights as the compact histogram kernel takes them (not read under 2 columns).
+_NO_WEIGHTS = np.zeros(0)
+
+
+class LocalShards:
+    """A ``ShardGroup`` of :class:`RowShard` objects in this process (the driver's
+    transport for tests and for one machine)."""
+
+    def __init__(self, shards: list[RowShard]):
+        self.shards = list(shards)
+
+    def call(self, method: str, *args) -> list:
+        """``getattr(shard, method)(*args)`` for every shard, in order."""
+        return [getattr(shard, method)(*args) for shard in self.shards]
+
+    def call_each(self, method: str, args_per_shard: list) -> list:
+        """``getattr(shard, method)(*args)`` with each shard's own ``args``."""
+        return [getattr(shard, method)(*args)
+                for shard, args in zip(self.shards, args_per_shard, strict=True)]
+
+
+def _occupied(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each feature's first and last bin holding rows (``n_bins`` and -1 when none)."""
+    occupied = hist[:, :, 0] > 0.5
+    any_rows = occupied.any(axis=1)
+    n_bins = hist.shape[1]
+    lo = np.where(any_rows, occupied.argmax(axis=1), n_bins).astype(np.int64)
+    hi = np.where(any_rows, n_bins - 1 - occupied[:, ::-1].argmax(axis=1), -1).astype(np.int64)
+    return lo, hi
+
+
+def _summed(parts) -> np.ndarray:
+    """The sum of the shards' arrays, in shard order."""
+    total = parts[0].copy()
+    for part in parts[1:]:
+        total += part
+    return total
+
+
+class _TreeDriver:
+    """Grows one tree on the shards: the single-machine grower's frontier, with the shards
+    building histograms of their rows and the driver scanning their sums."""
+
+    def __init__(self, shards, params, thresholds: np.ndarray, n_features: int,
+                 total_weight: float):
+        self.shards = shards
+        self.params = params
+        self.thresholds = thresholds
+        self.n_bins = thresholds.shape[1] + 1
+        self.n_features = n_features
+        self.total_weight = total_weight
+        record = split_record_size(_N_STATS)
+        self._scratch = [np.zeros(_N_STATS) for _ in range(3)]
+        self._features = np.zeros(n_features, dtype=np.int64)
+        self._rng = make_state(0)
+        self._record = record
+
+    def _splittable(self, stats, depth, impurity) -> bool:
+        p = self.params
+        return bool(_is_splittable(stats, np.int64(depth), p.max_depth, p.min_samples_split,
+                                   p.min_samples_leaf, p.min_weight_leaf, impurity))
+
+    def _scan(self, hist, stats, seed):
+        """The node's best split record (feature -1: none), as the grower scans it."""
+        split = np.zeros(self._record)
+        lo, hi = _occupied(hist)
+        cum, left, right = self._scratch
+        scan_compact_node(np.uint64(seed), hist, lo, hi, self.thresholds, stats,
+                          self.params.min_samples_leaf, self.params.min_weight_leaf,
+                          self.params.max_features, self._features, self._rng, split, cum,
+                          left, right)
+        return split
+
+    def grow(self, k: int, seed: int) -> tuple[Tree, np.ndarray]:
+        """Grow tree ``k`` of the round from ``seed``; returns the tree and, per node id the
+        shards hold their rows under, the tree's node (for ``leaf_sums``)."""
+        results = self.shards.call("root", k, self.n_bins)
+        root_stats = _summed([r[0] for r in results])
+        nodes = [self._new_node(root_stats)]
+        self._counter = 0
+        frontier = []
+        if self._splittable(root_stats, 0, nodes[0]["impurity"]):
+            frontier = self._evaluate(nodes, [(0, 0, _summed([r[1] for r in results]),
+                                               make_state(seed)[0])])
+        del results
+        if self.params.max_leaf_nodes > 0:
+            return self._grow_best_first(nodes, frontier)
+        while frontier:  # every node of the stack is split whatever the order: one batch
+            frontier = [entry for children in self._split(nodes, frontier, False)
+                        for entry in self._evaluate(nodes, children)]
+        return self._tree(nodes, np.arange(len(nodes)))
+
+    def _grow_best_first(self, nodes, frontier):
+        """Best-first growth with speculative batches: when the best frontier node is not
+        split yet, the shards split the best ``max_leaf_nodes - leaves`` unsplit ones in one
+        round trip (the likely next ones: their children's scans decide). Nodes are
+        committed in the sequential order (the heap of the single-machine grower);
+        speculative splits never committed are undone at the end (their rows' leaf is the
+        node), so the tree is the sequential one."""
+        max_leaves = self.params.max_leaf_nodes
+        heap = [(-entry[0], entry[1], entry) for entry in frontier]
+        heapq.heapify(heap)
+        presplit = {}  # node id -> its children's frontier entries (split, not committed)
+        n_leaves = 1
+        while heap and n_leaves < max_leaves:
+            if heap[0][2][2] not in presplit:
+                budget = max(1, max_leaves - n_leaves - len(presplit))
+                batch = [item[2] for item in heapq.nsmallest(len(heap), heap)
+                         if item[2][2] not in presplit][:budget]
+                for entry, children in zip(batch, self._split(nodes, batch, True),
+                                           strict=True):
+                    presplit[entry[2]] = self._evaluate(nodes, children)
+            entry = heapq.heappop(heap)[2]
+            n_leaves += 1
+            children = presplit.pop(entry[2])
+            if n_leaves < max_leaves:
+                for child in children:
+                    heapq.heappush(heap, (-child[0], child[1], child))
+        # Undo the uncommitted splits: their children's rows belong to them again.
+        owner = np.arange(len(nodes))
+        for node_id in presplit:
+            node = nodes[node_id]
+            owner[node["left"]] = owner[node["right"]] = node_id
+            nodes[node["left"]] = nodes[node["right"]] = None
+            nodes[node_id] = self._new_node(node["stats"])
+        kept = np.array([n is not None for n in nodes])
+        renumber = np.cumsum(kept) - 1
+        for node in nodes:
+            if node is not None and node["left"] != TREE_LEAF:
+                node["left"] = int(renumber[node["left"]])
+                node["right"] = int(renumber[node["right"]])
+        return self._tree([n for n in nodes if n is not None], renumber[owner])
+
+    def _evaluate(self, nodes, pending) -> list:
+        """Frontier entries ``(improvement, order, node, depth, hist, seed, split)`` of the
+        ``pending`` nodes ``(node, depth, hist, seed)`` that have a split worth making."""
+        entries = []
+        for node_id, depth, hist, node_seed in pending:
+            stats = nodes[node_id]["stats"]
+            split = self._scan(hist, stats, node_seed)
+            if split[SPLIT_FEATURE] < 0:
+                continue
+            improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
+                           - split[SPLIT_CHILDREN]) / self.total_weight
+            if improvement + EPSILON < self.params.min_impurity_decrease:
+                continue
+            self._counter += 1
+            entries.append((improvement, self._counter, node_id, depth, hist, node_seed,
+                            split))
+        return entries
+
+    def _split(self, nodes, batch, best_first) -> list:
+        """Split the frontier entries of ``batch`` on the shards in one round trip; returns
+        per entry its children to evaluate, ``(node, depth, hist, seed)`` each."""
+        requests = [self._request(nodes, entry[2], entry[3], entry[6], best_first)
+                    for entry in batch]
+        results = self.shards.call("split", [r[0] for r in requests], self.n_bins)
+        out = []
+        for i, (_, _, node_id, depth, hist, node_seed, _split) in enumerate(batch):
+            request, left_id, right_id = requests[i]
+            summed, build = request[6], request[7]
+            small = _summed([r[i][0] for r in results])
+            children = [None, None]
+            children[summed] = small
+            children[1 - summed] = nodes[node_id]["stats"] - small
+            hists = [None, None]
+            if build:
+                hists[summed] = _summed([r[i][1] for r in results])
+                hists[1 - summed] = hist - hists[summed]
+            pending = []
+            for c, cid in enumerate((left_id, right_id)):
+                nodes[cid] = self._new_node(children[c])
+                if build and self._splittable(children[c], depth + 1, nodes[cid]["impurity"]):
+                    pending.append((cid, depth + 1, hists[c],
+                                    np.uint64(child_seed(node_seed, c))))
+            out.append(pending)
+        return out
+
+    def _request(self, nodes, node_id, depth, split, best_first):
+        """The shards' split request for a node, its children's ids reserved."""
+        p = self.params
+        feature = int(split[SPLIT_FEATURE])
+        missing_left = split[SPLIT_MISSING_LEFT] > 0.5
+        l_count = split[SPLIT_LEFT + STAT_COUNT]
+        r_count = split[SPLIT_LEFT + _N_STATS + STAT_COUNT]
+        if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
+            missing_left = l_count > r_count  # NaN follows the larger child, ties right
+        summed = 0 if l_count <= r_count else 1
+        # The smaller child's histogram, unless no child can be split (too deep; a tree of
+        # two leaves at most).
+        deep = p.max_depth >= 0 and depth + 1 >= p.max_depth
+        build = not deep and not (best_first and p.max_leaf_nodes <= 2)
+        left_id, right_id = len(nodes), len(nodes) + 1
+        nodes.extend([None, None])
+        parent = nodes[node_id]
+        parent["left"], parent["right"] = left_id, right_id
+        parent["feature"] = feature
+        parent["threshold"] = split[SPLIT_THRESHOLD]
+        parent["missing_left"] = int(missing_left)
+        request = (node_id, feature, int(split[SPLIT_POSITION]), bool(missing_left), left_id,
+                   right_id, summed, build)
+        return request, left_id, right_id
+
+    @staticmethod
+    def _new_node(stats):
+        return {"stats": stats, "impurity": node_impurity(stats, CRITERION_SQUARED_ERROR),
+                "left": TREE_LEAF, "right": TREE_LEAF, "feature": TREE_UNDEFINED,
+                "threshold": float(TREE_UNDEFINED), "missing_left": 0}
+
+    def _tree(self, nodes, owner: np.ndarray) -> tuple[Tree, np.ndarray]:
+        """The grown nodes as a ``Tree`` (values: the nodes' mean gradient), with ``owner``
+        (the tree's node of each node id the shards know)."""
+        stats = np.array([n["stats"] for n in nodes])
+        weight = stats[:, STAT_WEIGHT]
+        arrays = {
+            "children_left": np.array([n["left"] for n in nodes], dtype=np.int32),
+            "children_right": np.array([n["right"] for n in nodes], dtype=np.int32),
+            "feature": np.array([n["feature"] for n in nodes], dtype=np.int32),
+            "threshold": np.array([n["threshold"] for n in nodes], dtype=np.float64),
+            "impurity": np.array([n["impurity"] for n in nodes], dtype=np.float64),
+            "n_node_samples": np.rint(stats[:, STAT_COUNT]).astype(np.int32),
+            "weighted_n_node_samples": weight.astype(np.float64),
+            "missing_go_to_left": np.array([n["missing_left"] for n in nodes], dtype=np.uint8),
+            "value": (stats[:, STAT_FIRST] / weight).reshape(-1, 1, 1),
+        }
+        return Tree(self.n_features, np.array([1]), arrays), owner
+
+
+def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np.ndarray:
+    """The rows of the sorted global row numbers ``index``, in that order, gathered from the
+    shards. ``blocks`` lists the row blocks in global order as ``(shard, first local row,
+    rows)``; each shard's blocks come in the order of its local rows."""
+    local = [[] for _ in shards.call("shape")]
+    owner = np.empty(index.shape[0], dtype=np.intp)
+    begin = 0
+    for shard, offset, n in blocks:
+        lo, hi = np.searchsorted(index, [begin, begin + n])
+        local[shard].append(index[lo:hi] - begin + offset)
+        owner[lo:hi] = shard
+        begin += n
+    wanted = [np.concatenate(rows) if rows else np.zeros(0, dtype=np.int64) for rows in local]
+    rows = shards.call_each("rows", [(w,) for w in wanted])
+    sample = np.empty((index.shape[0], n_features))
+    for shard, block in enumerate(rows):
+        sample[owner == shard] = block
+    return sample
+
+
+def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
+    """Fit ``estimator`` (a :class:`GradientBoostingClassifier` or
+    :class:`GradientBoostingRegressor`, its parameters as set) on the rows of ``shards``
+    (a ``ShardGroup`` of :class:`RowShard`) and return it fitted as if by
+    ``estimator.fit`` on the concatenated rows (to rounding).
+
+    ``blocks`` orders the rows globally: ``(shard, first local row, rows)`` per block, in
+    the global order (only the bin edges' row sample depends on it); None: shard after
+    shard. ``feature_names`` become ``feature_names_in_``.
+
+    Raises ValueError for shards of different widths, no rows, fewer than two classes, or
+    settings the data-parallel fit does not implement (``check_data_parallel_params``).
+    """
+    check_data_parallel_params(estimator)
+    estimator._validate_params()
+    shapes = shards.call("shape")
+    widths = {shape[1] for shape in shapes}
+    if len(widths) != 1:
+        raise ValueError(f"the partitions have different numbers of columns: "
+                         f"{sorted(widths)}")
+    n_features = widths.pop()
+    n_rows = [shape[0] for shape in shapes]
+    n_samples = int(sum(n_rows))
+    if n_samples == 0:
+        raise ValueError("no rows to fit: every partition is empty")
+    if n_features == 0:
+        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
+                         "required.")
+    classify = isinstance(estimator, ClassifierMixin)
+    estimator._clear_state()
+
+    summaries = shards.call("label_summary", classify)
+    if classify:
+        classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+        estimator.classes_ = classes
+        estimator.n_classes_ = int(classes.shape[0])
+        if classes.shape[0] < 2:
+            raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
+                             "classes are required.")
+        estimator.n_trees_per_iteration_ = 1 if classes.shape[0] == 2 else classes.shape[0]
+    else:
+        classes = None
+        estimator.n_trees_per_iteration_ = 1
+    loss = estimator._loss()
+    estimator.n_features_in_ = n_features
+    if feature_names is not None:
+        estimator.feature_names_in_ = np.asarray(feature_names, dtype=object)
+
+    rng = check_random_state(estimator.random_state)
+    bin_seed = int(rng.randint(SEED_BOUND))
+    stage_seeds = draw_seeds(rng, estimator.n_estimators)
+    # The rows one machine places its edges on: the same draw of the global row numbers.
+    edge_rng = np.random.default_rng(bin_seed)
+    index = np.arange(n_samples)
+    if n_samples > SUBSAMPLE_FOR_BINNING:
+        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    if blocks is None:
+        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
+    sample = _edge_sample(shards, blocks, index, n_features)
+    edges = fit_bin_thresholds(sample, estimator.max_bins, edge_rng)
+    del sample
+    thresholds = threshold_table(edges, n_value_bins(edges))
+
+    if classify:
+        # Class counts need the encoding: prepare first with a provisional start.
+        shards.call("prepare", edges, classes, np.zeros(estimator.n_trees_per_iteration_))
+        counts = _summed(shards.call("class_counts", estimator.n_classes_))
+        y_stub = np.repeat(np.arange(estimator.n_classes_, dtype=np.int32), counts.astype(np.int64))
+        init = loss.init_raw(y_stub, unit_weight_view(n_samples))
+        del y_stub
+        shards.call("set_raw", init)
+    else:
+        sums = _summed(summaries)
+        if not math.isfinite(sums[0]):
+            raise ValueError("y contains NaN or infinity")
+        init = np.array([sums[0] / sums[1]])
+        shards.call("prepare", edges, None, init)
+    estimator.init_ = init
+
+    template = estimator._tree_template()
+    params = template._growth_params(CRITERION_SQUARED_ERROR, n_samples, float(n_samples),
+                                     n_features)
+    estimator.max_features_ = params.max_features
+    tree_params = template.get_params()
+    hessian, scale = None, 1.0
+    if _NEWTON_LOSSES[estimator.loss] is not None:
+        n_classes = estimator.n_classes_
+        hessian = "binomial" if n_classes == 2 else "multinomial"
+        scale = 1.0 if n_classes == 2 else (n_classes - 1) / n_classes
+    driver = _TreeDriver(shards, params, thresholds, n_features, float(n_samples))
+    estimator.estimators_ = []
+    estimator.train_score_ = np.zeros(estimator.n_estimators)
+    for i in range(estimator.n_estimators):
+        stage_rng = seeded_stream(stage_seeds[i])
+        seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
+        shards.call("begin_round", loss)
+        stage = []
+        for k in range(loss.n_trees):
+            tree, owner = driver.grow(k, seeds[k])
+            sums = _summed(shards.call("leaf_sums", owner, tree.node_count, hessian))
+            values = np.zeros(0)
+            if hessian is not None:
+                small = np.abs(sums[1]) < 1e-150
+                values = np.where(small, 0.0,
+                                  scale * (sums[0] / np.where(small, 1.0, sums[1])))
+            step = leaf_steps(tree.children_left, tree.value, values,
+                              float(estimator.learning_rate), np.zeros(0),
+                              np.zeros(0, dtype=np.int32))
+            shards.call("add_steps", k, step)
+            stage.append(estimator._wrap_tree(tree, tree_params, n_features,
+                                              estimator.max_features_, stage_seeds[i]))
+        estimator.estimators_.append(stage)
+        estimator.train_score_[i] = sum(shards.call("loss_sum", loss)) / n_samples
+    estimator.estimators_ = _stage_array(estimator.estimators_)
+    estimator._packed = pack_ensemble(estimator.estimators_)
+    estimator.n_estimators_ = estimator.n_estimators
+    return estimator
