@@ -327,7 +327,7 @@ def test_failing_level_worker_raises_under_a_server_sigterm_handler(cancer, monk
 
     def fit():
         client = PrivateForestClient(n_estimators=4, max_depth=2, random_state=5, n_jobs=3,
-                                     split_selection="gini")
+                                     split_selection="gini", decide_from="server")
         try:
             client.fit(cancer[0], cancer[2])
         except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
@@ -1138,7 +1138,7 @@ def test_fit_stats(wine, max_depth):
 def test_verbose_prints_upload_and_one_line_per_round(wine, capsys):
     X_train, _, y_train, _ = wine
     client = PrivateForestClient(n_estimators=2, max_depth=3, random_state=1, verbose=1,
-                                 split_selection="gini",
+                                 split_selection="gini", decide_from="server",
                                  label_chunk=1, label_pack_rows=40).fit(X_train, y_train)
     out, err = capsys.readouterr()
     assert out == ""
@@ -1226,7 +1226,7 @@ def test_round_byte_cap_keeps_the_forest_and_bounds_every_query(wine):
     rows a query ciphertext has 124 lanes), and the same trees as one round per level."""
     X_train, X_test, y_train, _ = wine
     params = dict(n_estimators=3, random_state=3, max_features=None, max_bins=8,
-                  reveal_leaves=True, split_selection="gini")
+                  reveal_leaves=True, split_selection="gini", decide_from="server")
     free = SeededGipeClient(**params).fit(X_train, y_train)
     cap = 1 << 18
     recorder = QueryRecorder()
@@ -1371,7 +1371,8 @@ def test_a_session_without_labels_refuses_label_messages(wine):
     engine.accept_session(engine.exchange(setup, "session", ProtocolStats()))
     with pytest.raises(ProtocolError, match="takes no label ciphertexts"):
         engine.exchange(engine.addressed(next(labels)), "ack", ProtocolStats())
-    gini = PrivateForestClient(2, random_state=0, scheme="bfv", split_selection="gini")
+    gini = PrivateForestClient(2, random_state=0, scheme="bfv", split_selection="gini",
+                               decide_from="server")
     setup, _ = gini.encrypt(X_train, y_train)
     setup.meta["label_ciphertexts"] = False
     with pytest.raises(ProtocolError, match="label_ciphertexts must be true"):

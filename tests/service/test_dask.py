@@ -70,7 +70,7 @@ PACKS = {"label_pack_rows": 300}
 
 def _forest_on_ciphers(client: PrivateForestClient, X, y, params):
     plain = {k: v for k, v in params.items()
-             if k not in ("scheme", "reveal_leaves", "split_selection")}
+             if k not in ("scheme", "reveal_leaves", "split_selection", "decide_from")}
     return RandomForestClassifier(**plain).fit(client.encryptor_.transform(X).astype(float), y)
 
 
