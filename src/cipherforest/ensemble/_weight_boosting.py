@@ -61,6 +61,7 @@ from .._progress import ProgressBar
 from .._registry import register_model_class
 from .._sklearn_compat import HasMethods, Interval, StrOptions, _check_sample_weight, _fit_context
 from ..tree import DecisionTreeClassifier, DecisionTreeRegressor
+from ..tree._categorical_input import resolve_categorical_fit
 from ..tree._classes import tree_X
 from ..tree._common import CRITERIA_CLF, CRITERIA_REG
 from ..tree._fit import prepare_tree_data
@@ -277,6 +278,9 @@ class _PreparedTrees:
             w = w * self.weight_factor
         if not np.any(w > 0):
             raise ValueError("sample_weight is zero for every sample; nothing to fit")
+        # The fitted categorical attributes (all None: a categorical template takes the
+        # generic path), as the estimator's own fit sets them.
+        resolve_categorical_fit(est, None)
         return est._fit_prepared(self.data, self.y_fit, w, self.n_classes, self.criterion,
                                  missing_mask=self.missing_mask.copy(),
                                  classes=self.classes if self.is_classifier else None,
@@ -288,7 +292,8 @@ def _make_learners(template, X, y, classes, seed: int, sample_weight: np.ndarray
     (bins weighted by the initial ``sample_weight``), scikit-learn's clone-and-fit
     otherwise."""
     fast = DecisionTreeRegressor if classes is None else DecisionTreeClassifier
-    if type(template) is fast and X.ndim == 2:
+    if (type(template) is fast and X.ndim == 2
+            and getattr(template, "categorical_features", None) is None):
         positive = sample_weight > 0
         rows = None if positive.all() else np.flatnonzero(positive)
         return _PreparedTrees(template, X, y, classes, seed, rows, sample_weight)
