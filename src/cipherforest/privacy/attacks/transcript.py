@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..protocol import Message, decode_message
+from ..protocol import Message, decode_message, route_tree_rows
 
 __all__ = ["RecordingServer", "Transcript", "declared_leaves", "forest_trees",
            "server_bootstrap_counts", "tree_paths"]
@@ -126,20 +126,5 @@ def forest_trees(forest) -> list[dict[str, np.ndarray]]:
 
 def tree_paths(tree: dict, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Every (row, node) pair of the rows' root-to-leaf paths, and each row's leaf."""
-    left = np.asarray(tree["children_left"])
-    right = np.asarray(tree["children_right"])
-    feature = np.asarray(tree["feature"])
-    threshold = np.asarray(tree["threshold"])
-    node = np.zeros(X.shape[0], dtype=np.int64)
-    rows = np.arange(X.shape[0])
-    path_rows, path_nodes = [rows], [node.copy()]
-    active = left[node] >= 0
-    while active.any():
-        idx = rows[active]
-        cur = node[idx]
-        go_left = X[idx, feature[cur]] <= threshold[cur]
-        node[idx] = np.where(go_left, left[cur], right[cur])
-        path_rows.append(idx)
-        path_nodes.append(node[idx])
-        active = left[node] >= 0
-    return np.stack([np.concatenate(path_rows), np.concatenate(path_nodes)]), node
+    return route_tree_rows(tree["children_left"], tree["children_right"], tree["feature"],
+                           tree["threshold"], X, paths=True)

@@ -24,6 +24,7 @@ _MODULES = {  # submodule -> the public names it defines
                   "encode_message", "message_header", "verify_message_file"),
     ".params": ("PARAMETERS", "SPLIT_SELECTIONS", "ForestSpec", "check_selection_params",
                 "constraints", "forest_meta"),
+    ".planner": ("route_tree_rows",),
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
     ".http": ("HTTPTransport", "ServiceRequestError", "ServiceTLSError",
               "ServiceUnavailableError"),
@@ -53,6 +54,7 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .params import check_selection_params as check_selection_params
     from .params import constraints as constraints
     from .params import forest_meta as forest_meta
+    from .planner import route_tree_rows as route_tree_rows
     from .server import PrivateForestServer as PrivateForestServer
     from .server import SessionState as SessionState
     from .server import ShardError as ShardError

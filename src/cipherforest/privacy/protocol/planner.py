@@ -110,20 +110,50 @@ class TreeGrowth:
 
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Node id of the leaf every row of ``X`` (cipher space) reaches."""
-        left = np.asarray(self.left)
-        right = np.asarray(self.right)
-        feature = np.asarray(self.feature)
-        threshold = np.asarray(self.threshold)
-        node = np.zeros(X.shape[0], dtype=np.int64)
-        rows = np.arange(X.shape[0])
+        return route_tree_rows(self.left, self.right, self.feature, self.threshold, X)[1]
+
+
+def route_tree_rows(children_left, children_right, feature, threshold, X: np.ndarray,
+                    paths: bool = False) -> tuple[np.ndarray | None, np.ndarray]:
+    """Walk the rows of ``X`` down one tree given by its node arrays (a row goes left where
+    ``X[row, feature] <= threshold``; a leaf has ``children_left < 0``).
+
+    Parameters
+    ----------
+    children_left, children_right, feature, threshold : array-like of shape (n_nodes,)
+    X : ndarray of shape (n_rows, n_features)
+        Rows in the tree's feature space (ciphers for the planner's trees).
+    paths : bool, default=False
+        Also return every (row, node) pair of the rows' root-to-leaf paths.
+
+    Returns
+    -------
+    paths : ndarray of shape (2, n_pairs) or None
+        Row indices (first row) and node ids (second row) of the paths, root pairs first;
+        None unless ``paths``.
+    leaves : ndarray of shape (n_rows,), int64
+        Node id of the leaf each row reaches.
+    """
+    left = np.asarray(children_left)
+    right = np.asarray(children_right)
+    feature = np.asarray(feature)
+    threshold = np.asarray(threshold)
+    node = np.zeros(X.shape[0], dtype=np.int64)
+    rows = np.arange(X.shape[0])
+    path_rows, path_nodes = [rows], [node.copy()]
+    active = left[node] >= 0
+    while active.any():
+        idx = rows[active]
+        cur = node[idx]
+        go_left = X[idx, feature[cur]] <= threshold[cur]
+        node[idx] = np.where(go_left, left[cur], right[cur])
+        if paths:
+            path_rows.append(idx)
+            path_nodes.append(node[idx])
         active = left[node] >= 0
-        while active.any():
-            idx = rows[active]
-            cur = node[idx]
-            go_left = X[idx, feature[cur]] <= threshold[cur]
-            node[idx] = np.where(go_left, left[cur], right[cur])
-            active = left[node] >= 0
-        return node
+    if not paths:
+        return None, node
+    return np.stack([np.concatenate(path_rows), np.concatenate(path_nodes)]), node
 
 
 @lru_cache(maxsize=8)
