@@ -10,7 +10,8 @@
   forest: GIPE features, CKKS (or exact BFV) labels (:mod:`.he`), one round trip per tree
   level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
   labels for experiments; :class:`PrivateGradientBoostingSimulator` boosts on randomized-
-  response labels with the leaf values refitted by the client (:mod:`.boosting`).
+  response labels with the leaf values refitted by the client (:mod:`.boosting`);
+  :class:`PrivateGradientBoostingClassifier` is that boosting through the protocol.
 * :mod:`.dp` — label-DP mechanisms and the budget accountant; :class:`PrivacyLedger` — the
   client-side record of what each release of a dataset's labels spent (cumulative ε).
 * :mod:`.package` — a fitted or staged client saved to a private directory.
@@ -42,6 +43,7 @@ _EXPORTS = {
     "PrivateForestRegressor": ".regressor",
     "PrivateForestServer": ".protocol",
     "PrivateForestSimulator": ".simulation",
+    "PrivateGradientBoostingClassifier": ".boosting_client",
     "PrivateGradientBoostingSimulator": ".boosting",
     "ProtocolError": ".protocol",
     "ProtocolStats": ".protocol",
@@ -55,6 +57,9 @@ __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
 
 if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .boosting import PrivateGradientBoostingSimulator as PrivateGradientBoostingSimulator
+    from .boosting_client import (
+        PrivateGradientBoostingClassifier as PrivateGradientBoostingClassifier,
+    )
     from .client import PrivateForestClient as PrivateForestClient
     from .client import ServerDeviationWarning as ServerDeviationWarning
     from .gipe import MAX_CIPHER as MAX_CIPHER

@@ -31,28 +31,40 @@ from numbers import Integral, Real
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from .._sklearn_compat import Interval, RealNotInt, StrOptions, _fit_context
-from ..core import DecisionTreeRegressor, fit_regression_tree_prepared, prepare_tree_data
+from ..core import DecisionTreeRegressor
 from .boosting_kernels import (
-    MAX_SERVER_STEP,
+    boost_on_targets,
+    boosting_seeds,
     corrected_targets,
-    leaf_newton_steps,
     n_trees,
-    newton_scale,
-    prior_raw,
     probabilities,
-    tree_gradients,
+    refit_leaf_values,
 )
 from .dp import LabelPrivacyAccountant, RandomizedResponse, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .ledger import PrivacyLedger
 from .protocol.params import DEFAULT_RR_EPSILON, MAX_BINS
 
-__all__ = ["PrivateGradientBoostingSimulator"]
+__all__ = ["PrivateGradientBoostingSimulator", "boosting_report"]
 
-_SEED_BOUND = 2**31 - 1
+
+def boosting_report(epsilon: float, gipe_mode: str, cumulative: tuple[float, float] | None,
+                    label_ciphertexts: bool = True) -> dict:
+    """The ``privacy_report_`` of a private boosting fit: the randomized response's at
+    ``epsilon`` (:func:`~cipherforest.privacy.dp.privacy_report`), with what the server
+    boosted and what it never saw."""
+    report = privacy_report("rr", LabelPrivacyAccountant("rr", epsilon), gipe_mode,
+                            cumulative=cumulative, label_ciphertexts=label_ciphertexts)
+    report["learner"] = "gradient_boosting"
+    report["server_saw"] = [*report["server_saw"][:-1],
+                            "regression trees it boosted on them (and its own leaf values, "
+                            "fitted to them)"]
+    report["server_did_not_see"] = [*report["server_did_not_see"],
+                                    "the client's leaf values (refitted from the labels)"]
+    return report
 
 
 class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
@@ -182,9 +194,7 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__} needs at least two classes in y, got "
                              f"only {self.classes_[0]!r}")
         epsilon = float(self.label_epsilon)  # finite and > 0 (the constraint)
-        self.encryptor_ = GiniPreservingEncryptor(
-            self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
-        ).set_output(transform="default")
+        self.encryptor_ = self.new_encryptor()
         X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
         self.randomized_labels_ = self._randomize(X, codes, n_classes, epsilon)
 
@@ -193,17 +203,15 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
         self.trees_ = self._boost_on_server(X_cipher, targets)
         self.init_raw_, self.leaf_values_ = self._refit_on_client(X_cipher, codes, n_classes)
 
-        accountant = LabelPrivacyAccountant("rr", epsilon)
-        self.epsilon_spent_ = accountant.epsilon_spent
-        report = privacy_report("rr", accountant, self.gipe_mode, cumulative=self._cumulative)
-        report["learner"] = "gradient_boosting"
-        report["server_saw"] = [*report["server_saw"][:-1],
-                                "regression trees it boosted on them (and its own leaf "
-                                "values, fitted to them)"]
-        report["server_did_not_see"] = [*report["server_did_not_see"],
-                                        "the client's leaf values (refitted from the labels)"]
-        self.privacy_report_ = report
+        self.privacy_report_ = boosting_report(epsilon, self.gipe_mode, self._cumulative)
+        self.epsilon_spent_ = self.privacy_report_["epsilon"]
         return self
+
+    def new_encryptor(self) -> GiniPreservingEncryptor:
+        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
+        override it)."""
+        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
+                                       n_bins=self.gipe_bins).set_output(transform="default")
 
     def _randomize(self, X, codes, n_classes, epsilon) -> np.ndarray:
         """``ỹ``: the ledger's memoized draw (charged) or a fresh one from the OS."""
@@ -229,48 +237,20 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
 
     def _boost_on_server(self, X_cipher: np.ndarray, targets: np.ndarray) -> list:
         """The server's boosting: it sees the ciphers and ``targets`` (a function of ``ỹ``)."""
-        n_classes = targets.shape[1]
-        width = n_trees(n_classes)
-        self.server_init_raw_ = prior_raw(targets)
-        raw = np.tile(self.server_init_raw_, (X_cipher.shape[0], 1))
-        seeds = check_random_state(self.random_state).randint(
-            _SEED_BOUND, size=(self.n_estimators, width))
-        data = prepare_tree_data(X_cipher, self.max_bins, int(seeds[0, 0]))
-        rounds = []
-        for stage in range(self.n_estimators):
-            neg_gradient, hessian = tree_gradients(targets, raw)
-            trees = []
-            for k in range(width):
-                tree = fit_regression_tree_prepared(self._tree(), data, neg_gradient[:, k],
-                                                    int(seeds[stage, k]))
-                leaf = tree.tree_.apply(X_cipher)
-                steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
-                                          tree.tree_.node_count, newton_scale(n_classes),
-                                          MAX_SERVER_STEP)
-                raw[:, k] += self.learning_rate * steps[leaf]
-                trees.append(tree)
-            rounds.append(trees)
+        seeds = boosting_seeds(self.random_state, self.n_estimators,
+                               n_trees(targets.shape[1]))
+        self.server_init_raw_, rounds = boost_on_targets(
+            X_cipher, targets, self._tree, self.learning_rate, seeds, self.max_bins)
         return rounds
 
     def _refit_on_client(self, X_cipher: np.ndarray, codes: np.ndarray, n_classes: int):
         """Leaf values from the true labels, tree by tree in order: the Newton step at the
         client's own running raw predictions."""
-        onehot = np.eye(n_classes)[codes]
-        init = prior_raw(onehot)
-        raw = np.tile(init, (X_cipher.shape[0], 1))
-        values = []
-        for trees in self.trees_:
-            neg_gradient, hessian = tree_gradients(onehot, raw)
-            stage = []
-            for k, tree in enumerate(trees):
-                leaf = tree.tree_.apply(X_cipher)
-                steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
-                                          tree.tree_.node_count, newton_scale(n_classes),
-                                          np.inf)
-                raw[:, k] += self.learning_rate * steps[leaf]
-                stage.append(steps)
-            values.append(stage)
-        return init, values
+        reached = np.column_stack([tree.tree_.apply(X_cipher)
+                                   for trees in self.trees_ for tree in trees])
+        init, steps = refit_leaf_values(reached, codes, n_classes, self.learning_rate)
+        width = n_trees(n_classes)
+        return init, [steps[r * width: (r + 1) * width] for r in range(len(self.trees_))]
 
     # ------------------------------------------------------------------ predict
     def decision_function(self, X) -> np.ndarray:

@@ -14,19 +14,30 @@ leaf's corrected step can be large where ``p`` is near 0 or 1; the server clips 
 to ``±MAX_SERVER_STEP`` (its predictions only steer its next gradients, the client's leaf
 values are refitted).
 
-All functions are pure; the estimator (:mod:`.boosting`) holds the state.
+The two sides' loops are here too, for every path that boosts (the simulator,
+:mod:`.boosting`; the protocol's server learner and client, :mod:`.boosting_client`):
+:func:`boost_on_targets` is the server's (trees on the ciphers and a function of ``ỹ``),
+:func:`refit_leaf_values` the client's (leaf values from the true labels, given only the
+leaf every training row reaches in every tree). All functions are pure; the estimators hold
+the state.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numba import njit
+from sklearn.utils.validation import check_random_state
 
-from ..core import JIT_OPTIONS
+from ..core import JIT_OPTIONS, fit_regression_tree_prepared, prepare_tree_data
 from .dp import RandomizedResponse
 
-__all__ = ["MAX_SERVER_STEP", "corrected_targets", "leaf_newton_steps", "n_trees", "newton_scale",
-           "probabilities", "prior_raw", "tree_gradients"]
+__all__ = ["MAX_SERVER_STEP", "boost_on_targets", "boosting_seeds", "corrected_targets",
+           "leaf_newton_steps", "n_trees", "newton_scale", "probabilities", "prior_raw",
+           "refit_leaf_values", "tree_gradients"]
+
+_SEED_BOUND = 2**31 - 1
 
 #: Largest leaf step (before the learning rate) the server takes on its corrected gradients.
 MAX_SERVER_STEP = 4.0
@@ -106,3 +117,87 @@ def leaf_newton_steps(leaf, neg_gradient, hessian, n_nodes, scale, max_step):
             steps[node] = min(max(scale * numerator[node] / denominator[node], -max_step),
                               max_step)
     return steps
+
+
+def boosting_seeds(random_state, n_rounds: int, width: int) -> np.ndarray:
+    """Each tree's seed, shape (n_rounds, width), drawn from ``random_state`` (an int gives
+    the same seeds to the simulator and to the protocol's server)."""
+    return check_random_state(random_state).randint(_SEED_BOUND, size=(n_rounds, width))
+
+
+def boost_on_targets(X_cipher: np.ndarray, targets: np.ndarray, new_tree: Callable,
+                     learning_rate: float, seeds: np.ndarray, max_bins: int | None):
+    """The server's boosting on the cipher matrix and ``targets`` (n, K): a function of
+    ``ỹ`` (:func:`corrected_targets`).
+
+    Each round grows one regression tree per modelled column (``new_tree()``, an unfitted
+    :class:`~cipherforest.core.DecisionTreeRegressor`, seeded by ``seeds[round, k]``) on
+    the log-loss negative gradients at the server's own raw scores, and moves those scores
+    by ``learning_rate`` times its leaf Newton steps, clipped to ``±MAX_SERVER_STEP``.
+
+    Returns
+    -------
+    init_raw : ndarray of shape (width,)
+        The server's initial raw scores (from the mean of ``targets``).
+    rounds : list of list of DecisionTreeRegressor
+        ``seeds.shape[0]`` rounds of ``seeds.shape[1]`` fitted trees.
+    """
+    n_classes = targets.shape[1]
+    init_raw = prior_raw(targets)
+    raw = np.tile(init_raw, (X_cipher.shape[0], 1))
+    data = prepare_tree_data(X_cipher, max_bins, int(seeds[0, 0]))
+    rounds = []
+    for stage in range(seeds.shape[0]):
+        neg_gradient, hessian = tree_gradients(targets, raw)
+        trees = []
+        for k in range(seeds.shape[1]):
+            tree = fit_regression_tree_prepared(new_tree(), data, neg_gradient[:, k],
+                                                int(seeds[stage, k]))
+            leaf = tree.tree_.apply(X_cipher)
+            steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
+                                      tree.tree_.node_count, newton_scale(n_classes),
+                                      MAX_SERVER_STEP)
+            raw[:, k] += learning_rate * steps[leaf]
+            trees.append(tree)
+        rounds.append(trees)
+    return init_raw, rounds
+
+
+def refit_leaf_values(reached: np.ndarray, codes: np.ndarray, n_classes: int,
+                      learning_rate: float) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The client's leaf values from the true labels, tree by tree in the order grown.
+
+    Parameters
+    ----------
+    reached : ndarray of shape (n_samples, n_rounds * width)
+        The node id of the leaf every training row reaches in every tree, round-major
+        (round 0's ``width`` trees first): all the client needs of the server's trees.
+    codes : ndarray of shape (n_samples,)
+        The true labels as class indices.
+    n_classes : int
+    learning_rate : float
+
+    Returns
+    -------
+    init_raw : ndarray of shape (width,)
+        The initial raw scores from the true class priors.
+    steps : list of ndarray
+        Per tree, the Newton step of the log loss at the client's running raw scores for
+        every node id up to the largest one reached (0 off the leaves).
+    """
+    width = n_trees(n_classes)
+    reached = np.asarray(reached, dtype=np.int64)
+    onehot = np.eye(n_classes)[np.asarray(codes, dtype=np.int64)]
+    init_raw = prior_raw(onehot)
+    raw = np.tile(init_raw, (reached.shape[0], 1))
+    steps = []
+    for t in range(reached.shape[1]):
+        k = t % width
+        if k == 0:
+            neg_gradient, hessian = tree_gradients(onehot, raw)
+        leaf = reached[:, t]
+        tree_steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
+                                       int(leaf.max()) + 1, newton_scale(n_classes), np.inf)
+        raw[:, k] += learning_rate * tree_steps[leaf]
+        steps.append(tree_steps)
+    return init_raw, steps

@@ -31,7 +31,7 @@ from .messages import ProtocolError
 from .selections import SELECTIONS, selection
 
 __all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "LEARNERS",
-           "PARAMETERS",
+           "NOISE_CORRECTIONS", "PARAMETERS",
            "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
            "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
@@ -50,9 +50,13 @@ DEFAULT_RR_EPSILON = SELECTIONS["rr"].default_epsilon
 DECIDE_FROM = ("own", "server")
 
 #: What a session trains (``setup``'s ``learner``; absent: a classifier): a forest of
-#: classification trees, or of regression trees on privatised targets ("rr", "blind" only).
+#: classification trees, of regression trees on privatised targets ("rr", "blind" only), or
+#: gradient-boosted regression trees on randomized-response labels ("rr" only; the server's
+#: ``n_estimators`` is then its number of trees, rounds × trees per round).
 #: The server's growth per learner is in :mod:`.server.learners`.
-LEARNERS = ("classifier", "regressor")
+LEARNERS = ("classifier", "regressor", "gradient_boosting")
+#: What a ``"gradient_boosting"`` session's server boosts on (:mod:`..boosting_kernels`).
+NOISE_CORRECTIONS = ("none", "unbiased")
 
 MAX_ESTIMATORS = 10_000
 MIN_ROUND_BYTES = 1 << 18
@@ -201,6 +205,11 @@ class ForestSpec:
     max_round_bytes: int | None  # None: one round per tree level for the whole forest
     split_selection: str  # "gini" or "dp": the client chooses; "blind": the server draws
     learner: str = "classifier"  # one of LEARNERS
+    # "gradient_boosting" only: the server's shrinkage, what it boosts on, and the ε of the
+    # randomized response (which the unbiased correction inverts).
+    learning_rate: float | None = None
+    noise_correction: str | None = None
+    rr_epsilon: float | None = None
 
     @classmethod
     def from_meta(cls, meta: dict, n_samples: int, n_features: int) -> ForestSpec:
@@ -225,6 +234,7 @@ class ForestSpec:
             raise ProtocolError(f"setup: learner must be one of {LEARNERS}, got {learner!r}")
         max_depth = integer("max_depth", 1, allow_none=True)
         min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
+        boosting = _boosting_fields(meta) if learner == "gradient_boosting" else {}
         return cls(
             n_estimators=integer("n_estimators", 1, MAX_ESTIMATORS),
             max_features=integer("max_features", 1, n_features),
@@ -238,6 +248,7 @@ class ForestSpec:
             max_round_bytes=integer("max_round_bytes", MIN_ROUND_BYTES, allow_none=True),
             split_selection=meta["split_selection"],
             learner=learner,
+            **boosting,
         )
 
     def to_meta(self) -> dict:
@@ -251,4 +262,23 @@ class ForestSpec:
             "random_state": self.random_state, "max_round_bytes": self.max_round_bytes,
             "split_selection": self.split_selection,
             **({} if self.learner == "classifier" else {"learner": self.learner}),
+            **({} if self.learning_rate is None else {
+                "learning_rate": self.learning_rate, "noise_correction": self.noise_correction,
+                "rr_epsilon": self.rr_epsilon}),
         }
+
+
+def _boosting_fields(meta: dict) -> dict:
+    """The ``"gradient_boosting"`` fields of a ``setup`` message, validated."""
+    fields = {}
+    for name in ("learning_rate", "rr_epsilon"):
+        value = meta.get(name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                math.isfinite(value) and value > 0):
+            raise ProtocolError(f"setup: {name} must be a finite number > 0, got {value!r}")
+        fields[name] = float(value)
+    if meta.get("noise_correction") not in NOISE_CORRECTIONS:
+        raise ProtocolError(f"setup: noise_correction must be one of {NOISE_CORRECTIONS}, "
+                            f"got {meta.get('noise_correction')!r}")
+    fields["noise_correction"] = meta["noise_correction"]
+    return fields

@@ -429,7 +429,7 @@ class ClientSession:
         trees without rounds names them (checked for shape only: the client counts its own
         labels in whatever leaves it is told, and any wrong structure only harms accuracy,
         which the server could harm anyway)."""
-        n_trees = int(self.params["n_estimators"])
+        n_trees = len(self._growth.trees)  # the setup's trees (a boosting's: all rounds')
         if "leaf" not in trained.arrays:
             raise ProtocolError("trained: the server names no training leaves (a server "
                                 "older than this client)")

@@ -32,7 +32,8 @@ from ..params import MAX_BINS
 from ..planner import ForestGrowth, OpenNode
 from .routing import breadth_first_order, pack_forest, route_rows
 
-__all__ = ["BLIND_CHOICE_SIDE", "grow_blind_forest", "grow_rr_forest", "leaf_rows"]
+__all__ = ["BLIND_CHOICE_SIDE", "grow_blind_forest", "grow_rr_forest", "leaf_rows",
+           "set_tree_structure"]
 
 #: A blind node draws its candidate from the generator seeded ``child_seed(seed, 2)``: the
 #: stream of a third child, independent of the two children's feature draws.
@@ -74,7 +75,7 @@ def grow_rr_forest(growth: ForestGrowth, labels: np.ndarray, n_jobs: int | None 
         random_state=spec.random_state, n_jobs=n_jobs,
     ).fit(growth.X, labels)
     for tree, estimator in zip(growth.trees, forest.estimators_, strict=True):
-        _set_structure(tree, estimator.tree_)
+        set_tree_structure(tree, estimator.tree_)
     if binned_exact:
         def exact(t: int) -> None:
             tree = growth.trees[t]
@@ -130,7 +131,7 @@ def leaf_rows(growth: ForestGrowth, n_jobs: int | None = None) -> list[tuple[int
     return leaves
 
 
-def _set_structure(tree, fitted) -> None:
+def set_tree_structure(tree, fitted) -> None:
     """Give the planner's ``tree`` the structure of a fitted ``Tree``, renumbered
     breadth-first; no node stays open."""
     order, new_id = breadth_first_order(fitted.children_left, fitted.children_right)

@@ -3,9 +3,16 @@
 A learner says which split selections it takes, what privatised labels an ``"rr"`` setup
 carries (``y_rr``) and how they are checked, and how the trees are grown on them without
 rounds. Everything a learner grows from is the cipher matrix, the forest seed and ``y_rr``,
-so its guarantee is the client's randomization's (post-processing). A new learner (private
-boosting, say) adds an entry here and its name to :data:`..params.LEARNERS`; the messages,
-sessions, persistence and prediction by leaf ids stay as they are.
+so its guarantee is the client's randomization's (post-processing). A new learner adds an
+entry here and its name to :data:`..params.LEARNERS`; the messages, sessions, persistence
+and prediction by leaf ids stay as they are.
+
+``"gradient_boosting"``: the server boosts on ``ỹ`` (:func:`...boosting_kernels.boost_on_targets`,
+the simulator's loop: the same trees for the same seed) and keeps only the trees' structure;
+its own leaf values steer its next gradients and are dropped. The session's trees are the
+boosted trees, round-major (``n_estimators`` of the setup counts them all: a multiple of the
+trees per round), so routing, the training leaf ids of ``trained``, prediction by leaf ids
+and persistence are the forests' own.
 """
 
 from __future__ import annotations
@@ -15,10 +22,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ...boosting_kernels import boost_on_targets, boosting_seeds, corrected_targets, n_trees
 from ..messages import Message, ProtocolError
-from ..params import LEARNERS, SPLIT_SELECTIONS
+from ..params import LEARNERS, SPLIT_SELECTIONS, ForestSpec
 from ..planner import ForestGrowth
-from .growth import grow_rr_forest
+from .growth import grow_rr_forest, set_tree_structure
 
 __all__ = ["SERVER_LEARNERS", "ServerLearner"]
 
@@ -38,14 +46,18 @@ class ServerLearner:
         ``(message, n_rows, n_classes) -> ndarray``: the validated ``y_rr`` of an ``"rr"``
         setup (:class:`ProtocolError` otherwise).
     grow : callable
-        ``(growth, y_rr, n_jobs)``: grows every tree of ``growth`` on ``y_rr``.
+        ``(growth, y_rr, n_classes, n_jobs)``: grows every tree of ``growth`` on ``y_rr``.
+    check_setup : callable
+        ``(spec, n_classes)``: refuses (:class:`ProtocolError`) forest fields the learner
+        cannot train with.
     """
 
     name: str
     selections: tuple[str, ...]
     needs_classes: bool
     read_labels: Callable[[Message, int, int], np.ndarray]
-    grow: Callable[[ForestGrowth, np.ndarray, int | None], None]
+    grow: Callable[[ForestGrowth, np.ndarray, int, int | None], None]
+    check_setup: Callable[[ForestSpec, int], None] = lambda spec, n_classes: None
 
 
 def _class_labels(message: Message, n_rows: int, n_classes: int) -> np.ndarray:
@@ -64,14 +76,56 @@ def _targets(message: Message, n_rows: int, n_classes: int) -> np.ndarray:
     return y_rr
 
 
-def _grow_regression(growth: ForestGrowth, y_rr: np.ndarray, n_jobs: int | None) -> None:
+def _grow_classification(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
+                         n_jobs: int | None) -> None:
+    grow_rr_forest(growth, y_rr, n_jobs)
+
+
+def _grow_regression(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
+                     n_jobs: int | None) -> None:
     grow_rr_forest(growth, y_rr, n_jobs, regression=True)
+
+
+def _check_boosting(spec: ForestSpec, n_classes: int) -> None:
+    width = n_trees(n_classes)
+    if spec.n_estimators % width:
+        raise ProtocolError(f"setup: a gradient_boosting session of {n_classes} classes "
+                            f"grows {width} trees per round; n_estimators={spec.n_estimators} "
+                            "is not a multiple of it")
+    if spec.bootstrap:
+        raise ProtocolError("setup: gradient boosting fits every tree on every row "
+                            "(bootstrap must be false)")
+
+
+def _grow_boosting(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
+                   n_jobs: int | None) -> None:
+    from ....core import DecisionTreeRegressor  # loaded on first use
+
+    spec = growth.spec
+    width = n_trees(n_classes)
+    targets = corrected_targets(y_rr, n_classes, spec.rr_epsilon,
+                                correct=spec.noise_correction == "unbiased")
+
+    def new_tree() -> DecisionTreeRegressor:
+        return DecisionTreeRegressor(
+            criterion="squared_error", max_depth=None if spec.max_depth < 0 else spec.max_depth,
+            min_samples_split=spec.min_samples_split, min_samples_leaf=spec.min_samples_leaf,
+            max_features=spec.max_features, max_bins=spec.max_bins)
+
+    seeds = boosting_seeds(spec.random_state, spec.n_estimators // width, width)
+    _, rounds = boost_on_targets(growth.X, targets, new_tree, spec.learning_rate, seeds,
+                                 spec.max_bins)
+    fitted = [tree for trees in rounds for tree in trees]
+    for tree, estimator in zip(growth.trees, fitted, strict=True):
+        set_tree_structure(tree, estimator.tree_)
 
 
 SERVER_LEARNERS: dict[str, ServerLearner] = {
     "classifier": ServerLearner("classifier", SPLIT_SELECTIONS, True, _class_labels,
-                                grow_rr_forest),
+                                _grow_classification),
     "regressor": ServerLearner("regressor", ("rr", "blind"), False, _targets,
                                _grow_regression),
+    "gradient_boosting": ServerLearner("gradient_boosting", ("rr",), True, _class_labels,
+                                       _grow_boosting, _check_boosting),
 }
 assert tuple(SERVER_LEARNERS) == LEARNERS

@@ -280,6 +280,7 @@ class PrivateForestServer:
         n_classes = message.value("n_classes", int) if learner.needs_classes else 2
         if not 2 <= n_classes <= context.n_slots // 4:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
+        learner.check_setup(spec, n_classes)
         pack_rows = message.meta.get("label_pack_rows")
         if pack_rows is not None and (isinstance(pack_rows, bool) or not isinstance(
                 pack_rows, int) or pack_rows < 1):
@@ -401,8 +402,8 @@ class PrivateForestServer:
         started = time.perf_counter()
         chosen = selection(session.spec.split_selection)
         if chosen.sends_randomized_labels:
-            SERVER_LEARNERS[session.spec.learner].grow(session.growth,
-                                                      session.randomized_labels, self.n_jobs)
+            SERVER_LEARNERS[session.spec.learner].grow(
+                session.growth, session.randomized_labels, session.n_classes, self.n_jobs)
         else:
             chosen.grow(session.growth, None, self.n_jobs)
         grown = time.perf_counter()

@@ -1,0 +1,253 @@
+"""Private gradient boosting through the protocol (PrivateGradientBoostingClassifier).
+
+Oracles: with the same GIPE key, ledger and seed the server boosts the simulator's trees (the
+same partition of the rows in every tree) and the client's scores are the simulator's; what
+the server receives of the labels is ỹ alone (the setup's y_rr, no label ciphertext, no
+leaf value); a saved model predicts as the fitted one; bad setups and forged replies are
+refused by name.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+from sklearn.datasets import load_breast_cancer, load_wine
+
+from cipherforest.privacy import (
+    GiniPreservingEncryptor,
+    LedgerError,
+    PrivacyLedger,
+    PrivateGradientBoostingClassifier,
+    PrivateGradientBoostingSimulator,
+)
+from cipherforest.privacy.protocol import (
+    InProcessTransport,
+    Message,
+    ProtocolError,
+    decode_message,
+    encode_message,
+)
+
+N_ROUNDS = 6
+
+
+def _seeded_encryptor():
+    return GiniPreservingEncryptor(random_state=0).set_output(transform="default")
+
+
+class _Recorder:
+    """Passes messages to a transport and keeps what was sent and answered."""
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.sent: list[bytes] = []
+        self.replies: list[bytes] = []
+
+    def handle(self, data: bytes) -> bytes:
+        self.sent.append(data)
+        reply = self.inner.handle(data)
+        self.replies.append(reply)
+        return reply
+
+
+class _ForgingTransport(_Recorder):
+    """Answers predictions with leaf ids shifted past every leaf."""
+
+    def handle(self, data: bytes) -> bytes:
+        reply = super().handle(data)
+        decoded = decode_message(reply)
+        if decoded.kind != "scores":
+            return reply
+        leaf = decoded.array("leaf", "int32", 2) + 10_000
+        return encode_message(Message("scores", decoded.meta, {"leaf": leaf}))
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two leaf-id columns split the rows alike (ids up to renaming)."""
+    pairs = np.unique(np.column_stack([a, b]), axis=0)
+    return (np.unique(pairs[:, 0]).shape[0] == pairs.shape[0]
+            == np.unique(pairs[:, 1]).shape[0])
+
+
+@pytest.mark.parametrize(("loader", "n_classes"), [(load_breast_cancer, 2), (load_wine, 3)])
+@pytest.mark.parametrize("correction", ["none", "unbiased"])
+def test_server_boosts_the_simulators_trees_and_the_client_its_scores(
+        loader, n_classes, correction, tmp_path):
+    X, y = loader(return_X_y=True)
+    ledger = str(tmp_path / "ledger")
+    params = dict(n_estimators=N_ROUNDS, random_state=5, noise_correction=correction,
+                  privacy_ledger=ledger, max_depth=3)
+    recorder = _Recorder(InProcessTransport())
+    model = PrivateGradientBoostingClassifier(server=recorder, **params)
+    model.new_encryptor = _seeded_encryptor
+    model.fit(X, y)
+    simulator = PrivateGradientBoostingSimulator(**params)
+    simulator.new_encryptor = _seeded_encryptor
+    simulator.fit(X, y)
+
+    X_cipher = model.encryptor_.transform(X).astype(np.float64)
+    np.testing.assert_array_equal(X_cipher, simulator.encryptor_.transform(X))
+    server = recorder.inner.server
+    reached = server.session(model.session_).route(X_cipher)
+    width = 1 if n_classes == 2 else n_classes
+    sim_trees = [tree for trees in simulator.trees_ for tree in trees]
+    assert reached.shape == (X.shape[0], N_ROUNDS * width) == (X.shape[0], len(sim_trees))
+    for t, tree in enumerate(sim_trees):
+        assert _same_partition(reached[:, t], tree.tree_.apply(X_cipher)), t
+    np.testing.assert_allclose(model.decision_function(X), simulator.decision_function(X),
+                               rtol=1e-10, atol=1e-10)
+    np.testing.assert_array_equal(model.predict(X), simulator.predict(X))
+    assert model.score(X, y) > 0.85
+    assert model.privacy_report_["learner"] == "gradient_boosting"
+    assert model.epsilon_spent_ == 2.0
+    assert model.privacy_report_["cumulative_epsilon"] == pytest.approx(2.0)
+
+
+def test_the_server_sees_the_randomized_labels_and_nothing_else_of_them(tmp_path):
+    X, y = load_wine(return_X_y=True)
+    ledger = str(tmp_path / "ledger")
+    recorder = _Recorder(InProcessTransport())
+    model = PrivateGradientBoostingClassifier(n_estimators=3, random_state=0,
+                                              privacy_ledger=ledger, server=recorder).fit(X, y)
+    sent = [decode_message(m) for m in recorder.sent]
+    assert [m.kind for m in sent] == ["setup", "train"]
+    setup = sent[0]
+    assert setup.meta["learner"] == "gradient_boosting"
+    assert setup.meta["label_ciphertexts"] is False and setup.meta["n_estimators"] == 9
+    # ỹ is the ledger's memoized release: what PrivacyLedger gives for these rows
+    expected = PrivacyLedger(ledger).randomized_labels(X, y, 2.0, 3)
+    np.testing.assert_array_equal(setup.array("y_rr", "int64", 1), expected)
+    assert not np.array_equal(expected, y)
+    model.predict(X[:10])
+    predict = decode_message(recorder.sent[-1], "predict")
+    assert set(predict.arrays) == {"X"} and predict.meta["reply"] == "ids"
+    # the leaf values stay on the client: no message carries a float array but the ciphers
+    for message in sent:
+        assert all(name in ("X", "y_rr") for name in message.arrays)
+
+
+def test_save_load_predicts_the_same_without_pickle(tmp_path):
+    X, y = load_wine(return_X_y=True)
+    model = PrivateGradientBoostingClassifier(n_estimators=3, random_state=1,
+                                              privacy_ledger=str(tmp_path / "l")).fit(X, y)
+    model.save(tmp_path / "model")
+    loaded = PrivateGradientBoostingClassifier.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
+    np.testing.assert_array_equal(loaded.classes_, model.classes_)
+    for path in (tmp_path / "model").iterdir():
+        assert path.stat().st_mode & 0o077 == 0, path
+        assert not path.read_bytes().startswith(b"\x80")  # no pickle protocol header
+
+
+def test_through_a_cipherforest_serve_url(tmp_path):
+    pytest.importorskip("fastapi")
+    uvicorn = pytest.importorskip("uvicorn")
+    from cipherforest.service.serve import build_app, uvicorn_config
+    from cipherforest.service.sessions import Limits
+
+    X, y = load_breast_cancer(return_X_y=True)
+    app = build_app(str(tmp_path / "service"), "key", Limits(), None)
+    server = uvicorn.Server(uvicorn_config(app))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline and thread.is_alive()
+        time.sleep(0.02)
+    try:
+        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
+        params = dict(n_estimators=4, random_state=2, privacy_ledger=str(tmp_path / "l"))
+        remote = PrivateGradientBoostingClassifier(server=url, server_key="key",
+                                                   **params).fit(X, y)
+        local = PrivateGradientBoostingClassifier(**params)
+        local.new_encryptor = lambda: _Refit(remote.encryptor_)
+        local.fit(X, y)
+        predicted = remote.predict_proba(X)
+        np.testing.assert_allclose(predicted, local.predict_proba(X), rtol=1e-12)
+        remote.save(tmp_path / "remote")
+        again = PrivateGradientBoostingClassifier.load(tmp_path / "remote")
+        np.testing.assert_array_equal(again.predict_proba(X), predicted)
+    finally:
+        server.should_exit = True
+        thread.join(10)
+
+
+class _Refit:
+    """An already fitted encryptor whose fit_transform returns the same ciphers."""
+
+    def __init__(self, fitted):
+        self.fitted = fitted
+
+    def fit_transform(self, X, y=None):
+        return self.fitted.transform(X)
+
+    def transform(self, X):
+        return self.fitted.transform(X)
+
+
+# ---------------------------------------------------------------------- bad input
+def test_a_forged_prediction_reply_is_refused(tmp_path):
+    X, y = load_breast_cancer(return_X_y=True)
+    model = PrivateGradientBoostingClassifier(
+        n_estimators=2, server=_ForgingTransport(InProcessTransport()),
+        privacy_ledger=str(tmp_path / "l")).fit(X, y)
+    with pytest.raises(ProtocolError, match="no training row reaches"):
+        model.predict(X[:5])
+
+
+def test_server_refuses_what_a_boosting_session_cannot_be(tmp_path):
+    X, y = load_wine(return_X_y=True)
+    recorder = _Recorder(InProcessTransport())
+    PrivateGradientBoostingClassifier(n_estimators=2, server=recorder,
+                                      privacy_ledger=str(tmp_path / "l")).fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    server = InProcessTransport()
+    for change, arrays, what in [
+            ({"learner": "secure_boost"}, {}, "learner"),
+            ({"split_selection": "gini"}, {}, "split_selection"),
+            ({"split_selection": "blind"}, {}, "split_selection"),
+            ({"n_estimators": 7}, {}, "multiple"),
+            ({"bootstrap": True}, {}, "bootstrap"),
+            ({"learning_rate": -0.1}, {}, "learning_rate"),
+            ({"learning_rate": None}, {}, "learning_rate"),
+            ({"rr_epsilon": 0.0}, {}, "rr_epsilon"),
+            ({"noise_correction": "natarajan"}, {}, "noise_correction"),
+            ({"label_ciphertexts": True}, {}, "Galois"),
+            ({}, {"y_rr": np.zeros(3, dtype=np.int64)}, "y_rr"),
+            ({}, {"y_rr": np.full(X.shape[0], 3, dtype=np.int64)}, "y_rr"),
+            ({"n_estimators": 3 * 10_000}, {}, "n_estimators")]:
+        bad = Message("setup", {**setup.meta, **change}, {**setup.arrays, **arrays},
+                      {"context": setup.blob_list("context")})
+        with pytest.raises(ProtocolError, match=what):
+            server.handle(encode_message(bad))
+
+
+def test_quota_counts_every_boosted_tree(tmp_path):
+    from cipherforest.privacy import PrivateForestServer
+
+    X, y = load_wine(return_X_y=True)
+    # 178 rows × 3 rounds × 3 trees = 1602 > 1000 ≥ 178 × 3 rounds
+    server = PrivateForestServer(max_rows_x_trees=1000)
+    with pytest.raises(ProtocolError, match="exceeds"):
+        PrivateGradientBoostingClassifier(n_estimators=3, server=InProcessTransport(server),
+                                          privacy_ledger=str(tmp_path / "l")).fit(X, y)
+
+
+def test_bad_labels_and_budgets_are_refused(tmp_path):
+    X, y = load_breast_cancer(return_X_y=True)
+    with pytest.raises(ValueError, match="at least two classes"):
+        PrivateGradientBoostingClassifier(n_estimators=2).fit(X, np.zeros(X.shape[0]))
+    with pytest.raises(ValueError, match="label_epsilon"):
+        PrivateGradientBoostingClassifier(n_estimators=2, label_epsilon=np.inf).fit(X, y)
+    ledger = str(tmp_path / "ledger")
+    PrivateGradientBoostingClassifier(n_estimators=2, privacy_ledger=ledger).fit(X, y)
+    with pytest.raises(LedgerError, match="max_total_epsilon"):
+        PrivateGradientBoostingClassifier(n_estimators=2, label_epsilon=1.0,
+                                          privacy_ledger=ledger,
+                                          max_total_epsilon=2.5).fit(X, y)
+    # the same release again is free: refitting at ε = 2 under a cap of 2 goes through
+    PrivateGradientBoostingClassifier(n_estimators=2, privacy_ledger=ledger,
+                                      max_total_epsilon=2.0).fit(X, y)
