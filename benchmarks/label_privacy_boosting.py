@@ -10,8 +10,14 @@ each (100 rounds for the boosting).
 
     python benchmarks/label_privacy_boosting.py curves --markdown out.md
 
+``--protocol-epsilons 2`` adds :class:`~cipherforest.privacy.PrivateGradientBoostingClassifier`
+(the same boosting through the protocol and an embedded server, a fresh privacy ledger per
+data set) at those ε.
+
 Part ``time``: fit time of the private boosting (GIPE encryption, randomized response, the
-server's rounds and the client's refit) against the plaintext boosting's on the same rows
+server's rounds and the client's refit), in the simulator and end to end through the
+embedded server (setup and train messages encoded and decoded, the server's boosting, the
+training leaf ids, the client's refit), against the plaintext boosting's on the same rows
 (shuttle, subsampled).
 
     python benchmarks/label_privacy_boosting.py time --rows 12000
@@ -27,6 +33,7 @@ import argparse
 import os
 import platform
 import sys
+import tempfile
 import time
 
 import numpy as np
@@ -34,6 +41,7 @@ from sklearn.model_selection import StratifiedKFold
 
 from cipherforest.ensemble import GradientBoostingClassifier
 from cipherforest.experiments.datasets import load_bundled
+from cipherforest.privacy import PrivateGradientBoostingClassifier
 from cipherforest.privacy.boosting import PrivateGradientBoostingSimulator
 from cipherforest.privacy.simulation import PrivateForestSimulator
 
@@ -70,6 +78,14 @@ def curves(args) -> str:
             args.trees, split_selection="blind", random_state=0), X, y, args.folds)
         rows = {**{f"private GB, correction {c}": [] for c in args.corrections},
                 "private forest rr": []}
+        protocol = {}
+        with tempfile.TemporaryDirectory() as ledger:
+            for eps in args.protocol_epsilons:
+                protocol[eps] = cv_accuracy(
+                    lambda e=eps: PrivateGradientBoostingClassifier(
+                        args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger),
+                    X, y, args.folds)
+                print(f"  protocol ε={eps}: {protocol[eps]:.4f}", file=sys.stderr, flush=True)
         for eps in args.epsilons:
             for correction in args.corrections:
                 rows[f"private GB, correction {correction}"].append(cv_accuracy(
@@ -87,6 +103,10 @@ def curves(args) -> str:
                   "|---|" + "---:|" * len(args.epsilons)]
         for label, values in rows.items():
             lines.append(f"| {label} | " + " | ".join(f"{v:.4f}" for v in values) + " |")
+        if protocol:
+            lines.append("| PrivateGradientBoostingClassifier (protocol, correction none) | "
+                         + " | ".join(f"{protocol[e]:.4f}" if e in protocol else "–"
+                                      for e in args.epsilons) + " |")
         lines.append(f"| plaintext GradientBoostingClassifier | {plain:.4f} (every ε) |"
                      + " |" * (len(args.epsilons) - 1))
         lines.append(f"| label-blind private forest (ε = 0) | {blind:.4f} (every ε) |"
@@ -96,12 +116,18 @@ def curves(args) -> str:
 
 
 def timing(args) -> str:
+    with tempfile.TemporaryDirectory() as ledger:
+        return _timing(args, ledger)
+
+
+def _timing(args, ledger: str) -> str:
     data = load_bundled("shuttle")
     rows = np.random.default_rng(0).choice(data.X.shape[0], args.rows, replace=False)
     X, y = data.X[rows], data.y[rows]
     # First fits compile the kernels; the timed ones below reuse them.
     GradientBoostingClassifier(n_estimators=2).fit(X[:500], y[:500])
     PrivateGradientBoostingSimulator(2).fit(X[:500], y[:500])
+    PrivateGradientBoostingClassifier(2, privacy_ledger=ledger).fit(X[:500], y[:500])
     lines = [f"shuttle, {args.rows} rows, {X.shape[1]} features, {args.trees} rounds; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", "",
              "| model | fit seconds | ratio |", "|---|---:|---:|"]
@@ -110,7 +136,10 @@ def timing(args) -> str:
             ("plaintext GradientBoostingClassifier", lambda: GradientBoostingClassifier(
                 n_estimators=args.trees, random_state=0)),
             ("private GB simulator (ε = 2)", lambda: PrivateGradientBoostingSimulator(
-                args.trees, random_state=0))):
+                args.trees, random_state=0)),
+            ("PrivateGradientBoostingClassifier, embedded server (ε = 2)",
+             lambda: PrivateGradientBoostingClassifier(args.trees, random_state=0,
+                                                       privacy_ledger=ledger))):
         best = np.inf
         for _ in range(args.repeats):
             start = time.perf_counter()
@@ -131,6 +160,7 @@ def main(argv=None) -> None:
     c.add_argument("--folds", type=int, default=3)
     c.add_argument("--corrections", nargs="+", default=["none", "unbiased"],
                    choices=["none", "unbiased"])
+    c.add_argument("--protocol-epsilons", nargs="*", type=float, default=[])
     c.add_argument("--markdown")
     t = sub.add_parser("time")
     t.add_argument("--rows", type=int, default=12_000)
