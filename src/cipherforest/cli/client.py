@@ -7,6 +7,9 @@ session and sends those messages with a progress bar, recording in the directory
 server has committed, so a re-run after an interruption continues where it stopped.
 ``train --model DIR`` answers the rounds of the uploaded session and saves the fitted client;
 ``train --data CSV --target COL --server URL --model DIR`` does the three steps in one go.
+``--learner boosting`` (encrypt, one-shot train) makes the model a
+:class:`~cipherforest.privacy.PrivateGradientBoostingClassifier` instead of the private
+forest; the directory records which, and every later action loads that class.
 ``predict`` loads a trained directory and predicts another CSV file; ``status`` says where the
 model and its server session stand; ``ledger show | reset`` reads or (with ``--yes``) resets
 the client's privacy ledger. The access key comes from ``$CIPHERFOREST_SERVER_KEY``
@@ -91,18 +94,33 @@ def _server_key(args) -> str | None:
 
 
 #: Defaults of the forest options (fixed by ``encrypt``; ``train --model DIR`` refuses others).
-_FOREST_DEFAULTS = {"trees": 100, "max_depth": None, "max_bins": None,
+_FOREST_DEFAULTS = {"learner": "forest", "trees": 100, "max_depth": None, "max_bins": None,
                     "min_samples_split": 2, "scheme": "ckks", "random_state": None,
                     "split_selection": "rr", "decide_from": "own", "label_epsilon": None,
-                    "label_pack_rows": None, "label_chunk": 2}
+                    "label_pack_rows": None, "label_chunk": 2, "learning_rate": None}
+#: The forest options a boosting model takes (the others must keep their defaults).
+_BOOSTING_OPTIONS = ("learner", "trees", "max_depth", "max_bins", "min_samples_split",
+                     "random_state", "label_epsilon", "learning_rate")
+#: Depth of a boosting model's trees without --max-depth (PrivateGradientBoostingClassifier's).
+_BOOSTING_DEPTH = 3
+#: The estimators a model directory may hold, by the name it records.
+_MODELS = ("PrivateForestClient", "PrivateGradientBoostingClassifier")
 
 
 def _add_forest_options(parser) -> None:
     defaults = _FOREST_DEFAULTS
+    parser.add_argument("--learner", choices=("forest", "boosting"), default="forest",
+                        help="what the server trains: forest (the private random forest, "
+                        "default) or boosting (gradient boosting on the randomized-response "
+                        "labels, the leaf values refitted by the client; takes --trees as "
+                        "rounds, --max-depth (default 3), --max-bins, --min-samples-split, "
+                        "--random-state, --label-epsilon and --learning-rate)")
     parser.add_argument("--trees", type=int, default=defaults["trees"],
-                        help="trees of the forest (default 100)")
+                        help="trees of the forest, or boosting rounds (default 100)")
+    parser.add_argument("--learning-rate", type=float, default=defaults["learning_rate"],
+                        help="boosting: shrinkage of every tree (default 0.1)")
     parser.add_argument("--max-depth", type=int, default=defaults["max_depth"],
-                        help="deepest level of a tree (default: no limit)")
+                        help="deepest level of a tree (default: no limit; boosting 3)")
     parser.add_argument("--max-bins", type=int, default=defaults["max_bins"],
                         help="at most this many bins (2-255) of candidate thresholds per "
                         "feature (default: every midpoint)")
@@ -227,7 +245,6 @@ _DEVIATION_EXIT = 3
 def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
     """Run one ``cipherforest client`` action; returns the exit code."""
     out = sys.stdout if out is None else out
-    from ..privacy import PrivateForestClient
     from ..privacy.protocol import HTTPTransport, ServiceUnavailableError
 
     try:
@@ -276,8 +293,8 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             if not client.privacy_report_["server_honest"]:
                 return _DEVIATION_EXIT
         elif args.action == "predict":
-            client = PrivateForestClient.load(args.model, server=args.server)
-            if args.exact and client.prediction_reply == "sums":  # ids are exact already
+            client = _model_class(args.model).load(args.model, server=args.server)
+            if args.exact and getattr(client, "prediction_reply", "ids") == "sums":
                 client.set_params(prediction_reply="leaves")
             X, y, _ = read_csv(args.data, args.target)
             predictions = client.predict(X)
@@ -322,17 +339,16 @@ def _status(path: str) -> dict:
     """Where a model directory stands, in one shape at every stage: ``stage``, ``server``,
     ``session`` (the server's status of the session, or None), ``upload`` (messages
     committed; None once trained)."""
-    from ..privacy import PrivateForestClient
     from ..privacy.package import load_package, model_stage
     from ..privacy.protocol import HTTPTransport
 
     if model_stage(path) == "trained":
-        client = PrivateForestClient.load(path)
+        client = _model_class(path).load(path)
         transport = client.server_ if isinstance(client.server_, HTTPTransport) else None
         return {"stage": "trained", "server": None if transport is None else transport.url,
                 "session": None if transport is None else transport.status(),
                 "upload": None}
-    _, meta = load_package(PrivateForestClient, path)
+    _, meta = load_package(_model_class(path), path)
     info = meta["transport"] or {}
     return {"stage": meta["stage"], "server": info.get("url"),
             "session": HTTPTransport(info["url"], session=info).status()
@@ -342,11 +358,38 @@ def _status(path: str) -> dict:
                        "label_messages_committed": meta["label_messages_committed"]}}
 
 
+def _model_class(path: str):
+    """The estimator class of a model directory (the name it records)."""
+    from .. import privacy
+    from ..privacy.package import model_name
+
+    name = model_name(path)
+    if name not in _MODELS:
+        raise ValueError(f"{path} holds a {name}, which the client commands do not handle")
+    return getattr(privacy, name)
+
+
 def _forest_client(args, parser, **params):
-    from ..privacy import PrivateForestClient
+    from ..privacy import PrivateForestClient, PrivateGradientBoostingClassifier
 
     if args.trees < 1:
         parser.error("--trees must be at least 1")
+    if args.learner == "boosting":
+        changed = [name for name, default in _FOREST_DEFAULTS.items()
+                   if name not in _BOOSTING_OPTIONS and getattr(args, name) != default]
+        if changed:
+            parser.error(f"--{changed[0].replace('_', '-')}: not an option of a boosting "
+                         "model (it trains on randomized-response labels, sends no label "
+                         "ciphertext and has no rounds)")
+        return PrivateGradientBoostingClassifier(
+            args.trees, learning_rate=0.1 if args.learning_rate is None else args.learning_rate,
+            max_depth=_BOOSTING_DEPTH if args.max_depth is None else args.max_depth,
+            max_bins=args.max_bins, min_samples_split=args.min_samples_split,
+            random_state=args.random_state, label_epsilon=args.label_epsilon,
+            privacy_ledger=args.privacy_ledger, max_total_epsilon=args.max_total_epsilon,
+            **params)
+    if args.learning_rate is not None:
+        parser.error("--learning-rate is an option of --learner boosting")
     return PrivateForestClient(
         args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
         min_samples_split=args.min_samples_split, scheme=args.scheme,
@@ -393,7 +436,7 @@ def _server_url(args, parser, meta: dict) -> str:
 def _upload(args, parser, out) -> None:
     """``upload``: open (or continue) the session, send what the server has not committed;
     the directory records each committed message, so a re-run sends nothing twice."""
-    from ..privacy import PrivateForestClient, ProtocolStats
+    from ..privacy import ProtocolStats
     from ..privacy.package import (
         label_message_path,
         load_package,
@@ -403,7 +446,7 @@ def _upload(args, parser, out) -> None:
     from ..privacy.protocol import HTTPTransport, ServiceRequestError, ServiceUnavailableError
     from ..privacy.protocol.http import ACCESS_KEY_ENV
 
-    client, meta = load_package(PrivateForestClient, args.model)
+    client, meta = load_package(_model_class(args.model), args.model)
     url = _server_url(args, parser, meta)
     old = meta["transport"] or {}
     if meta["stage"] == "uploaded" and not args.new_session:
@@ -471,7 +514,6 @@ def _upload(args, parser, out) -> None:
 
 def _train_package(args, parser, out):
     """``train --model DIR``: answer the rounds of the uploaded session, save the client."""
-    from ..privacy import PrivateForestClient
     from ..privacy.package import (
         answer_path,
         load_package,
@@ -481,7 +523,7 @@ def _train_package(args, parser, out):
     )
     from ..privacy.protocol import HTTPTransport, encode_message
 
-    client, meta = load_package(PrivateForestClient, args.model)
+    client, meta = load_package(_model_class(args.model), args.model)
     if meta["stage"] in ("encrypted", "uploading"):
         raise ValueError(f"{args.model} is not uploaded yet (stage {meta['stage']!r}): run "
                          f"'cipherforest client upload --model {args.model} --server URL' "

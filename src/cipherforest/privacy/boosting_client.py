@@ -298,6 +298,21 @@ class PrivateGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         """
         stats = ProtocolStats()
         started = time.perf_counter()
+        setup, labels = self.encrypt(X, y)
+        engine = self.client_session_
+        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
+                                                       self.server_key, self.timeout)
+        engine.upload(setup, labels, stats, started)
+        self.session_ = engine.session_id
+        engine.train(setup, stats, started)
+        return self._fitted(stats)
+
+    def encrypt(self, X, y) -> tuple[Message, Any]:
+        """The offline stage of :meth:`fit`: validate, fit GIPE, randomize the labels (the
+        ledger's release, charged now), and return the ``setup`` message and an empty
+        iterator of ``labels`` messages (nothing is sent). The staged CLI
+        (``cipherforest client encrypt --learner boosting``) saves what this returns."""
+        self._validate_params()
         X, y = validate_data(self, X, y, dtype=np.float64)
         check_classification_targets(y)
         self.classes_, codes = np.unique(y, return_inverse=True)
@@ -308,12 +323,24 @@ class PrivateGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         setup, labels = engine.encrypt(X, codes, self.classes_, self.new_encryptor())
         self.encryptor_ = engine.encryptor
         self.client_session_ = engine
-        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
-                                                       self.server_key, self.timeout)
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
+        return setup, labels
+
+    def train(self, setup: Message, transport, *, answered=(), on_answer=None):
+        """The training stage of :meth:`fit` for an uploaded session (the staged CLI): ask
+        the server to boost through ``transport`` and refit the leaf values. ``answered``
+        and ``on_answer`` are the classifier's (a boosting session has no rounds)."""
+        check_is_fitted(self, "client_session_")
+        stats = ProtocolStats()
+        engine = self.client_session_
+        engine.transport = transport
+        engine.train(setup, stats, answered=answered, on_answer=on_answer)
+        return self._fitted(stats)
+
+    def _fitted(self, stats: ProtocolStats):
+        """Fitted attributes after :meth:`BoostingSession.train`."""
+        engine = self.client_session_
         engine.labels = None  # the leaf values hold what predictions need
+        self.session_ = engine.session_id
         self.privacy_report_ = boosting_report(float(label_epsilon(engine.params)),
                                                self.gipe_mode, engine.cumulative_spent(),
                                                label_ciphertexts=False)

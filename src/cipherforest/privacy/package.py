@@ -54,8 +54,8 @@ from .protocol.server import state_from_arrays, state_to_arrays
 from .state_file import StateFileError, read_state_file, write_state_file
 
 __all__ = ["CLIENT_FORMAT", "CLIENT_VERSION", "PACKAGE_STAGES", "answer_path",
-           "label_message_path", "load_client", "load_package",
-           "model_stage", "record_answer", "save_client", "save_package", "setup_message_path",
+           "label_message_path", "load_client", "load_package", "model_name", "model_stage",
+           "record_answer", "save_client", "save_package", "setup_message_path",
            "update_package"]
 
 #: Stages of a model directory, in order (``trained``: a saved fitted client).
@@ -126,7 +126,8 @@ def _params(client) -> tuple[dict, Any, Any]:
 
 def _client_meta(client, params: dict) -> dict[str, Any]:
     engine = client.client_session_
-    return {"params": params, "session": getattr(client, "session_", None),
+    return {"model": type(client).__name__, "params": params,
+            "session": getattr(client, "session_", None),
             "release_digest": engine.release_digest,
             "n_classes": engine.n_classes, "n_draws": engine.n_draws,
             "n_features_in": int(client.n_features_in_),
@@ -336,6 +337,14 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
         int(meta["rows_per_pack"]), session, arrays.get("labels"), table,
         arrays.get("row_keys"), meta.get("release_digest"))
     return client
+
+
+def model_name(path: str | os.PathLike[str]) -> str:
+    """The estimator class a model directory was saved from (``PrivateForestClient`` for
+    directories that do not record it)."""
+    meta, _ = read_state_file(os.path.join(os.fspath(path), "client.npz"), CLIENT_FORMAT,
+                              CLIENT_VERSION)
+    return str(meta.get("model", "PrivateForestClient"))
 
 
 def model_stage(path: str | os.PathLike[str]) -> str:
