@@ -22,6 +22,14 @@ training leaf ids, the client's refit), against the plaintext boosting's on the 
 
     python benchmarks/label_privacy_boosting.py time --rows 12000
 
+Part ``regression``: test R² (k-fold) of
+:class:`~cipherforest.privacy.PrivateGradientBoostingRegressor` (through the protocol and an
+embedded server, RR-on-bins targets, a fresh privacy ledger) at ``--epsilons`` beside our
+plaintext :class:`~cipherforest.ensemble.GradientBoostingRegressor`, both 100 rounds of
+depth-3 trees, on the data sets of ``benchmarks/label_privacy_regression.py`` (its loader).
+
+    python benchmarks/label_privacy_boosting.py regression --epsilons 2
+
 diffprivlib has no model to compare: it does not import with this scikit-learn (its trees
 import ``DOUBLE`` from ``sklearn.tree._tree``, which scikit-learn no longer has); the script
 says so when it fails.
@@ -37,11 +45,15 @@ import tempfile
 import time
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
+from sklearn.metrics import r2_score
+from sklearn.model_selection import KFold, StratifiedKFold
 
-from cipherforest.ensemble import GradientBoostingClassifier
+from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.experiments.datasets import load_bundled
-from cipherforest.privacy import PrivateGradientBoostingClassifier
+from cipherforest.privacy import (
+    PrivateGradientBoostingClassifier,
+    PrivateGradientBoostingRegressor,
+)
 from cipherforest.privacy.boosting import PrivateGradientBoostingSimulator
 from cipherforest.privacy.simulation import PrivateForestSimulator
 
@@ -150,6 +162,40 @@ def _timing(args, ledger: str) -> str:
     return "\n".join(lines)
 
 
+def regression(args) -> str:
+    from label_privacy_regression import DATASETS as REGRESSION_SETS  # this folder's script
+    from label_privacy_regression import load
+
+    names = args.datasets or list(REGRESSION_SETS)
+    columns = ["plaintext GradientBoostingRegressor",
+               *(f"PrivateGradientBoostingRegressor ε = {e:g}" for e in args.epsilons)]
+    lines = [f"Test R², {args.folds}-fold CV, {args.trees} rounds of depth-3 trees; "
+             f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", "",
+             "| data set | " + " | ".join(columns) + " | private − plaintext at "
+             f"ε = {args.epsilons[0]:g} |", "|---|" + "---:|" * (len(columns) + 1)]
+    with tempfile.TemporaryDirectory() as ledger:
+        for name in names:
+            X, y = load(name, args.max_rows)
+            scores = {c: [] for c in columns}
+            for fold, (train, test) in enumerate(
+                    KFold(args.folds, shuffle=True, random_state=0).split(X)):
+                makers = [lambda s=fold: GradientBoostingRegressor(
+                    n_estimators=args.trees, max_depth=3, random_state=s)]
+                makers += [lambda e=e, s=fold: PrivateGradientBoostingRegressor(
+                    args.trees, max_depth=3, label_epsilon=e, random_state=s,
+                    privacy_ledger=ledger) for e in args.epsilons]
+                for column, make in zip(columns, makers, strict=True):
+                    model = make().fit(X[train], y[train])
+                    scores[column].append(r2_score(y[test], model.predict(X[test])))
+            means = [float(np.mean(scores[c])) for c in columns]
+            print(f"{name}: " + ", ".join(f"{c} {m:.3f}" for c, m in zip(columns, means,
+                                                                          strict=True)),
+                  file=sys.stderr, flush=True)
+            lines.append(f"| {name} | " + " | ".join(f"{m:.3f}" for m in means)
+                         + f" | {means[1] - means[0]:+.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
@@ -167,12 +213,20 @@ def main(argv=None) -> None:
     t.add_argument("--trees", type=int, default=100)
     t.add_argument("--repeats", type=int, default=2)
     t.add_argument("--markdown")
+    r = sub.add_parser("regression")
+    r.add_argument("--datasets", nargs="+", default=None)
+    r.add_argument("--epsilons", nargs="+", type=float, default=[2.0])
+    r.add_argument("--trees", type=int, default=100)
+    r.add_argument("--folds", type=int, default=3)
+    r.add_argument("--max-rows", type=int, default=2000)
+    r.add_argument("--markdown")
     args = parser.parse_args(argv)
-    text = curves(args) if args.part == "curves" else timing(args)
+    text = {"curves": curves, "time": timing, "regression": regression}[args.part](args)
     print(text)
     if args.markdown:
-        title = ("# Private gradient boosting against ε" if args.part == "curves"
-                 else "# Private gradient boosting: fit time")
+        title = {"curves": "# Private gradient boosting against ε",
+                 "time": "# Private gradient boosting: fit time",
+                 "regression": "# Private gradient boosting regression: R²"}[args.part]
         command = " ".join(["python", "benchmarks/label_privacy_boosting.py", *sys.argv[1:]])
         with open(args.markdown, "w", encoding="utf-8") as file:
             file.write(f"{title}\n\n`{command}`\n\n{text}\n")

@@ -1,10 +1,12 @@
-"""Private gradient boosting through the protocol (PrivateGradientBoostingClassifier).
+"""Private gradient boosting through the protocol (PrivateGradientBoostingClassifier and
+PrivateGradientBoostingRegressor).
 
 Oracles: with the same GIPE key, ledger and seed the server boosts the simulator's trees (the
 same partition of the rows in every tree) and the client's scores are the simulator's; what
 the server receives of the labels is ỹ alone (the setup's y_rr, no label ciphertext, no
-leaf value); a saved model predicts as the fitted one; bad setups and forged replies are
-refused by name.
+leaf value); the regressor's leaf values are the mean true residuals on the server's trees
+(recomputed here) and its release is the forest regressor's; a saved model predicts as the
+fitted one; bad setups and forged replies are refused by name.
 """
 
 from __future__ import annotations
@@ -14,13 +16,16 @@ import time
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_breast_cancer, load_wine
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
+from sklearn.metrics import r2_score
 
 from cipherforest.privacy import (
     GiniPreservingEncryptor,
     LedgerError,
     PrivacyLedger,
+    PrivateForestRegressor,
     PrivateGradientBoostingClassifier,
+    PrivateGradientBoostingRegressor,
     PrivateGradientBoostingSimulator,
 )
 from cipherforest.privacy.protocol import (
@@ -251,3 +256,80 @@ def test_bad_labels_and_budgets_are_refused(tmp_path):
     # the same release again is free: refitting at ε = 2 under a cap of 2 goes through
     PrivateGradientBoostingClassifier(n_estimators=2, privacy_ledger=ledger,
                                       max_total_epsilon=2.0).fit(X, y)
+
+
+# ---------------------------------------------------------------------- the regressor
+@pytest.fixture(scope="module")
+def diabetes():
+    X, y = load_diabetes(return_X_y=True)
+    idx = np.random.RandomState(0).permutation(X.shape[0])
+    return X[idx[:330]], y[idx[:330]], X[idx[330:]], y[idx[330:]]
+
+
+def test_regressor_leaves_are_mean_true_residuals_of_the_servers_trees(diabetes, tmp_path):
+    X, y, X_test, _ = diabetes
+    ledger = str(tmp_path / "ledger")
+    recorder = _Recorder(InProcessTransport())
+    model = PrivateGradientBoostingRegressor(8, learning_rate=0.5, random_state=1,
+                                             privacy_ledger=ledger, server=recorder).fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    assert setup.meta["learner"] == "gradient_boosting_regressor"
+    assert setup.meta["label_ciphertexts"] is False and setup.meta["bootstrap"] is False
+    # the release is the forest regressor's (the same ledger path): the same privatised targets
+    forest = _Recorder(InProcessTransport())
+    PrivateForestRegressor(n_estimators=2, privacy_ledger=ledger, server=forest).fit(X, y)
+    np.testing.assert_array_equal(setup.array("y_rr", "float64", 1),
+                                  decode_message(forest.sent[0], "setup").array(
+                                      "y_rr", "float64", 1))
+    session = recorder.inner.server.session(model.session_)
+    encrypt = model.encryptor_.transform
+    train_leaves = session.route(encrypt(X).astype(np.float64))
+    test_leaves = session.route(encrypt(X_test).astype(np.float64))
+    raw, test_raw = np.full(y.shape[0], y.mean()), np.full(X_test.shape[0], y.mean())
+    for t in range(train_leaves.shape[1]):
+        values = {leaf: (y - raw)[train_leaves[:, t] == leaf].mean()
+                  for leaf in np.unique(train_leaves[:, t])}
+        raw = raw + 0.5 * np.array([values[leaf] for leaf in train_leaves[:, t]])
+        test_raw = test_raw + 0.5 * np.array([values[leaf] for leaf in test_leaves[:, t]])
+    np.testing.assert_allclose(model.predict(X_test), test_raw, rtol=1e-10)
+    report = model.privacy_report_
+    assert report["learner"] == "gradient_boosting_regressor" and report["epsilon"] == 2.0
+
+
+def test_regressor_learns_at_epsilon_two_and_saves(diabetes, tmp_path):
+    X, y, X_test, y_test = diabetes
+    model = PrivateGradientBoostingRegressor(60, random_state=0, target_bounds=(25.0, 346.0),
+                                             privacy_ledger=str(tmp_path / "l")).fit(X, y)
+    assert r2_score(y_test, model.predict(X_test)) > 0.3
+    model.save(tmp_path / "model")
+    loaded = PrivateGradientBoostingRegressor.load(tmp_path / "model")
+    np.testing.assert_array_equal(loaded.predict(X_test), model.predict(X_test))
+    assert loaded.target_bounds == [25.0, 346.0] and not hasattr(loaded, "classes_")
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_regressor_refuses_non_finite_targets(diabetes, bad):
+    X, y, _, _ = diabetes
+    y = y.copy()
+    y[3] = bad
+    with pytest.raises(ValueError, match="NaN|infinity"):
+        PrivateGradientBoostingRegressor(2).fit(X, y)
+
+
+def test_server_refuses_what_a_boosting_regressor_session_cannot_be(diabetes, tmp_path):
+    X, y, _, _ = diabetes
+    recorder = _Recorder(InProcessTransport())
+    PrivateGradientBoostingRegressor(2, server=recorder,
+                                     privacy_ledger=str(tmp_path / "l")).fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    server = InProcessTransport()
+    for change, arrays, what in [
+            ({"bootstrap": True}, {}, "bootstrap"),
+            ({"learning_rate": 0}, {}, "learning_rate"),
+            ({"split_selection": "blind"}, {}, "split_selection"),
+            ({}, {"y_rr": np.full(X.shape[0], np.nan)}, "finite"),
+            ({}, {"y_rr": np.zeros(3)}, "finite")]:
+        bad = Message("setup", {**setup.meta, **change}, {**setup.arrays, **arrays},
+                      {"context": setup.blob_list("context")})
+        with pytest.raises(ProtocolError, match=what):
+            server.handle(encode_message(bad))

@@ -11,7 +11,8 @@
   level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
   labels for experiments; :class:`PrivateGradientBoostingSimulator` boosts on randomized-
   response labels with the leaf values refitted by the client (:mod:`.boosting`);
-  :class:`PrivateGradientBoostingClassifier` is that boosting through the protocol.
+  :class:`PrivateGradientBoostingClassifier` is that boosting through the protocol,
+  :class:`PrivateGradientBoostingRegressor` its squared-error twin on privatised targets.
 * :mod:`.dp` — label-DP mechanisms and the budget accountant; :class:`PrivacyLedger` — the
   client-side record of what each release of a dataset's labels spent (cumulative ε).
 * :mod:`.package` — a fitted or staged client saved to a private directory.
@@ -44,6 +45,7 @@ _EXPORTS = {
     "PrivateForestServer": ".protocol",
     "PrivateForestSimulator": ".simulation",
     "PrivateGradientBoostingClassifier": ".boosting_client",
+    "PrivateGradientBoostingRegressor": ".boosting_client",
     "PrivateGradientBoostingSimulator": ".boosting",
     "ProtocolError": ".protocol",
     "ProtocolStats": ".protocol",
@@ -59,6 +61,9 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .boosting import PrivateGradientBoostingSimulator as PrivateGradientBoostingSimulator
     from .boosting_client import (
         PrivateGradientBoostingClassifier as PrivateGradientBoostingClassifier,
+    )
+    from .boosting_client import (
+        PrivateGradientBoostingRegressor as PrivateGradientBoostingRegressor,
     )
     from .client import PrivateForestClient as PrivateForestClient
     from .client import ServerDeviationWarning as ServerDeviationWarning

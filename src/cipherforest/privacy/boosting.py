@@ -248,7 +248,8 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
         client's own running raw predictions."""
         reached = np.column_stack([tree.tree_.apply(X_cipher)
                                    for trees in self.trees_ for tree in trees])
-        init, steps = refit_leaf_values(reached, codes, n_classes, self.learning_rate)
+        init, steps = refit_leaf_values(reached, np.eye(n_classes)[codes],
+                                        self.learning_rate)
         width = n_trees(n_classes)
         return init, [steps[r * width: (r + 1) * width] for r in range(len(self.trees_))]
 

@@ -18,15 +18,17 @@ embedded and remote servers, sessions, quotas and ``save``/``load`` are the clas
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Real
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -38,8 +40,10 @@ from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.params import NOISE_CORRECTIONS, label_epsilon
+from .regressor import PrivateForestRegressor, RegressionSession, regression_report
 
-__all__ = ["BoostingLeaves", "BoostingSession", "PrivateGradientBoostingClassifier"]
+__all__ = ["BoostingLeaves", "BoostingSession", "PrivateGradientBoostingClassifier",
+           "PrivateGradientBoostingRegressor", "RegressionBoostingSession"]
 
 # What the classifier's engine needs, fixed for boosting: the "rr" release, every row in
 # every tree, no label ciphertexts, prediction by leaf ids.
@@ -72,12 +76,12 @@ class BoostingLeaves:
     known: np.ndarray
 
     @classmethod
-    def refit(cls, reached: np.ndarray, codes: np.ndarray, n_classes: int,
-              learning_rate: float) -> BoostingLeaves:
+    def refit(cls, reached: np.ndarray, targets: np.ndarray, learning_rate: float,
+              loss: str = "log_loss") -> BoostingLeaves:
         """The leaf values of the trees whose training leaves are ``reached`` (n, n_trees),
-        refitted from the true labels ``codes``."""
+        refitted from the true ``targets`` (:func:`~.boosting_kernels.refit_leaf_values`)."""
         reached = np.asarray(reached, dtype=np.int64)
-        init_raw, steps = refit_leaf_values(reached, codes, n_classes, learning_rate)
+        init_raw, steps = refit_leaf_values(reached, targets, learning_rate, loss)
         known = [np.bincount(reached[:, t], minlength=s.shape[0]) > 0
                  for t, s in enumerate(steps)]
         return cls(init_raw, learning_rate * np.concatenate(steps),
@@ -128,7 +132,32 @@ class BoostingLeaves:
         return leaves
 
 
-class BoostingSession(ClientSession):
+class _BoostedScores:
+    """Prediction of a boosting engine (a :class:`~.protocol.ClientSession` whose
+    ``leaf_table`` is a :class:`BoostingLeaves`)."""
+
+    def boosted_scores(self, X: np.ndarray, n_trees: int, stats: ProtocolStats) -> np.ndarray:
+        """Raw scores (n, width) of the rows ``X`` (validated float64): the server is asked
+        for the leaves the rows reach in its ``n_trees`` trees (nothing homomorphic), the
+        client sums its own leaf values."""
+        started = time.perf_counter()
+        if self.leaf_table is None:
+            raise ValueError("this client holds no leaf values: fit it again")
+        X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
+        reply = self.exchange(Message("predict", self._meta({"reply": "ids"}),
+                                      {"X": X_cipher}), "scores", stats)
+        if (reply.value("n_rows", int) != X.shape[0]
+                or reply.value("n_trees", int) != n_trees
+                or reply.value("reply", str) != "ids"):
+            raise ProtocolError(f"scores: expected the leaf ids of {X.shape[0]} rows × "
+                                f"{n_trees} trees")
+        raw = self.leaf_table.raw(reply.array("leaf", "int32", 2))
+        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
+        stats.reply = "ids"
+        return raw
+
+
+class BoostingSession(_BoostedScores, ClientSession):
     """The boosting classifier's protocol engine (see the module docstring).
 
     Parameters
@@ -162,30 +191,49 @@ class BoostingSession(ClientSession):
 
     def count_leaves(self, reached: np.ndarray, weights_of) -> BoostingLeaves:
         """The client's leaf values: refitted from the true labels, in tree order."""
-        return BoostingLeaves.refit(reached, self.labels, self.n_classes,
+        return BoostingLeaves.refit(reached, np.eye(self.n_classes)[self.labels],
                                     float(self.params["learning_rate"]))
 
     def decision_function(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
         """Raw scores (n, width) of the rows ``X`` (validated float64): the server names the
         leaves they reach, the client sums its own leaf values."""
-        started = time.perf_counter()
-        if self.leaf_table is None:
-            raise ValueError("this client holds no leaf values: fit it again")
-        X_cipher = np.asarray(self.encryptor.transform(X), dtype=np.float64)
-        reply = self.exchange(Message("predict", self._meta({"reply": "ids"}),
-                                      {"X": X_cipher}), "scores", stats)
-        if (reply.value("n_rows", int) != X.shape[0]
-                or reply.value("n_trees", int) != self.n_trees
-                or reply.value("reply", str) != "ids"):
-            raise ProtocolError(f"scores: expected the leaf ids of {X.shape[0]} rows × "
-                                f"{self.n_trees} trees")
-        raw = self.leaf_table.raw(reply.array("leaf", "int32", 2))
-        stats.client_seconds = time.perf_counter() - started - stats.server_seconds
-        stats.reply = "ids"
-        return raw
+        return self.boosted_scores(X, self.n_trees, stats)
 
 
-class PrivateGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
+class _BoostingModel:
+    """What the boosting estimators share: a fit's GIPE encryptor, the session's end, and
+    saving and loading (the private forest's model directory)."""
+
+    def new_encryptor(self) -> GiniPreservingEncryptor:
+        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
+        override it)."""
+        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
+                                       n_bins=self.gipe_bins).set_output(transform="default")
+
+    def close(self) -> None:
+        """Ask the server to forget this model's session."""
+        check_is_fitted(self, "session_")
+        self.client_session_.close()
+        del self.session_
+
+    def save(self, path) -> None:
+        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
+        directory ``path`` (0600 files, no pickle), as
+        :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
+        from .package import save_client
+
+        check_is_fitted(self, "session_")
+        save_client(self, path)
+
+    @classmethod
+    def load(cls, path, *, server=None, server_key=None):
+        """A model saved by :meth:`save`, connected to its server session again."""
+        from .package import load_client
+
+        return load_client(cls, path, server=server, server_key=server_key)
+
+
+class PrivateGradientBoostingClassifier(_BoostingModel, ClassifierMixin, BaseEstimator):
     """Gradient boosting trained by a server on GIPE ciphers and randomized-response labels;
     leaf values refitted from the true labels by the client only.
 
@@ -350,12 +398,6 @@ class PrivateGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
         return self
 
-    def new_encryptor(self) -> GiniPreservingEncryptor:
-        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
-        override it)."""
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
-
     # ------------------------------------------------------------------ predict
     def decision_function(self, X) -> np.ndarray:
         """The client's raw scores: shape (n,) for two classes, (n, n_classes) for more."""
@@ -378,25 +420,188 @@ class PrivateGradientBoostingClassifier(ClassifierMixin, BaseEstimator):
         """Most probable class of each row."""
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
 
-    # ------------------------------------------------------------------ session
-    def close(self) -> None:
-        """Ask the server to forget this model's session."""
+
+class RegressionBoostingSession(_BoostedScores, RegressionSession):
+    """The boosting regressor's protocol engine: the regressor's release (privatised
+    targets, charged in the ledger) for the ``"gradient_boosting_regressor"`` learner, leaf
+    values refitted from the true targets (squared error)."""
+
+    leaf_table_type = BoostingLeaves
+
+    def __init__(self, params: Mapping[str, Any], transport=None):
+        super().__init__({"split_selection": "rr", "bootstrap": False, "max_samples": None,
+                          **params}, transport)
+
+    def encrypt(self, X: np.ndarray, y: np.ndarray,
+                encryptor: GiniPreservingEncryptor | None = None) -> tuple[Message, Any]:
+        setup, labels = super().encrypt(X, y, encryptor)
+        setup.meta.update(learner="gradient_boosting_regressor",
+                          learning_rate=float(self.params["learning_rate"]))
+        return setup, labels
+
+    def count_leaves(self, reached: np.ndarray, weights_of) -> BoostingLeaves:
+        """The client's leaf values: mean residuals of the true targets, in tree order."""
+        return BoostingLeaves.refit(reached, self.labels[:, None],
+                                    float(self.params["learning_rate"]), "squared_error")
+
+    def predict(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
+        """The boosted prediction of the rows ``X`` (validated float64)."""
+        return self.boosted_scores(X, int(self.params["n_estimators"]), stats)[:, 0]
+
+
+_TARGET_PARAMETERS = ("target_mechanism", "target_bounds", "target_bins", "target_outputs",
+                      "prior_share")
+
+
+class PrivateGradientBoostingRegressor(_BoostingModel, RegressorMixin, BaseEstimator):
+    """Gradient boosting (squared error) trained by a server on GIPE ciphers and privatised
+    targets; leaf values refitted from the true targets by the client only.
+
+    The client releases the targets as :class:`~cipherforest.privacy.PrivateForestRegressor`
+    does (randomized response on bins at ``label_epsilon`` by default, Laplace noise with
+    ``target_mechanism="laplace"``; permanent, charged in the privacy ledger, the same
+    release as that regressor's for the same data and parameters). The server boosts
+    squared-error regression trees on the ciphers and those targets (its own leaf values,
+    the mean privatised residuals, only steer its next round) and names the leaf every
+    training row reaches; the client sets every leaf to the mean residual of the TRUE
+    targets of its rows at its own running predictions, tree by tree in order, and keeps
+    them. :meth:`predict` asks the server for the leaves the test rows reach.
+
+    Parameters
+    ----------
+    n_estimators : int, default=100
+        Boosting rounds (one tree each).
+    learning_rate : float, default=0.1
+    max_depth : int or None, default=3
+    min_samples_split : int, default=2
+    min_samples_leaf : int, default=1
+    max_features : {"sqrt", "log2"}, int, float or None, default=None
+    max_bins : int or None, default=None
+    random_state : int, RandomState instance or None, default=None
+        Seeds the trees' feature draws (sent to the server).
+    security_parameter, gipe_mode, gipe_bins
+        GIPE's (``gipe_mode`` ``"quantile"`` or ``"order"``).
+    label_epsilon : float or None, default=None
+        ε of the whole release, prior included (None: 2).
+    target_mechanism, target_bounds, target_bins, target_outputs, prior_share
+        The release's, as :class:`~cipherforest.privacy.PrivateForestRegressor`'s.
+    privacy_ledger : str or None, default=None
+    max_total_epsilon : float or None, default=None
+    server : str, Transport or None, default=None
+    n_jobs : int or None, default=None
+    verbose : int, default=0
+    server_key : str or None, default=None
+    timeout : float, default=120
+
+    Attributes
+    ----------
+    encryptor_ : GiniPreservingEncryptor
+    session_ : str
+    server_ : PrivateForestServer or Transport
+    client_session_ : RegressionBoostingSession
+    epsilon_spent_ : float
+    privacy_report_ : dict
+        :class:`~cipherforest.privacy.PrivateForestRegressor`'s, with
+        ``learner="gradient_boosting_regressor"``.
+    fit_stats_, predict_stats_ : ProtocolStats
+    """
+
+    engine_type = RegressionBoostingSession
+
+    _parameter_constraints: dict = {
+        **constraints(["n_estimators", "max_depth", "min_samples_split", "min_samples_leaf",
+                       "max_features", "max_bins", "random_state", "security_parameter",
+                       "gipe_bins", "privacy_ledger", "max_total_epsilon", "server", "n_jobs",
+                       "verbose", "server_key", "timeout"]),
+        **{name: PrivateForestRegressor._parameter_constraints[name]
+           for name in ("gipe_mode", "label_epsilon", *_TARGET_PARAMETERS)},
+        "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
+    }
+
+    def __init__(self, n_estimators=100, *, learning_rate=0.1, max_depth=3,
+                 min_samples_split=2, min_samples_leaf=1, max_features=None, max_bins=None,
+                 random_state=None, security_parameter=6.4, gipe_mode="quantile", gipe_bins=32,
+                 label_epsilon=None, target_mechanism="bins", target_bounds=None,
+                 target_bins=32, target_outputs=None, prior_share=0.1, privacy_ledger=None,
+                 max_total_epsilon=None, server=None, n_jobs=None, verbose=0, server_key=None,
+                 timeout=120.0):
+        self.n_estimators = n_estimators
+        self.learning_rate = learning_rate
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.max_features = max_features
+        self.max_bins = max_bins
+        self.random_state = random_state
+        self.security_parameter = security_parameter
+        self.gipe_mode = gipe_mode
+        self.gipe_bins = gipe_bins
+        self.label_epsilon = label_epsilon
+        self.target_mechanism = target_mechanism
+        self.target_bounds = target_bounds
+        self.target_bins = target_bins
+        self.target_outputs = target_outputs
+        self.prior_share = prior_share
+        self.privacy_ledger = privacy_ledger
+        self.max_total_epsilon = max_total_epsilon
+        self.server = server
+        self.n_jobs = n_jobs
+        self.verbose = verbose
+        self.server_key = server_key
+        self.timeout = timeout
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Encrypt ``X``, privatise ``y``, let the server boost, refit the leaf values.
+
+        Raises
+        ------
+        ValueError
+            ``y`` holds NaN or inf, ``label_epsilon`` is not a finite number > 0, or
+            ``target_bounds`` are not two finite numbers ``low < high``.
+        """
+        stats = ProtocolStats()
+        started = time.perf_counter()
+        bounds = self.target_bounds
+        if bounds is not None and not (
+                len(bounds) == 2 and all(isinstance(b, Real) and math.isfinite(b)
+                                         for b in bounds) and bounds[0] < bounds[1]):
+            raise ValueError(f"target_bounds must be two finite numbers (low, high) with "
+                             f"low < high, got {bounds!r}")
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        engine = RegressionBoostingSession(self.get_params())
+        setup, labels = engine.encrypt(X, y, self.new_encryptor())
+        self.encryptor_ = engine.encryptor
+        self.client_session_ = engine
+        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
+                                                       self.server_key, self.timeout)
+        engine.upload(setup, labels, stats, started)
+        self.session_ = engine.session_id
+        engine.train(setup, stats, started)
+        engine.labels = None  # the leaf values hold what predictions need
+        report = regression_report("rr", engine.release, self.gipe_mode,
+                                   engine.cumulative_spent())
+        report["learner"] = "gradient_boosting_regressor"
+        report["server_saw"] = [*report["server_saw"],
+                                "regression trees it boosted on the privatised targets (and "
+                                "its own leaf values, fitted to them)"]
+        self.privacy_report_ = report
+        self.epsilon_spent_ = report["epsilon"]
+        self.fit_stats_ = stats
+        if engine.mechanism is not None and engine.mechanism.n_outputs == 1:
+            warnings.warn("the privatised targets hold a single value (a constant target): "
+                          "every tree is one leaf and predicts the training mean",
+                          UserWarning, stacklevel=2)
+        if self.verbose:
+            print(format_privacy_report(report), file=sys.stderr, flush=True)
+        return self
+
+    def predict(self, X) -> np.ndarray:
+        """The initial mean plus every tree's client-side leaf value for the leaves the rows
+        reach."""
         check_is_fitted(self, "session_")
-        self.client_session_.close()
-        del self.session_
-
-    def save(self, path) -> None:
-        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
-        directory ``path`` (0600 files, no pickle), as
-        :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
-        from .package import save_client
-
-        check_is_fitted(self, "session_")
-        save_client(self, path)
-
-    @classmethod
-    def load(cls, path, *, server=None, server_key=None) -> PrivateGradientBoostingClassifier:
-        """A model saved by :meth:`save`, connected to its server session again."""
-        from .package import load_client
-
-        return load_client(cls, path, server=server, server_key=server_key)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        stats = ProtocolStats()
+        values = self.client_session_.predict(X, stats)
+        self.predict_stats_ = stats
+        return values

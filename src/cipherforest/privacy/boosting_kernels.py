@@ -125,15 +125,37 @@ def boosting_seeds(random_state, n_rounds: int, width: int) -> np.ndarray:
     return check_random_state(random_state).randint(_SEED_BOUND, size=(n_rounds, width))
 
 
+def _start_raw(targets: np.ndarray, loss: str) -> np.ndarray:
+    return prior_raw(targets) if loss == "log_loss" else targets.mean(axis=0)
+
+
+def _gradients(targets: np.ndarray, raw: np.ndarray, loss: str):
+    if loss == "log_loss":
+        return tree_gradients(targets, raw)
+    return targets - raw, np.ones_like(raw)
+
+
+def _scale(loss: str, n_columns: int) -> float:
+    return newton_scale(n_columns) if loss == "log_loss" else 1.0
+
+
 def boost_on_targets(X_cipher: np.ndarray, targets: np.ndarray, new_tree: Callable,
-                     learning_rate: float, seeds: np.ndarray, max_bins: int | None):
-    """The server's boosting on the cipher matrix and ``targets`` (n, K): a function of
-    ``ỹ`` (:func:`corrected_targets`).
+                     learning_rate: float, seeds: np.ndarray, max_bins: int | None,
+                     loss: str = "log_loss"):
+    """The server's boosting on the cipher matrix and ``targets``: a function of ``ỹ``.
 
     Each round grows one regression tree per modelled column (``new_tree()``, an unfitted
     :class:`~cipherforest.core.DecisionTreeRegressor`, seeded by ``seeds[round, k]``) on
-    the log-loss negative gradients at the server's own raw scores, and moves those scores
-    by ``learning_rate`` times its leaf Newton steps, clipped to ``±MAX_SERVER_STEP``.
+    the loss's negative gradients at the server's own raw scores, and moves those scores
+    by ``learning_rate`` times its leaf Newton steps.
+
+    Parameters
+    ----------
+    targets : ndarray of shape (n, K)
+        ``"log_loss"``: the one-hot labels' estimates (:func:`corrected_targets`), steps
+        clipped to ``±MAX_SERVER_STEP``; ``"squared_error"``: one column of privatised
+        targets (the step is the leaf's mean residual).
+    loss : {"log_loss", "squared_error"}, default="log_loss"
 
     Returns
     -------
@@ -142,29 +164,29 @@ def boost_on_targets(X_cipher: np.ndarray, targets: np.ndarray, new_tree: Callab
     rounds : list of list of DecisionTreeRegressor
         ``seeds.shape[0]`` rounds of ``seeds.shape[1]`` fitted trees.
     """
-    n_classes = targets.shape[1]
-    init_raw = prior_raw(targets)
+    scale = _scale(loss, targets.shape[1])
+    max_step = MAX_SERVER_STEP if loss == "log_loss" else np.inf
+    init_raw = _start_raw(targets, loss)
     raw = np.tile(init_raw, (X_cipher.shape[0], 1))
     data = prepare_tree_data(X_cipher, max_bins, int(seeds[0, 0]))
     rounds = []
     for stage in range(seeds.shape[0]):
-        neg_gradient, hessian = tree_gradients(targets, raw)
+        neg_gradient, hessian = _gradients(targets, raw, loss)
         trees = []
         for k in range(seeds.shape[1]):
             tree = fit_regression_tree_prepared(new_tree(), data, neg_gradient[:, k],
                                                 int(seeds[stage, k]))
             leaf = tree.tree_.apply(X_cipher)
             steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
-                                      tree.tree_.node_count, newton_scale(n_classes),
-                                      MAX_SERVER_STEP)
+                                      tree.tree_.node_count, scale, max_step)
             raw[:, k] += learning_rate * steps[leaf]
             trees.append(tree)
         rounds.append(trees)
     return init_raw, rounds
 
 
-def refit_leaf_values(reached: np.ndarray, codes: np.ndarray, n_classes: int,
-                      learning_rate: float) -> tuple[np.ndarray, list[np.ndarray]]:
+def refit_leaf_values(reached: np.ndarray, targets: np.ndarray, learning_rate: float,
+                      loss: str = "log_loss") -> tuple[np.ndarray, list[np.ndarray]]:
     """The client's leaf values from the true labels, tree by tree in the order grown.
 
     Parameters
@@ -172,32 +194,34 @@ def refit_leaf_values(reached: np.ndarray, codes: np.ndarray, n_classes: int,
     reached : ndarray of shape (n_samples, n_rounds * width)
         The node id of the leaf every training row reaches in every tree, round-major
         (round 0's ``width`` trees first): all the client needs of the server's trees.
-    codes : ndarray of shape (n_samples,)
-        The true labels as class indices.
-    n_classes : int
+    targets : ndarray of shape (n_samples, K)
+        ``"log_loss"``: the true labels one-hot (``width`` trees per round: one for two
+        classes, ``K`` for more); ``"squared_error"``: the true targets, one column.
     learning_rate : float
+    loss : {"log_loss", "squared_error"}, default="log_loss"
 
     Returns
     -------
     init_raw : ndarray of shape (width,)
-        The initial raw scores from the true class priors.
+        The initial raw scores (the true class priors' log odds, or the targets' mean).
     steps : list of ndarray
-        Per tree, the Newton step of the log loss at the client's running raw scores for
+        Per tree, the Newton step of the loss at the client's running raw scores for
         every node id up to the largest one reached (0 off the leaves).
     """
-    width = n_trees(n_classes)
+    n_columns = targets.shape[1]
+    width = n_trees(n_columns) if loss == "log_loss" else 1
+    scale = _scale(loss, n_columns)
     reached = np.asarray(reached, dtype=np.int64)
-    onehot = np.eye(n_classes)[np.asarray(codes, dtype=np.int64)]
-    init_raw = prior_raw(onehot)
+    init_raw = _start_raw(targets, loss)
     raw = np.tile(init_raw, (reached.shape[0], 1))
     steps = []
     for t in range(reached.shape[1]):
         k = t % width
         if k == 0:
-            neg_gradient, hessian = tree_gradients(onehot, raw)
+            neg_gradient, hessian = _gradients(targets, raw, loss)
         leaf = reached[:, t]
         tree_steps = leaf_newton_steps(leaf, neg_gradient[:, k], hessian[:, k],
-                                       int(leaf.max()) + 1, newton_scale(n_classes), np.inf)
+                                       int(leaf.max()) + 1, scale, np.inf)
         raw[:, k] += learning_rate * tree_steps[leaf]
         steps.append(tree_steps)
     return init_raw, steps

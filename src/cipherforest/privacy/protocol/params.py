@@ -51,10 +51,11 @@ DECIDE_FROM = ("own", "server")
 
 #: What a session trains (``setup``'s ``learner``; absent: a classifier): a forest of
 #: classification trees, of regression trees on privatised targets ("rr", "blind" only), or
-#: gradient-boosted regression trees on randomized-response labels ("rr" only; the server's
-#: ``n_estimators`` is then its number of trees, rounds × trees per round).
+#: gradient-boosted regression trees on randomized-response labels (log loss) or on
+#: privatised targets (squared error), "rr" only; a boosting server's ``n_estimators`` is
+#: its number of trees, rounds × trees per round.
 #: The server's growth per learner is in :mod:`.server.learners`.
-LEARNERS = ("classifier", "regressor", "gradient_boosting")
+LEARNERS = ("classifier", "regressor", "gradient_boosting", "gradient_boosting_regressor")
 #: What a ``"gradient_boosting"`` session's server boosts on (:mod:`..boosting_kernels`).
 NOISE_CORRECTIONS = ("none", "unbiased")
 
@@ -205,8 +206,8 @@ class ForestSpec:
     max_round_bytes: int | None  # None: one round per tree level for the whole forest
     split_selection: str  # "gini" or "dp": the client chooses; "blind": the server draws
     learner: str = "classifier"  # one of LEARNERS
-    # "gradient_boosting" only: the server's shrinkage, what it boosts on, and the ε of the
-    # randomized response (which the unbiased correction inverts).
+    # Boosting learners: the server's shrinkage; "gradient_boosting" also what it boosts on
+    # and the ε of the randomized response (which the unbiased correction inverts).
     learning_rate: float | None = None
     noise_correction: str | None = None
     rr_epsilon: float | None = None
@@ -234,7 +235,7 @@ class ForestSpec:
             raise ProtocolError(f"setup: learner must be one of {LEARNERS}, got {learner!r}")
         max_depth = integer("max_depth", 1, allow_none=True)
         min_samples_leaf = integer("min_samples_leaf", 1, n_samples)
-        boosting = _boosting_fields(meta) if learner == "gradient_boosting" else {}
+        boosting = _boosting_fields(meta, learner) if learner.startswith("gradient") else {}
         return cls(
             n_estimators=integer("n_estimators", 1, MAX_ESTIMATORS),
             max_features=integer("max_features", 1, n_features),
@@ -262,23 +263,27 @@ class ForestSpec:
             "random_state": self.random_state, "max_round_bytes": self.max_round_bytes,
             "split_selection": self.split_selection,
             **({} if self.learner == "classifier" else {"learner": self.learner}),
-            **({} if self.learning_rate is None else {
-                "learning_rate": self.learning_rate, "noise_correction": self.noise_correction,
-                "rr_epsilon": self.rr_epsilon}),
+            **{name: getattr(self, name) for name in ("learning_rate", "noise_correction",
+                                                       "rr_epsilon")
+               if getattr(self, name) is not None},
         }
 
 
-def _boosting_fields(meta: dict) -> dict:
-    """The ``"gradient_boosting"`` fields of a ``setup`` message, validated."""
+def _boosting_fields(meta: dict, learner: str) -> dict:
+    """The boosting fields of a ``setup`` message for ``learner``, validated."""
     fields = {}
-    for name in ("learning_rate", "rr_epsilon"):
+    if learner == "gradient_boosting_regressor":
+        names = ("learning_rate",)
+    else:
+        names = ("learning_rate", "rr_epsilon")
+        if meta.get("noise_correction") not in NOISE_CORRECTIONS:
+            raise ProtocolError(f"setup: noise_correction must be one of "
+                                f"{NOISE_CORRECTIONS}, got {meta.get('noise_correction')!r}")
+        fields["noise_correction"] = meta["noise_correction"]
+    for name in names:
         value = meta.get(name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
                 math.isfinite(value) and value > 0):
             raise ProtocolError(f"setup: {name} must be a finite number > 0, got {value!r}")
         fields[name] = float(value)
-    if meta.get("noise_correction") not in NOISE_CORRECTIONS:
-        raise ProtocolError(f"setup: noise_correction must be one of {NOISE_CORRECTIONS}, "
-                            f"got {meta.get('noise_correction')!r}")
-    fields["noise_correction"] = meta["noise_correction"]
     return fields

@@ -12,7 +12,8 @@ the simulator's loop: the same trees for the same seed) and keeps only the trees
 its own leaf values steer its next gradients and are dropped. The session's trees are the
 boosted trees, round-major (``n_estimators`` of the setup counts them all: a multiple of the
 trees per round), so routing, the training leaf ids of ``trained``, prediction by leaf ids
-and persistence are the forests' own.
+and persistence are the forests' own. ``"gradient_boosting_regressor"`` boosts one
+squared-error tree a round on the privatised targets of the regressor's release.
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ def _grow_regression(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
 
 
 def _check_boosting(spec: ForestSpec, n_classes: int) -> None:
-    width = n_trees(n_classes)
+    width = n_trees(n_classes) if spec.learner == "gradient_boosting" else 1
     if spec.n_estimators % width:
         raise ProtocolError(f"setup: a gradient_boosting session of {n_classes} classes "
                             f"grows {width} trees per round; n_estimators={spec.n_estimators} "
@@ -99,12 +100,18 @@ def _check_boosting(spec: ForestSpec, n_classes: int) -> None:
 
 def _grow_boosting(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
                    n_jobs: int | None) -> None:
+    """Boost the session's trees on ``y_rr``: class indices (log loss) or, for
+    ``"gradient_boosting_regressor"``, privatised targets (squared error)."""
     from ....core import DecisionTreeRegressor  # loaded on first use
 
     spec = growth.spec
-    width = n_trees(n_classes)
-    targets = corrected_targets(y_rr, n_classes, spec.rr_epsilon,
-                                correct=spec.noise_correction == "unbiased")
+    if spec.learner == "gradient_boosting":
+        width, loss = n_trees(n_classes), "log_loss"
+        targets = corrected_targets(y_rr, n_classes, spec.rr_epsilon,
+                                    correct=spec.noise_correction == "unbiased")
+    else:
+        width, loss = 1, "squared_error"
+        targets = np.asarray(y_rr, dtype=np.float64)[:, None]
 
     def new_tree() -> DecisionTreeRegressor:
         return DecisionTreeRegressor(
@@ -114,7 +121,7 @@ def _grow_boosting(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
 
     seeds = boosting_seeds(spec.random_state, spec.n_estimators // width, width)
     _, rounds = boost_on_targets(growth.X, targets, new_tree, spec.learning_rate, seeds,
-                                 spec.max_bins)
+                                 spec.max_bins, loss)
     fitted = [tree for trees in rounds for tree in trees]
     for tree, estimator in zip(growth.trees, fitted, strict=True):
         set_tree_structure(tree, estimator.tree_)
@@ -127,5 +134,7 @@ SERVER_LEARNERS: dict[str, ServerLearner] = {
                                _grow_regression),
     "gradient_boosting": ServerLearner("gradient_boosting", ("rr",), True, _class_labels,
                                        _grow_boosting, _check_boosting),
+    "gradient_boosting_regressor": ServerLearner("gradient_boosting_regressor", ("rr",), False,
+                                                 _targets, _grow_boosting, _check_boosting),
 }
 assert tuple(SERVER_LEARNERS) == LEARNERS
