@@ -27,6 +27,7 @@ from cipherforest.privacy import (
     PrivateGradientBoostingClassifier,
     PrivateGradientBoostingRegressor,
     PrivateGradientBoostingSimulator,
+    attacks,
 )
 from cipherforest.privacy.protocol import (
     InProcessTransport,
@@ -333,3 +334,48 @@ def test_server_refuses_what_a_boosting_regressor_session_cannot_be(diabetes, tm
                       {"context": setup.blob_list("context")})
         with pytest.raises(ProtocolError, match=what):
             server.handle(encode_message(bad))
+
+
+# ---------------------------------------------------------------------- attacks
+def test_forced_refits_learn_nothing_new_and_the_control_does(tmp_path):
+    """The server fails every fit after reading ỹ (attacks.forced_refit_attack): the ledger's
+    permanent ỹ makes the majority over 7 fits one fit's accuracy; the positive control, a
+    client drawing ỹ afresh per fit, lets the majority converge to the labels."""
+    X, y = load_breast_cancer(return_X_y=True)
+    client = PrivateGradientBoostingClassifier(3, privacy_ledger=str(tmp_path / "ledger"))
+    permanent = attacks.forced_refit_attack(client, X, y, n_fits=7)
+    assert permanent.n_fits == 7 and permanent.distinct_draws == 1
+    assert permanent.majority == permanent.single_fit < 0.93  # ε = 2: 88 % kept
+    with attacks.fresh_randomized_labels():
+        control = attacks.forced_refit_attack(
+            PrivateGradientBoostingClassifier(3, privacy_ledger=str(tmp_path / "other")),
+            X, y, n_fits=7)
+    assert control.distinct_draws == 7 and control.majority > control.single_fit + 0.05
+
+
+def test_forced_refits_of_the_regressor_average_nothing_away(diabetes, tmp_path):
+    X, y, _, _ = diabetes
+    model = PrivateGradientBoostingRegressor(3, privacy_ledger=str(tmp_path / "ledger"))
+    permanent = attacks.forced_refit_targets(model, X, y, n_fits=5)
+    assert permanent.distinct_draws == 1
+    assert permanent.averaged.r2 == permanent.single_fit.r2
+    with attacks.fresh_randomized_labels():
+        control = attacks.forced_refit_targets(
+            PrivateGradientBoostingRegressor(3, privacy_ledger=str(tmp_path / "other")),
+            X, y, n_fits=5)
+    assert control.distinct_draws == 5 and control.averaged.r2 > control.single_fit.r2 + 0.1
+
+
+def test_a_doctored_leaf_store_reads_no_label_at_prediction(tmp_path):
+    """attacks.prediction_oracle_attack: the boosting session holds no label ciphertext and
+    predictions read leaf ids, so no call fails and the reading is a constant guess (the
+    positive control, the paper's encrypted replies, is
+    tests/privacy/attacks/test_attacks.py::test_prediction_oracle_reads_labels_from_the_papers_replies)."""
+    X, y = load_breast_cancer(return_X_y=True)
+    client = PrivateGradientBoostingClassifier(3, random_state=0,
+                                               privacy_ledger=str(tmp_path / "l"))
+    result = attacks.prediction_oracle_attack(client, X[:150], y[:150], X[150:160],
+                                              n_pairs=8)
+    assert result.failures == 0 and result.n_probed == 8
+    assert result.accuracy in (pytest.approx(result.baseline),
+                               pytest.approx(1 - result.baseline))
