@@ -24,7 +24,14 @@ from sklearn.metrics import r2_score
 
 from cipherforest.core import bootstrap_counts, draw_seeds
 from cipherforest.ensemble import RandomForestRegressor
-from cipherforest.privacy import LedgerError, PrivacyLedger, PrivateForestRegressor
+from cipherforest.privacy import (
+    GiniPreservingEncryptor,
+    LedgerError,
+    PrivacyLedger,
+    PrivateForestRegressor,
+    PrivateForestRegressorSimulator,
+    PrivateForestServer,
+)
 from cipherforest.privacy.protocol import (
     InProcessTransport,
     Message,
@@ -252,6 +259,58 @@ def test_through_a_cipherforest_serve_url(data, tmp_path):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+# ---------------------------------------------------------------------- the simulator
+def _seeded_encryptor():
+    return GiniPreservingEncryptor(mode="quantile", random_state=0).set_output(
+        transform="default")
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"split_selection": "blind"},
+    {"target_mechanism": "laplace", "min_samples_leaf": 3, "max_features": 0.5},
+    {"target_outputs": 5, "bootstrap": False, "max_depth": 6}])
+def test_simulator_grows_the_estimators_forest(data, tmp_path, params):
+    """With the same ledger, seed and GIPE keys the in-process simulation has the
+    estimator's privatised targets, trees and predictions, and the same privacy report."""
+    X, y, X_test, _ = data
+    ledger = str(tmp_path / "ledger")
+    server = PrivateForestServer()
+    recorder = _Recorder(server)
+    model = PrivateForestRegressor(n_estimators=6, random_state=5, privacy_ledger=ledger,
+                                   server=recorder, **params)
+    model.new_encryptor = _seeded_encryptor
+    model.fit(X, y)
+    simulated = PrivateForestRegressorSimulator(n_estimators=6, random_state=5,
+                                                privacy_ledger=ledger, **params)
+    simulated.new_encryptor = _seeded_encryptor
+    simulated.fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    if "y_rr" in setup.arrays:
+        np.testing.assert_array_equal(simulated.privatised_targets_,
+                                      setup.array("y_rr", "float64", 1))
+    else:
+        assert simulated.privatised_targets_ is None
+    session = server.session(model.session_)
+    for tree, expected in zip(simulated.trees_, session.trees, strict=True):
+        for name, values in expected.arrays().items():
+            np.testing.assert_array_equal(tree[name], values)
+    np.testing.assert_array_equal(simulated.predict(X_test), model.predict(X_test))
+    report = dict(simulated.privacy_report_)
+    assert report.pop("cumulative_epsilon") == model.privacy_report_["cumulative_epsilon"]
+    assert report == {k: v for k, v in model.privacy_report_.items()
+                      if k != "cumulative_epsilon"}
+
+
+def test_simulator_refuses_what_the_estimator_refuses(data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="target_bounds"):
+        PrivateForestRegressorSimulator(n_estimators=2, target_bounds=(1.0, 1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="y"):
+        PrivateForestRegressorSimulator(n_estimators=2).fit(X, np.full(X.shape[0], np.nan))
+    with pytest.raises(TypeError, match="server"):  # no transport to give
+        PrivateForestRegressorSimulator(server="http://127.0.0.1:1")
 
 
 # ---------------------------------------------------------------------- bad input
