@@ -39,6 +39,7 @@ from cipherforest.privacy.protocol import (
     decode_message,
     encode_message,
 )
+from cipherforest.privacy.protocol.server.learners import tie_broken_targets
 from cipherforest.privacy.target_dp import (
     BinnedResponse,
     laplace_targets,
@@ -149,10 +150,11 @@ def test_binned_response_reports_each_value_with_the_rr_probabilities():
 # ---------------------------------------------------------------------- the protocol
 def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets(data):
     """The server's trees partition every tree's bootstrap rows as RandomForestRegressor
-    fitted on the ciphers and ỹ does (its histogram finder: with ties everywhere in ỹ's few
-    values the exact finder may break a tie otherwise); each prediction is the mean over the
-    trees of the draws-weighted mean of the TRUE targets of the training rows in the leaf it
-    reaches."""
+    fitted on the ciphers and ỹ with the seed's tie-breaking jitter does (its histogram
+    finder: with ties everywhere in ỹ's few values the exact finder may break a tie
+    otherwise), more finely than the forest on ỹ alone, which stops where ỹ are equal; each
+    prediction is the mean over the trees of the draws-weighted mean of the TRUE targets of
+    the training rows in the leaf it reaches."""
     X, y, X_test, _ = data
     params = dict(n_estimators=5, random_state=3, max_features=0.5)
     model = PrivateForestRegressor(**params).fit(X, y)
@@ -162,12 +164,17 @@ def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets
     weights = [bootstrap_counts(int(s), X.shape[0], X.shape[0]) for s in seeds]
     train_leaves = session.route(cipher)
     # GIPE's 32 ciphers per column: the server's histogram finder with one bin per cipher.
-    oracle = RandomForestRegressor(**params, max_bins=255).fit(cipher, y_rr)
+    assert np.unique(y_rr).shape[0] == 2
+    oracle = RandomForestRegressor(**params, max_bins=255).fit(
+        cipher, tie_broken_targets(y_rr, 3))
+    untied = RandomForestRegressor(**params, max_bins=255).fit(cipher, y_rr)
     for t, tree in enumerate(oracle.estimators_):
         drawn = weights[t] > 0
-        pairs = set(zip(tree.apply(cipher)[drawn].tolist(), train_leaves[drawn, t].tolist(),
-                        strict=True))
-        assert len(pairs) == len(set(train_leaves[drawn, t].tolist()))  # same partition
+        oracle_leaves = tree.apply(cipher)[drawn]
+        pairs = set(zip(oracle_leaves.tolist(), train_leaves[drawn, t].tolist(), strict=True))
+        n_leaves = len(set(train_leaves[drawn, t].tolist()))
+        assert len(pairs) == n_leaves == len(set(oracle_leaves.tolist()))  # same partition
+        assert n_leaves > len(set(untied.estimators_[t].apply(cipher)[drawn].tolist()))
     test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
     expected = np.zeros(X_test.shape[0])
     for t in range(5):
@@ -259,6 +266,22 @@ def test_through_a_cipherforest_serve_url(data, tmp_path):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_tie_breaking_keeps_the_order_of_unequal_targets():
+    """The jitter orders rows of equal ỹ by the seed alone and never moves a row past a
+    row of a larger ỹ; a constant ỹ (one-leaf trees, documented) is left as it is."""
+    y_rr = np.array([3.0, -1.0, 3.0, 3.0, 7.5, -1.0, 7.5, 3.0])
+    broken = tie_broken_targets(y_rr, 11)
+    assert np.unique(broken).shape[0] == y_rr.shape[0]
+    for a, b in itertools.combinations(range(y_rr.shape[0]), 2):
+        if y_rr[a] < y_rr[b]:
+            assert broken[a] < broken[b]
+    assert np.abs(broken - y_rr).max() < 1e-3 * 4.0
+    np.testing.assert_array_equal(tie_broken_targets(y_rr, 11), broken)
+    assert not np.array_equal(tie_broken_targets(y_rr, 12), broken)
+    constant = np.full(5, 2.0)
+    np.testing.assert_array_equal(tie_broken_targets(constant, 11), constant)
 
 
 # ---------------------------------------------------------------------- the simulator
