@@ -32,6 +32,7 @@ from cipherforest.privacy import (
     PrivateForestRegressorSimulator,
     PrivateForestServer,
 )
+from cipherforest.privacy.dp import RandomizedResponse
 from cipherforest.privacy.protocol import (
     InProcessTransport,
     Message,
@@ -145,6 +146,33 @@ def test_binned_response_reports_each_value_with_the_rr_probabilities():
     q = (1 - p) / (k - 1)
     assert p / q == pytest.approx(math.exp(1.5))
     assert np.mean(reported[codes == 0] == 0) == pytest.approx(p, abs=0.03)
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 2.0, 4.0])
+def test_default_release_is_epsilon_label_dp_by_exact_enumeration(data, epsilon):
+    """The default release's randomized response, enumerated exactly from the ledger's
+    keep probability: for every output value the probabilities of reporting it from any two
+    targets (any two fine bins) are within e^ε_rr of each other, tightly; with the prior's ε
+    the whole release spends ε; and the ledger keeps a row's interval as often as that."""
+    X, y, _, _ = data
+    model = PrivateForestRegressor(n_estimators=1, label_epsilon=epsilon,
+                                   random_state=0).fit(X, y)
+    engine = model.client_session_
+    mechanism, release = engine.mechanism, engine.release
+    assert release["prior_epsilon"] + release["rr_epsilon"] == pytest.approx(epsilon)
+    k = mechanism.n_outputs
+    assert k >= 2
+    keep = RandomizedResponse(release["rr_epsilon"], k).keep_probability
+    assert keep == pytest.approx(mechanism.keep_probability)
+    # M[b, o]: P(report value o | the target lies in fine bin b)
+    M = np.where(mechanism.interval[:, None] == np.arange(k)[None, :], keep,
+                 (1 - keep) / (k - 1))
+    np.testing.assert_allclose(M.sum(axis=1), 1.0)
+    ratio = (M.max(axis=0) / M.min(axis=0)).max()
+    assert ratio == pytest.approx(math.exp(release["rr_epsilon"]))
+    y_rr = engine.ledger.randomized_labels(X, mechanism.codes(y), release["rr_epsilon"], k)
+    kept = np.mean(y_rr == mechanism.codes(y))
+    assert abs(kept - keep) < 4 * math.sqrt(keep * (1 - keep) / y.shape[0])
 
 
 # ---------------------------------------------------------------------- the protocol
