@@ -72,7 +72,8 @@ def load(name: str, n_rows: int):
     raise ValueError(f"unknown data set {name!r}")
 
 
-def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=()):
+def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=(),
+            epsilons=EPSILONS):
     """(name, estimator factory) of every column (``outputs``: RR-on-bins with that many
     output values too)."""
     common = dict(n_estimators=trees, random_state=seed)
@@ -80,17 +81,18 @@ def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=()):
     out = [("plaintext", lambda: RandomForestRegressor(**common, n_jobs=n_jobs)),
            ("blind", lambda: PrivateForestRegressor(**private, split_selection="blind"))]
     for kind in ("bins", "laplace"):
-        for eps in EPSILONS:
+        for eps in epsilons:
             out.append((f"{kind} ε={eps:g}", lambda kind=kind, eps=eps: PrivateForestRegressor(
                 **private, target_mechanism=kind, label_epsilon=eps)))
     for k in outputs:
-        for eps in EPSILONS:
+        for eps in epsilons:
             out.append((f"bins k={k} ε={eps:g}", lambda k=k, eps=eps: PrivateForestRegressor(
                 **private, target_outputs=k, label_epsilon=eps)))
     return out
 
 
-def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=()):
+def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=(),
+        epsilons=EPSILONS):
     results: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as ledger:
@@ -100,7 +102,7 @@ def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=
             started = time.perf_counter()
             for fold, (train, test) in enumerate(
                     KFold(folds, shuffle=True, random_state=0).split(X)):
-                for label, make in methods(trees, fold, ledger, n_jobs, outputs):
+                for label, make in methods(trees, fold, ledger, n_jobs, outputs, epsilons):
                     model = make().fit(X[train], y[train])
                     scores.setdefault(label, []).append(r2_score(y[test], model.predict(X[test])))
             results[name] = scores
@@ -212,6 +214,8 @@ def main(argv=None) -> None:
     parser.add_argument("--n-jobs", type=int, default=None)
     parser.add_argument("--outputs", type=int, nargs="*", default=[],
                         help="also RR-on-bins with this many output values (target_outputs)")
+    parser.add_argument("--epsilons", type=float, nargs="+", default=list(EPSILONS),
+                        help="the private forests' ε (2 is needed for the target lines)")
     parser.add_argument("--markdown", help="also write the tables to this file")
     parser.add_argument("--attacks", action="store_true",
                         help="print the attacks on the targets instead of the R² curves")
@@ -224,8 +228,10 @@ def main(argv=None) -> None:
         print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; {time.perf_counter() - started:.0f} s")
         return
+    if 2.0 not in args.epsilons:
+        parser.error("--epsilons must include 2 (the target's ε)")
     results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs,
-                           args.outputs)
+                           args.outputs, args.epsilons)
     text = table(results, args.trees, args.folds) + "\n" + target_lines(results)
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}; {sum(seconds.values()):.0f} s in all")

@@ -24,7 +24,15 @@ from sklearn.metrics import r2_score
 
 from cipherforest.core import bootstrap_counts, draw_seeds
 from cipherforest.ensemble import RandomForestRegressor
-from cipherforest.privacy import LedgerError, PrivacyLedger, PrivateForestRegressor
+from cipherforest.privacy import (
+    GiniPreservingEncryptor,
+    LedgerError,
+    PrivacyLedger,
+    PrivateForestRegressor,
+    PrivateForestRegressorSimulator,
+    PrivateForestServer,
+)
+from cipherforest.privacy.dp import RandomizedResponse
 from cipherforest.privacy.protocol import (
     InProcessTransport,
     Message,
@@ -32,6 +40,7 @@ from cipherforest.privacy.protocol import (
     decode_message,
     encode_message,
 )
+from cipherforest.privacy.protocol.server.learners import tie_broken_targets
 from cipherforest.privacy.target_dp import (
     BinnedResponse,
     laplace_targets,
@@ -139,13 +148,41 @@ def test_binned_response_reports_each_value_with_the_rr_probabilities():
     assert np.mean(reported[codes == 0] == 0) == pytest.approx(p, abs=0.03)
 
 
+@pytest.mark.parametrize("epsilon", [1.0, 2.0, 4.0])
+def test_default_release_is_epsilon_label_dp_by_exact_enumeration(data, epsilon):
+    """The default release's randomized response, enumerated exactly from the ledger's
+    keep probability: for every output value the probabilities of reporting it from any two
+    targets (any two fine bins) are within e^ε_rr of each other, tightly; with the prior's ε
+    the whole release spends ε; and the ledger keeps a row's interval as often as that."""
+    X, y, _, _ = data
+    model = PrivateForestRegressor(n_estimators=1, label_epsilon=epsilon,
+                                   random_state=0).fit(X, y)
+    engine = model.client_session_
+    mechanism, release = engine.mechanism, engine.release
+    assert release["prior_epsilon"] + release["rr_epsilon"] == pytest.approx(epsilon)
+    k = mechanism.n_outputs
+    assert k >= 2
+    keep = RandomizedResponse(release["rr_epsilon"], k).keep_probability
+    assert keep == pytest.approx(mechanism.keep_probability)
+    # M[b, o]: P(report value o | the target lies in fine bin b)
+    M = np.where(mechanism.interval[:, None] == np.arange(k)[None, :], keep,
+                 (1 - keep) / (k - 1))
+    np.testing.assert_allclose(M.sum(axis=1), 1.0)
+    ratio = (M.max(axis=0) / M.min(axis=0)).max()
+    assert ratio == pytest.approx(math.exp(release["rr_epsilon"]))
+    y_rr = engine.ledger.randomized_labels(X, mechanism.codes(y), release["rr_epsilon"], k)
+    kept = np.mean(y_rr == mechanism.codes(y))
+    assert abs(kept - keep) < 4 * math.sqrt(keep * (1 - keep) / y.shape[0])
+
+
 # ---------------------------------------------------------------------- the protocol
 def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets(data):
     """The server's trees partition every tree's bootstrap rows as RandomForestRegressor
-    fitted on the ciphers and ỹ does (its histogram finder: with ties everywhere in ỹ's few
-    values the exact finder may break a tie otherwise); each prediction is the mean over the
-    trees of the draws-weighted mean of the TRUE targets of the training rows in the leaf it
-    reaches."""
+    fitted on the ciphers and ỹ with the seed's tie-breaking jitter does (its histogram
+    finder: with ties everywhere in ỹ's few values the exact finder may break a tie
+    otherwise), more finely than the forest on ỹ alone, which stops where ỹ are equal; each
+    prediction is the mean over the trees of the draws-weighted mean of the TRUE targets of
+    the training rows in the leaf it reaches."""
     X, y, X_test, _ = data
     params = dict(n_estimators=5, random_state=3, max_features=0.5)
     model = PrivateForestRegressor(**params).fit(X, y)
@@ -155,12 +192,17 @@ def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets
     weights = [bootstrap_counts(int(s), X.shape[0], X.shape[0]) for s in seeds]
     train_leaves = session.route(cipher)
     # GIPE's 32 ciphers per column: the server's histogram finder with one bin per cipher.
-    oracle = RandomForestRegressor(**params, max_bins=255).fit(cipher, y_rr)
+    assert np.unique(y_rr).shape[0] == 2
+    oracle = RandomForestRegressor(**params, max_bins=255).fit(
+        cipher, tie_broken_targets(y_rr, 3))
+    untied = RandomForestRegressor(**params, max_bins=255).fit(cipher, y_rr)
     for t, tree in enumerate(oracle.estimators_):
         drawn = weights[t] > 0
-        pairs = set(zip(tree.apply(cipher)[drawn].tolist(), train_leaves[drawn, t].tolist(),
-                        strict=True))
-        assert len(pairs) == len(set(train_leaves[drawn, t].tolist()))  # same partition
+        oracle_leaves = tree.apply(cipher)[drawn]
+        pairs = set(zip(oracle_leaves.tolist(), train_leaves[drawn, t].tolist(), strict=True))
+        n_leaves = len(set(train_leaves[drawn, t].tolist()))
+        assert len(pairs) == n_leaves == len(set(oracle_leaves.tolist()))  # same partition
+        assert n_leaves > len(set(untied.estimators_[t].apply(cipher)[drawn].tolist()))
     test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
     expected = np.zeros(X_test.shape[0])
     for t in range(5):
@@ -252,6 +294,74 @@ def test_through_a_cipherforest_serve_url(data, tmp_path):
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+def test_tie_breaking_keeps_the_order_of_unequal_targets():
+    """The jitter orders rows of equal ỹ by the seed alone and never moves a row past a
+    row of a larger ỹ; a constant ỹ (one-leaf trees, documented) is left as it is."""
+    y_rr = np.array([3.0, -1.0, 3.0, 3.0, 7.5, -1.0, 7.5, 3.0])
+    broken = tie_broken_targets(y_rr, 11)
+    assert np.unique(broken).shape[0] == y_rr.shape[0]
+    for a, b in itertools.combinations(range(y_rr.shape[0]), 2):
+        if y_rr[a] < y_rr[b]:
+            assert broken[a] < broken[b]
+    assert np.abs(broken - y_rr).max() < 1e-3 * 4.0
+    np.testing.assert_array_equal(tie_broken_targets(y_rr, 11), broken)
+    assert not np.array_equal(tie_broken_targets(y_rr, 12), broken)
+    constant = np.full(5, 2.0)
+    np.testing.assert_array_equal(tie_broken_targets(constant, 11), constant)
+
+
+# ---------------------------------------------------------------------- the simulator
+def _seeded_encryptor():
+    return GiniPreservingEncryptor(mode="quantile", random_state=0).set_output(
+        transform="default")
+
+
+@pytest.mark.parametrize("params", [
+    {}, {"split_selection": "blind"},
+    {"target_mechanism": "laplace", "min_samples_leaf": 3, "max_features": 0.5},
+    {"target_outputs": 5, "bootstrap": False, "max_depth": 6}])
+def test_simulator_grows_the_estimators_forest(data, tmp_path, params):
+    """With the same ledger, seed and GIPE keys the in-process simulation has the
+    estimator's privatised targets, trees and predictions, and the same privacy report."""
+    X, y, X_test, _ = data
+    ledger = str(tmp_path / "ledger")
+    server = PrivateForestServer()
+    recorder = _Recorder(server)
+    model = PrivateForestRegressor(n_estimators=6, random_state=5, privacy_ledger=ledger,
+                                   server=recorder, **params)
+    model.new_encryptor = _seeded_encryptor
+    model.fit(X, y)
+    simulated = PrivateForestRegressorSimulator(n_estimators=6, random_state=5,
+                                                privacy_ledger=ledger, **params)
+    simulated.new_encryptor = _seeded_encryptor
+    simulated.fit(X, y)
+    setup = decode_message(recorder.sent[0], "setup")
+    if "y_rr" in setup.arrays:
+        np.testing.assert_array_equal(simulated.privatised_targets_,
+                                      setup.array("y_rr", "float64", 1))
+    else:
+        assert simulated.privatised_targets_ is None
+    session = server.session(model.session_)
+    for tree, expected in zip(simulated.trees_, session.trees, strict=True):
+        for name, values in expected.arrays().items():
+            np.testing.assert_array_equal(tree[name], values)
+    np.testing.assert_array_equal(simulated.predict(X_test), model.predict(X_test))
+    report = dict(simulated.privacy_report_)
+    assert report.pop("cumulative_epsilon") == model.privacy_report_["cumulative_epsilon"]
+    assert report == {k: v for k, v in model.privacy_report_.items()
+                      if k != "cumulative_epsilon"}
+
+
+def test_simulator_refuses_what_the_estimator_refuses(data):
+    X, y, _, _ = data
+    with pytest.raises(ValueError, match="target_bounds"):
+        PrivateForestRegressorSimulator(n_estimators=2, target_bounds=(1.0, 1.0)).fit(X, y)
+    with pytest.raises(ValueError, match="y"):
+        PrivateForestRegressorSimulator(n_estimators=2).fit(X, np.full(X.shape[0], np.nan))
+    with pytest.raises(TypeError, match="server"):  # no transport to give
+        PrivateForestRegressorSimulator(server="http://127.0.0.1:1")
 
 
 # ---------------------------------------------------------------------- bad input

@@ -9,7 +9,8 @@
 * :class:`PrivateForestClient` / :class:`PrivateForestServer` — the encrypted random
   forest: GIPE features, CKKS (or exact BFV) labels (:mod:`.he`), one round trip per tree
   level (:mod:`.protocol`); :class:`PrivateForestSimulator` grows the same forest on clear
-  labels for experiments; :class:`PrivateGradientBoostingSimulator` boosts on randomized-
+  labels for experiments (:class:`PrivateForestRegressorSimulator`: the regressor's, the
+  server's side in-process); :class:`PrivateGradientBoostingSimulator` boosts on randomized-
   response labels with the leaf values refitted by the client (:mod:`.boosting`);
   :class:`PrivateGradientBoostingClassifier` is that boosting through the protocol,
   :class:`PrivateGradientBoostingRegressor` its squared-error twin on privatised targets.
@@ -42,6 +43,7 @@ _EXPORTS = {
     "PrivacyLedger": ".ledger",
     "PrivateForestClient": ".client",
     "PrivateForestRegressor": ".regressor",
+    "PrivateForestRegressorSimulator": ".simulation",
     "PrivateForestServer": ".protocol",
     "PrivateForestSimulator": ".simulation",
     "PrivateGradientBoostingClassifier": ".boosting_client",
@@ -81,5 +83,6 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .protocol import ProtocolError as ProtocolError
     from .protocol import ProtocolStats as ProtocolStats
     from .regressor import PrivateForestRegressor as PrivateForestRegressor
+    from .simulation import PrivateForestRegressorSimulator as PrivateForestRegressorSimulator
     from .simulation import PrivateForestSimulator as PrivateForestSimulator
     from .state_file import StateFileError as StateFileError

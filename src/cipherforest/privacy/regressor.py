@@ -293,11 +293,13 @@ class PrivateForestRegressor(RegressorMixin, BaseEstimator):
 
     The server holds GIPE ciphers of ``X`` and (``split_selection="rr"``) one privatised
     target per row, grows :class:`~cipherforest.ensemble.RandomForestRegressor`'s trees on
-    them (squared error, same bootstrap and feature draws for the same ``random_state``), and
-    names the leaf every training row reaches. The client sets each leaf's value to the
-    bootstrap-weighted mean of its rows' true targets and keeps it; :meth:`predict` asks the
-    server for the leaves the test rows reach. Predictions are therefore always averages of
-    training targets (within their range, whatever the test rows).
+    them (squared error, same bootstrap and feature draws for the same ``random_state``; ties
+    in the privatised targets broken by a jitter from the seed, so trees go on splitting
+    where those few values are equal), and names the leaf every training row reaches. The
+    client sets each leaf's value to the bootstrap-weighted mean of its rows' true targets
+    and keeps it; :meth:`predict` asks the server for the leaves the test rows reach.
+    Predictions are therefore always averages of training targets (within their range,
+    whatever the test rows).
 
     ``split_selection``:
 

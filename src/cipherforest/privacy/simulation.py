@@ -15,9 +15,10 @@ protocol.
 from __future__ import annotations
 
 import secrets
+from numbers import Integral
 
 import numpy as np
-from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -34,10 +35,12 @@ from .protocol.params import (
     forest_meta,
     label_epsilon,
 )
-from .protocol.planner import ForestGrowth
+from .protocol.planner import ForestGrowth, leaves_reached
 from .protocol.selections import selection
+from .protocol.server.learners import SERVER_LEARNERS
+from .regressor import PrivateForestRegressor, RegressionSession, regression_report
 
-__all__ = ["PrivateForestSimulator"]
+__all__ = ["PrivateForestRegressorSimulator", "PrivateForestSimulator"]
 
 
 class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
@@ -162,3 +165,108 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
     def predict(self, X) -> np.ndarray:
         """Most probable class of each row."""
         return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+
+class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
+    """:class:`~cipherforest.privacy.PrivateForestRegressor`'s forest with the server's side
+    run in-process: no transport, no messages.
+
+    The client's side is the regressor's own (:class:`~.regressor.RegressionSession`: the
+    GIPE ciphers and the privatised targets of the privacy ledger, charged there as a real
+    fit charges them); the server's side is the server's own learner
+    (:data:`~.protocol.server.learners.SERVER_LEARNERS`), so with the same ledger,
+    ``random_state`` and GIPE keys (:meth:`new_encryptor`) the forest and its predictions
+    are the estimator's (tested). With other keys the trees partition the bootstrap rows
+    alike, but rows between two of a node's values may route otherwise: thresholds are
+    midpoints of the random ciphers. Parameters
+    are the regressor's, less those of the transport.
+
+    Attributes
+    ----------
+    encryptor_ : GiniPreservingEncryptor
+    privatised_targets_ : ndarray of shape (n_samples,) or None
+        ``"rr"``: the targets the server grows the trees on (None for ``"blind"``).
+    trees_ : list of dict
+        The server's view of every tree (``children_left``, ``children_right``,
+        ``feature``, cipher ``threshold``, ``n_node_samples``).
+    leaf_means_ : LeafMeans
+        The client's leaf values (bootstrap-weighted sums of the true targets per leaf).
+    epsilon_spent_ : float
+    privacy_report_ : dict
+        As :class:`~cipherforest.privacy.PrivateForestRegressor`'s.
+    """
+
+    _parameter_constraints: dict = {
+        name: rule for name, rule in PrivateForestRegressor._parameter_constraints.items()
+        if name not in ("server", "server_key", "timeout", "verbose")}
+
+    def __init__(self, n_estimators=100, *, max_features=1.0, max_depth=None,
+                 min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
+                 max_bins=None, random_state=None, security_parameter=6.4,
+                 gipe_mode="quantile", gipe_bins=32, split_selection="rr", label_epsilon=None,
+                 target_mechanism="bins", target_bounds=None, target_bins=32,
+                 target_outputs=None, prior_share=0.1, privacy_ledger=None,
+                 max_total_epsilon=None, n_jobs=None):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.max_depth = max_depth
+        self.min_samples_split = min_samples_split
+        self.min_samples_leaf = min_samples_leaf
+        self.bootstrap = bootstrap
+        self.max_samples = max_samples
+        self.max_bins = max_bins
+        self.random_state = random_state
+        self.security_parameter = security_parameter
+        self.gipe_mode = gipe_mode
+        self.gipe_bins = gipe_bins
+        self.split_selection = split_selection
+        self.label_epsilon = label_epsilon
+        self.target_mechanism = target_mechanism
+        self.target_bounds = target_bounds
+        self.target_bins = target_bins
+        self.target_outputs = target_outputs
+        self.prior_share = prior_share
+        self.privacy_ledger = privacy_ledger
+        self.max_total_epsilon = max_total_epsilon
+        self.n_jobs = n_jobs
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Encrypt ``X``, privatise ``y`` (charged in the ledger), grow the server's forest
+        and compute the leaf values from the true targets."""
+        PrivateForestRegressor._check_params(self)
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        if isinstance(self.max_samples, Integral) and self.max_samples > X.shape[0]:
+            raise ValueError(f"max_samples={self.max_samples} exceeds the {X.shape[0]} "
+                             "training rows")
+        engine = RegressionSession(self.get_params())
+        setup, _ = engine.encrypt(X, y, self.new_encryptor())
+        X_cipher = setup.arrays["X"]
+        n_samples, n_features = X_cipher.shape
+        growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples, n_features))
+        self.privatised_targets_ = setup.arrays.get("y_rr")
+        if self.privatised_targets_ is None:
+            selection(self.split_selection).grow(growth, None, self.n_jobs)
+        else:
+            SERVER_LEARNERS["regressor"].grow(growth, self.privatised_targets_, 0, self.n_jobs)
+        self.encryptor_ = engine.encryptor
+        self._growth_trees = growth.trees
+        self.trees_ = [tree.arrays() for tree in growth.trees]
+        self.leaf_means_ = engine.count_leaves(leaves_reached(growth.trees, X_cipher),
+                                               growth.weights)
+        self.privacy_report_ = regression_report(self.split_selection, engine.release,
+                                                 self.gipe_mode, engine.cumulative_spent())
+        self.epsilon_spent_ = self.privacy_report_["epsilon"]
+        return self
+
+    def new_encryptor(self) -> GiniPreservingEncryptor:
+        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS, as the
+        estimator's; an experiment that compares the two gives both the same one)."""
+        return PrivateForestRegressor.new_encryptor(self)
+
+    def predict(self, X) -> np.ndarray:
+        """Mean over the trees of the client's leaf values of the leaves the rows reach."""
+        check_is_fitted(self, "leaf_means_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X_cipher = np.asarray(self.encryptor_.transform(X), dtype=np.float64)
+        return self.leaf_means_.predict(leaves_reached(self._growth_trees, X_cipher))

@@ -29,7 +29,7 @@ from ..params import LEARNERS, SPLIT_SELECTIONS, ForestSpec
 from ..planner import ForestGrowth
 from .growth import grow_rr_forest, set_tree_structure
 
-__all__ = ["SERVER_LEARNERS", "ServerLearner"]
+__all__ = ["SERVER_LEARNERS", "TIE_BREAK_SHARE", "ServerLearner", "tie_broken_targets"]
 
 
 @dataclass(frozen=True)
@@ -82,9 +82,32 @@ def _grow_classification(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
     grow_rr_forest(growth, y_rr, n_jobs)
 
 
+#: A tie-breaking jitter's width, as a share of the least gap between distinct targets.
+TIE_BREAK_SHARE = 1e-3
+
+
+def tie_broken_targets(y_rr: np.ndarray, seed: int) -> np.ndarray:
+    """``y_rr`` plus a jitter drawn from the forest seed, uniform over a thousandth of the
+    least gap between its distinct values (``y_rr`` itself if it holds one value).
+
+    RR-on-bins reports a few values (two at ε = 2), so a tree grown on them stops wherever
+    a node's ỹ are equal, in nodes far larger than the signal needs; the leaf values being
+    the client's means of the true targets, a finer partition below those nodes is what
+    the forest needs. The jitter keeps every split on unequal ỹ (its share of a node's
+    squared error is a millionth of a gap's) and lets the grower go on splitting where ỹ
+    are equal. It depends on the public seed alone: post-processing of ỹ.
+    """
+    values = np.unique(y_rr)
+    if values.shape[0] < 2:
+        return y_rr
+    width = TIE_BREAK_SHARE * float(np.diff(values).min())
+    return y_rr + width * np.random.default_rng([seed, 1]).random(y_rr.shape[0])
+
+
 def _grow_regression(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
                      n_jobs: int | None) -> None:
-    grow_rr_forest(growth, y_rr, n_jobs, regression=True)
+    grow_rr_forest(growth, tie_broken_targets(y_rr, growth.spec.random_state), n_jobs,
+                   regression=True)
 
 
 def _check_boosting(spec: ForestSpec, n_classes: int) -> None:
