@@ -63,6 +63,8 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     for row in attacks:
         assert 0.0 <= float(row["majority baseline"]) <= 1.0
         assert 0.0 <= float(row["best label attack"]) <= 1.0
+        # every view's row carries the CV accuracy of the method whose server has that view
+        assert 0.0 <= float(row["accuracy"]) <= 1.0, row["scheme"]
     plain = [r for r in attacks if r["scheme"] == "plaintext"]
     assert all(float(r["value Spearman"]) > 0.9 for r in plain)  # values in the clear
     md = (folder / "report.md").read_text()
@@ -112,12 +114,18 @@ def test_cli_rejects_unknown_datasets_and_methods(tmp_path, capsys):
 def test_full_preset_is_the_documented_run_and_presets_exclude_each_other(capsys):
     from cipherforest.experiments import PAPER_DATASETS, full_config
     from cipherforest.experiments.command import main as command_main
+    from cipherforest.experiments.methods import build_methods
 
     config = full_config()
     assert len(set(PAPER_DATASETS)) == len(PAPER_DATASETS) >= 10
     assert "cancer" not in config.datasets and config.trials == 5 and config.n_estimators == 100
-    assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows) == (
-        1, 10, 150)
+    assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows,
+            config.protocol_round_max_train_rows, config.simulated_trials) == (
+                1, None, None, 300, 5)
+    rows = {m.key: m.params["max_train_rows"] for m in build_methods(config) if m.protocol}
+    # the selections without query rounds train on every row; gini and dp on at most 300
+    assert rows["gipe_ckks_rr"] is rows["gipe_ckks_blind"] is None
+    assert rows["gipe_ckks_gini"] == rows["gipe_ckks_dp_eps1"] == 300
     with pytest.raises(SystemExit):
         command_main(["--quick", "--full", "--out", "x"])
     assert "not allowed with argument" in capsys.readouterr().err
