@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 
 from cipherforest.cli import main
@@ -129,3 +130,28 @@ def test_full_preset_is_the_documented_run_and_presets_exclude_each_other(capsys
     with pytest.raises(SystemExit):
         command_main(["--quick", "--full", "--out", "x"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_warm_up_runs_every_timed_method_before_the_folds(tmp_path, monkeypatch):
+    """The first timed fit of a method must not carry the compilation of its kernels."""
+    from cipherforest.experiments.methods import Method, MethodOutput
+
+    calls: list[tuple[str, int]] = []
+
+    def fake(key, protocol=False, measured=True):
+        def run(X_train, y_train, X_test, setting):
+            calls.append((key, setting.n_estimators))
+            return MethodOutput(np.zeros(X_test.shape[0], dtype=int), 0.01, 0.01)
+
+        return Method(key, key, run, {"gipe_mode": "quantile"} if protocol else {},
+                      protocol=protocol, time_measured=measured)
+
+    methods = [fake("rf_ours"), fake("real", protocol=True),
+               fake("sim", protocol=True, measured=False)]
+    monkeypatch.setattr("cipherforest.experiments.run.build_methods", lambda config: methods)
+    config = quick_config(datasets=("iris",), folds=2, n_estimators=5, attacks=False,
+                          reference="rf_ours", leakage_samples=40)
+    run_experiments(config, tmp_path, progress=False)
+    warm = [key for key, trees in calls if trees == 2]  # the warm-up's tiny forests
+    assert warm == ["rf_ours", "real"]  # the protocol too; not the simulation
+    assert calls[:2] == [("rf_ours", 2), ("real", 2)]  # before any fold
