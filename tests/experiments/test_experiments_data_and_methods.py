@@ -237,6 +237,32 @@ def test_cv_runs_trial_by_trial_and_resumes_from_the_cache(tmp_path):
     assert [r["accuracy"] for r in again] == [r["accuracy"] for r in records]
 
 
+def test_protocol_runs_and_simulations_have_their_own_trials_and_folds(tmp_path):
+    rng = np.random.default_rng(0)
+    sets = [Dataset("a", rng.normal(size=(30, 3)), np.arange(30) % 2, "synthetic")]
+    base = _majority_method([])
+    plain = Method("plain", "plaintext", base.run)
+    real = Method("real", "protocol", base.run, protocol=True)
+    sim = Method("sim", "simulation", base.run, protocol=True, time_measured=False)
+    kwargs = {"trials": 3, "folds": 3, "n_estimators": 1, "alpha_rows": {"a": 30},
+              "progress": False}
+
+    def ran(**limits):
+        records = run_cross_validation(sets, [plain, real, sim], cache_dir=tmp_path,
+                                       **kwargs, **limits)
+        return {key: {(r["trial"], r["fold"]) for r in records if r["method"] == key}
+                for key in ("plain", "real", "sim")}
+
+    every = {(t, f) for t in range(3) for f in range(3)}
+    out = ran(protocol_trials=1, protocol_folds=2, simulated_trials=3)
+    assert out["plain"] == out["sim"] == every
+    assert out["real"] == {(0, 0), (0, 1)}
+    # without simulated_trials the simulations follow protocol_trials (every fold)
+    out = ran(protocol_trials=2, protocol_folds=1)
+    assert out["sim"] == {(t, f) for t in range(2) for f in range(3)}
+    assert out["real"] == {(0, 0), (1, 0)} and out["plain"] == every
+
+
 # --- distinct datasets and a cache that follows the code --------------------------------
 
 

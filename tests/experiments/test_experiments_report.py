@@ -6,6 +6,7 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 
 from cipherforest.cli import main
@@ -63,6 +64,8 @@ def test_every_table_and_figure_is_there_and_consistent(tiny_run):
     for row in attacks:
         assert 0.0 <= float(row["majority baseline"]) <= 1.0
         assert 0.0 <= float(row["best label attack"]) <= 1.0
+        # every view's row carries the CV accuracy of the method whose server has that view
+        assert 0.0 <= float(row["accuracy"]) <= 1.0, row["scheme"]
     plain = [r for r in attacks if r["scheme"] == "plaintext"]
     assert all(float(r["value Spearman"]) > 0.9 for r in plain)  # values in the clear
     md = (folder / "report.md").read_text()
@@ -112,12 +115,43 @@ def test_cli_rejects_unknown_datasets_and_methods(tmp_path, capsys):
 def test_full_preset_is_the_documented_run_and_presets_exclude_each_other(capsys):
     from cipherforest.experiments import PAPER_DATASETS, full_config
     from cipherforest.experiments.command import main as command_main
+    from cipherforest.experiments.methods import build_methods
 
     config = full_config()
     assert len(set(PAPER_DATASETS)) == len(PAPER_DATASETS) >= 10
     assert "cancer" not in config.datasets and config.trials == 5 and config.n_estimators == 100
-    assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows) == (
-        1, 10, 150)
+    assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows,
+            config.protocol_round_max_train_rows, config.simulated_trials) == (
+                1, None, None, 300, 5)
+    rows = {m.key: m.params["max_train_rows"] for m in build_methods(config) if m.protocol}
+    # the selections without query rounds train on every row; gini and dp on at most 300
+    assert rows["gipe_ckks_rr"] is rows["gipe_ckks_blind"] is None
+    assert rows["gipe_ckks_gini"] == rows["gipe_ckks_dp_eps1"] == 300
     with pytest.raises(SystemExit):
         command_main(["--quick", "--full", "--out", "x"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_the_warm_up_runs_every_timed_method_before_the_folds(tmp_path, monkeypatch):
+    """The first timed fit of a method must not carry the compilation of its kernels."""
+    from cipherforest.experiments.methods import Method, MethodOutput
+
+    calls: list[tuple[str, int]] = []
+
+    def fake(key, protocol=False, measured=True):
+        def run(X_train, y_train, X_test, setting):
+            calls.append((key, setting.n_estimators))
+            return MethodOutput(np.zeros(X_test.shape[0], dtype=int), 0.01, 0.01)
+
+        return Method(key, key, run, {"gipe_mode": "quantile"} if protocol else {},
+                      protocol=protocol, time_measured=measured)
+
+    methods = [fake("rf_ours"), fake("real", protocol=True),
+               fake("sim", protocol=True, measured=False)]
+    monkeypatch.setattr("cipherforest.experiments.run.build_methods", lambda config: methods)
+    config = quick_config(datasets=("iris",), folds=2, n_estimators=5, attacks=False,
+                          reference="rf_ours", leakage_samples=40)
+    run_experiments(config, tmp_path, progress=False)
+    warm = [key for key, trees in calls if trees == 2]  # the warm-up's tiny forests
+    assert warm == ["rf_ours", "real"]  # the protocol too; not the simulation
+    assert calls[:2] == [("rf_ours", 2), ("real", 2)]  # before any fold

@@ -21,18 +21,25 @@ _NUMBERS = (
     ("max-rows", int, "stratified subsample of each dataset"),
     ("protocol-trees", int, "trees of the encrypted protocol runs"),
     ("protocol-rows", int, "training rows per fold of the protocol runs"),
+    ("protocol-round-rows", int, "training rows per fold of the protocol runs with query "
+     "rounds (gini, dp); default: --protocol-rows"),
     ("protocol-trials", int, "run the protocol (and simulations) in the first N trials only"),
     ("protocol-folds", int, "run the protocol in the first N folds only"),
     ("sim-trees", int, "trees of the simulated encrypted forests"),
     ("sim-rows", int, "training rows per fold of the simulated encrypted forests"),
+    ("sim-trials", int, "run the simulated encrypted forests in the first N trials only "
+     "(default: --protocol-trials)"),
     ("reference", str, "method key for win/tie/loss"),
     ("jobs", int, "n_jobs of the forests (default 1)"))
 
 _FIELDS = {"trials": "trials", "folds": "folds", "trees": "n_estimators",
            "max_rows": "max_rows", "protocol_trees": "protocol_trees",
-           "protocol_rows": "protocol_max_train_rows", "protocol_trials": "protocol_trials",
+           "protocol_rows": "protocol_max_train_rows",
+           "protocol_round_rows": "protocol_round_max_train_rows",
+           "protocol_trials": "protocol_trials",
            "protocol_folds": "protocol_folds",
            "sim_trees": "simulated_trees", "sim_rows": "simulated_max_train_rows",
+           "sim_trials": "simulated_trials",
            "reference": "reference", "jobs": "n_jobs"}
 
 

@@ -54,13 +54,18 @@ class ExperimentConfig:
     protocol_trees, protocol_max_train_rows, protocol_trials, protocol_folds : int or None
         Reductions of the expensive GIPE + CKKS protocol runs: trees, training rows per fold
         (stratified subsample), the first trials and the first folds of each only. None: no
-        reduction. ``protocol_trials`` also applies to the simulated encrypted forests.
+        reduction. ``protocol_trials`` also applies to the simulated encrypted forests
+        unless ``simulated_trials`` is set.
+    protocol_round_max_train_rows : int or None
+        Training rows per fold of the protocol runs whose split selection asks the client
+        query rounds (``gini``, ``dp``), which cost far more per row than the others
+        (None: ``protocol_max_train_rows``).
     simulated_variants : tuple of str
         Privacy settings of the simulated encrypted forest: ``"gini"`` (library defaults),
         ``"paper"`` (paper GIPE + the paper's leaf rule), ``"blind"``, ``"dp"`` (one per
         ``label_epsilons``).
-    simulated_trees, simulated_max_train_rows : int or None
-        Reductions of the simulated runs.
+    simulated_trees, simulated_max_train_rows, simulated_trials : int or None
+        Reductions of the simulated runs (``simulated_trials`` None: ``protocol_trials``).
     attacks : bool
         Whether to compute the attack table (:mod:`.attack_table`).
     attack_max_rows, attack_proximity_trees, attack_draws : int
@@ -92,11 +97,13 @@ class ExperimentConfig:
     protocol_label_epsilons: tuple[float, ...] | None = None
     protocol_trees: int | None = None
     protocol_max_train_rows: int | None = None
+    protocol_round_max_train_rows: int | None = None
     protocol_trials: int | None = None
     protocol_folds: int | None = None
     simulated_variants: tuple[str, ...] = ("rr", "gini", "paper", "blind", "dp")
     simulated_trees: int | None = None
     simulated_max_train_rows: int | None = None
+    simulated_trials: int | None = None
     diffpriv_epsilon: float = 1.0
     anonymity_k: int = 10
     pivot_depth: int = 4
@@ -127,7 +134,8 @@ class ExperimentConfig:
         if not self.datasets:
             raise ValueError("datasets must not be empty")
         for name in ("max_rows", "protocol_trees", "protocol_max_train_rows",
-                     "protocol_trials", "protocol_folds"):
+                     "protocol_round_max_train_rows", "protocol_trials", "protocol_folds",
+                     "simulated_trials"):
             value = getattr(self, name)
             if value is not None and value < 1:
                 raise ValueError(f"{name} must be None or at least 1, got {value!r}")
@@ -143,19 +151,23 @@ def full_config(**changes) -> ExperimentConfig:
     """The run docs/results.md reports (``cipherforest experiments --full``).
 
     The paper's protocol (5 × 5-fold CV, 100 trees) for every plaintext, cipher and baseline
-    forest on all rows of :data:`PAPER_DATASETS` (breastw and pendigits need the CSV folder);
-    the full GIPE + CKKS protocol reduced to the first trial, 10 trees and at most 150
-    training rows per fold (label ε = 1 for DP); the simulated encrypted forests with 50
-    trees on at most 600 training rows, first trial; win/tie/loss against the forest on the
+    forest on all rows of :data:`PAPER_DATASETS` (breastw and pendigits need the CSV folder),
+    and for the simulated encrypted forests of the settings the protocol rows do not run
+    (the paper's flow, dp at each label ε; 50 trees on at most 600 training rows); the full
+    GIPE + CKKS protocol with 100 trees in the first trial only, on every training row of a
+    fold for the selections without query rounds (rr, blind) and on at most 300 (stratified)
+    for those with rounds (gini, dp at label ε = 1); win/tie/loss against the forest on the
     paper's GIPE ciphers.
     """
     base = ExperimentConfig(
-        protocol_trials=1, protocol_trees=10, protocol_max_train_rows=150,
-        protocol_label_epsilons=(1.0,), simulated_trees=50, simulated_max_train_rows=600,
+        protocol_trials=1, protocol_round_max_train_rows=300,
+        protocol_label_epsilons=(1.0,), simulated_variants=("paper", "dp"),
+        simulated_trees=50, simulated_max_train_rows=600, simulated_trials=5,
         reference="gipe_rf_paper",
-        notes=("The GIPE + CKKS protocol: first trial only, 10 trees, at most 150 training "
-               "rows per fold (stratified). Simulated encrypted forests: first trial only, "
-               "50 trees, at most 600 training rows per fold.",))
+        notes=("The GIPE + CKKS protocol: first trial only, 100 trees; every training row "
+               "of a fold for rr and blind, at most 300 (stratified) for gini and dp. "
+               "Simulated encrypted forests (the paper's flow, dp): every trial, 50 trees, "
+               "at most 600 training rows per fold (stratified).",))
     return replace(base, **changes)
 
 

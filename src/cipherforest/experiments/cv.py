@@ -130,33 +130,43 @@ def _read_json(path: Path) -> dict | None:
     return record if isinstance(record, dict) and "accuracy" in record else None
 
 
+def _runs(method: Method, trial: int, fold: int, simulated_trials: int | None,
+          protocol_trials: int | None, protocol_folds: int | None) -> bool:
+    """Whether a protocol method (a real run or a simulation) runs in this trial and fold."""
+    if not method.time_measured:  # a simulation: its trials only, every fold
+        return simulated_trials is None or trial < simulated_trials
+    return ((protocol_trials is None or trial < protocol_trials)
+            and (protocol_folds is None or fold < protocol_folds))
+
+
 def run_cross_validation(datasets: list[Dataset], methods: list[Method], *, trials: int,
                          folds: int, n_estimators: int, cache_dir, alpha_rows: dict[str, int],
                          protocol_trials: int | None = None,
-                         protocol_folds: int | None = None, seed: int = 0, n_jobs: int = 1,
+                         protocol_folds: int | None = None,
+                         simulated_trials: int | None = None, seed: int = 0, n_jobs: int = 1,
                          progress: bool = True, stream=None) -> list[dict]:
     """Run (or read from the cache) every method on every fold; return one record per run.
 
     ``alpha_rows[name]`` is the dataset's full row count, which decides α (10 or 100).
-    Protocol methods (and their simulations) run in the first ``protocol_trials`` trials;
-    the real protocol runs (not the simulations) in the first ``protocol_folds`` folds of
-    each (None: all).
+    The real protocol runs in the first ``protocol_trials`` trials and the first
+    ``protocol_folds`` folds of each; its simulations (protocol methods whose time is not
+    measured) in the first ``simulated_trials`` trials (None: ``protocol_trials``), every
+    fold. None: no limit.
     The order is trial by trial (every dataset's first trial, then the second, ...), so a
     long run stopped early has results for every dataset.
     A record holds dataset, method, trial, fold, accuracy, fit/predict seconds, train/test
     sizes, ``cached`` (read from disk) and the method's extra numbers.
     """
     root = Path(cache_dir)
+    sim_trials = protocol_trials if simulated_trials is None else simulated_trials
     plan = []
     for trial in range(trials):  # trial-major: a run cut short has every dataset's trials
         for data in datasets:
             splitter = StratifiedKFold(folds, shuffle=True, random_state=seed + trial)
             for fold, (train, test) in enumerate(splitter.split(data.X, data.y)):
                 for method in methods:
-                    if method.protocol and (
-                            (protocol_trials is not None and trial >= protocol_trials)
-                            or (protocol_folds is not None and fold >= protocol_folds
-                                and method.time_measured)):
+                    if method.protocol and not _runs(method, trial, fold, sim_trials,
+                                                     protocol_trials, protocol_folds):
                         continue
                     plan.append((data, trial, fold, train, test, method))
     bar = Progress(len(plan), stream=stream, enabled=progress)

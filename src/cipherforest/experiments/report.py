@@ -158,8 +158,8 @@ def build_report(result, config, full, heatmaps, tradeoff: bool,
             " draws). Protocol rows: the real CKKS protocol on at most "
             f"{config.attack_protocol_rows} rows, {config.attack_protocol_trees} trees, "
             "attacked from its recorded transcript. Accuracy: CV accuracy of the method whose "
-            "server has that view (RF on those ciphers; the simulated encrypted forest for "
-            "the protocol rows).")
+            "server has that view (RF on those ciphers; for the protocol rows the protocol "
+            "run with that split selection, the simulated forest for the paper's flow).")
         cols = ["accuracy", "majority baseline", *LABEL_ATTACKS, "value within 5 %",
                 "value baseline", "value Spearman"]
         rows = []

@@ -26,6 +26,10 @@ from .base import ForestSetting, Method, MethodOutput
 
 __all__ = ["ForestSetting", "Method", "MethodOutput", "build_methods"]
 
+# The protocol's split selections whose client answers query rounds (decrypts candidates'
+# class counts): far more work per training row than the others.
+_ROUND_SELECTIONS = ("gini", "dp")
+
 
 def build_methods(config) -> list[Method]:
     """The methods an :class:`~cipherforest.experiments.ExperimentConfig` asks for."""
@@ -33,11 +37,14 @@ def build_methods(config) -> list[Method]:
     methods += [gipe_rf.method(m, config.quantile_bins if m == "quantile" else None)
                 for m in config.gipe_modes]
     selections = config.split_selections
-    protocol = {"n_estimators": config.protocol_trees,
-                "max_train_rows": config.protocol_max_train_rows}
+    round_rows = (config.protocol_max_train_rows if config.protocol_round_max_train_rows is None
+                  else config.protocol_round_max_train_rows)
     protocol_epsilons = (config.label_epsilons if config.protocol_label_epsilons is None
                          else config.protocol_label_epsilons)
     for selection in selections:
+        protocol = {"n_estimators": config.protocol_trees, "max_train_rows": (
+            round_rows if selection in _ROUND_SELECTIONS
+            else config.protocol_max_train_rows)}
         if selection == "dp":
             methods += [gipe_ckks.method("dp", label_epsilon=eps, **protocol)
                         for eps in protocol_epsilons]
