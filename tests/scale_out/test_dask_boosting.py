@@ -254,15 +254,15 @@ def test_a_worker_failing_mid_fit_is_named_and_nothing_is_fitted(client, data, m
     # OSError) ends the fit with a WorkerLostError naming a worker; nothing is fitted.
     X, y = data
     rounds = []
-    begin_round = RowShard.begin_round
+    end_round = RowShard.end_round
 
     def failing(self, loss):
         rounds.append(1)
         if len(rounds) > 4:
             raise ConnectionResetError("connection to the worker lost")
-        begin_round(self, loss)
+        return end_round(self, loss)
 
-    monkeypatch.setattr(RowShard, "begin_round", failing)
+    monkeypatch.setattr(RowShard, "end_round", failing)
     est = DaskGradientBoostingClassifier(client=client, **PARAMS)
     with pytest.raises(WorkerLostError, match=r"the Dask worker inproc://\S+ holding rows"):
         est.fit(da.from_array(X, chunks=(1000, 6)), da.from_array(y, chunks=1000))

@@ -88,6 +88,10 @@ class _ShardActor:
         """``shard.method(*args)``."""
         return getattr(self.shard, method)(*args)
 
+    def chain(self, calls: list) -> list:
+        """The shard's ``(method, args)`` calls in order, their results in a list."""
+        return [getattr(self.shard, method)(*args) for method, args in calls]
+
 
 class _DaskShards:
     """The driver's ``ShardGroup`` over the actors: every call goes to all workers at once,
@@ -104,6 +108,9 @@ class _DaskShards:
     def call_each(self, method: str, args_per_shard: list) -> list:
         return self.collect([actor.run(method, tuple(args))
                               for actor, args in zip(self.actors, args_per_shard, strict=True)])
+
+    def chain(self, calls: list) -> list:
+        return self.collect([actor.chain(calls) for actor in self.actors])
 
     def collect(self, futures: list) -> list:
         """The actor calls' results, in order (a lost worker: ``WorkerLostError``)."""
