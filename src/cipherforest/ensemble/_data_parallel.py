@@ -9,18 +9,22 @@ driver's requests with small arrays: histograms of nodes, node statistics, leaf 
 the same driver runs on in-process shards (:class:`LocalShards`, the tests' oracle) and on
 Dask actors.
 
-What a boosting round does, and where::
+What a tree does, and where::
 
     driver                                   every shard (its own rows)
     ------                                   --------------------------
-                                             gradients of its rows (the loss)
-    root stats, root histogram  <- sum --    stats and compact histogram of its rows
+    root stats, root histogram  <- sum --    the last tree's steps added (after a round:
+                                             its loss and the next gradient, one pass);
+                                             stats, hessian sum, compact histogram of its rows
     per split chosen (scan_compact_node):
       (feature, bin, NaN side)  -- send ->   partition the node's rows (the grower's kernel),
-      smaller child's histogram <- sum --    sum and histogram the smaller child's rows
-      larger child = parent - smaller
-    leaf line search            <- sum --    per-leaf sums of gradient and hessian
-    steps of the leaves         -- send ->   raw += learning_rate * step[leaf of row]
+      smaller child's histogram <- sum --    stats, hessian sum and histogram of the smaller
+      larger child = parent - smaller        child's rows
+    leaf line search: the leaves' sums of gradient and hessian (no pass over the rows)
+    steps of the leaves         -- send ->   (with the next tree's root request)
+
+A tree costs one round trip for its root and one per batch of splits (``chain`` sends
+several shard calls in one message).
 
 The frontier is the single-machine grower's (a stack, or a heap on the impurity decrease
 when ``max_leaf_nodes`` is set), its nodes draw their feature order from the same seeds
