@@ -63,6 +63,7 @@ from ..tree._common import (
     STAT_WEIGHT,
     TREE_LEAF,
     TREE_UNDEFINED,
+    X_BINNED_DTYPE,
 )
 from ..tree._criteria import node_impurity
 from ..tree._fit import row_index_dtype
@@ -181,10 +182,15 @@ class RowShard:
         """Bin the rows (then drop the floats), encode the labels, start the raw
         predictions at ``init_raw``; returns the class counts (classification) or nothing."""
         width = n_value_bins(edges)
-        binned = [apply_bins(part, edges, width) for part in self.X_parts]
+        if len(self.X_parts) == 1:
+            self.X_binned = apply_bins(self.X_parts[0], edges, width)
+        else:  # block by block into one array: one block's bins at a time besides it
+            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
+            begin = 0
+            for part in self.X_parts:
+                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
+                begin += part.shape[0]
         self.X_parts = None
-        self.X_binned = binned[0] if len(binned) == 1 else np.concatenate(binned)
-        del binned
         if classes is not None:
             encoded = np.searchsorted(classes, self.labels)
             self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
