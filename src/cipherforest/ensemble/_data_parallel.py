@@ -288,12 +288,6 @@ class RowShard:
                           bounds[:, 1].copy(), step[owner[nodes]])
         self.segments = None
 
-    def loss_sum(self, loss) -> float:
-        """The loss summed over this shard's rows (its mean times its rows)."""
-        if self.n_rows == 0:
-            return 0.0
-        return float(loss(self.y, self.raw, unit_weight_view(self.n_rows))) * self.n_rows
-
 
 @njit(**JIT_OPTIONS)
 def hessian_sum(samples, start, end, y, neg_grad, hessian):
