@@ -119,6 +119,50 @@ def test_unsupported_settings_are_named():
                           _shards(X, y.astype(float), [0, 200]))
 
 
+class _CountingShards(LocalShards):
+    """``LocalShards`` counting its round trips (one per ``call``, ``call_each`` or
+    ``chain``) and the shard methods they run."""
+
+    def __init__(self, shards):
+        super().__init__(shards)
+        self.trips = []
+
+    def call(self, method, *args):
+        self.trips.append([method])
+        return super().call(method, *args)
+
+    def call_each(self, method, args_per_shard):
+        self.trips.append([method])
+        return super().call_each(method, args_per_shard)
+
+    def chain(self, calls):
+        self.trips.append([method for method, _ in calls])
+        return super().chain(calls)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_a_tree_costs_its_root_and_its_split_batches_only(n_classes):
+    # Besides the batches of splits, one round trip per tree: the last tree's steps, the
+    # round's loss and the next gradient travel with the root; no per-leaf pass.
+    X, y = make_classification(1500, 6, n_informative=4, n_classes=n_classes,
+                               random_state=0)
+    params = dict(n_estimators=4, max_leaf_nodes=6, max_depth=None, max_bins=32,
+                  random_state=0)
+    shards = _CountingShards([RowShard(X[:800], y[:800]), RowShard(X[800:], y[800:])])
+    model = fit_data_parallel(GradientBoostingClassifier(**params), shards)
+    n_trees = model.estimators_.size
+    fitting = shards.trips[[t[-1] for t in shards.trips].index("root"):]
+    roots = [t for t in fitting if "root" in t]
+    assert len(roots) == n_trees
+    assert all(t == ["split"] for t in fitting if "root" not in t and t != fitting[-1])
+    assert fitting[-1] == ["add_steps", "end_round"]
+    steps = sum(t.count("add_steps") for t in fitting)
+    assert steps == n_trees
+    assert sum(t.count("end_round") for t in fitting) == params["n_estimators"]
+    # The fit's trees are the single-process ones.
+    _same_model(GradientBoostingClassifier(**params).fit(X, y), model, X)
+
+
 def test_shards_with_other_widths_no_rows_or_one_class_are_refused():
     X, y = make_classification(200, 4, random_state=0)
     params = dict(max_bins=32, n_estimators=2)
@@ -254,15 +298,15 @@ def test_a_worker_failing_mid_fit_is_named_and_nothing_is_fitted(client, data, m
     # OSError) ends the fit with a WorkerLostError naming a worker; nothing is fitted.
     X, y = data
     rounds = []
-    begin_round = RowShard.begin_round
+    end_round = RowShard.end_round
 
     def failing(self, loss):
         rounds.append(1)
         if len(rounds) > 4:
             raise ConnectionResetError("connection to the worker lost")
-        begin_round(self, loss)
+        return end_round(self, loss)
 
-    monkeypatch.setattr(RowShard, "begin_round", failing)
+    monkeypatch.setattr(RowShard, "end_round", failing)
     est = DaskGradientBoostingClassifier(client=client, **PARAMS)
     with pytest.raises(WorkerLostError, match=r"the Dask worker inproc://\S+ holding rows"):
         est.fit(da.from_array(X, chunks=(1000, 6)), da.from_array(y, chunks=1000))

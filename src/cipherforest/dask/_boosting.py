@@ -3,9 +3,10 @@
 A fit persists the collection's partitions on the cluster (generated where their graph
 says, never gathered), starts one :class:`_ShardActor` per worker holding partitions, on
 that worker, which checks its partitions and keeps them as one
-:class:`~cipherforest.core.RowShard`; the driver (``fit_data_parallel``) then calls the
-actors directly (a Dask actor's calls go from this process to its worker without the
-scheduler: a split costs one round trip per worker, a few milliseconds).
+:class:`~cipherforest.core.RowShard`. The driver (``fit_data_parallel``) runs in the first
+worker's actor: its own shard's calls are Python calls, the other workers' are actor calls
+(worker to worker, without the scheduler), so a split costs one round trip to each other
+worker and none to the client, which only waits for the fitted model.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def _partition_rows(index: int, X, y, columns, label):
 
 
 class _ShardActor:
-    """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor)."""
+    """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor). The
+    first worker's actor also runs the driver (``fit``): its own shard's calls are direct,
+    the other workers' one actor call each."""
 
     def __init__(self, indices, X_parts, y_parts, columns, label):
         rows = [_partition_rows(i, X, y, columns, label)
@@ -88,36 +91,58 @@ class _ShardActor:
         """``shard.method(*args)``."""
         return getattr(self.shard, method)(*args)
 
+    def chain(self, calls: list) -> list:
+        """The shard's ``(method, args)`` calls in order, their results in a list."""
+        return [getattr(self.shard, method)(*args) for method, args in calls]
 
-class _DaskShards:
-    """The driver's ``ShardGroup`` over the actors: every call goes to all workers at once,
-    then the results are collected in order. A worker that fails or leaves ends the fit
-    with a ``WorkerLostError`` naming it (an actor's state is not recomputed)."""
+    def fit(self, estimator, peers: list, addresses: list[str], feature_names, blocks):
+        """``fit_data_parallel`` driven from this worker: this actor's shard first, then
+        the ``peers`` (actors of the workers ``addresses[1:]``); returns the estimator."""
+        shards = _WorkerShards(self, peers, addresses)
+        return fit_data_parallel(estimator, shards, feature_names=feature_names,
+                                 blocks=blocks)
 
-    def __init__(self, actors: list, addresses: list[str]):
-        self.actors = actors
+
+class _WorkerShards:
+    """The driver's ``ShardGroup`` on the first worker: a call goes to the other workers'
+    actors at once, runs on this worker's shard meanwhile, then their results are
+    collected, in order. A worker that fails or leaves ends the fit with a
+    ``WorkerLostError`` naming it (an actor's state is not recomputed)."""
+
+    def __init__(self, local: _ShardActor, peers: list, addresses: list[str]):
+        self.local = local
+        self.peers = peers
         self.addresses = addresses
 
     def call(self, method: str, *args) -> list:
-        return self.collect([actor.run(method, args) for actor in self.actors])
+        futures = [peer.run(method, args) for peer in self.peers]
+        return [self.local.run(method, args), *self._collect(futures)]
 
     def call_each(self, method: str, args_per_shard: list) -> list:
-        return self.collect([actor.run(method, tuple(args))
-                              for actor, args in zip(self.actors, args_per_shard, strict=True)])
+        futures = [peer.run(method, tuple(args))
+                   for peer, args in zip(self.peers, args_per_shard[1:], strict=True)]
+        return [self.local.run(method, tuple(args_per_shard[0])), *self._collect(futures)]
 
-    def collect(self, futures: list) -> list:
-        """The actor calls' results, in order (a lost worker: ``WorkerLostError``)."""
+    def chain(self, calls: list) -> list:
+        futures = [peer.chain(calls) for peer in self.peers]
+        return [self.local.chain(calls), *self._collect(futures)]
+
+    def _collect(self, futures: list) -> list:
+        """The peers' results, in order (a lost worker: ``WorkerLostError``)."""
         out = []
-        for future, address in zip(futures, self.addresses, strict=True):
+        for future, address in zip(futures, self.addresses[1:], strict=True):
             try:
                 out.append(future.result())
             except (ValueError, TypeError):
                 raise  # bad input, reported by the shard
             except Exception as error:
-                raise WorkerLostError(f"the Dask worker {address} holding rows of the fit "
-                                      f"failed or left ({type(error).__name__}: {error}); no "
-                                      "model was fitted") from error
+                raise _lost(address, error) from error
         return out
+
+
+def _lost(address: str, error: BaseException) -> WorkerLostError:
+    return WorkerLostError(f"the Dask worker {address} holding rows of the fit failed or "
+                           f"left ({type(error).__name__}: {error}); no model was fitted")
 
 
 def _partitions(client, collection) -> list:
@@ -233,10 +258,15 @@ class _DaskBoosting(BaseEstimator):
                           [y_parts[i] for i in owners[address]], columns, label, actor=True,
                           workers=[address], allow_other_workers=False, pure=False)
             for address in addresses]
-        shards = _DaskShards([future.result() for future in actor_futures], addresses)
+        actors = [future.result() for future in actor_futures]
         try:
+            part_rows = []
+            for actor, address in zip(actors, addresses, strict=True):
+                try:
+                    part_rows.append(actor.partition_rows().result())
+                except Exception as error:
+                    raise _lost(address, error) from error
             del X_parts, y_parts  # the actors hold the rows now
-            part_rows = shards.collect([actor.partition_rows() for actor in shards.actors])
             where = {}
             for s, address in enumerate(addresses):
                 offset = 0
@@ -244,9 +274,15 @@ class _DaskBoosting(BaseEstimator):
                     where[i] = (s, offset, n)
                     offset += n
             blocks = [where[i] for i in sorted(where)]
-            model = fit_data_parallel(local, shards, feature_names=columns, blocks=blocks)
+            try:
+                model = actors[0].fit(local, actors[1:], addresses, columns, blocks).result()
+            except (ValueError, TypeError, WorkerLostError):
+                raise
+            except Exception as error:
+                raise _lost(addresses[0], error) from error
+            model.random_state = self.random_state
         finally:
-            del shards
+            del actors
             for future in actor_futures:
                 future.release()
         self.model_ = model

@@ -9,18 +9,22 @@ driver's requests with small arrays: histograms of nodes, node statistics, leaf 
 the same driver runs on in-process shards (:class:`LocalShards`, the tests' oracle) and on
 Dask actors.
 
-What a boosting round does, and where::
+What a tree does, and where::
 
     driver                                   every shard (its own rows)
     ------                                   --------------------------
-                                             gradients of its rows (the loss)
-    root stats, root histogram  <- sum --    stats and compact histogram of its rows
+    root stats, root histogram  <- sum --    the last tree's steps added (after a round:
+                                             its loss and the next gradient, one pass);
+                                             stats, hessian sum, compact histogram of its rows
     per split chosen (scan_compact_node):
       (feature, bin, NaN side)  -- send ->   partition the node's rows (the grower's kernel),
-      smaller child's histogram <- sum --    sum and histogram the smaller child's rows
-      larger child = parent - smaller
-    leaf line search            <- sum --    per-leaf sums of gradient and hessian
-    steps of the leaves         -- send ->   raw += learning_rate * step[leaf of row]
+      smaller child's histogram <- sum --    stats, hessian sum and histogram of the smaller
+      larger child = parent - smaller        child's rows
+    leaf line search: the leaves' sums of gradient and hessian (no pass over the rows)
+    steps of the leaves         -- send ->   (with the next tree's root request)
+
+A tree costs one round trip for its root and one per batch of splits (``chain`` sends
+several shard calls in one message).
 
 The frontier is the single-machine grower's (a stack, or a heap on the impurity decrease
 when ``max_leaf_nodes`` is set), its nodes draw their feature order from the same seeds
@@ -39,6 +43,7 @@ import heapq
 import math
 
 import numpy as np
+from numba import njit
 from sklearn.base import ClassifierMixin
 from sklearn.utils.validation import check_random_state
 
@@ -52,11 +57,13 @@ from ..tree._binning import (
 from ..tree._common import (
     CRITERION_SQUARED_ERROR,
     EPSILON,
+    JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
     TREE_LEAF,
     TREE_UNDEFINED,
+    X_BINNED_DTYPE,
 )
 from ..tree._criteria import node_impurity
 from ..tree._fit import row_index_dtype
@@ -80,6 +87,7 @@ from ..tree._split_record import (
 from ..tree._tree import Tree
 from ..tree._weights import unit_weight_view
 from ._base import SEED_BOUND, draw_seeds, seeded_stream
+from ._gb_losses import HESSIAN_BINOMIAL, HESSIAN_MULTINOMIAL, safe_ratio
 from ._gb_predict import leaf_steps, pack_ensemble
 from ._gradient_boosting import _stage_array
 
@@ -89,6 +97,8 @@ __all__ = ["LocalShards", "RowShard", "check_data_parallel_params", "fit_data_pa
 _N_STATS = 4
 #: Compact histogram columns under unit weights: weight (= count), sum.
 _HIST_STATS = 2
+#: The hessian code of a loss whose grown values stand (no line search).
+NO_HESSIAN = -1
 #: Losses whose leaf line search is a ratio of per-leaf sums (so shards can sum them):
 #: name -> (hessian form, or None for "the grown values stand").
 _NEWTON_LOSSES = {"squared_error": None, "log_loss": "newton"}
@@ -172,10 +182,15 @@ class RowShard:
         """Bin the rows (then drop the floats), encode the labels, start the raw
         predictions at ``init_raw``; returns the class counts (classification) or nothing."""
         width = n_value_bins(edges)
-        binned = [apply_bins(part, edges, width) for part in self.X_parts]
+        if len(self.X_parts) == 1:
+            self.X_binned = apply_bins(self.X_parts[0], edges, width)
+        else:  # block by block into one array: one block's bins at a time besides it
+            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
+            begin = 0
+            for part in self.X_parts:
+                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
+                begin += part.shape[0]
         self.X_parts = None
-        self.X_binned = binned[0] if len(binned) == 1 else np.concatenate(binned)
-        del binned
         if classes is not None:
             encoded = np.searchsorted(classes, self.labels)
             self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
@@ -199,20 +214,33 @@ class RowShard:
 
     # ---------------------------------------------------------------- rounds and trees
     def begin_round(self, loss) -> None:
-        """The negative gradient of every row at the current raw predictions."""
+        """The negative gradient of every row at the current raw predictions (the first
+        round's; ``end_round`` gives the later ones)."""
         self.gradient = np.asfortranarray(loss.negative_gradient(self.y, self.raw))
 
-    def root(self, k: int, n_bins: int) -> tuple[np.ndarray, np.ndarray]:
-        """Start tree ``k`` of the round (all rows in the root): the root's stats and its
-        compact histogram over this shard's rows."""
+    def end_round(self, loss) -> float:
+        """The round's trees added: the loss summed over this shard's rows and the next
+        round's gradient, in one pass (the single-machine fit's ``gradient_and_loss``)."""
+        if self.n_rows == 0:
+            return 0.0
+        self.gradient, mean = loss.gradient_and_loss(self.y, self.raw,
+                                                     unit_weight_view(self.n_rows),
+                                                     out=self.gradient)
+        return float(mean) * self.n_rows
+
+    def root(self, k: int, n_bins: int, hessian: int) -> tuple:
+        """Start tree ``k`` of the round (all rows in the root): the root's stats, its
+        compact histogram over this shard's rows and its hessian sum (``hessian``: a
+        ``HESSIAN_*`` code of the loss, or ``NO_HESSIAN``)."""
         self.target = np.ascontiguousarray(self.gradient[:, k])
+        self.hessian = hessian
         self.samples[:] = np.arange(self.n_rows, dtype=self.samples.dtype)
         self.segments = {0: (0, self.n_rows)}
         g = self.target
         stats = np.array([float(self.n_rows), float(self.n_rows), g.sum(), (g * g).sum()])
-        return stats, self._histogram(0, 0, self.n_rows, n_bins)
+        return stats, self._histogram(0, self.n_rows, n_bins), self._hessian_sum(0, self.n_rows)
 
-    def _histogram(self, node: int, start: int, end: int, n_bins: int) -> np.ndarray:
+    def _histogram(self, start: int, end: int, n_bins: int) -> np.ndarray:
         hist = np.zeros((self.n_features, n_bins, _HIST_STATS))
         lo = np.zeros(self.n_features, dtype=np.int64)
         hi = np.zeros(self.n_features, dtype=np.int64)
@@ -221,12 +249,18 @@ class RowShard:
                                     np.int64(end), self.target, _NO_WEIGHTS, None)
         return hist
 
+    def _hessian_sum(self, start: int, end: int) -> float:
+        if self.hessian == NO_HESSIAN or end <= start:
+            return 0.0
+        return float(hessian_sum(self.samples, np.int64(start), np.int64(end), self.y,
+                                 self.target, np.int64(self.hessian)))
+
     def split(self, requests: list, n_bins: int) -> list:
         """Apply splits to this shard's rows: each request ``(node, feature, bin,
         missing_left, left_id, right_id, summed, build)`` partitions the node's rows
-        (left first, in row order), sums the stats of child ``summed`` (0 left, 1 right)
-        and, when ``build``, its compact histogram. Returns ``(stats, histogram or None)``
-        per request."""
+        (left first, in row order), sums the stats and the hessian of child ``summed`` (0
+        left, 1 right) and, when ``build``, its compact histogram. Returns ``(stats,
+        histogram or None, hessian sum)`` per request."""
         out = []
         for node, feature, position, missing_left, left_id, right_id, summed, build in requests:
             start, end = self.segments.pop(node)
@@ -240,38 +274,46 @@ class RowShard:
             self.segments[left_id] = (start, mid)
             self.segments[right_id] = (mid, end)
             first, last = (start, mid) if summed == 0 else (mid, end)
-            out.append((stats, self._histogram(0, first, last, n_bins) if build else None))
+            out.append((stats, self._histogram(first, last, n_bins) if build else None,
+                        self._hessian_sum(first, last)))
         return out
 
-    def leaf_sums(self, owner: np.ndarray, n_nodes: int, hessian: str | None) -> np.ndarray:
-        """Per node of the finished tree, the sums of the line search over this shard's
-        rows: ``[gradient sums, hessian sums]`` (hessian ``None``: the grown values stand,
-        nothing to sum). ``owner`` maps the node ids the rows were split under to the
-        tree's nodes (a split the driver undid gives its rows back to its node)."""
-        leaves = np.empty(self.n_rows, dtype=np.intp)
-        for node, (start, end) in self.segments.items():
-            leaves[self.samples[start:end]] = owner[node]
-        self.leaves = leaves
-        if hessian is None:
-            return np.zeros((2, 0))
-        g = self.target
-        if hessian == "binomial":
-            h = self.y - g  # p, as g = y - p
-        else:  # multinomial: |g| (1 - |g|), as the single-machine loss
-            h = np.abs(g)
-        return np.stack([np.bincount(leaves, weights=g, minlength=n_nodes),
-                         np.bincount(leaves, weights=h * (1.0 - h), minlength=n_nodes)])
+    def add_steps(self, k: int, owner: np.ndarray, step: np.ndarray) -> None:
+        """``raw[:, k] += step[tree node of the row]`` (the tree's learning-rate steps).
+        ``owner`` maps the node ids the rows were split under to the tree's nodes (a split
+        the driver undid gives its rows back to its node)."""
+        nodes = np.fromiter(self.segments, dtype=np.intp, count=len(self.segments))
+        bounds = np.array(list(self.segments.values()), dtype=np.int64).reshape(-1, 2)
+        add_segment_steps(self.raw[:, k], self.samples, bounds[:, 0].copy(),
+                          bounds[:, 1].copy(), step[owner[nodes]])
+        self.segments = None
 
-    def add_steps(self, k: int, step: np.ndarray) -> None:
-        """``raw[:, k] += step[leaf of the row]`` (the tree's learning-rate steps)."""
-        self.raw[:, k] += step[self.leaves]
-        self.leaves = None
 
-    def loss_sum(self, loss) -> float:
-        """The loss summed over this shard's rows (its mean times its rows)."""
-        if self.n_rows == 0:
-            return 0.0
-        return float(loss(self.y, self.raw, unit_weight_view(self.n_rows))) * self.n_rows
+@njit(**JIT_OPTIONS)
+def hessian_sum(samples, start, end, y, neg_grad, hessian):
+    """The sum of the loss's hessian over the rows ``samples[start:end]`` (``hessian``: a
+    ``HESSIAN_*`` code; the forms of ``newton_leaf_values``)."""
+    total = 0.0
+    for i in range(start, end):
+        row = samples[i]
+        g = neg_grad[row]
+        if hessian == HESSIAN_BINOMIAL:
+            p = y[row] - g
+            total += p * (1.0 - p)
+        else:
+            a = abs(g)
+            total += a * (1.0 - a)
+    return total
+
+
+@njit(**JIT_OPTIONS)
+def add_segment_steps(raw_k, samples, starts, ends, steps):
+    """``raw_k[samples[i]] += steps[s]`` for the rows ``starts[s] <= i < ends[s]`` of each
+    segment ``s``."""
+    for s in range(starts.shape[0]):
+        step = steps[s]
+        for i in range(starts[s], ends[s]):
+            raw_k[samples[i]] += step
 
 
 #: Unit weights as the compact histogram kernel takes them (not read under 2 columns).
@@ -293,6 +335,12 @@ class LocalShards:
         """``getattr(shard, method)(*args)`` with each shard's own ``args``."""
         return [getattr(shard, method)(*args)
                 for shard, args in zip(self.shards, args_per_shard, strict=True)]
+
+    def chain(self, calls: list) -> list:
+        """The ``(method, args)`` of ``calls`` run in order on every shard: per shard, the
+        list of their results (a transport sends them in one message)."""
+        return [[getattr(shard, method)(*args) for method, args in calls]
+                for shard in self.shards]
 
 
 def _occupied(hist: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -347,12 +395,13 @@ class _TreeDriver:
                           left, right)
         return split
 
-    def grow(self, k: int, seed: int) -> tuple[Tree, np.ndarray]:
-        """Grow tree ``k`` of the round from ``seed``; returns the tree and, per node id the
-        shards hold their rows under, the tree's node (for ``leaf_sums``)."""
-        results = self.shards.call("root", k, self.n_bins)
+    def grow(self, seed: int, roots: list) -> tuple[Tree, np.ndarray, np.ndarray]:
+        """Grow a tree from ``seed`` and the shards' ``root`` results; returns the tree,
+        per node id the shards hold their rows under the tree's node (for ``add_steps``),
+        and the sums of the gradient and the hessian of each tree node."""
+        results = roots
         root_stats = _summed([r[0] for r in results])
-        nodes = [self._new_node(root_stats)]
+        nodes = [self._new_node(root_stats, sum(r[2] for r in results))]
         self._counter = 0
         frontier = []
         if self._splittable(root_stats, 0, nodes[0]["impurity"]):
@@ -398,7 +447,7 @@ class _TreeDriver:
             node = nodes[node_id]
             owner[node["left"]] = owner[node["right"]] = node_id
             nodes[node["left"]] = nodes[node["right"]] = None
-            nodes[node_id] = self._new_node(node["stats"])
+            nodes[node_id] = self._new_node(node["stats"], node["hess"])
         kept = np.array([n is not None for n in nodes])
         renumber = np.cumsum(kept) - 1
         for node in nodes:
@@ -439,13 +488,16 @@ class _TreeDriver:
             children = [None, None]
             children[summed] = small
             children[1 - summed] = nodes[node_id]["stats"] - small
+            hess = [0.0, 0.0]
+            hess[summed] = sum(r[i][2] for r in results)
+            hess[1 - summed] = nodes[node_id]["hess"] - hess[summed]
             hists = [None, None]
             if build:
                 hists[summed] = _summed([r[i][1] for r in results])
                 hists[1 - summed] = hist - hists[summed]
             pending = []
             for c, cid in enumerate((left_id, right_id)):
-                nodes[cid] = self._new_node(children[c])
+                nodes[cid] = self._new_node(children[c], hess[c])
                 if build and self._splittable(children[c], depth + 1, nodes[cid]["impurity"]):
                     pending.append((cid, depth + 1, hists[c],
                                     np.uint64(child_seed(node_seed, c))))
@@ -478,14 +530,16 @@ class _TreeDriver:
         return request, left_id, right_id
 
     @staticmethod
-    def _new_node(stats):
-        return {"stats": stats, "impurity": node_impurity(stats, CRITERION_SQUARED_ERROR),
+    def _new_node(stats, hess):
+        return {"stats": stats, "hess": hess,
+                "impurity": node_impurity(stats, CRITERION_SQUARED_ERROR),
                 "left": TREE_LEAF, "right": TREE_LEAF, "feature": TREE_UNDEFINED,
                 "threshold": float(TREE_UNDEFINED), "missing_left": 0}
 
-    def _tree(self, nodes, owner: np.ndarray) -> tuple[Tree, np.ndarray]:
+    def _tree(self, nodes, owner: np.ndarray) -> tuple[Tree, np.ndarray, np.ndarray]:
         """The grown nodes as a ``Tree`` (values: the nodes' mean gradient), with ``owner``
-        (the tree's node of each node id the shards know)."""
+        (the tree's node of each node id the shards know) and the nodes' sums of the
+        gradient and of the hessian (rows 0 and 1)."""
         stats = np.array([n["stats"] for n in nodes])
         weight = stats[:, STAT_WEIGHT]
         arrays = {
@@ -499,7 +553,8 @@ class _TreeDriver:
             "missing_go_to_left": np.array([n["missing_left"] for n in nodes], dtype=np.uint8),
             "value": (stats[:, STAT_FIRST] / weight).reshape(-1, 1, 1),
         }
-        return Tree(self.n_features, np.array([1]), arrays), owner
+        sums = np.stack([stats[:, STAT_FIRST], [n["hess"] for n in nodes]])
+        return Tree(self.n_features, np.array([1]), arrays), owner, sums
 
 
 def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np.ndarray:
@@ -606,35 +661,39 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
                                      n_features)
     estimator.max_features_ = params.max_features
     tree_params = template.get_params()
-    hessian, scale = None, 1.0
+    hessian, scale = NO_HESSIAN, 1.0
     if _NEWTON_LOSSES[estimator.loss] is not None:
         n_classes = estimator.n_classes_
-        hessian = "binomial" if n_classes == 2 else "multinomial"
+        hessian = HESSIAN_BINOMIAL if n_classes == 2 else HESSIAN_MULTINOMIAL
         scale = 1.0 if n_classes == 2 else (n_classes - 1) / n_classes
     driver = _TreeDriver(shards, params, thresholds, n_features, float(n_samples))
     estimator.estimators_ = []
     estimator.train_score_ = np.zeros(estimator.n_estimators)
+    # One round trip per tree besides its splits: the last tree's steps (and, after a
+    # round, its loss and the next gradient) travel with the next tree's root.
+    pending = [("begin_round", (loss,))]
     for i in range(estimator.n_estimators):
         stage_rng = seeded_stream(stage_seeds[i])
         seeds = [int(stage_rng.randint(SEED_BOUND)) for _ in range(loss.n_trees)]
-        shards.call("begin_round", loss)
         stage = []
         for k in range(loss.n_trees):
-            tree, owner = driver.grow(k, seeds[k])
-            sums = _summed(shards.call("leaf_sums", owner, tree.node_count, hessian))
+            results = shards.chain(pending + [("root", (k, driver.n_bins, hessian))])
+            if pending[-1][0] == "end_round":
+                estimator.train_score_[i - 1] = sum(r[-2] for r in results) / n_samples
+            tree, owner, sums = driver.grow(seeds[k], [r[-1] for r in results])
             values = np.zeros(0)
-            if hessian is not None:
-                small = np.abs(sums[1]) < 1e-150
-                values = np.where(small, 0.0,
-                                  scale * (sums[0] / np.where(small, 1.0, sums[1])))
+            if hessian != NO_HESSIAN:
+                values = scale * safe_ratio(sums[0], sums[1])
             step = leaf_steps(tree.children_left, tree.value, values,
                               float(estimator.learning_rate), np.zeros(0),
                               np.zeros(0, dtype=np.int32))
-            shards.call("add_steps", k, step)
+            pending = [("add_steps", (k, owner, step))]
             stage.append(estimator._wrap_tree(tree, tree_params, n_features,
                                               estimator.max_features_, stage_seeds[i]))
         estimator.estimators_.append(stage)
-        estimator.train_score_[i] = sum(shards.call("loss_sum", loss)) / n_samples
+        pending.append(("end_round", (loss,)))
+    results = shards.chain(pending)
+    estimator.train_score_[-1] = sum(r[-1] for r in results) / n_samples
     estimator.estimators_ = _stage_array(estimator.estimators_)
     estimator._packed = pack_ensemble(estimator.estimators_)
     estimator.n_estimators_ = estimator.n_estimators
