@@ -84,7 +84,8 @@ from ._histogram import (
 from ._node_features import (
     RADIX_BITS,
     best_split_feature_histogram,
-    best_split_random_node,
+    best_split_random_column,
+    partition_node_column,
     partition_node_sorted,
     ranks_at_or_below,
     sort_node_feature,
@@ -187,7 +188,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``sorted_value`` are then the training set's whole presorted rows (not modified) and
     ``samples`` is reordered in place. Histogram mode builds only the drawn features'
     histograms of each node when ``feature_histograms`` (not for compact trees). Both give
-    the same candidates in the same order as the full layouts.
+    the same candidates in the same order as the full layouts. Extra trees (``is_random``)
+    that sort their nodes take ``X_columns`` in exact mode instead of ``sorted_rank``: the
+    training values column-major (``TreeData.X_values``), read directly.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -228,7 +231,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     n_slots = 4
     if best_first:
         n_slots = max(4, min(max_leaf_nodes + 2, 256))
-    node_sort = sorted_index is not None and sorted_rank.shape[0] > 0
+    # Extra trees sorting nothing read the node's values from the column-major training
+    # values (``X_columns`` in exact mode) instead of through the ranks.
+    value_columns = sorted_index is not None and X_columns is not None
+    node_sort = sorted_index is not None and (sorted_rank.shape[0] > 0 or value_columns)
     feature_hists = use_histogram and feature_histograms and node_threads is None
     if feature_hists:
         n_slots = 1  # one slot the drawn features' histograms are built in, one at a time
@@ -468,24 +474,26 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
                             criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, left, right)
-                if node_sort and is_random:
-                    non_constant = best_split_random_node(
-                        f, samples, start, end, sorted_rank, sorted_value, first_missing[f], y,
-                        w, criterion, stats, min_samples_leaf, min_weight_leaf, rng_state,
-                        split, cum, missing, left, right, tmp_value)
-                elif node_sort:
-                    sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
-                                      sorted_value, sort_keys, sort_keys_tmp, sort_counts,
-                                      tmp_index, tmp_value)
-                    non_constant = best_split_sorted_row(
-                        f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
-                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right, whole)
-                elif sorted_index is not None:
-                    non_constant = best_split_exact_feature(
-                        f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
-                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right, whole)
+                if sorted_index is not None:
+                    # Nested tests of the arguments' None-ness: numba prunes those alone.
+                    if X_columns is not None:
+                        non_constant = best_split_random_column(
+                            f, samples, start, end, X_columns, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, rng_state, split, cum,
+                            missing, left, right, tmp_value)
+                    elif node_sort:
+                        sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
+                                          sorted_value, sort_keys, sort_keys_tmp, sort_counts,
+                                          tmp_index, tmp_value)
+                        non_constant = best_split_sorted_row(
+                            f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
+                            cum, missing, left, right, whole)
+                    else:
+                        non_constant = best_split_exact_feature(
+                            f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
+                            cum, missing, left, right, whole)
                 if non_constant:
                     n_visited += 1
                     if n_visited >= max_features:
@@ -586,14 +594,18 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                         feature, np.int64(split[SPLIT_POSITION]), missing_left, samples,
                         start, end, X_binned, n_hist_bins - 1, partition_buffer, y, w,
                         criterion, child_stats[0], child_stats[1], bin_left)
-        if node_sort:
-            mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left, samples,
-                                        start, end, sorted_rank, sorted_value,
-                                        first_missing[feature], tmp_index)
-        elif sorted_index is not None:
-            mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
-            mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
-                                  tmp_index, tmp_value)
+        if sorted_index is not None:
+            if X_columns is not None:
+                mid = partition_node_column(feature, split[SPLIT_THRESHOLD], missing_left,
+                                            samples, start, end, X_columns, tmp_index)
+            elif node_sort:
+                mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left,
+                                            samples, start, end, sorted_rank, sorted_value,
+                                            first_missing[feature], tmp_index)
+            else:
+                mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
+                mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
+                                      tmp_index, tmp_value)
 
         node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
                                                       node_count, node_id, feature,
