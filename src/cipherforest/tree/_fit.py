@@ -33,7 +33,12 @@ from ._common import (
 )
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
 from ._histogram import unit_weights
-from ._node_features import feature_histograms_pay, node_sort_pays, sorted_ranks
+from ._node_features import (
+    column_values,
+    feature_histograms_pay,
+    node_sort_pays,
+    sorted_ranks,
+)
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
 from ._rng import make_state
 from ._shards import TASK_SIZE, shard_rows
@@ -136,12 +141,24 @@ class TreeData:
             return ranks
 
     @property
+    def X_values(self) -> np.ndarray:
+        """The training values as an (n_samples, n_features) column-major float64 array
+        (exact finder only), made at the first call (once for all threads) for extra trees
+        that read their nodes' drawn features by column (``_node_features``)."""
+        with _RANK_LOCK:
+            values = self.__dict__.get("_X_values")
+            if values is None:
+                values = column_values(self.sorted_index, self.sorted_value)
+                self.__dict__["_X_values"] = values
+            return values
+
+    @property
     def n_hist_bins(self) -> int:
         """Histogram width: value bins plus the NaN bin (histogram finder only)."""
         return self.bin_thresholds.shape[1] + 1
 
 
-#: One forest's threads make the rank table once.
+#: One forest's threads make the rank table (and the value columns) once.
 _RANK_LOCK = threading.Lock()
 #: What stands for ``TreeData.sorted_rank`` where trees use the presorted layout.
 _NO_RANKS = np.zeros((0, 0), dtype=np.int32)
@@ -435,16 +452,21 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
         samples = rows.copy()
     n_stats = STAT_FIRST + n_criterion_stats(params.criterion, n_classes)
 
-    sorted_rank, feature_histograms = _NO_RANKS, False
+    sorted_rank, feature_histograms, node_sort = _NO_RANKS, False, False
     if data.max_bins is None:
-        if node_sort_pays(data.n_features, params.max_features, samples.shape[0]):
-            # Each node sorts its drawn features: the whole presorted rows, not a copy.
-            sorted_index, sorted_value = data.sorted_index, data.sorted_value
-            sorted_rank = data.sorted_rank
-        else:
-            sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
         # None selects the exact specialisation of the grower (see ``grow_tree``).
         X_binned, X_columns, thresholds, n_hist_bins = None, None, None, 0
+        node_sort = node_sort_pays(data.n_features, params.max_features, samples.shape[0])
+        if node_sort:
+            # Each node sorts its drawn features: the whole presorted rows, not a copy.
+            # Extra trees sort nothing: they read the drawn features' values by column.
+            sorted_index, sorted_value = data.sorted_index, data.sorted_value
+            if params.is_random:
+                X_columns = data.X_values
+            else:
+                sorted_rank = data.sorted_rank
+        else:
+            sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
     else:
         feature_histograms = (not kernel_compact
                               and feature_histograms_pay(data.n_features, params.max_features))
@@ -478,7 +500,7 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     growth.samples, growth.partition_buffer = samples, partition_buffer
     # The final row order the leaves are read from (``finish``): the presorted rows' first
     # row, or the tree's row order when it is partitioned (histograms, node sorts).
-    growth.sorted_index = sorted_index if sorted_rank.shape[0] == 0 else None
+    growth.sorted_index = None if node_sort else sorted_index
     growth.n_stats = n_stats
     growth.scan_record, growth.shard, growth.n_shard0 = scan_record, shard, n_shard0
     growth.y_kernel, growth.w = y_kernel, w

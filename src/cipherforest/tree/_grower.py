@@ -4,6 +4,8 @@
 Python. Every node's best split is found when the node is created; nodes that can still be
 split wait in a *frontier* — a stack (depth-first, the default) or a max-heap ordered by
 impurity decrease (best-first, used when ``max_leaf_nodes`` is set, as scikit-learn does).
+The bookkeeping of that loop (node tables, pending nodes, the frontier) is ``_frontier``'s,
+shared with the sparse and the general grower.
 
 Growth produces three arrays that the estimator turns into a ``Tree``:
 
@@ -36,16 +38,37 @@ from ._categorical import (
 from ._common import (
     CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
-    EPSILON,
     JIT_OPTIONS,
     LEAF_JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
     TREE_LEAF,
-    TREE_UNDEFINED,
 )
 from ._criteria import add_sample, node_impurity
+from ._frontier import (
+    F_END,
+    F_END1,
+    F_HIST,
+    F_NODE,
+    F_START,
+    F_START1,
+    N_FEATURE,
+    N_LEFT,
+    N_MISSING_LEFT,
+    N_RIGHT,
+    N_SAMPLES,
+    grow_rows,
+    is_splittable,
+    new_frontier,
+    next_node,
+    queue_children,
+    root_pending,
+    set_leaf,
+    settle_node,
+    split_node,
+    take_entry,
+)
 from ._histogram import (
     best_split_histogram_feature,
     best_split_small_node_feature,
@@ -61,7 +84,8 @@ from ._histogram import (
 from ._node_features import (
     RADIX_BITS,
     best_split_feature_histogram,
-    best_split_random_node,
+    best_split_random_column,
+    partition_node_column,
     partition_node_sorted,
     ranks_at_or_below,
     sort_node_feature,
@@ -79,7 +103,7 @@ from ._node_threads import (
     run_shard_steps,
     scan_compact_node,
 )
-from ._rng import child_seed, rand_int
+from ._rng import rand_int
 from ._shards import (
     BUILD_ALL,
     BUILD_NONE,
@@ -110,64 +134,12 @@ from ._splitter_exact import (
 )
 from ._weights import weight_at
 
-# Columns of node_int (SHARD0_SAMPLES: the node's rows in the first row shard).
-_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
+# Columns of node_int (``_frontier``'s, and SHARD0_SAMPLES: the node's rows in the first
+# row shard).
+_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = N_LEFT, N_RIGHT, N_FEATURE, N_SAMPLES, \
+    N_MISSING_LEFT
 SHARD0_SAMPLES = 5
-# Columns of the frontier's integer table (a node's segments of the two row shards).
-_F_NODE, _F_START, _F_END, _F_DEPTH, _F_HIST, _F_START1, _F_END1 = 0, 1, 2, 3, 4, 5, 6
-
-
-@njit(**JIT_OPTIONS)
-def _grow_rows(table, n_rows):
-    """Return ``table`` with room for at least ``n_rows`` rows (doubling)."""
-    if n_rows <= table.shape[0]:
-        return table
-    capacity = max(n_rows, 2 * table.shape[0])
-    out = np.zeros((capacity,) + table.shape[1:], dtype=table.dtype)
-    # ``out[:len(table)] = table`` as a flat loop over the C-contiguous rows: slice
-    # assignment would compile numba's shape-mismatch message (string formatting code that
-    # costs seconds of compile time per array rank).
-    flat_table = table.reshape(table.size)
-    flat_out = out.reshape(out.size)
-    for i in range(flat_table.shape[0]):
-        flat_out[i] = flat_table[i]
-    return out
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _heap_push(heap, size, key, entry, keys):
-    """Push ``entry`` (with ``keys[entry] = key``) onto a max-heap of ``size`` items."""
-    keys[entry] = key
-    heap[size] = entry
-    i = size
-    while i > 0:
-        parent = (i - 1) // 2
-        if keys[heap[parent]] >= keys[heap[i]]:
-            break
-        heap[parent], heap[i] = heap[i], heap[parent]
-        i = parent
-    return size + 1
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _heap_pop(heap, size, keys):
-    """Pop the max entry; returns (entry, new size)."""
-    top = heap[0]
-    size -= 1
-    heap[0] = heap[size]
-    i = 0
-    while True:
-        left = 2 * i + 1
-        if left >= size:
-            break
-        child = left
-        if left + 1 < size and keys[heap[left + 1]] > keys[heap[left]]:
-            child = left + 1
-        if keys[heap[child]] <= keys[heap[i]]:
-            break
-        heap[child], heap[i] = heap[i], heap[child]
-        i = child
-    return top, size
+_is_splittable = is_splittable  # the name ensemble._data_parallel imports
 
 
 @njit(**JIT_OPTIONS)
@@ -216,7 +188,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``sorted_value`` are then the training set's whole presorted rows (not modified) and
     ``samples`` is reordered in place. Histogram mode builds only the drawn features'
     histograms of each node when ``feature_histograms`` (not for compact trees). Both give
-    the same candidates in the same order as the full layouts.
+    the same candidates in the same order as the full layouts. Extra trees (``is_random``)
+    that sort their nodes take ``X_columns`` in exact mode instead of ``sorted_rank``: the
+    training values column-major (``TreeData.X_values``), read directly.
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -246,16 +220,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     node_float = np.zeros((64, 2 + BITSET_WORDS if has_cat else 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
 
-    frontier_int = np.zeros((16, 7), dtype=np.int64)
-    frontier_split = np.zeros((16, record_size), dtype=np.float64)
-    frontier_free = np.zeros(16, dtype=np.int64)
-    # Counters start at np.int64(0), not 0: numba types a bare 0 as Literal[int](0) and
-    # would compile a second specialisation of every kernel it is passed to.
-    n_free_entries = np.int64(0)
-    n_entries = np.int64(0)
-    order = np.zeros(16, dtype=np.int64)  # stack or heap of frontier entries
-    keys = np.zeros(16, dtype=np.float64)
-    order_size = np.int64(0)
+    frontier = new_frontier(7, record_size)
 
     hist_bins = n_hist_bins if use_histogram else 1
     hist_features = n_features if use_histogram else 1
@@ -266,7 +231,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     n_slots = 4
     if best_first:
         n_slots = max(4, min(max_leaf_nodes + 2, 256))
-    node_sort = sorted_index is not None and sorted_rank.shape[0] > 0
+    # Extra trees sorting nothing read the node's values from the column-major training
+    # values (``X_columns`` in exact mode) instead of through the ranks.
+    value_columns = sorted_index is not None and X_columns is not None
+    node_sort = sorted_index is not None and (sorted_rank.shape[0] > 0 or value_columns)
     feature_hists = use_histogram and feature_histograms and node_threads is None
     if feature_hists:
         n_slots = 1  # one slot the drawn features' histograms are built in, one at a time
@@ -303,6 +271,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         hist_lo = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
         hist_hi = np.zeros((hist_pool.shape[0], hist_features), dtype=np.int64)
     hist_free = np.zeros(hist_pool.shape[0], dtype=np.int64)
+    # Counters start at np.int64(0), not 0: numba types a bare 0 as Literal[int](0) and
+    # would compile a second specialisation of every kernel it is passed to.
     n_free_hists = np.int64(0)
     n_hists = np.int64(0)
 
@@ -348,38 +318,22 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
 
     # ---- the root
     node_count = 1
-    node_int[0, _LEFT] = TREE_LEAF
-    node_int[0, _RIGHT] = TREE_LEAF
-    node_int[0, _FEATURE] = TREE_UNDEFINED
-    node_int[0, _N_SAMPLES] = n_samples
+    set_leaf(node_int, node_float, 0, n_samples, node_impurity(root_stats, criterion))
     node_int[0, SHARD0_SAMPLES] = n_shard0
-    node_float[0, 0] = TREE_UNDEFINED
-    node_float[0, 1] = node_impurity(root_stats, criterion)
     for k in range(n_stats):
         node_stats[0, k] = root_stats[k]
 
-    # Pending nodes to evaluate: (node id, start, end, depth, hist slot). The root's histogram
-    # is built directly; children's come from the split of their parent.
-    pending_node = np.zeros(2, dtype=np.int64)
-    pending_start = np.zeros(2, dtype=np.int64)
-    pending_end = np.zeros(2, dtype=np.int64)
-    pending_start1 = np.zeros(2, dtype=np.int64)
-    pending_end1 = np.zeros(2, dtype=np.int64)
-    pending_depth = np.zeros(2, dtype=np.int64)
-    pending_hist = np.full(2, -1, dtype=np.int64)
-    pending_seed = np.zeros(2, dtype=np.uint64)
-    pending_seed[0] = rng_state[0]
-    frontier_seed = np.zeros(16, dtype=np.uint64)
+    # Pending nodes to evaluate, in the frontier's columns: (node id, start, end, depth, hist
+    # slot, start1, end1). The root's histogram is built directly; children's come from the
+    # split of their parent.
+    pending, pending_seed = root_pending(7, n_shard0, rng_state[0])
+    pending[0, F_HIST] = -1
+    pending[0, F_START1] = n_shard0
+    pending[0, F_END1] = n_samples
     n_pending = 1
-    pending_node[0] = 0
-    pending_start[0] = 0
-    pending_end[0] = n_shard0
-    pending_start1[0] = n_shard0
-    pending_end1[0] = n_samples
-    pending_depth[0] = 0
     n_leaves = 1
 
-    root_splittable = _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
+    root_splittable = is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                                      min_samples_leaf, min_weight_leaf, node_float[0, 1])
     feature_slot = np.int64(-1)
     if X_binned is not None and feature_hists:
@@ -409,7 +363,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             else:
                 build_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot], X_binned,
                                 samples, np.int64(0), n_samples, y, w, criterion, n_threads)
-            pending_hist[0] = slot
+            pending[0, F_HIST] = slot
     if not root_splittable:
         n_pending = 0
 
@@ -420,42 +374,31 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         scan_posted = False
         scan_began = np.int64(0)
         if node_threads is not None:
-            scan_posted = (compact and n_pending == 2 and pending_hist[0] >= 0
-                           and pending_hist[1] >= 0
+            scan_posted = (compact and n_pending == 2 and pending[0, F_HIST] >= 0
+                           and pending[1, F_HIST] >= 0
                            and hands_off_scan(node_threads, hist_pool, scan_record, n_stats))
         if node_threads is not None and scan_posted:
             for k in range(n_stats):
-                scan_record[k] = node_stats[pending_node[1], k]
-            node_threads[CONTROL_SCAN_SLOT] = pending_hist[1]
+                scan_record[k] = node_stats[pending[1, F_NODE], k]
+            node_threads[CONTROL_SCAN_SLOT] = pending[1, F_HIST]
             node_threads[CONTROL_SCAN_SEED] = np.int64(pending_seed[1])
             node_threads[CONTROL_SCANS_POSTED] += 1
             scan_began = post(node_threads, SCAN_POSTED)
         for p in range(n_pending):
-            node_id = pending_node[p]
-            start = pending_start[p]
-            end = pending_end[p]
-            start1 = pending_start1[p]
-            end1 = pending_end1[p]
-            slot = pending_hist[p]
+            node_id = pending[p, F_NODE]
+            start = pending[p, F_START]
+            end = pending[p, F_END]
+            start1 = pending[p, F_START1]
+            end1 = pending[p, F_END1]
+            slot = pending[p, F_HIST]
             node_samples = samples
             if end1 > start1 and slot < 0:
                 # A small node's finder sorts its rows: give it both segments as one.
                 node_samples = small_samples
                 end = gather_segments(samples, start, end, start1, end1, small_samples)
                 start = 0
-            if n_free_entries > 0:
-                n_free_entries -= 1
-                entry = frontier_free[n_free_entries]
-            else:
-                entry = n_entries
-                n_entries += 1
-                frontier_int = _grow_rows(frontier_int, n_entries)
-                frontier_split = _grow_rows(frontier_split, n_entries)
-                frontier_free = _grow_rows(frontier_free, n_entries)
-                order = _grow_rows(order, n_entries)
-                keys = _grow_rows(keys, n_entries)
-                frontier_seed = _grow_rows(frontier_seed, n_entries)
-            split = frontier_split[entry]
+            frontier, entry = take_entry(frontier)
+            split = frontier[1][entry]
             reset_split(split)
             stats = node_stats[node_id]
             n_visited = 0
@@ -531,75 +474,49 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                             f, hist_pool[slot], hist_lo[slot], hist_hi[slot], bin_thresholds,
                             criterion, stats, min_samples_leaf, min_weight_leaf, is_random,
                             rng_state, split, cum, left, right)
-                if node_sort and is_random:
-                    non_constant = best_split_random_node(
-                        f, samples, start, end, sorted_rank, sorted_value, first_missing[f], y,
-                        w, criterion, stats, min_samples_leaf, min_weight_leaf, rng_state,
-                        split, cum, missing, left, right, tmp_value)
-                elif node_sort:
-                    sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
-                                      sorted_value, sort_keys, sort_keys_tmp, sort_counts,
-                                      tmp_index, tmp_value)
-                    non_constant = best_split_sorted_row(
-                        f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
-                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right, whole)
-                elif sorted_index is not None:
-                    non_constant = best_split_exact_feature(
-                        f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
-                        min_samples_leaf, min_weight_leaf, is_random, rng_state, split, cum,
-                        missing, left, right, whole)
+                if sorted_index is not None:
+                    # Nested tests of the arguments' None-ness: numba prunes those alone.
+                    if X_columns is not None:
+                        non_constant = best_split_random_column(
+                            f, samples, start, end, X_columns, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, rng_state, split, cum,
+                            missing, left, right, tmp_value)
+                    elif node_sort:
+                        sort_node_feature(f, samples, start, end, sorted_rank, sorted_index,
+                                          sorted_value, sort_keys, sort_keys_tmp, sort_counts,
+                                          tmp_index, tmp_value)
+                        non_constant = best_split_sorted_row(
+                            f, 0, end - start, tmp_index, tmp_value, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
+                            cum, missing, left, right, whole)
+                    else:
+                        non_constant = best_split_exact_feature(
+                            f, start, end, sorted_index, sorted_value, y, w, criterion, stats,
+                            min_samples_leaf, min_weight_leaf, is_random, rng_state, split,
+                            cum, missing, left, right, whole)
                 if non_constant:
                     n_visited += 1
                     if n_visited >= max_features:
                         break
-            improvement = -np.inf
-            if split[SPLIT_FEATURE] >= 0:
-                improvement = (stats[STAT_WEIGHT] * node_float[node_id, 1]
-                               - split[SPLIT_CHILDREN]) / total_weight
-            if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
-                frontier_free[n_free_entries] = entry
-                n_free_entries += 1
+            if not settle_node(frontier, entry, pending[p], pending_seed[p],
+                               split[SPLIT_FEATURE], split[SPLIT_CHILDREN], stats,
+                               node_float[node_id, 1], total_weight, min_impurity_decrease,
+                               best_first):
                 if X_binned is not None:
                     if slot >= 0:
                         clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
                         hist_free[n_free_hists] = slot
                         n_free_hists += 1
                 continue
-            frontier_int[entry, _F_NODE] = node_id
-            frontier_int[entry, _F_START] = pending_start[p]
-            frontier_int[entry, _F_END] = pending_end[p]
-            frontier_int[entry, _F_START1] = start1
-            frontier_int[entry, _F_END1] = end1
-            frontier_int[entry, _F_DEPTH] = pending_depth[p]
-            frontier_int[entry, _F_HIST] = slot
-            frontier_seed[entry] = pending_seed[p]
-            if best_first:
-                order_size = _heap_push(order, order_size, improvement, entry, keys)
-            else:
-                order[order_size] = entry
-                order_size += 1
         n_pending = 0
 
-        if order_size == 0:
-            break
-        if best_first and n_leaves >= max_leaf_nodes:
-            break
-
         # ---- split the next frontier node
-        if best_first:
-            entry, order_size = _heap_pop(order, order_size, keys)
-        else:
-            order_size -= 1
-            entry = order[order_size]
-        frontier_free[n_free_entries] = entry
-        n_free_entries += 1
-        node_id = frontier_int[entry, _F_NODE]
-        start = frontier_int[entry, _F_START]
-        end = frontier_int[entry, _F_END]
-        depth = frontier_int[entry, _F_DEPTH]
-        parent_slot = frontier_int[entry, _F_HIST]
-        split = frontier_split[entry]
+        entry, node_id, start, end, depth = next_node(frontier, best_first, n_leaves,
+                                                      max_leaf_nodes)
+        if entry < 0:
+            break
+        parent_slot = frontier[0][entry, F_HIST]
+        split = frontier[1][entry]
         feature = np.int64(split[SPLIT_FEATURE])
         missing_left = split[SPLIT_MISSING_LEFT] > 0.5
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
@@ -607,8 +524,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             missing_left = (split[SPLIT_LEFT + STAT_COUNT]
                             > split[SPLIT_LEFT + n_stats + STAT_COUNT])
 
-        start1 = frontier_int[entry, _F_START1]
-        end1 = frontier_int[entry, _F_END1]
+        start1 = frontier[0][entry, F_START1]
+        end1 = frontier[0][entry, F_END1]
         mid = start
         mid1 = start1
         # A compact node handed off builds its smaller child's histogram with the partition
@@ -677,26 +594,25 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                         feature, np.int64(split[SPLIT_POSITION]), missing_left, samples,
                         start, end, X_binned, n_hist_bins - 1, partition_buffer, y, w,
                         criterion, child_stats[0], child_stats[1], bin_left)
-        if node_sort:
-            mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left, samples,
-                                        start, end, sorted_rank, sorted_value,
-                                        first_missing[feature], tmp_index)
-        elif sorted_index is not None:
-            mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
-            mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
-                                  tmp_index, tmp_value)
+        if sorted_index is not None:
+            if X_columns is not None:
+                mid = partition_node_column(feature, split[SPLIT_THRESHOLD], missing_left,
+                                            samples, start, end, X_columns, tmp_index)
+            elif node_sort:
+                mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left,
+                                            samples, start, end, sorted_rank, sorted_value,
+                                            first_missing[feature], tmp_index)
+            else:
+                mark_left_exact(split, start, end, sorted_index, sorted_value, goes_left)
+                mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
+                                      tmp_index, tmp_value)
 
+        node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
+                                                      node_count, node_id, feature,
+                                                      missing_left, split[SPLIT_THRESHOLD])
+        left_id = node_count
+        right_id = node_count + 1
         node_count += 2
-        node_int = _grow_rows(node_int, node_count)
-        node_float = _grow_rows(node_float, node_count)
-        node_stats = _grow_rows(node_stats, node_count)
-        left_id = node_count - 2
-        right_id = node_count - 1
-        node_int[node_id, _LEFT] = left_id
-        node_int[node_id, _RIGHT] = right_id
-        node_int[node_id, _FEATURE] = feature
-        node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
-        node_float[node_id, 0] = split[SPLIT_THRESHOLD]
         if has_cat and np.isnan(split[SPLIT_THRESHOLD]):
             for k in range(BITSET_WORDS):
                 node_float[node_id, 2 + k] = split[record_size - BITSET_WORDS + k]
@@ -726,18 +642,14 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):
             cid = child_ids[c]
-            node_int[cid, _LEFT] = TREE_LEAF
-            node_int[cid, _RIGHT] = TREE_LEAF
-            node_int[cid, _FEATURE] = TREE_UNDEFINED
-            node_int[cid, _MISSING_LEFT] = 0
-            node_int[cid, _N_SAMPLES] = (child_bounds[c, 1] - child_bounds[c, 0]
-                                         + child_bounds[c, 3] - child_bounds[c, 2])
+            set_leaf(node_int, node_float, cid,
+                     child_bounds[c, 1] - child_bounds[c, 0]
+                     + child_bounds[c, 3] - child_bounds[c, 2],
+                     node_impurity(child_stats[c], criterion))
             node_int[cid, SHARD0_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
-            node_float[cid, 0] = TREE_UNDEFINED
-            node_float[cid, 1] = node_impurity(child_stats[c], criterion)
             for k in range(n_stats):
                 node_stats[cid, k] = child_stats[c, k]
-            child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
+            child_split[c] = is_splittable(child_stats[c], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
 
@@ -819,18 +731,8 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                     hist_free[n_free_hists] = parent_slot
                     n_free_hists += 1
 
-        # Evaluate the children next; depth-first pushes left last so it is split first.
-        for c in (1, 0):
-            if child_split[c]:
-                pending_node[n_pending] = child_ids[c]
-                pending_start[n_pending] = child_bounds[c, 0]
-                pending_end[n_pending] = child_bounds[c, 1]
-                pending_start1[n_pending] = child_bounds[c, 2]
-                pending_end1[n_pending] = child_bounds[c, 3]
-                pending_depth[n_pending] = depth + 1
-                pending_hist[n_pending] = child_slots[c]
-                pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
-                n_pending += 1
+        n_pending = queue_children(pending, pending_seed, child_ids, child_bounds, child_split,
+                                   child_slots, depth, frontier[2][entry])
 
     # Hand the pool back zeroed, for the caller's next tree: clear the slots this tree took,
     # and zero those of a new pool it never took (once per pool).
@@ -851,7 +753,7 @@ def _may_need_histogram(split, n_stats, n_bins, depth, max_depth, min_samples_sp
         return False
     for c in range(2):
         stats = split[SPLIT_LEFT + c * n_stats:SPLIT_LEFT + (c + 1) * n_stats]
-        if (_is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
+        if (is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
                            min_weight_leaf, np.inf)
                 and not is_small_node(stats[STAT_COUNT], n_bins)):
             return True
@@ -865,20 +767,6 @@ def _segment_stats(order, start, end, y, w, criterion, out):
     for i in range(start, end):
         sample = order[i]
         add_sample(out, y[sample], w[sample], criterion)
-
-
-@njit(**LEAF_JIT_OPTIONS)
-def _is_splittable(stats, depth, max_depth, min_samples_split, min_samples_leaf,
-                   min_weight_leaf, impurity):
-    """Stopping rules that need no split search (scikit-learn's order and semantics)."""
-    if max_depth >= 0 and depth >= max_depth:
-        return False
-    n = stats[STAT_COUNT]
-    if n < min_samples_split or n < 2 * min_samples_leaf:
-        return False
-    if stats[STAT_WEIGHT] < 2.0 * min_weight_leaf:
-        return False
-    return impurity > EPSILON
 
 
 @njit(**JIT_OPTIONS)
@@ -896,10 +784,10 @@ def _acquire_hist(pool, lo, hi, free, n_free, n_used, n_clean):
     n_used += 1
     if n_used > pool.shape[0]:
         capacity = max(4, 2 * pool.shape[0])
-        pool = _grow_rows(pool, capacity)  # zero-filled beyond the old slots
-        lo = _grow_rows(lo, capacity)
-        hi = _grow_rows(hi, capacity)
-        free = _grow_rows(free, capacity)
+        pool = grow_rows(pool, capacity)  # zero-filled beyond the old slots
+        lo = grow_rows(lo, capacity)
+        hi = grow_rows(hi, capacity)
+        free = grow_rows(free, capacity)
         n_clean = capacity  # every older slot was taken (so zeroed) before
     if slot >= n_clean:
         zero_histogram(pool[slot], lo[slot], hi[slot])

@@ -35,16 +35,27 @@ from numba import njit
 from ._absolute_error import node_ranks, weighted_median_abs_error
 from ._common import (
     CRITERION_ABSOLUTE_ERROR,
-    EPSILON,
     JIT_OPTIONS,
     STAT_COUNT,
     STAT_FIRST,
     STAT_WEIGHT,
-    TREE_LEAF,
-    TREE_UNDEFINED,
 )
-from ._grower import _grow_rows, _heap_pop, _heap_push, _is_splittable
-from ._rng import child_seed, rand_int
+from ._frontier import (
+    F_END,
+    F_NODE,
+    F_START,
+    grow_rows,
+    is_splittable,
+    new_frontier,
+    next_node,
+    queue_children,
+    root_pending,
+    set_leaf,
+    settle_node,
+    split_node,
+    take_entry,
+)
+from ._rng import rand_int
 from ._split_record import (
     MISSING_UNSEEN,
     SPLIT_CHILDREN,
@@ -62,9 +73,6 @@ from ._splitter_general import (
     best_split_outputs_feature,
     node_impurity_outputs,
 )
-
-_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
-_F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
 
 
 # With reference counting (JIT_OPTIONS): the absolute error's median sorts, and a sort
@@ -123,15 +131,7 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
     node_bounds[0, 0] = -np.inf
     node_bounds[0, 1] = np.inf
 
-    frontier_int = np.zeros((16, 4), dtype=np.int64)
-    frontier_split = np.zeros((16, GSPLIT_SIZE), dtype=np.float64)
-    frontier_seed = np.zeros(16, dtype=np.uint64)
-    frontier_free = np.zeros(16, dtype=np.int64)
-    n_free_entries = np.int64(0)
-    n_entries = np.int64(0)
-    order = np.zeros(16, dtype=np.int64)
-    keys = np.zeros(16, dtype=np.float64)
-    order_size = np.int64(0)
+    frontier = new_frontier(4, GSPLIT_SIZE)
 
     goes_left = np.zeros(n_rows, dtype=np.uint8)
     tmp_index = np.zeros(n_samples, dtype=sorted_index.dtype)
@@ -162,50 +162,30 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
     child_ids = np.zeros(2, dtype=np.int64)
     child_bounds = np.zeros((2, 2), dtype=np.int64)
     child_split = np.zeros(2, dtype=np.bool_)
+    no_slots = np.zeros(0, dtype=np.int64)
 
     node_order = sorted_index[0]  # the node segments' samples, in any feature's order
     node_count = 1
-    node_int[0, _LEFT] = TREE_LEAF
-    node_int[0, _RIGHT] = TREE_LEAF
-    node_int[0, _FEATURE] = TREE_UNDEFINED
-    node_int[0, _N_SAMPLES] = n_samples
-    node_float[0, 0] = TREE_UNDEFINED
-    node_float[0, 1] = _summarise_node(node_order, np.int64(0), np.int64(n_samples), Y, w,
-                                       criterion, block, node_stats[0], node_median[0],
-                                       scratch, scratch_add, values, weights)
+    set_leaf(node_int, node_float, 0, n_samples,
+             _summarise_node(node_order, np.int64(0), np.int64(n_samples), Y, w, criterion,
+                             block, node_stats[0], node_median[0], scratch, scratch_add,
+                             values, weights))
     total_weight = node_stats[0, STAT_WEIGHT]
 
-    pending_node = np.zeros(2, dtype=np.int64)
-    pending_start = np.zeros(2, dtype=np.int64)
-    pending_end = np.zeros(2, dtype=np.int64)
-    pending_depth = np.zeros(2, dtype=np.int64)
-    pending_seed = np.zeros(2, dtype=np.uint64)
-    pending_seed[0] = rng_state[0]
-    pending_end[0] = n_samples
+    pending, pending_seed = root_pending(4, n_samples, rng_state[0])
     n_pending = 1
     n_leaves = 1
-    if not _is_splittable(node_stats[0], np.int64(0), max_depth, min_samples_split,
+    if not is_splittable(node_stats[0], np.int64(0), max_depth, min_samples_split,
                           min_samples_leaf, min_weight_leaf, node_float[0, 1]):
         n_pending = 0
 
     while True:
         for p in range(n_pending):
-            node_id = pending_node[p]
-            start = pending_start[p]
-            end = pending_end[p]
-            if n_free_entries > 0:
-                n_free_entries -= 1
-                entry = frontier_free[n_free_entries]
-            else:
-                entry = n_entries
-                n_entries += 1
-                frontier_int = _grow_rows(frontier_int, n_entries)
-                frontier_split = _grow_rows(frontier_split, n_entries)
-                frontier_free = _grow_rows(frontier_free, n_entries)
-                frontier_seed = _grow_rows(frontier_seed, n_entries)
-                order = _grow_rows(order, n_entries)
-                keys = _grow_rows(keys, n_entries)
-            split = frontier_split[entry]
+            node_id = pending[p, F_NODE]
+            start = pending[p, F_START]
+            end = pending[p, F_END]
+            frontier, entry = take_entry(frontier)
+            split = frontier[1][entry]
             split[SPLIT_FEATURE] = -1.0
             split[SPLIT_CHILDREN] = np.inf
             stats = node_stats[node_id]
@@ -239,42 +219,18 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
                     n_visited += 1
                     if n_visited >= max_features:
                         break
-            improvement = -np.inf
-            if split[SPLIT_FEATURE] >= 0:
-                improvement = (stats[STAT_WEIGHT] * node_float[node_id, 1]
-                               - split[SPLIT_CHILDREN]) / total_weight
-            if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
-                frontier_free[n_free_entries] = entry
-                n_free_entries += 1
+            if not settle_node(frontier, entry, pending[p], pending_seed[p],
+                               split[SPLIT_FEATURE], split[SPLIT_CHILDREN], stats,
+                               node_float[node_id, 1], total_weight, min_impurity_decrease,
+                               best_first):
                 continue
-            frontier_int[entry, _F_NODE] = node_id
-            frontier_int[entry, _F_START] = start
-            frontier_int[entry, _F_END] = end
-            frontier_int[entry, _F_DEPTH] = pending_depth[p]
-            frontier_seed[entry] = pending_seed[p]
-            if best_first:
-                order_size = _heap_push(order, order_size, improvement, entry, keys)
-            else:
-                order[order_size] = entry
-                order_size += 1
         n_pending = 0
 
-        if order_size == 0:
+        entry, node_id, start, end, depth = next_node(frontier, best_first, n_leaves,
+                                                      max_leaf_nodes)
+        if entry < 0:
             break
-        if best_first and n_leaves >= max_leaf_nodes:
-            break
-        if best_first:
-            entry, order_size = _heap_pop(order, order_size, keys)
-        else:
-            order_size -= 1
-            entry = order[order_size]
-        frontier_free[n_free_entries] = entry
-        n_free_entries += 1
-        node_id = frontier_int[entry, _F_NODE]
-        start = frontier_int[entry, _F_START]
-        end = frontier_int[entry, _F_END]
-        depth = frontier_int[entry, _F_DEPTH]
-        split = frontier_split[entry]
+        split = frontier[1][entry]
         missing_left = split[SPLIT_MISSING_LEFT] > 0.5
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
             # As scikit-learn: NaN follows the child with more samples, ties go right.
@@ -284,19 +240,15 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
         mid = partition_exact(start, end, sorted_index, sorted_value, goes_left, tmp_index,
                               tmp_value)
 
+        node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
+                                                      node_count, node_id,
+                                                      np.int64(split[SPLIT_FEATURE]),
+                                                      missing_left, split[SPLIT_THRESHOLD])
+        node_median = grow_rows(node_median, node_count + 2)
+        node_bounds = grow_rows(node_bounds, node_count + 2)
+        left_id = node_count
+        right_id = node_count + 1
         node_count += 2
-        node_int = _grow_rows(node_int, node_count)
-        node_float = _grow_rows(node_float, node_count)
-        node_stats = _grow_rows(node_stats, node_count)
-        node_median = _grow_rows(node_median, node_count)
-        node_bounds = _grow_rows(node_bounds, node_count)
-        left_id = node_count - 2
-        right_id = node_count - 1
-        node_int[node_id, _LEFT] = left_id
-        node_int[node_id, _RIGHT] = right_id
-        node_int[node_id, _FEATURE] = np.int64(split[SPLIT_FEATURE])
-        node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
-        node_float[node_id, 0] = split[SPLIT_THRESHOLD]
         n_leaves += 1
 
         child_ids[0] = left_id
@@ -307,16 +259,11 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
         child_bounds[1, 1] = end
         for c in range(2):
             cid = child_ids[c]
-            node_int[cid, _LEFT] = TREE_LEAF
-            node_int[cid, _RIGHT] = TREE_LEAF
-            node_int[cid, _FEATURE] = TREE_UNDEFINED
-            node_int[cid, _MISSING_LEFT] = 0
-            node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
-            node_float[cid, 0] = TREE_UNDEFINED
-            node_float[cid, 1] = _summarise_node(
-                node_order, child_bounds[c, 0], child_bounds[c, 1], Y, w, criterion, block,
-                node_stats[cid], node_median[cid], scratch, scratch_add, values, weights)
-            child_split[c] = _is_splittable(node_stats[cid], depth + 1, max_depth,
+            set_leaf(node_int, node_float, cid, child_bounds[c, 1] - child_bounds[c, 0],
+                     _summarise_node(node_order, child_bounds[c, 0], child_bounds[c, 1], Y, w,
+                                     criterion, block, node_stats[cid], node_median[cid],
+                                     scratch, scratch_add, values, weights))
+            child_split[c] = is_splittable(node_stats[cid], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
         lower = node_bounds[node_id, 0]
@@ -341,14 +288,8 @@ def grow_tree_general(is_random, criterion, block, Y, w, samples, sorted_index, 
                 node_bounds[right_id, 1] = middle
         if best_first and n_leaves >= max_leaf_nodes:
             child_split[:] = False
-        for c in (1, 0):
-            if child_split[c]:
-                pending_node[n_pending] = child_ids[c]
-                pending_start[n_pending] = child_bounds[c, 0]
-                pending_end[n_pending] = child_bounds[c, 1]
-                pending_depth[n_pending] = depth + 1
-                pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
-                n_pending += 1
+        n_pending = queue_children(pending, pending_seed, child_ids, child_bounds, child_split,
+                                   no_slots, depth, frontier[2][entry])
 
     return (node_int[:node_count].copy(), node_float[:node_count].copy(),
             node_stats[:node_count].copy(), node_median[:node_count].copy(),

@@ -37,16 +37,28 @@ from numba import njit
 from ._common import (
     CRITERION_GINI,
     CRITERION_SQUARED_ERROR,
-    EPSILON,
     JIT_OPTIONS,
     STAT_COUNT,
     STAT_WEIGHT,
-    TREE_LEAF,
-    TREE_UNDEFINED,
 )
 from ._criteria import add_sample, node_impurity
-from ._grower import SHARD0_SAMPLES, _grow_rows, _heap_pop, _heap_push, _is_splittable
-from ._rng import child_seed, rand_int
+from ._frontier import (
+    F_END,
+    F_NODE,
+    F_START,
+    N_SAMPLES,
+    is_splittable,
+    new_frontier,
+    next_node,
+    queue_children,
+    root_pending,
+    set_leaf,
+    settle_node,
+    split_node,
+    take_entry,
+)
+from ._grower import SHARD0_SAMPLES
+from ._rng import rand_int
 from ._split_record import (
     MISSING_UNSEEN,
     SPLIT_CHILDREN,
@@ -63,8 +75,6 @@ from ._splitter_sparse import (
     sort_gathered,
 )
 
-_LEFT, _RIGHT, _FEATURE, _N_SAMPLES, _MISSING_LEFT = 0, 1, 2, 3, 4
-_F_NODE, _F_START, _F_END, _F_DEPTH = 0, 1, 2, 3
 _EPS = np.finfo(np.float64).eps
 
 
@@ -165,15 +175,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     node_int = np.zeros((64, 6), dtype=np.int64)
     node_float = np.zeros((64, 2), dtype=np.float64)
     node_stats = np.zeros((64, n_stats), dtype=np.float64)
-    frontier_int = np.zeros((16, 4), dtype=np.int64)
-    frontier_split = np.zeros((16, record_size), dtype=np.float64)
-    frontier_free = np.zeros(16, dtype=np.int64)
-    frontier_seed = np.zeros(16, dtype=np.uint64)
-    n_free_entries = np.int64(0)
-    n_entries = np.int64(0)
-    order = np.zeros(16, dtype=np.int64)
-    keys = np.zeros(16, dtype=np.float64)
-    order_size = np.int64(0)
+    frontier = new_frontier(4, record_size)
 
     tmp_rows = np.empty(n_samples, dtype=rows.dtype)
     # Stamps: a node's rows (in_node), the non-zeros of the column read last (nz_stamp,
@@ -207,6 +209,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     child_ids = np.zeros(2, dtype=np.int64)
     child_bounds = np.zeros((2, 2), dtype=np.int64)
     child_split = np.zeros(2, dtype=np.bool_)
+    no_slots = np.zeros(0, dtype=np.int64)
 
     root_stats = np.zeros(n_stats)
     for i in range(n_samples):
@@ -214,48 +217,26 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     total_weight = root_stats[STAT_WEIGHT]
 
     node_count = 1
-    node_int[0, _LEFT] = TREE_LEAF
-    node_int[0, _RIGHT] = TREE_LEAF
-    node_int[0, _FEATURE] = TREE_UNDEFINED
-    node_int[0, _N_SAMPLES] = n_samples
+    set_leaf(node_int, node_float, 0, n_samples, node_impurity(root_stats, criterion))
     node_int[0, SHARD0_SAMPLES] = n_samples
-    node_float[0, 0] = TREE_UNDEFINED
-    node_float[0, 1] = node_impurity(root_stats, criterion)
     for k in range(n_stats):
         node_stats[0, k] = root_stats[k]
 
-    pending_node = np.zeros(2, dtype=np.int64)
-    pending_start = np.zeros(2, dtype=np.int64)
-    pending_end = np.zeros(2, dtype=np.int64)
-    pending_depth = np.zeros(2, dtype=np.int64)
-    pending_seed = np.zeros(2, dtype=np.uint64)
-    pending_seed[0] = rng_state[0]
+    pending, pending_seed = root_pending(4, n_samples, rng_state[0])
     n_pending = 1
-    pending_end[0] = n_samples
     n_leaves = 1
-    if not _is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
+    if not is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
                           min_samples_leaf, min_weight_leaf, node_float[0, 1]):
         n_pending = 0
 
     while True:
         # ---- evaluate pending nodes: find their best split, push them to the frontier
         for p in range(n_pending):
-            node_id = pending_node[p]
-            start = pending_start[p]
-            end = pending_end[p]
-            if n_free_entries > 0:
-                n_free_entries -= 1
-                entry = frontier_free[n_free_entries]
-            else:
-                entry = n_entries
-                n_entries += 1
-                frontier_int = _grow_rows(frontier_int, n_entries)
-                frontier_split = _grow_rows(frontier_split, n_entries)
-                frontier_free = _grow_rows(frontier_free, n_entries)
-                order = _grow_rows(order, n_entries)
-                keys = _grow_rows(keys, n_entries)
-                frontier_seed = _grow_rows(frontier_seed, n_entries)
-            split = frontier_split[entry]
+            node_id = pending[p, F_NODE]
+            start = pending[p, F_START]
+            end = pending[p, F_END]
+            frontier, entry = take_entry(frontier)
+            split = frontier[1][entry]
             reset_split(split)
             stats = node_stats[node_id]
             rng_state[0] = pending_seed[p]
@@ -387,44 +368,19 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                 tmp = features[j]
                 features[j] = features[k]
                 features[k] = tmp
-            improvement = -np.inf
-            if split[SPLIT_FEATURE] >= 0:
-                improvement = (stats[STAT_WEIGHT] * node_float[node_id, 1]
-                               - split[SPLIT_CHILDREN]) / total_weight
-            if split[SPLIT_FEATURE] < 0 or improvement + EPSILON < min_impurity_decrease:
-                frontier_free[n_free_entries] = entry
-                n_free_entries += 1
+            if not settle_node(frontier, entry, pending[p], pending_seed[p],
+                               split[SPLIT_FEATURE], split[SPLIT_CHILDREN], stats,
+                               node_float[node_id, 1], total_weight, min_impurity_decrease,
+                               best_first):
                 continue
-            frontier_int[entry, _F_NODE] = node_id
-            frontier_int[entry, _F_START] = start
-            frontier_int[entry, _F_END] = end
-            frontier_int[entry, _F_DEPTH] = pending_depth[p]
-            frontier_seed[entry] = pending_seed[p]
-            if best_first:
-                order_size = _heap_push(order, order_size, improvement, entry, keys)
-            else:
-                order[order_size] = entry
-                order_size += 1
         n_pending = 0
 
-        if order_size == 0:
-            break
-        if best_first and n_leaves >= max_leaf_nodes:
-            break
-
         # ---- split the next frontier node
-        if best_first:
-            entry, order_size = _heap_pop(order, order_size, keys)
-        else:
-            order_size -= 1
-            entry = order[order_size]
-        frontier_free[n_free_entries] = entry
-        n_free_entries += 1
-        node_id = frontier_int[entry, _F_NODE]
-        start = frontier_int[entry, _F_START]
-        end = frontier_int[entry, _F_END]
-        depth = frontier_int[entry, _F_DEPTH]
-        split = frontier_split[entry]
+        entry, node_id, start, end, depth = next_node(frontier, best_first, n_leaves,
+                                                      max_leaf_nodes)
+        if entry < 0:
+            break
+        split = frontier[1][entry]
         feature = np.int64(split[SPLIT_FEATURE])
         missing_left = split[SPLIT_MISSING_LEFT] > 0.5
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
@@ -453,17 +409,12 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
         for i in range(n_right):
             rows[mid + i] = tmp_rows[i]
 
+        node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
+                                                      node_count, node_id, feature,
+                                                      missing_left, threshold)
+        left_id = node_count
+        right_id = node_count + 1
         node_count += 2
-        node_int = _grow_rows(node_int, node_count)
-        node_float = _grow_rows(node_float, node_count)
-        node_stats = _grow_rows(node_stats, node_count)
-        left_id = node_count - 2
-        right_id = node_count - 1
-        node_int[node_id, _LEFT] = left_id
-        node_int[node_id, _RIGHT] = right_id
-        node_int[node_id, _FEATURE] = feature
-        node_int[node_id, _MISSING_LEFT] = 1 if missing_left else 0
-        node_float[node_id, 0] = threshold
         n_leaves += 1
 
         child_ids[0] = left_id
@@ -485,31 +436,18 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                child_stats[c])
         for c in range(2):
             cid = child_ids[c]
-            node_int[cid, _LEFT] = TREE_LEAF
-            node_int[cid, _RIGHT] = TREE_LEAF
-            node_int[cid, _FEATURE] = TREE_UNDEFINED
-            node_int[cid, _MISSING_LEFT] = 0
-            node_int[cid, _N_SAMPLES] = child_bounds[c, 1] - child_bounds[c, 0]
-            node_int[cid, SHARD0_SAMPLES] = node_int[cid, _N_SAMPLES]
-            node_float[cid, 0] = TREE_UNDEFINED
-            node_float[cid, 1] = node_impurity(child_stats[c], criterion)
+            set_leaf(node_int, node_float, cid, child_bounds[c, 1] - child_bounds[c, 0],
+                     node_impurity(child_stats[c], criterion))
+            node_int[cid, SHARD0_SAMPLES] = node_int[cid, N_SAMPLES]
             for k in range(n_stats):
                 node_stats[cid, k] = child_stats[c, k]
-            child_split[c] = _is_splittable(child_stats[c], depth + 1, max_depth,
+            child_split[c] = is_splittable(child_stats[c], depth + 1, max_depth,
                                             min_samples_split, min_samples_leaf,
                                             min_weight_leaf, node_float[cid, 1])
         if best_first and n_leaves >= max_leaf_nodes:
             child_split[:] = False
-
-        # Evaluate the children next; depth-first pushes left last so it is split first.
-        for c in (1, 0):
-            if child_split[c]:
-                pending_node[n_pending] = child_ids[c]
-                pending_start[n_pending] = child_bounds[c, 0]
-                pending_end[n_pending] = child_bounds[c, 1]
-                pending_depth[n_pending] = depth + 1
-                pending_seed[n_pending] = child_seed(frontier_seed[entry], c)
-                n_pending += 1
+        n_pending = queue_children(pending, pending_seed, child_ids, child_bounds, child_split,
+                                   no_slots, depth, frontier[2][entry])
 
     return (node_int[:node_count].copy(), node_float[:node_count].copy(),
             node_stats[:node_count].copy())
