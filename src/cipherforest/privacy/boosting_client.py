@@ -40,7 +40,12 @@ from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.params import NOISE_CORRECTIONS, label_epsilon
-from .regressor import PrivateForestRegressor, RegressionSession, regression_report
+from .regressor import (
+    PrivateForestRegressor,
+    RegressionSession,
+    SessionModelMixin,
+    regression_report,
+)
 
 __all__ = ["BoostingLeaves", "BoostingSession", "PrivateGradientBoostingClassifier",
            "PrivateGradientBoostingRegressor", "RegressionBoostingSession"]
@@ -200,40 +205,7 @@ class BoostingSession(_BoostedScores, ClientSession):
         return self.boosted_scores(X, self.n_trees, stats)
 
 
-class _BoostingModel:
-    """What the boosting estimators share: a fit's GIPE encryptor, the session's end, and
-    saving and loading (the private forest's model directory)."""
-
-    def new_encryptor(self) -> GiniPreservingEncryptor:
-        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
-        override it)."""
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
-
-    def close(self) -> None:
-        """Ask the server to forget this model's session."""
-        check_is_fitted(self, "session_")
-        self.client_session_.close()
-        del self.session_
-
-    def save(self, path) -> None:
-        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
-        directory ``path`` (0600 files, no pickle), as
-        :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
-        from .package import save_client
-
-        check_is_fitted(self, "session_")
-        save_client(self, path)
-
-    @classmethod
-    def load(cls, path, *, server=None, server_key=None):
-        """A model saved by :meth:`save`, connected to its server session again."""
-        from .package import load_client
-
-        return load_client(cls, path, server=server, server_key=server_key)
-
-
-class PrivateGradientBoostingClassifier(_BoostingModel, ClassifierMixin, BaseEstimator):
+class PrivateGradientBoostingClassifier(SessionModelMixin, ClassifierMixin, BaseEstimator):
     """Gradient boosting trained by a server on GIPE ciphers and randomized-response labels;
     leaf values refitted from the true labels by the client only.
 
@@ -453,7 +425,7 @@ _TARGET_PARAMETERS = ("target_mechanism", "target_bounds", "target_bins", "targe
                       "prior_share")
 
 
-class PrivateGradientBoostingRegressor(_BoostingModel, RegressorMixin, BaseEstimator):
+class PrivateGradientBoostingRegressor(SessionModelMixin, RegressorMixin, BaseEstimator):
     """Gradient boosting (squared error) trained by a server on GIPE ciphers and privatised
     targets; leaf values refitted from the true targets by the client only.
 

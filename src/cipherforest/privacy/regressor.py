@@ -287,7 +287,41 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
                                    "the leaf values", "the predictions"]}
 
 
-class PrivateForestRegressor(RegressorMixin, BaseEstimator):
+class SessionModelMixin:
+    """What the private estimators built on a :class:`RegressionSession`-style client share:
+    a fit's GIPE encryptor, the session's end, and saving and loading (the private forest's
+    model directory)."""
+
+    def new_encryptor(self) -> GiniPreservingEncryptor:
+        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
+        override it)."""
+        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
+                                       n_bins=self.gipe_bins).set_output(transform="default")
+
+    def close(self) -> None:
+        """Ask the server to forget this model's session."""
+        check_is_fitted(self, "session_")
+        self.client_session_.close()
+        del self.session_
+
+    def save(self, path) -> None:
+        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
+        directory ``path`` (0600 files, no pickle), as
+        :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
+        from .package import save_client
+
+        check_is_fitted(self, "session_")
+        save_client(self, path)
+
+    @classmethod
+    def load(cls, path, *, server=None, server_key=None):
+        """A model saved by :meth:`save`, connected to its server session again."""
+        from .package import load_client
+
+        return load_client(cls, path, server=server, server_key=server_key)
+
+
+class PrivateForestRegressor(SessionModelMixin, RegressorMixin, BaseEstimator):
     """Random regression forest trained by a server on encrypted features and privatised
     targets; leaf values from the true targets, computed by the client only.
 
@@ -482,12 +516,6 @@ class PrivateForestRegressor(RegressorMixin, BaseEstimator):
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
         return self
 
-    def new_encryptor(self) -> GiniPreservingEncryptor:
-        """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
-        override it)."""
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
-
     # ------------------------------------------------------------------ predict
     def predict(self, X) -> np.ndarray:
         """Mean over the trees of the leaf values of the leaves the rows reach."""
@@ -497,26 +525,3 @@ class PrivateForestRegressor(RegressorMixin, BaseEstimator):
         values = self.client_session_.predict(X, stats)
         self.predict_stats_ = stats
         return values
-
-    # ------------------------------------------------------------------ session
-    def close(self) -> None:
-        """Ask the server to forget this model's session."""
-        check_is_fitted(self, "session_")
-        self.client_session_.close()
-        del self.session_
-
-    def save(self, path) -> None:
-        """Save the fitted regressor (keys, GIPE state, leaf values, server session) to the
-        directory ``path`` (0600 files, no pickle), as
-        :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
-        from .package import save_client
-
-        check_is_fitted(self, "session_")
-        save_client(self, path)
-
-    @classmethod
-    def load(cls, path, *, server=None, server_key=None) -> PrivateForestRegressor:
-        """A regressor saved by :meth:`save`, connected to its server session again."""
-        from .package import load_client
-
-        return load_client(cls, path, server=server, server_key=server_key)
