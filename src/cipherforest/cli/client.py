@@ -9,7 +9,10 @@ server has committed, so a re-run after an interruption continues where it stopp
 ``train --data CSV --target COL --server URL --model DIR`` does the three steps in one go.
 ``--learner boosting`` (encrypt, one-shot train) makes the model a
 :class:`~cipherforest.privacy.PrivateGradientBoostingClassifier` instead of the private
-forest; the directory records which, and every later action loads that class.
+forest, ``--learner regressor`` a :class:`~cipherforest.privacy.PrivateForestRegressor` and
+``--learner boosting-regressor`` a
+:class:`~cipherforest.privacy.PrivateGradientBoostingRegressor` (numeric target column);
+the directory records which, and every later action loads that class.
 ``predict`` loads a trained directory and predicts another CSV file; ``status`` says where the
 model and its server session stand; ``ledger show | reset`` reads or (with ``--yes``) resets
 the client's privacy ledger. The access key comes from ``$CIPHERFOREST_SERVER_KEY``
@@ -101,20 +104,32 @@ _FOREST_DEFAULTS = {"learner": "forest", "trees": 100, "max_depth": None, "max_b
 #: The forest options a boosting model takes (the others must keep their defaults).
 _BOOSTING_OPTIONS = ("learner", "trees", "max_depth", "max_bins", "min_samples_split",
                      "random_state", "label_epsilon", "learning_rate")
-#: Depth of a boosting model's trees without --max-depth (PrivateGradientBoostingClassifier's).
+#: The forest options a regression forest takes.
+_REGRESSOR_OPTIONS = ("learner", "trees", "max_depth", "max_bins", "min_samples_split",
+                      "random_state", "split_selection", "label_epsilon")
+#: Depth of a boosting model's trees without --max-depth (the boosting estimators').
 _BOOSTING_DEPTH = 3
+#: The learners whose target column is numeric.
+_REGRESSION_LEARNERS = ("regressor", "boosting-regressor")
 #: The estimators a model directory may hold, by the name it records.
-_MODELS = ("PrivateForestClient", "PrivateGradientBoostingClassifier")
+_MODELS = ("PrivateForestClient", "PrivateGradientBoostingClassifier",
+           "PrivateForestRegressor", "PrivateGradientBoostingRegressor")
 
 
 def _add_forest_options(parser) -> None:
     defaults = _FOREST_DEFAULTS
-    parser.add_argument("--learner", choices=("forest", "boosting"), default="forest",
+    parser.add_argument("--learner", choices=("forest", "boosting", "regressor",
+                                              "boosting-regressor"), default="forest",
                         help="what the server trains: forest (the private random forest, "
-                        "default) or boosting (gradient boosting on the randomized-response "
+                        "default), boosting (gradient boosting on the randomized-response "
                         "labels, the leaf values refitted by the client; takes --trees as "
                         "rounds, --max-depth (default 3), --max-bins, --min-samples-split, "
-                        "--random-state, --label-epsilon and --learning-rate)")
+                        "--random-state, --label-epsilon and --learning-rate), regressor "
+                        "(a regression forest on privatised numeric targets, leaf values from "
+                        "the true ones; takes --trees, --max-depth, --max-bins, "
+                        "--min-samples-split, --random-state, --split-selection rr or blind "
+                        "and --label-epsilon) or boosting-regressor (squared-error boosting "
+                        "on privatised numeric targets; the options of boosting)")
     parser.add_argument("--trees", type=int, default=defaults["trees"],
                         help="trees of the forest, or boosting rounds (default 100)")
     parser.add_argument("--learning-rate", type=float, default=defaults["learning_rate"],
@@ -278,6 +293,7 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
                                  "--model, or --force to replace its model (new keys: a model "
                                  "trained with the old ones cannot be used any more)")
             X, y, _ = read_csv(args.data, args.target)
+            y = _target(args, args.data, y)
             progress = TransportProgress()
             client = _forest_client(
                 args, parser, timeout=args.timeout, verbose=int(args.verbose),
@@ -306,7 +322,13 @@ def run_client(args, parser: argparse.ArgumentParser, out=None) -> int:
             finally:
                 if args.out:
                     stream.close()
-            if y is not None:
+            from sklearn.base import is_regressor
+            from sklearn.metrics import r2_score
+
+            if y is not None and is_regressor(client):
+                r2 = r2_score(_numeric_target(args.data, args.target, y), predictions)
+                print(f"R² against {args.target!r}: {r2:.4f}", file=sys.stderr)
+            elif y is not None:
                 accuracy = float(np.mean(predictions.astype(str) == y))
                 print(f"accuracy against {args.target!r}: {accuracy:.4f}", file=sys.stderr)
         elif args.action == "ledger":
@@ -370,34 +392,78 @@ def _model_class(path: str):
 
 
 def _forest_client(args, parser, **params):
-    from ..privacy import PrivateForestClient, PrivateGradientBoostingClassifier
+    from ..privacy import (
+        PrivateForestClient,
+        PrivateForestRegressor,
+        PrivateGradientBoostingClassifier,
+        PrivateGradientBoostingRegressor,
+    )
 
     if args.trees < 1:
         parser.error("--trees must be at least 1")
-    if args.learner == "boosting":
-        changed = [name for name, default in _FOREST_DEFAULTS.items()
-                   if name not in _BOOSTING_OPTIONS and getattr(args, name) != default]
-        if changed:
-            parser.error(f"--{changed[0].replace('_', '-')}: not an option of a boosting "
-                         "model (it trains on randomized-response labels, sends no label "
-                         "ciphertext and has no rounds)")
-        return PrivateGradientBoostingClassifier(
-            args.trees, learning_rate=0.1 if args.learning_rate is None else args.learning_rate,
-            max_depth=_BOOSTING_DEPTH if args.max_depth is None else args.max_depth,
-            max_bins=args.max_bins, min_samples_split=args.min_samples_split,
-            random_state=args.random_state, label_epsilon=args.label_epsilon,
-            privacy_ledger=args.privacy_ledger, max_total_epsilon=args.max_total_epsilon,
-            **params)
-    if args.learning_rate is not None:
-        parser.error("--learning-rate is an option of --learner boosting")
-    return PrivateForestClient(
-        args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
-        min_samples_split=args.min_samples_split, scheme=args.scheme,
-        random_state=args.random_state, split_selection=args.split_selection,
-        decide_from=args.decide_from, label_epsilon=args.label_epsilon,
-        label_pack_rows=args.label_pack_rows,
-        label_chunk=args.label_chunk, privacy_ledger=args.privacy_ledger,
-        max_total_epsilon=args.max_total_epsilon, **params)
+    if args.learner == "forest":
+        if args.learning_rate is not None:
+            parser.error("--learning-rate is an option of --learner boosting")
+        return PrivateForestClient(
+            args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
+            min_samples_split=args.min_samples_split, scheme=args.scheme,
+            random_state=args.random_state, split_selection=args.split_selection,
+            decide_from=args.decide_from, label_epsilon=args.label_epsilon,
+            label_pack_rows=args.label_pack_rows,
+            label_chunk=args.label_chunk, privacy_ledger=args.privacy_ledger,
+            max_total_epsilon=args.max_total_epsilon, **params)
+    boosting = args.learner in ("boosting", "boosting-regressor")
+    what = {"boosting": "a boosting model", "regressor": "a regression forest",
+            "boosting-regressor": "a boosting regressor"}[args.learner]
+    taken = _BOOSTING_OPTIONS if boosting else _REGRESSOR_OPTIONS
+    changed = [name for name, default in _FOREST_DEFAULTS.items()
+               if name not in taken and getattr(args, name) != default]
+    if changed:
+        on = ("randomized-response labels" if args.learner == "boosting"
+              else "privatised targets")
+        parser.error(f"--{changed[0].replace('_', '-')}: not an option of {what} (it trains "
+                     f"on {on}, sends no label ciphertext and has no rounds)")
+    shared = {"max_bins": args.max_bins, "min_samples_split": args.min_samples_split,
+              "random_state": args.random_state, "label_epsilon": args.label_epsilon,
+              "privacy_ledger": args.privacy_ledger,
+              "max_total_epsilon": args.max_total_epsilon, **params}
+    if args.learner == "regressor":
+        if args.split_selection not in ("rr", "blind"):
+            parser.error(f"--split-selection {args.split_selection}: a regression forest "
+                         "takes rr (privatised targets) or blind (no targets used)")
+        if args.split_selection == "blind" and args.label_epsilon is not None:
+            parser.error("--label-epsilon: not an option of a blind regression forest "
+                         "(it uses no targets)")
+        return PrivateForestRegressor(args.trees, max_depth=args.max_depth,
+                                      split_selection=args.split_selection, **shared)
+    boosting_class = (PrivateGradientBoostingClassifier if args.learner == "boosting"
+                      else PrivateGradientBoostingRegressor)
+    return boosting_class(
+        args.trees, learning_rate=0.1 if args.learning_rate is None else args.learning_rate,
+        max_depth=_BOOSTING_DEPTH if args.max_depth is None else args.max_depth, **shared)
+
+
+def _target(args, path: str, y: np.ndarray) -> np.ndarray:
+    """The target column as the learner reads it: a regression learner's as finite floats
+    (a clear error naming the first bad row otherwise), a classifier's as read."""
+    if args.learner not in _REGRESSION_LEARNERS:
+        return y
+    return _numeric_target(path, args.target, y)
+
+
+def _numeric_target(path: str, name: str, y: np.ndarray) -> np.ndarray:
+    values = np.empty(y.shape[0])
+    for i, text in enumerate(y.tolist()):
+        try:
+            values[i] = float(text)
+        except ValueError:
+            raise ValueError(f"{path}: row {i + 2}: the target column {name!r} holds "
+                             f"{text!r}, not a number (a regression model needs a numeric "
+                             "target)") from None
+        if not np.isfinite(values[i]):
+            raise ValueError(f"{path}: row {i + 2}: the target column {name!r} holds "
+                             f"{text!r} (a regression target must be a finite number)")
+    return values
 
 
 def _encrypt(args, parser, out) -> None:
@@ -406,7 +472,7 @@ def _encrypt(args, parser, out) -> None:
 
     X, y, _ = read_csv(args.data, args.target)
     client = _forest_client(args, parser)
-    setup, labels = client.encrypt(X, y)
+    setup, labels = client.encrypt(X, _target(args, args.data, y))
     n_messages = save_package(client, args.model, setup, labels, force=args.force)
     size = _package_bytes(args.model, n_messages)
     print(f"encrypted {X.shape[0]} rows x {X.shape[1]} features into {args.model}: setup + "

@@ -18,10 +18,8 @@ embedded and remote servers, sessions, quotas and ``save``/``load`` are the clas
 
 from __future__ import annotations
 
-import math
 import sys
 import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from numbers import Real
@@ -42,8 +40,10 @@ from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, cons
 from .protocol.params import NOISE_CORRECTIONS, label_epsilon
 from .regressor import (
     PrivateForestRegressor,
+    RegressionModelMixin,
     RegressionSession,
     SessionModelMixin,
+    check_target_bounds,
     regression_report,
 )
 
@@ -425,7 +425,7 @@ _TARGET_PARAMETERS = ("target_mechanism", "target_bounds", "target_bins", "targe
                       "prior_share")
 
 
-class PrivateGradientBoostingRegressor(SessionModelMixin, RegressorMixin, BaseEstimator):
+class PrivateGradientBoostingRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator):
     """Gradient boosting (squared error) trained by a server on GIPE ciphers and privatised
     targets; leaf values refitted from the true targets by the client only.
 
@@ -522,51 +522,17 @@ class PrivateGradientBoostingRegressor(SessionModelMixin, RegressorMixin, BaseEs
         self.server_key = server_key
         self.timeout = timeout
 
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Encrypt ``X``, privatise ``y``, let the server boost, refit the leaf values.
+    def _check_params(self) -> None:
+        check_target_bounds(self.target_bounds)
 
-        Raises
-        ------
-        ValueError
-            ``y`` holds NaN or inf, ``label_epsilon`` is not a finite number > 0, or
-            ``target_bounds`` are not two finite numbers ``low < high``.
-        """
-        stats = ProtocolStats()
-        started = time.perf_counter()
-        bounds = self.target_bounds
-        if bounds is not None and not (
-                len(bounds) == 2 and all(isinstance(b, Real) and math.isfinite(b)
-                                         for b in bounds) and bounds[0] < bounds[1]):
-            raise ValueError(f"target_bounds must be two finite numbers (low, high) with "
-                             f"low < high, got {bounds!r}")
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
-        engine = RegressionBoostingSession(self.get_params())
-        setup, labels = engine.encrypt(X, y, self.new_encryptor())
-        self.encryptor_ = engine.encryptor
-        self.client_session_ = engine
-        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
-                                                       self.server_key, self.timeout)
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
-        engine.labels = None  # the leaf values hold what predictions need
+    def _report(self, engine: RegressionBoostingSession) -> dict:
         report = regression_report("rr", engine.release, self.gipe_mode,
                                    engine.cumulative_spent())
         report["learner"] = "gradient_boosting_regressor"
         report["server_saw"] = [*report["server_saw"],
                                 "regression trees it boosted on the privatised targets (and "
                                 "its own leaf values, fitted to them)"]
-        self.privacy_report_ = report
-        self.epsilon_spent_ = report["epsilon"]
-        self.fit_stats_ = stats
-        if engine.mechanism is not None and engine.mechanism.n_outputs == 1:
-            warnings.warn("the privatised targets hold a single value (a constant target): "
-                          "every tree is one leaf and predicts the training mean",
-                          UserWarning, stacklevel=2)
-        if self.verbose:
-            print(format_privacy_report(report), file=sys.stderr, flush=True)
-        return self
+        return report
 
     def predict(self, X) -> np.ndarray:
         """The initial mean plus every tree's client-side leaf value for the leaves the rows

@@ -6,7 +6,9 @@ creation, none of them a pickle::
     client.npz        parameters, classes, session ids and the server session's token;
                       in a package not yet trained, the training labels (the client
                       decides and counts from them); once trained, every leaf's class
-                      counts from those labels (predictions read them)
+                      counts from those labels (predictions read them); for a
+                      regressor, the record of its target release (what it spent,
+                      for the ledger and ``privacy_report_``)
     he_keys.bin       homomorphic parameters and keys, including the SECRET key
     gipe.npz          the GIPE state (GiniPreservingEncryptor.save_state)
     server_setup.msg  (embedded server only) the session's setup message ...
@@ -129,10 +131,22 @@ def _client_meta(client, params: dict) -> dict[str, Any]:
     return {"model": type(client).__name__, "params": params,
             "session": getattr(client, "session_", None),
             "release_digest": engine.release_digest,
+            "release": _release_record(engine),
             "n_classes": engine.n_classes, "n_draws": engine.n_draws,
             "n_features_in": int(client.n_features_in_),
             "feature_names_in": _feature_names(client),
             "rows_per_pack": int(engine.layout.rows_per_pack)}
+
+
+def _release_record(engine) -> dict | None:
+    """A regression engine's ``release`` (what its target release spent, for the ledger
+    and ``privacy_report_``) as JSON; None for an engine without one."""
+    release = getattr(engine, "release", None)
+    if not release:
+        return None
+    return {name: ([float(v) for v in value] if isinstance(value, tuple)
+                   else value.item() if isinstance(value, np.generic) else value)
+            for name, value in release.items()}
 
 
 def _feature_names(client) -> list[str] | None:
@@ -336,6 +350,13 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
         arrays["classes"], client.encryptor_, he, int(meta["n_draws"]),
         int(meta["rows_per_pack"]), session, arrays.get("labels"), table,
         arrays.get("row_keys"), meta.get("release_digest"))
+    release = meta.get("release")
+    if release is not None:
+        if not isinstance(release, dict):
+            raise StateFileError(f"{path}: client.npz: the release record is not a mapping")
+        client.client_session_.release = {
+            name: tuple(value) if name == "bounds" and value is not None else value
+            for name, value in release.items()}
     return client
 
 

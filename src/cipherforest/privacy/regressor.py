@@ -37,13 +37,14 @@ from .client import new_transport
 from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .he import BlockLayout, SecretContext
-from .ledger import PrivacyLedger, default_ledger_path
+from .ledger import LedgerError, PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
 from .target_dp import BinnedResponse, laplace_targets
 
-__all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionSession"]
+__all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "RegressionSession",
+           "check_target_bounds"]
 
 #: Split selections of the regressor: trees on the privatised targets, or label-blind.
 REGRESSOR_SELECTIONS = ("rr", "blind")
@@ -321,7 +322,98 @@ class SessionModelMixin:
         return load_client(cls, path, server=server, server_key=server_key)
 
 
-class PrivateForestRegressor(SessionModelMixin, RegressorMixin, BaseEstimator):
+def check_target_bounds(bounds) -> None:
+    """Refuse ``target_bounds`` that are not None or two finite numbers ``low < high``."""
+    if bounds is not None and not (
+            len(bounds) == 2 and all(isinstance(b, Real) and math.isfinite(b)
+                                     for b in bounds) and bounds[0] < bounds[1]):
+        raise ValueError(f"target_bounds must be two finite numbers (low, high) with "
+                         f"low < high, got {bounds!r}")
+
+
+class RegressionModelMixin(SessionModelMixin):
+    """The fit of the private regressors in its two stages, :meth:`encrypt` (offline) and
+    :meth:`train` (an uploaded session), as the staged CLI runs them; a class gives its
+    ``engine_type``, ``_check_params()`` and ``_report(engine)``."""
+
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X, y):
+        """Encrypt ``X``, privatise ``y``, let the server grow the trees, and compute the
+        leaf values from the true targets.
+
+        Raises
+        ------
+        ValueError
+            ``y`` holds NaN or inf, ``label_epsilon`` is not a finite number > 0, or
+            ``target_bounds`` are not two finite numbers ``low < high``.
+        """
+        stats = ProtocolStats()
+        started = time.perf_counter()
+        setup, labels = self.encrypt(X, y)
+        engine = self.client_session_
+        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
+                                                       self.server_key, self.timeout)
+        engine.upload(setup, labels, stats, started)
+        self.session_ = engine.session_id
+        engine.train(setup, stats, started)
+        return self._fitted(stats)
+
+    def encrypt(self, X, y) -> tuple[Message, Any]:
+        """The offline stage of :meth:`fit`: validate, privatise the targets (charged in the
+        ledger now), fit GIPE, and return the ``setup`` message and an empty iterator of
+        ``labels`` messages (nothing is sent). ``cipherforest client encrypt --learner
+        regressor`` saves what this returns, the release record with it."""
+        self._validate_params()
+        self._check_params()
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
+        max_samples = getattr(self, "max_samples", None)
+        if isinstance(max_samples, Integral) and max_samples > X.shape[0]:
+            raise ValueError(f"max_samples={max_samples} exceeds the {X.shape[0]} "
+                             "training rows")
+        engine = self.engine_type(self.get_params())
+        setup, labels = engine.encrypt(X, y, self.new_encryptor())
+        self.encryptor_ = engine.encryptor
+        self.client_session_ = engine
+        return setup, labels
+
+    def train(self, setup: Message, transport, *, answered=(), on_answer=None):
+        """The training stage of :meth:`fit` for an uploaded session (the staged CLI): ask
+        the server to grow the trees through ``transport`` and compute the leaf values.
+        ``answered`` and ``on_answer`` are the classifier's (these sessions have no
+        rounds)."""
+        check_is_fitted(self, "client_session_")
+        stats = ProtocolStats()
+        engine = self.client_session_
+        engine.transport = transport
+        if engine.ledger is None and engine.row_keys is not None:
+            # Staged: the release was charged at encrypt; the report reads the ledger's total.
+            try:
+                engine.ledger = PrivacyLedger(self.privacy_ledger or default_ledger_path(),
+                                              create=False)
+            except LedgerError:
+                pass
+        engine.train(setup, stats, answered=answered, on_answer=on_answer)
+        return self._fitted(stats)
+
+    def _fitted(self, stats: ProtocolStats):
+        """Fitted attributes once the engine has trained (its ``release`` says what the
+        fit spent, also after a staged encrypt)."""
+        engine = self.client_session_
+        engine.labels = None  # the leaf values hold what predictions need
+        self.session_ = engine.session_id
+        self.privacy_report_ = self._report(engine)
+        self.epsilon_spent_ = self.privacy_report_["epsilon"]
+        self.fit_stats_ = stats
+        if engine.release.get("n_outputs") == 1:
+            warnings.warn("the privatised targets hold a single value (a constant target): "
+                          "every tree is one leaf and predicts the training mean",
+                          UserWarning, stacklevel=3)
+        if self.verbose:
+            print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
+        return self
+
+
+class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator):
     """Random regression forest trained by a server on encrypted features and privatised
     targets; leaf values from the true targets, computed by the client only.
 
@@ -475,46 +567,11 @@ class PrivateForestRegressor(SessionModelMixin, RegressorMixin, BaseEstimator):
             raise ValueError("label_epsilon is used only with split_selection='rr'")
         if epsilon is not None and not math.isfinite(epsilon):
             raise ValueError(f"label_epsilon must be a finite number > 0, got {epsilon!r}")
-        bounds = self.target_bounds
-        if bounds is not None and not (
-                len(bounds) == 2 and all(isinstance(b, Real) and math.isfinite(b)
-                                         for b in bounds) and bounds[0] < bounds[1]):
-            raise ValueError(f"target_bounds must be two finite numbers (low, high) with "
-                             f"low < high, got {bounds!r}")
+        check_target_bounds(self.target_bounds)
 
-    # ------------------------------------------------------------------ fit
-    @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X, y):
-        """Encrypt ``X``, privatise ``y``, let the server grow the forest, and compute the
-        leaf values from the true targets."""
-        stats = ProtocolStats()
-        started = time.perf_counter()
-        self._check_params()
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True)
-        if isinstance(self.max_samples, Integral) and self.max_samples > X.shape[0]:
-            raise ValueError(f"max_samples={self.max_samples} exceeds the {X.shape[0]} "
-                             "training rows")
-        engine = RegressionSession(self.get_params())
-        setup, labels = engine.encrypt(X, y, self.new_encryptor())
-        self.encryptor_ = engine.encryptor
-        self.client_session_ = engine
-        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
-                                                       self.server_key, self.timeout)
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
-        engine.labels = None  # the leaf values hold what predictions need
-        self.privacy_report_ = regression_report(self.split_selection, engine.release,
-                                                 self.gipe_mode, engine.cumulative_spent())
-        self.epsilon_spent_ = self.privacy_report_["epsilon"]
-        self.fit_stats_ = stats
-        if engine.mechanism is not None and engine.mechanism.n_outputs == 1:
-            warnings.warn("the privatised targets hold a single value (a constant target): "
-                          "every tree is one leaf and predicts the training mean",
-                          UserWarning, stacklevel=2)
-        if self.verbose:
-            print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
-        return self
+    def _report(self, engine: RegressionSession) -> dict:
+        return regression_report(self.split_selection, engine.release, self.gipe_mode,
+                                 engine.cumulative_spent())
 
     # ------------------------------------------------------------------ predict
     def predict(self, X) -> np.ndarray:
