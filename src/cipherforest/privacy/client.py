@@ -35,6 +35,7 @@ from .protocol import (
     constraints,
 )
 from .protocol.replies import CKKS_TIE_TOLERANCE
+from .protocol.session import new_gipe_encryptor
 
 __all__ = ["PrivateForestClient", "ServerDeviationWarning", "new_transport"]
 
@@ -336,8 +337,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         Nothing the server receives seeds it. A subclass may override it (tests fix the keys
         with a seeded encryptor so that two fits send the same ciphers).
         """
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
+        return new_gipe_encryptor(self.get_params())
 
     def _fitted(self, stats: ProtocolStats):
         """Fitted attributes after :meth:`ClientSession.train`."""
