@@ -422,10 +422,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def save(self, path) -> None:
         """Save the fitted client's secret material to the directory ``path`` (0600 files).
 
-        Keys (the HE secret key included), GIPE state, classes, parameters and the server
+        Keys (the HE secret key included), GIPE state, classes, parameters, the server
         session (URL, session id and token; or, with the embedded server, the trained forest
-        itself), so that :meth:`load` predicts tomorrow what this client predicts today.
-        No pickle is written or read.
+        itself) and ``privacy_report_``, so that :meth:`load` predicts tomorrow what this
+        client predicts today and says what the fit guaranteed. No pickle is written or read.
         """
         from .package import save_client
 

@@ -304,8 +304,8 @@ class SessionModelMixin:
         del self.session_
 
     def save(self, path) -> None:
-        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
-        directory ``path`` (0600 files, no pickle), as
+        """Save the fitted model (keys, GIPE state, leaf values, server session,
+        ``privacy_report_``) to the directory ``path`` (0600 files, no pickle), as
         :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
         from .package import save_client
 
