@@ -28,8 +28,9 @@ X would get).
 A second table runs the real protocol (``PrivateForestClient`` with CKKS, embedded server
 wrapped in ``attacks.RecordingServer``) on a stratified subsample of breast cancer, wine and
 digits (``--protocol-rows``, 150; ``--protocol-trees``, 10; ``max_bins=16`` to keep the
-rounds small) for the paper's configuration (``gipe_mode="paper"``, ``reveal_leaves=True``)
-and the defaults, and reports from the recorded transcript: client-declared leaves, the leaf
+rounds small) for the paper's configuration (``split_selection="gini"``,
+``decide_from="server"``, ``gipe_mode="paper"``, ``reveal_leaves=True``) and the defaults
+(randomized response), and reports from the recorded transcript: client-declared leaves, the leaf
 union, alternation and shared-cipher attacks on the received cipher matrix, proximity
 (nearest) on the server's trees, and whether the client refused the pair oracle.
 
@@ -153,8 +154,10 @@ def attack_row(X, y, mode: str, n_bins: int | None, n_jobs: int) -> dict:
     return out
 
 
-PROTOCOL_CONFIGS = (("paper (gipe_mode='paper', reveal_leaves=True)",
-                     {"gipe_mode": "paper", "reveal_leaves": True}),
+# The paper's configuration names its selection and flow: the defaults are neither (rr).
+PROTOCOL_CONFIGS = (("paper (gini, decide_from='server', gipe_mode='paper', reveal_leaves=True)",
+                     {"split_selection": "gini", "decide_from": "server", "gipe_mode": "paper",
+                      "reveal_leaves": True}),
                     ("defaults", {}))
 
 

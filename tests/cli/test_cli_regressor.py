@@ -4,7 +4,8 @@ boosting-regressor`` against a loopback server.
 Proves: the staged regression model (and the one-shot train's) predicts exactly what the
 estimator's own embedded fit predicts on the client's GIPE ciphers with the same ledger (the
 same privatised targets) and seed; the release record survives the staging (the train prints
-the one-shot fit's privacy report, ε and cumulative ε included); a target column that is not
+the one-shot fit's privacy report, ε and cumulative ε included, and ``client status`` in a
+fresh process shows it from the model directory); a target column that is not
 a finite number is refused by row and column before anything is written; options a
 regression model does not take are refused by name.
 """
@@ -12,7 +13,6 @@ regression model does not take are refused by name.
 from __future__ import annotations
 
 import csv
-import os
 
 import numpy as np
 import pytest
@@ -21,7 +21,7 @@ from sklearn.datasets import load_diabetes
 pytest.importorskip("fastapi")
 
 from _helpers.data import write_csv  # noqa: E402
-from _helpers.service import KEY, start_server  # noqa: E402
+from _helpers.encryptors import Refit  # noqa: E402
 from cipherforest.cli import main  # noqa: E402
 from cipherforest.cli.client import read_csv  # noqa: E402
 from cipherforest.privacy import (  # noqa: E402
@@ -29,7 +29,7 @@ from cipherforest.privacy import (  # noqa: E402
     PrivateGradientBoostingRegressor,
 )
 from cipherforest.privacy.dp import format_privacy_report  # noqa: E402
-from cipherforest.privacy.package import load_package, model_name, model_stage  # noqa: E402
+from cipherforest.privacy.package import model_name  # noqa: E402
 
 LEARNERS = {
     "regressor": (PrivateForestRegressor, ["--trees", "4", "--max-depth", "4"],
@@ -50,26 +50,6 @@ def files(tmp_path_factory):
     return folder
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    url, stop = start_server(tmp_path_factory.mktemp("server"))
-    yield url
-    stop()
-
-
-class _Refit:
-    """An already fitted encryptor whose fit_transform returns the same ciphers."""
-
-    def __init__(self, fitted):
-        self.fitted = fitted
-
-    def fit_transform(self, X, y=None):
-        return self.fitted.transform(X)
-
-    def transform(self, X):
-        return self.fitted.transform(X)
-
-
 def _oracle(learner, model, files, ledger):
     """The estimator fitted in one go (embedded server) on the saved model's ciphers, with
     the same ledger and seed, and the saved model."""
@@ -78,38 +58,31 @@ def _oracle(learner, model, files, ledger):
     X_test, _, _ = read_csv(str(files / "test.csv"), "kind")
     saved = cls.load(model)
     oracle = cls(**params, random_state=3, privacy_ledger=ledger)
-    oracle.new_encryptor = lambda: _Refit(saved.encryptor_)
+    oracle.new_encryptor = lambda: Refit(saved.encryptor_)
     oracle.fit(X, y.astype(float))
     np.testing.assert_allclose(saved.predict(X_test), oracle.predict(X_test), rtol=1e-12)
     return saved, oracle, X_test
 
 
 @pytest.mark.parametrize("learner", list(LEARNERS))
-def test_staged_and_one_shot_regression(learner, files, server, tmp_path, monkeypatch,
-                                        capsys):
-    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+def test_staged_and_one_shot_regression(learner, files, server, staged_train,
+                                        status_in_fresh_process, tmp_path, capsys):
     cls, options, _ = LEARNERS[learner]
     options = ["--learner", learner, *options, "--random-state", "3"]
     ledger = str(tmp_path / "ledger")
-    model = tmp_path / "model"
-    assert main(["client", "encrypt", "--data", str(files / "train.csv"), "--target", "kind",
-                 "--model", str(model), "--privacy-ledger", ledger, *options]) == 0
-    assert "0 labels messages" in capsys.readouterr().out
-    assert os.listdir(model / "package") == ["setup.msg"]
+    model, staged_out = staged_train(options, ledger)
     assert model_name(model) == cls.__name__
-    package, _ = load_package(cls, model)
-    release = package.client_session_.release
-    assert release["epsilon"] == 2.0 and release["target_mechanism"] == "bins"
-    assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
-    assert main(["client", "train", "--model", str(model)]) == 0
-    staged_out = capsys.readouterr().out
-    assert model_stage(model) == "trained"
 
     saved, oracle, X_test = _oracle(learner, model, files, ledger)
+    release = saved.client_session_.release
+    assert release["epsilon"] == 2.0 and release["target_mechanism"] == "bins"
     assert oracle.client_session_.release == release
-    # The staged train states the one-shot fit's guarantee, ledger total included.
+    # The staged train states the one-shot fit's guarantee, ledger total included; the
+    # model directory keeps it.
     assert oracle.privacy_report_["cumulative_epsilon"] == 2.0
-    assert format_privacy_report(oracle.privacy_report_) in staged_out
+    report = format_privacy_report(oracle.privacy_report_)
+    assert report in staged_out and saved.privacy_report_ == oracle.privacy_report_
+    assert status_in_fresh_process(model)["privacy"] == report.split("\n")
     assert main(["client", "predict", "--model", str(model), "--data",
                  str(files / "test.csv"), "--target", "kind", "--out",
                  str(tmp_path / "pred.csv")]) == 0

@@ -28,7 +28,6 @@ from _helpers.service import (  # noqa: E402
     bearer,
     forest_on_ciphers_proba,
     request,
-    start_server,
 )
 from cipherforest.cli import main  # noqa: E402
 from cipherforest.cli.client import read_csv  # noqa: E402
@@ -59,13 +58,6 @@ def files(tmp_path_factory):
     write_csv(folder / "train.csv", X[idx[:40]], names[y[idx[:40]]])
     write_csv(folder / "test.csv", X[idx[40:70]], names[y[idx[40:70]]])
     return folder
-
-
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    url, stop = start_server(tmp_path_factory.mktemp("server"))
-    yield url
-    stop()
 
 
 def _encrypt(files, model, *extra):
@@ -161,6 +153,7 @@ def test_encrypt_upload_resume_train_predict(files, server, tmp_path, monkeypatc
     assert main(["client", "status", "--model", str(model)]) == 0
     status = json.loads(capsys.readouterr().out)
     assert status["stage"] == "uploaded" and status["upload"]["label_messages_committed"] == 5
+    assert status["privacy"] is None
     assert status["session"]["labels_received"] == 40
     old = HTTPTransport(server, session=_record(model)["transport"])
     before = _digests(model)
@@ -290,8 +283,9 @@ def test_wrong_key_then_a_client_dying_in_the_rounds(files, server, tmp_path, mo
     # status: the same shape as before training, the server's view under "session".
     assert main(["client", "status", "--model", str(model)]) == 0
     status = json.loads(capsys.readouterr().out)
-    assert set(status) == {"stage", "server", "session", "upload"}
+    assert set(status) == {"stage", "server", "session", "upload", "privacy"}
     assert status["stage"] == "trained" and status["session"]["round"] == 2
+    assert status["privacy"][0].startswith("label privacy (gini): none")
     _check_modes(model)
 
 

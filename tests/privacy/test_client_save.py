@@ -3,7 +3,9 @@
 Proves: the saved directory and its files are owner-only (0700 / 0600) and hold no pickle;
 a client loaded in a new Python process predicts exactly what the saved one predicted, with
 the embedded server (its trained forest saved too) and against a server URL (the session is
-found again on the server); bad directories fail with a clear error.
+found again on the server); bad directories fail with a clear error; each private model
+loaded has the privacy report it was fitted with (ε = ∞ and tuples included), one saved
+before reports were kept has none, and a damaged report is refused by name.
 """
 
 from __future__ import annotations
@@ -16,10 +18,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sklearn.base import is_regressor
 from sklearn.datasets import load_wine
 
 import cipherforest
-from cipherforest.privacy import PrivateForestClient, StateFileError
+from cipherforest.privacy import (
+    PrivateForestClient,
+    PrivateForestRegressor,
+    PrivateGradientBoostingClassifier,
+    PrivateGradientBoostingRegressor,
+    StateFileError,
+)
 
 PARAMS = {"n_estimators": 2, "max_depth": 3, "random_state": 4, "split_selection": "gini"}
 
@@ -126,14 +135,27 @@ def test_feature_names_survive_save_and_load(tmp_path, data):
         loaded.predict(pd.DataFrame(X_test, columns=columns[::-1]))
 
 
-def _without_leaf_counts(path: Path, **params) -> None:
-    """``client.npz`` as clients saved before they counted their own leaves wrote it."""
+def _rewrite_meta(path: Path, drop=(), **changes) -> tuple[dict, dict]:
+    """Rewrite ``client.npz`` without the record's keys ``drop`` and with ``changes``;
+    returns the new record and the arrays."""
     from cipherforest.privacy.package import CLIENT_FORMAT, CLIENT_VERSION
     from cipherforest.privacy.state_file import read_state_file, write_state_file
 
     meta, arrays = read_state_file(path / "client.npz", CLIENT_FORMAT, CLIENT_VERSION)
     meta = {k: v for k, v in meta.items()
-            if k not in ("format", "format_version", "library_version", "release_digest")}
+            if k not in ("format", "format_version", "library_version", *drop)}
+    meta.update(changes)
+    write_state_file(path / "client.npz", CLIENT_FORMAT, CLIENT_VERSION, meta, arrays)
+    return meta, arrays
+
+
+def _without_leaf_counts(path: Path, **params) -> None:
+    """``client.npz`` as clients saved before they counted their own leaves wrote it."""
+    from cipherforest.privacy.package import CLIENT_FORMAT, CLIENT_VERSION
+    from cipherforest.privacy.state_file import write_state_file
+
+    meta, arrays = _rewrite_meta(path, ("release_digest", "privacy_report",
+                                        "report_attributes"))
     meta["params"] = {k: v for k, v in meta["params"].items()
                       if k not in ("decide_from", "privacy_ledger", "max_total_epsilon")}
     meta["params"].update(params)
@@ -154,3 +176,60 @@ def test_a_client_saved_before_leaf_counts_predicts_with_its_saved_reply(tmp_pat
     np.testing.assert_array_equal(old.predict(X_test), expected)
     with pytest.raises(ValueError, match="holds no leaf class counts.*encrypt and train again"):
         old.set_params(prediction_reply="ids").predict(X_test)
+
+
+#: The four private models that save and load, at their fastest; the forest twice: the
+#: paper's selection (ε = ∞) and randomized response; the regressor with target bounds (a
+#: tuple in its report).
+REPORTED = {
+    "forest gini": (PrivateForestClient, PARAMS),
+    "forest rr": (PrivateForestClient, {**PARAMS, "split_selection": "rr"}),
+    "boosting": (PrivateGradientBoostingClassifier,
+                 {"n_estimators": 2, "max_depth": 2, "random_state": 4}),
+    "regressor": (PrivateForestRegressor, {"n_estimators": 2, "max_depth": 3, "random_state": 4,
+                                           "target_bounds": (0.0, 2.0)}),
+    "boosting regressor": (PrivateGradientBoostingRegressor,
+                           {"n_estimators": 2, "max_depth": 2, "random_state": 4}),
+}
+
+
+def _fitted(name, data):
+    cls, params = REPORTED[name]
+    X, y, _ = data
+    model = cls(**params)
+    return model.fit(X, y.astype(float) if is_regressor(model) else y)
+
+
+@pytest.mark.parametrize("name", list(REPORTED))
+def test_a_loaded_model_has_the_privacy_report_it_was_fitted_with(tmp_path, data, name):
+    model = _fitted(name, data)
+    model.save(tmp_path / "model")
+    loaded = type(model).load(tmp_path / "model")
+    assert loaded.privacy_report_ == model.privacy_report_
+    assert loaded.epsilon_spent_ == model.epsilon_spent_
+    assert getattr(loaded, "delta_spent_", None) == getattr(model, "delta_spent_", None)
+    if name == "forest gini":
+        assert loaded.epsilon_spent_ == np.inf
+    if name == "regressor":
+        assert loaded.privacy_report_["bounds"] == (0.0, 2.0)
+
+
+def test_a_model_saved_before_reports_were_kept_loads_without_one(tmp_path, data):
+    model = _fitted("regressor", data)
+    model.save(tmp_path / "model")
+    _rewrite_meta(tmp_path / "model", ("privacy_report", "report_attributes"))
+    loaded = PrivateForestRegressor.load(tmp_path / "model")
+    assert not hasattr(loaded, "privacy_report_") and not hasattr(loaded, "epsilon_spent_")
+    np.testing.assert_array_equal(loaded.predict(data[2]), model.predict(data[2]))
+
+
+@pytest.mark.parametrize("changes", [
+    {"privacy_report": ["not", "a", "report"]},
+    {"privacy_report": {"epsilon": {"$float": "huge"}}},
+    {"report_attributes": ["__class__"]},
+])
+def test_a_damaged_privacy_report_is_refused_by_name(tmp_path, data, changes):
+    _fitted("forest gini", data).save(tmp_path / "model")
+    _rewrite_meta(tmp_path / "model", **changes)
+    with pytest.raises(StateFileError, match="client.npz: malformed privacy report"):
+        PrivateForestClient.load(tmp_path / "model")

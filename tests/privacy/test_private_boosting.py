@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import load_breast_cancer, load_wine
 
+from _helpers.encryptors import Refit
 from cipherforest.privacy import GiniPreservingEncryptor, PrivacyLedger
 from cipherforest.privacy.boosting import PrivateGradientBoostingSimulator
 from cipherforest.privacy.boosting_kernels import (
@@ -134,25 +135,6 @@ def test_refit_leaf_values_are_newton_steps_on_true_labels(load, correction):
 
 
 # ----------------------------------------------------------------------------- server's view
-class _FixedEncryptor:
-    """Stands in for GIPE in the simulator: one encryptor fitted beforehand (the keys come
-    from the operating system, so two fits would otherwise see different ciphers)."""
-
-    fitted: GiniPreservingEncryptor
-
-    def __init__(self, *args, **kwargs):
-        pass
-
-    def set_output(self, **kwargs):
-        return self
-
-    def fit_transform(self, X, y=None):
-        return self.fitted.transform(X)
-
-    def transform(self, X):
-        return self.fitted.transform(X)
-
-
 def _fit_with(monkeypatch, X, y, noisy, **params):
     """Fit with ``noisy`` as ỹ (no ledger)."""
     def randomize(self, *args):
@@ -172,10 +154,11 @@ def _structures(model):
 def test_server_trees_depend_on_the_labels_only_through_the_randomized_labels(
         monkeypatch, correction):
     X, y = load_wine(return_X_y=True)
+    # One encryptor fitted beforehand: the keys come from the OS, so two fits would
+    # otherwise see different ciphers.
     encryptor = GiniPreservingEncryptor().set_output(transform="default").fit(X, y)
-    _FixedEncryptor.fitted = encryptor
-    monkeypatch.setattr("cipherforest.privacy.boosting.GiniPreservingEncryptor",
-                        _FixedEncryptor)
+    monkeypatch.setattr(PrivateGradientBoostingSimulator, "new_encryptor",
+                        lambda self: Refit(encryptor))
     rng = np.random.default_rng(1)
     noisy = RandomizedResponse(1.0, 3).draw(y, random.Random(2))
     other_y = y.copy()

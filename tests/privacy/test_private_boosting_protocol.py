@@ -22,6 +22,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer, load_diabetes, load_wine
 from sklearn.metrics import r2_score
 
+from _helpers.encryptors import Refit
 from cipherforest.privacy import (
     GiniPreservingEncryptor,
     LedgerError,
@@ -172,7 +173,7 @@ def test_through_a_cipherforest_serve_url(tmp_path):
         remote = PrivateGradientBoostingClassifier(server=url, server_key="key",
                                                    **params).fit(X, y)
         local = PrivateGradientBoostingClassifier(**params)
-        local.new_encryptor = lambda: _Refit(remote.encryptor_)
+        local.new_encryptor = lambda: Refit(remote.encryptor_)
         local.fit(X, y)
         predicted = remote.predict_proba(X)
         np.testing.assert_allclose(predicted, local.predict_proba(X), rtol=1e-12)
@@ -182,19 +183,6 @@ def test_through_a_cipherforest_serve_url(tmp_path):
     finally:
         server.should_exit = True
         thread.join(10)
-
-
-class _Refit:
-    """An already fitted encryptor whose fit_transform returns the same ciphers."""
-
-    def __init__(self, fitted):
-        self.fitted = fitted
-
-    def fit_transform(self, X, y=None):
-        return self.fitted.transform(X)
-
-    def transform(self, X):
-        return self.fitted.transform(X)
 
 
 # ---------------------------------------------------------------------- bad input

@@ -24,6 +24,7 @@ import pytest
 from sklearn.datasets import load_breast_cancer
 from sklearn.model_selection import train_test_split
 
+from _helpers.encryptors import Refit
 from cipherforest.ensemble import RandomForestClassifier
 from cipherforest.privacy import PrivateForestClient, PrivateForestServer, ProtocolError
 from cipherforest.privacy.dp import LabelPrivacyAccountant, split_sensitivity
@@ -216,20 +217,7 @@ def _fixed_encryptor(X_train):
     from cipherforest.privacy import GiniPreservingEncryptor
 
     fitted = GiniPreservingEncryptor(mode="order").fit(X_train)
-    return lambda: _Refit(fitted)
-
-
-class _Refit:
-    """An already fitted encryptor whose fit_transform returns the same ciphers."""
-
-    def __init__(self, fitted):
-        self.fitted = fitted
-
-    def fit_transform(self, X, y=None):
-        return self.fitted.transform(X)
-
-    def transform(self, X):
-        return self.fitted.transform(X)
+    return lambda: Refit(fitted)
 
 
 # ---------------------------------------------------------------------- label-DP

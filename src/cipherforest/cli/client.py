@@ -360,16 +360,20 @@ def _ledger(args, parser, out) -> None:
 def _status(path: str) -> dict:
     """Where a model directory stands, in one shape at every stage: ``stage``, ``server``,
     ``session`` (the server's status of the session, or None), ``upload`` (messages
-    committed; None once trained)."""
+    committed; None once trained), ``privacy`` (the trained model's privacy report as the
+    train printed it, one string a line; None before training and for models saved before
+    reports were kept)."""
     from ..privacy.package import load_package, model_stage
     from ..privacy.protocol import HTTPTransport
 
     if model_stage(path) == "trained":
         client = _model_class(path).load(path)
         transport = client.server_ if isinstance(client.server_, HTTPTransport) else None
+        report = getattr(client, "privacy_report_", None)
         return {"stage": "trained", "server": None if transport is None else transport.url,
                 "session": None if transport is None else transport.status(),
-                "upload": None}
+                "upload": None,
+                "privacy": None if report is None else format_privacy_report(report).split("\n")}
     _, meta = load_package(_model_class(path), path)
     info = meta["transport"] or {}
     return {"stage": meta["stage"], "server": info.get("url"),
@@ -377,7 +381,8 @@ def _status(path: str) -> dict:
             if info.get("id") else None,
             "upload": {"setup_committed": meta["setup_committed"],
                        "label_messages": meta["n_label_messages"],
-                       "label_messages_committed": meta["label_messages_committed"]}}
+                       "label_messages_committed": meta["label_messages_committed"]},
+            "privacy": None}
 
 
 def _model_class(path: str):

@@ -47,6 +47,7 @@ from .dp import LabelPrivacyAccountant, RandomizedResponse, privacy_report
 from .gipe import GiniPreservingEncryptor
 from .ledger import PrivacyLedger
 from .protocol.params import DEFAULT_RR_EPSILON, MAX_BINS
+from .protocol.session import new_gipe_encryptor
 
 __all__ = ["PrivateGradientBoostingSimulator", "boosting_report"]
 
@@ -210,8 +211,7 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
     def new_encryptor(self) -> GiniPreservingEncryptor:
         """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
         override it)."""
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
+        return new_gipe_encryptor(self.get_params())
 
     def _randomize(self, X, codes, n_classes, epsilon) -> np.ndarray:
         """``ỹ``: the ledger's memoized draw (charged) or a fresh one from the OS."""

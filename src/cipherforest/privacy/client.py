@@ -35,6 +35,7 @@ from .protocol import (
     constraints,
 )
 from .protocol.replies import CKKS_TIE_TOLERANCE
+from .protocol.session import new_gipe_encryptor
 
 __all__ = ["PrivateForestClient", "ServerDeviationWarning", "new_transport"]
 
@@ -336,8 +337,7 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
         Nothing the server receives seeds it. A subclass may override it (tests fix the keys
         with a seeded encryptor so that two fits send the same ciphers).
         """
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
+        return new_gipe_encryptor(self.get_params())
 
     def _fitted(self, stats: ProtocolStats):
         """Fitted attributes after :meth:`ClientSession.train`."""
@@ -422,10 +422,10 @@ class PrivateForestClient(ClassifierMixin, BaseEstimator):
     def save(self, path) -> None:
         """Save the fitted client's secret material to the directory ``path`` (0600 files).
 
-        Keys (the HE secret key included), GIPE state, classes, parameters and the server
+        Keys (the HE secret key included), GIPE state, classes, parameters, the server
         session (URL, session id and token; or, with the embedded server, the trained forest
-        itself), so that :meth:`load` predicts tomorrow what this client predicts today.
-        No pickle is written or read.
+        itself) and ``privacy_report_``, so that :meth:`load` predicts tomorrow what this
+        client predicts today and says what the fit guaranteed. No pickle is written or read.
         """
         from .package import save_client
 

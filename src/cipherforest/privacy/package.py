@@ -8,7 +8,8 @@ creation, none of them a pickle::
                       decides and counts from them); once trained, every leaf's class
                       counts from those labels (predictions read them); for a
                       regressor, the record of its target release (what it spent,
-                      for the ledger and ``privacy_report_``)
+                      for the ledger and ``privacy_report_``); once trained, the fit's
+                      ``privacy_report_``, which a loaded model has again
     he_keys.bin       homomorphic parameters and keys, including the SECRET key
     gipe.npz          the GIPE state (GiniPreservingEncryptor.save_state)
     server_setup.msg  (embedded server only) the session's setup message ...
@@ -35,8 +36,10 @@ which the server assigns when ``setup`` is committed; nothing secret is in them.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Iterable
+from numbers import Integral, Real
 from typing import Any
 
 import numpy as np
@@ -69,6 +72,9 @@ CLIENT_FORMAT = "cipherforest-private-forest-client"
 _SERVER_FORMAT = "cipherforest-private-forest-server-session"
 CLIENT_VERSION = 3  # 3: CKKS leaf store one leaf per lane (server state), giant-step key
 _JSON_PARAMS = (type(None), bool, int, float, str)
+#: The fitted attributes a loaded model takes from its saved privacy report, and the report's
+#: key each one is (a model sets only those its class has).
+_REPORT_ATTRIBUTES = {"epsilon_spent_": "epsilon", "delta_spent_": "delta"}
 
 
 def _write_private(path: str, data: bytes) -> None:
@@ -85,6 +91,11 @@ def save_client(client, path: str | os.PathLike[str]) -> None:
         "transport": (transport.session_info() if isinstance(transport, HTTPTransport)
                       else None),
     }
+    report = getattr(client, "privacy_report_", None)
+    if report is not None:
+        meta["privacy_report"] = _report_to_json(report)
+        meta["report_attributes"] = [name for name in _REPORT_ATTRIBUTES
+                                     if hasattr(client, name)]
     os.makedirs(path, mode=0o700, exist_ok=True)
     _write_secrets(client, path)
     if server is None:
@@ -147,6 +158,65 @@ def _release_record(engine) -> dict | None:
     return {name: ([float(v) for v in value] if isinstance(value, tuple)
                    else value.item() if isinstance(value, np.generic) else value)
             for name, value in release.items()}
+
+
+def _report_to_json(value):
+    """A privacy report (dicts with string keys, lists, tuples, numbers, strings, None) as
+    JSON, tagged as model files tag them: a tuple ``{"$tuple": [...]}``, an infinite or NaN
+    float ``{"$float": "inf"}`` (a report of the paper's selection spends ε = ∞)."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, Integral):
+        return int(value)
+    if isinstance(value, Real):
+        value = float(value)
+        return value if math.isfinite(value) else {"$float": repr(value)}
+    if isinstance(value, list | tuple):
+        items = [_report_to_json(item) for item in value]
+        return {"$tuple": items} if isinstance(value, tuple) else items
+    if isinstance(value, dict) and all(isinstance(key, str) and not key.startswith("$")
+                                       for key in value):
+        return {key: _report_to_json(item) for key, item in value.items()}
+    raise TypeError(f"a privacy report holds {value!r}, which cannot be saved")
+
+
+def _report_from_json(value):
+    """The report :func:`_report_to_json` wrote; ValueError if ``value`` is not one."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list):
+        return [_report_from_json(item) for item in value]
+    if not isinstance(value, dict):
+        raise ValueError(f"unexpected value {value!r}")
+    if "$float" in value:
+        if len(value) != 1 or value["$float"] not in ("inf", "-inf", "nan"):
+            raise ValueError(f"unexpected float {value!r}")
+        return float(value["$float"])
+    if "$tuple" in value:
+        if len(value) != 1 or not isinstance(value["$tuple"], list):
+            raise ValueError(f"unexpected tuple {value!r}")
+        return tuple(_report_from_json(item) for item in value["$tuple"])
+    return {key: _report_from_json(item) for key, item in value.items()}
+
+
+def _restore_report(client, path: str, meta: dict) -> None:
+    """Give a loaded model the privacy report saved with it, and the attributes taken from
+    it; a model saved before reports were kept gets none."""
+    if meta.get("privacy_report") is None:
+        return
+    try:
+        report = _report_from_json(meta["privacy_report"])
+        names = meta.get("report_attributes", [])
+        if not isinstance(report, dict) or not isinstance(report.get("epsilon"), float):
+            raise ValueError("not a mapping with a float epsilon")
+        if not isinstance(names, list) or not set(names) <= set(_REPORT_ATTRIBUTES):
+            raise ValueError(f"unknown attributes {names!r}")
+        values = {name: report[_REPORT_ATTRIBUTES[name]] for name in names}
+    except (KeyError, ValueError) as exc:
+        raise StateFileError(f"{path}: client.npz: malformed privacy report ({exc})") from None
+    client.privacy_report_ = report
+    for name, value in values.items():
+        setattr(client, name, value)
 
 
 def _feature_names(client) -> list[str] | None:
@@ -295,6 +365,7 @@ def load_client(cls, path: str | os.PathLike[str], server=None, server_key=None)
     if server_key is not None:
         params["server_key"] = server_key
     client = _client_from_meta(cls, path, meta, arrays, params)
+    _restore_report(client, path, meta)
     target = params["server"]
     engine = client.client_session_
     if isinstance(target, str):

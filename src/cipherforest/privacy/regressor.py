@@ -41,6 +41,7 @@ from .ledger import LedgerError, PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
+from .protocol.session import new_gipe_encryptor
 from .target_dp import BinnedResponse, laplace_targets
 
 __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "RegressionSession",
@@ -163,9 +164,7 @@ class RegressionSession(ClientSession):
         y = np.asarray(y, dtype=np.float64)
         y_private = self._release(X, y)
         if encryptor is None:
-            encryptor = GiniPreservingEncryptor(params["security_parameter"],
-                                                mode=params["gipe_mode"],
-                                                n_bins=params["gipe_bins"])
+            encryptor = new_gipe_encryptor(params)
         self.encryptor = encryptor
         X_cipher = np.asarray(encryptor.fit_transform(X), dtype=np.float64)
         self.he = SecretContext("ckks")  # names the session's messages; no key is used
@@ -296,8 +295,7 @@ class SessionModelMixin:
     def new_encryptor(self) -> GiniPreservingEncryptor:
         """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
         override it)."""
-        return GiniPreservingEncryptor(self.security_parameter, mode=self.gipe_mode,
-                                       n_bins=self.gipe_bins).set_output(transform="default")
+        return new_gipe_encryptor(self.get_params())
 
     def close(self) -> None:
         """Ask the server to forget this model's session."""
@@ -306,8 +304,8 @@ class SessionModelMixin:
         del self.session_
 
     def save(self, path) -> None:
-        """Save the fitted model (keys, GIPE state, leaf values, server session) to the
-        directory ``path`` (0600 files, no pickle), as
+        """Save the fitted model (keys, GIPE state, leaf values, server session,
+        ``privacy_report_``) to the directory ``path`` (0600 files, no pickle), as
         :meth:`PrivateForestClient.save <cipherforest.privacy.PrivateForestClient.save>`."""
         from .package import save_client
 

@@ -38,6 +38,7 @@ from .protocol.params import (
 from .protocol.planner import ForestGrowth, leaves_reached
 from .protocol.selections import selection
 from .protocol.server.learners import SERVER_LEARNERS
+from .protocol.session import new_gipe_encryptor
 from .regressor import PrivateForestRegressor, RegressionSession, regression_report
 
 __all__ = ["PrivateForestRegressorSimulator", "PrivateForestSimulator"]
@@ -106,9 +107,7 @@ class PrivateForestSimulator(ClassifierMixin, BaseEstimator):
             raise ValueError("PrivateForestSimulator needs at least two classes")
         codes = encoder.transform(y)
         n_samples, n_features = X.shape
-        self.encryptor_ = GiniPreservingEncryptor(
-            self.security_parameter, mode=self.gipe_mode, n_bins=self.gipe_bins,
-        ).set_output(transform="default")
+        self.encryptor_ = new_gipe_encryptor(self.get_params())
         X_cipher = self.encryptor_.fit_transform(X, codes).astype(np.float64)
         meta = forest_meta(self.get_params(), n_samples, n_features)
         growth = ForestGrowth(X_cipher, ForestSpec.from_meta(meta, n_samples, n_features))

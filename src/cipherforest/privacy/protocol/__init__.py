@@ -9,7 +9,8 @@
 * :mod:`.replies` — the client's checked reading of decrypted replies.
 * :mod:`.transport` — the :class:`Transport` protocol, :class:`InProcessTransport`;
   :mod:`.http` — :class:`HTTPTransport` to a ``cipherforest serve`` process.
-* :mod:`.session` — :class:`ClientSession`: ``encrypt / upload / train / predict_proba``.
+* :mod:`.session` — :class:`ClientSession`: ``encrypt / upload / train / predict_proba``;
+  :func:`new_gipe_encryptor`, the unfitted encryptor an estimator's fit uses.
 * :mod:`.server` — :class:`PrivateForestServer` and its sessions.
 
 The names are imported on first use (SEAL and numba load only when needed).
@@ -28,7 +29,7 @@ _MODULES = {  # submodule -> the public names it defines
     ".transport": ("InProcessTransport", "ResumableTransport", "Transport"),
     ".http": ("HTTPTransport", "ServiceRequestError", "ServiceTLSError",
               "ServiceUnavailableError"),
-    ".session": ("ClientSession", "ProtocolStats"),
+    ".session": ("ClientSession", "ProtocolStats", "new_gipe_encryptor"),
     ".server": ("PrivateForestServer", "SessionState", "ShardError"),
 }
 _EXPORTS = {name: module for module, names in _MODULES.items() for name in names}
@@ -60,6 +61,7 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .server import ShardError as ShardError
     from .session import ClientSession as ClientSession
     from .session import ProtocolStats as ProtocolStats
+    from .session import new_gipe_encryptor as new_gipe_encryptor
     from .transport import InProcessTransport as InProcessTransport
     from .transport import ResumableTransport as ResumableTransport
     from .transport import Transport as Transport

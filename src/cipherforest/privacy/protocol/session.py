@@ -48,7 +48,25 @@ from .replies import leaf_counts, query_counts, row_sums
 from .selections import SplitSelection, selection
 from .transport import ResumableTransport, Transport
 
-__all__ = ["ClientSession", "ProtocolStats"]
+__all__ = ["ClientSession", "ProtocolStats", "new_gipe_encryptor"]
+
+
+def new_gipe_encryptor(params: Mapping[str, Any]) -> GiniPreservingEncryptor:
+    """The unfitted GIPE encryptor a private estimator's fit uses, keys and jitter from the OS.
+
+    Parameters
+    ----------
+    params : mapping
+        The estimator's parameters (its ``get_params()``): ``security_parameter``,
+        ``gipe_mode`` and ``gipe_bins`` are read.
+
+    Returns
+    -------
+    GiniPreservingEncryptor
+        Unfitted, its output NumPy arrays whatever scikit-learn's global ``set_output``.
+    """
+    return GiniPreservingEncryptor(params["security_parameter"], mode=params["gipe_mode"],
+                                   n_bins=params["gipe_bins"]).set_output(transform="default")
 
 
 @dataclass
@@ -227,9 +245,7 @@ class ClientSession:
         y_rr = self._ledger_release(X, np.asarray(y_codes, dtype=np.int64),
                                     forest_meta(params, n_samples, n_features)["n_draws"])
         if encryptor is None:
-            encryptor = GiniPreservingEncryptor(params["security_parameter"],
-                                                mode=params["gipe_mode"],
-                                                n_bins=params["gipe_bins"])
+            encryptor = new_gipe_encryptor(params)
         self.encryptor = encryptor
         X_cipher = np.asarray(encryptor.fit_transform(X, y_codes), dtype=np.float64)
         scheme = params["scheme"]
