@@ -122,7 +122,7 @@ def test_full_preset_is_the_documented_run_and_presets_exclude_each_other(capsys
     assert "cancer" not in config.datasets and config.trials == 5 and config.n_estimators == 100
     assert (config.protocol_trials, config.protocol_trees, config.protocol_max_train_rows,
             config.protocol_round_max_train_rows, config.simulated_trials) == (
-                1, None, None, 300, 5)
+                None, None, None, 300, 5)
     rows = {m.key: m.params["max_train_rows"] for m in build_methods(config) if m.protocol}
     # the selections without query rounds train on every row; gini and dp on at most 300
     assert rows["gipe_ckks_rr"] is rows["gipe_ckks_blind"] is None
