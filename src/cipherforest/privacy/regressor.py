@@ -41,7 +41,7 @@ from .ledger import LedgerError, PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
-from .target_dp import BinnedResponse, laplace_targets
+from .target_dp import BinnedResponse, duchi_targets, laplace_targets, piecewise_targets
 
 __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "RegressionSession",
            "check_target_bounds"]
@@ -49,7 +49,15 @@ __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "Regre
 #: Split selections of the regressor: trees on the privatised targets, or label-blind.
 REGRESSOR_SELECTIONS = ("rr", "blind")
 #: How ``"rr"`` privatises the targets.
-TARGET_MECHANISMS = ("bins", "laplace")
+TARGET_MECHANISMS = ("bins", "laplace", "duchi", "piecewise")
+#: The mechanisms that report each row from its target and one uniform alone (no prior).
+ROW_MECHANISMS = {"laplace": laplace_targets, "duchi": duchi_targets,
+                  "piecewise": piecewise_targets}
+#: ``privacy_report_``'s words for each mechanism.
+_MECHANISM_WORDS = {
+    "laplace": "clipped targets plus Laplace noise",
+    "duchi": "Duchi et al.'s unbiased two-valued report of the clipped targets",
+    "piecewise": "Wang et al.'s unbiased piecewise mechanism on the clipped targets"}
 
 # What the engine needs of the classifier's parameters, fixed for a regressor: no label
 # ciphertexts (the client computes the leaves), prediction by leaf ids.
@@ -194,10 +202,12 @@ class RegressionSession(ClientSession):
         bounds = params["target_bounds"]
         low, high = (float(y.min()), float(y.max())) if bounds is None else map(float, bounds)
         kind = params["target_mechanism"]
-        if kind == "laplace":
-            y_private = laplace_targets(y, low, high, epsilon,
-                                        self.ledger.row_uniforms(b"laplace", X, y))
+        if kind != "bins":
+            y_private = ROW_MECHANISMS[kind](y, low, high, epsilon,
+                                             self.ledger.row_uniforms(kind.encode(), X, y))
             self.release = {"epsilon": epsilon, "rr_epsilon": epsilon, "prior_epsilon": 0.0}
+            if not high > low:  # a constant target: ỹ is that constant
+                self.release["n_outputs"] = 1
         else:
             prior_epsilon = epsilon * float(params["prior_share"])
             rr_epsilon = epsilon - prior_epsilon
@@ -266,7 +276,7 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
                f"{release['n_outputs']} output values, ε = {release['rr_epsilon']:.4g}, "
                f"prior ε = {release['prior_epsilon']:.4g}"
                if release["target_mechanism"] == "bins"
-               else f"clipped targets plus Laplace noise at ε = {epsilon:.4g}")
+               else f"{_MECHANISM_WORDS[release['target_mechanism']]} at ε = {epsilon:.4g}")
         guarantee = (f"ε = {epsilon:.4g}-label-DP per row for the whole fit ({how}): any "
                      f"attack's posterior odds on a property of a row's target are at most "
                      f"e^ε = {math.exp(min(epsilon, 700.0)):.3g} times its prior odds")
