@@ -81,9 +81,12 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
     max_leaf_nodes : int or None, default=None
     min_samples_split : int or float, default=2
     min_samples_leaf : int or float, default=1
-    max_features : int, float, {"sqrt", "log2"} or None, default=None
+    max_features : int, float, {"sqrt", "log2"} or None, default="sqrt"
         As :class:`~cipherforest.ensemble.GradientBoostingClassifier`'s, for the server's
-        regression trees on the cipher matrix.
+        regression trees on the cipher matrix. The default differs from the plaintext
+        boosting's (None, every feature): on noisy ``ỹ`` a draw of √d features per node was
+        as accurate or more on most sets of ``benchmarks/label_privacy_boosting.py
+        settings`` (docs/label_privacy_boosting.md).
     max_bins : int or None, default=None
         Histogram bins per cipher column (None: exact splits; GIPE's quantile mode leaves
         ``gipe_bins`` distinct ciphers per column anyway).
@@ -156,7 +159,7 @@ class PrivateGradientBoostingSimulator(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_estimators=100, *, learning_rate=0.1, max_depth=3,
                  max_leaf_nodes=None, min_samples_split=2, min_samples_leaf=1,
-                 max_features=None, max_bins=None, noise_correction="none",
+                 max_features="sqrt", max_bins=None, noise_correction="none",
                  label_epsilon=DEFAULT_RR_EPSILON, privacy_ledger=None, random_state=None,
                  security_parameter=6.4, gipe_mode="quantile", gipe_bins=32):
         self.n_estimators = n_estimators
