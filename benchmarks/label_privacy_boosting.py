@@ -88,6 +88,7 @@ def curves(args) -> str:
     lines = [f"{diffprivlib_status()}.", "",
              f"Test accuracy, {args.folds}-fold stratified CV, {args.trees} trees/rounds; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", ""]
+    features = None if args.max_features == "none" else args.max_features
     for name in args.datasets:
         data = load_bundled(name)
         X, y = data.X, data.y
@@ -96,25 +97,29 @@ def curves(args) -> str:
             n_estimators=args.trees, random_state=0), X, y, args.folds)
         blind = cv_accuracy(lambda: PrivateForestSimulator(
             args.trees, split_selection="blind", random_state=0), X, y, args.folds)
-        rows = {**{f"private GB, correction {c}": [] for c in args.corrections},
-                "private forest rr": []}
+        rows = {f"private GB, correction {c}": [] for c in args.corrections}
+        if not args.without_forest:
+            rows["private forest rr"] = []
         protocol = {}
         with tempfile.TemporaryDirectory() as ledger:
             for eps in args.protocol_epsilons:
                 protocol[eps] = cv_accuracy(
                     lambda e=eps: PrivateGradientBoostingClassifier(
-                        args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger),
+                        args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger,
+                        max_features=features),
                     X, y, args.folds)
                 print(f"  protocol ε={eps}: {protocol[eps]:.4f}", file=sys.stderr, flush=True)
         for eps in args.epsilons:
             for correction in args.corrections:
                 rows[f"private GB, correction {correction}"].append(cv_accuracy(
                     lambda c=correction, e=eps: PrivateGradientBoostingSimulator(
-                        args.trees, noise_correction=c, label_epsilon=e, random_state=0),
+                        args.trees, noise_correction=c, label_epsilon=e, random_state=0,
+                        max_features=features),
                     X, y, args.folds))
-            rows["private forest rr"].append(cv_accuracy(
-                lambda e=eps: PrivateForestSimulator(args.trees, label_epsilon=e,
-                                                     random_state=0), X, y, args.folds))
+            if not args.without_forest:
+                rows["private forest rr"].append(cv_accuracy(
+                    lambda e=eps: PrivateForestSimulator(args.trees, label_epsilon=e,
+                                                         random_state=0), X, y, args.folds))
             print(f"  ε={eps}: " + ", ".join(f"{k} {v[-1]:.4f}" for k, v in rows.items()),
                   file=sys.stderr, flush=True)
         lines += [f"### {name} ({X.shape[0]} rows, {X.shape[1]} features, "
@@ -268,6 +273,10 @@ def main(argv=None) -> None:
     c.add_argument("--corrections", nargs="+", default=["none", "unbiased"],
                    choices=["none", "unbiased"])
     c.add_argument("--protocol-epsilons", nargs="*", type=float, default=[])
+    c.add_argument("--max-features", default="sqrt", choices=["sqrt", "log2", "none"],
+                   help="the private boosting's max_features (none: every feature)")
+    c.add_argument("--without-forest", action="store_true",
+                   help="leave out the private forest rr (its simulator is the slowest)")
     c.add_argument("--markdown")
     t = sub.add_parser("time")
     t.add_argument("--rows", type=int, default=12_000)
