@@ -14,7 +14,9 @@ public bounds).
 Data sets (all offline): scikit-learn's diabetes (442 rows) and four generated ones of
 ``--max-rows`` rows: Friedman #1 (10 features, 5 informative, noise 1), #2 and #3
 (noise 0 and the scikit-learn defaults' scale), and make_regression (20 features, 5
-informative, noise 10). California housing is not used: it needs a download.
+informative, noise 10). California housing is not used: it needs a download. diffprivlib
+gives no baseline: it does not import with this scikit-learn (the output says why);
+"laplace" is the label-DP-by-Laplace-noise baseline.
 
 ``--attacks`` prints instead what a curious server learns of the true targets
 (``cipherforest.privacy.attacks.target_recovery``) at ε ∈ {1, 2, 8} (``--attack-epsilons``):
@@ -52,6 +54,7 @@ from sklearn.model_selection import KFold
 
 from cipherforest.ensemble import RandomForestRegressor
 from cipherforest.privacy import PrivateForestRegressor, PrivateForestServer, attacks
+from label_privacy_boosting import diffprivlib_status  # this folder's script
 
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
 DATASETS = ("diabetes", "friedman1", "friedman2", "friedman3", "make_regression")
@@ -240,7 +243,8 @@ def main(argv=None) -> None:
     results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs,
                            args.outputs, args.epsilons, args.mechanisms)
     text = (table(results, args.trees, args.folds) + "\n"
-            + target_lines(results, args.mechanisms))
+            + target_lines(results, args.mechanisms)
+            + f"\n\nNo diffprivlib baseline: {diffprivlib_status()}.")
     machine = (f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
                f"{platform.python_version()}; {sum(seconds.values()):.0f} s in all")
     print(text)
