@@ -151,6 +151,7 @@ SETTINGS = {
     "depth 2": {"max_features": None, "max_depth": 2},
     "min_samples_leaf 10": {"max_features": None, "min_samples_leaf": 10},
     "learning rate 0.2": {"max_features": None, "learning_rate": 0.2},
+    "sqrt, learning rate 0.2": {"max_features": "sqrt", "learning_rate": 0.2},
     "unbiased correction": {"max_features": None, "noise_correction": "unbiased"},
 }
 

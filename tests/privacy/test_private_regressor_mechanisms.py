@@ -19,7 +19,11 @@ from sklearn.metrics import r2_score
 from _helpers.service import Recorder
 from cipherforest.privacy import PrivacyLedger, PrivateForestRegressor
 from cipherforest.privacy.protocol import InProcessTransport, decode_message
-from cipherforest.privacy.target_dp import duchi_targets, piecewise_targets
+from cipherforest.privacy.target_dp import (
+    duchi_targets,
+    noisy_quantile_bounds,
+    piecewise_targets,
+)
 
 MECHANISMS = {"duchi": duchi_targets, "piecewise": piecewise_targets}
 LOW, HIGH = -3.0, 5.0
@@ -96,6 +100,18 @@ def test_the_report_is_unbiased_for_the_clipped_target(name, epsilon):
         assert reports.mean() == pytest.approx(np.clip(target, LOW, HIGH), abs=1e-4)
 
 
+def test_noisy_quantile_bounds_interpolate_the_prior():
+    """Zero noise (uniforms of 1/2): the quantiles of the histogram itself, interpolated
+    within a bin; a constant target gives (low, low)."""
+    y = np.concatenate([np.full(10, 1.0), np.full(80, 5.0), np.full(10, 9.0)])
+    assert noisy_quantile_bounds(y, 0.0, 10.0, 10, 0.1, 1.0, np.full(10, 0.5)) == (
+        pytest.approx(2.0), pytest.approx(6.0))
+    assert noisy_quantile_bounds(y, 0.0, 10.0, 10, 0.3, 1.0, np.full(10, 0.5)) == (
+        pytest.approx(5.25), pytest.approx(5.75))
+    assert noisy_quantile_bounds(np.full(5, 3.0), 3.0, 3.0, 10, 0.1, 1.0,
+                                 np.full(10, 0.5)) == (3.0, 3.0)
+
+
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
 def test_a_constant_target_reports_itself(name):
     u = np.random.default_rng(0).random(50)
@@ -120,8 +136,18 @@ def test_the_estimators_release_is_permanent_charged_once_and_reported(data, tmp
         assert np.unique(sent[0]).shape[0] == y.shape[0]
     report = model.privacy_report_
     assert report["target_mechanism"] == name
-    assert report["epsilon"] == report["rr_epsilon"] == 2.0 and report["prior_epsilon"] == 0
+    assert report["epsilon"] == 2.0
+    assert report["rr_epsilon"] == pytest.approx(1.8)
+    assert report["prior_epsilon"] == pytest.approx(0.2)
     assert not report["bounds_from_data"] and "unbiased" in report["guarantee"]
+    release = model.client_session_.release
+    low, high = release["clip_low"], release["clip_high"]
+    assert 25.0 < low < np.median(y) < high < 346.0  # the prior's quantiles, inside the bounds
+    assert f"[{low:.4g}, {high:.4g}]" in report["guarantee"]
+    a = math.exp(release["rr_epsilon"] / 2)
+    reach = (high - low) / 2 * ((a + 1) / (a - 1) if name == "piecewise"
+                                else 1 / math.tanh(release["rr_epsilon"] / 2))
+    assert np.all(np.abs(sent[0] - (low + high) / 2) <= reach * (1 + 1e-12))
     assert report["cumulative_epsilon"] == pytest.approx(2.0)
     assert PrivacyLedger(ledger).spent(PrivacyLedger(ledger).row_keys(X))[0] == 2.0
     assert r2_score(y_test, model.predict(X_test)) > 0.25

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import numpy as np
 
 __all__ = ["BinnedResponse", "duchi_targets", "laplace_targets", "noisy_prior",
-           "optimal_rr_on_bins", "piecewise_targets"]
+           "noisy_quantile_bounds", "optimal_rr_on_bins", "piecewise_targets"]
 
 
 def _check_epsilon(epsilon: float) -> float:
@@ -211,6 +211,27 @@ class BinnedResponse:
         if self.n_outputs == 1:
             return np.zeros(np.asarray(y).shape[0], dtype=np.int64)
         return self.interval[fine_bins(y, self.low, self.high, self.interval.shape[0])]
+
+
+def noisy_quantile_bounds(y: np.ndarray, low: float, high: float, n_bins: int, share: float,
+                          epsilon: float, uniforms: np.ndarray) -> tuple[float, float]:
+    """The ``share`` and ``1 - share`` quantiles (``0 < share < 1/2``) of the targets'
+    ε-label-DP prior over ``n_bins`` equal-width bins of ``[low, high]``
+    (:func:`noisy_prior`), interpolated linearly within a bin: a clipping range for the
+    unbiased mechanisms, narrower than the bounds where the targets' tails are thin.
+    ``(low, low)`` for a constant target (``high == low``)."""
+    if not high > low:
+        return float(low), float(low)
+    prior = noisy_prior(fine_bins(y, low, high, n_bins), n_bins, epsilon, uniforms)
+    below = np.concatenate([[0.0], np.cumsum(prior)])  # mass below each bin edge
+    width = (high - low) / n_bins
+
+    def quantile(q: float) -> float:
+        i = min(int(np.searchsorted(below[1:], q, side="left")), n_bins - 1)
+        inside = (q - below[i]) / prior[i] if prior[i] > 0 else 0.0
+        return float(low + width * (i + min(max(inside, 0.0), 1.0)))
+
+    return quantile(share), quantile(1.0 - share)
 
 
 def fine_bins(y: np.ndarray, low: float, high: float, n_bins: int) -> np.ndarray:
