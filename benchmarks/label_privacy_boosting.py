@@ -89,6 +89,7 @@ def curves(args) -> str:
              f"Test accuracy, {args.folds}-fold stratified CV, {args.trees} trees/rounds; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", ""]
     features = None if args.max_features == "none" else args.max_features
+    rate = {} if args.learning_rate is None else {"learning_rate": args.learning_rate}
     for name in args.datasets:
         data = load_bundled(name)
         X, y = data.X, data.y
@@ -106,7 +107,7 @@ def curves(args) -> str:
                 protocol[eps] = cv_accuracy(
                     lambda e=eps: PrivateGradientBoostingClassifier(
                         args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger,
-                        max_features=features),
+                        max_features=features, **rate),
                     X, y, args.folds)
                 print(f"  protocol ε={eps}: {protocol[eps]:.4f}", file=sys.stderr, flush=True)
         for eps in args.epsilons:
@@ -114,7 +115,7 @@ def curves(args) -> str:
                 rows[f"private GB, correction {correction}"].append(cv_accuracy(
                     lambda c=correction, e=eps: PrivateGradientBoostingSimulator(
                         args.trees, noise_correction=c, label_epsilon=e, random_state=0,
-                        max_features=features),
+                        max_features=features, **rate),
                     X, y, args.folds))
             if not args.without_forest:
                 rows["private forest rr"].append(cv_accuracy(
@@ -141,18 +142,22 @@ def curves(args) -> str:
 
 
 #: The server's settings compared by part ``settings`` (PrivateGradientBoostingSimulator's
-#: parameters over its defaults; ``max_features=None`` is the default before "sqrt").
+#: parameters; the defaults were ``max_features=None`` and ``learning_rate=0.1`` before
+#: "sqrt" and 0.2, and are the plaintext boosting's).
 SETTINGS = {
-    "all features, 100 rounds": {"max_features": None},
-    "sqrt, 100 rounds": {"max_features": "sqrt"},
-    "all features, 300 rounds": {"max_features": None, "n_estimators": 300},
-    "sqrt, 300 rounds": {"max_features": "sqrt", "n_estimators": 300},
-    "depth 5": {"max_features": None, "max_depth": 5},
-    "depth 2": {"max_features": None, "max_depth": 2},
-    "min_samples_leaf 10": {"max_features": None, "min_samples_leaf": 10},
+    "all features, 100 rounds": {"max_features": None, "learning_rate": 0.1},
+    "sqrt, 100 rounds": {"max_features": "sqrt", "learning_rate": 0.1},
+    "all features, 300 rounds": {"max_features": None, "n_estimators": 300,
+                                 "learning_rate": 0.1},
+    "sqrt, 300 rounds": {"max_features": "sqrt", "n_estimators": 300, "learning_rate": 0.1},
+    "depth 5": {"max_features": None, "max_depth": 5, "learning_rate": 0.1},
+    "depth 2": {"max_features": None, "max_depth": 2, "learning_rate": 0.1},
+    "min_samples_leaf 10": {"max_features": None, "min_samples_leaf": 10,
+                            "learning_rate": 0.1},
     "learning rate 0.2": {"max_features": None, "learning_rate": 0.2},
     "sqrt, learning rate 0.2": {"max_features": "sqrt", "learning_rate": 0.2},
-    "unbiased correction": {"max_features": None, "noise_correction": "unbiased"},
+    "unbiased correction": {"max_features": None, "noise_correction": "unbiased",
+                            "learning_rate": 0.1},
 }
 
 
@@ -276,6 +281,8 @@ def main(argv=None) -> None:
     c.add_argument("--protocol-epsilons", nargs="*", type=float, default=[])
     c.add_argument("--max-features", default="sqrt", choices=["sqrt", "log2", "none"],
                    help="the private boosting's max_features (none: every feature)")
+    c.add_argument("--learning-rate", type=float, default=None,
+                   help="the private boosting's learning_rate (default: the estimators')")
     c.add_argument("--without-forest", action="store_true",
                    help="leave out the private forest rr (its simulator is the slowest)")
     c.add_argument("--markdown")
