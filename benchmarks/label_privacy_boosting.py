@@ -22,9 +22,17 @@ training leaf ids, the client's refit), against the plaintext boosting's on the 
 
     python benchmarks/label_privacy_boosting.py time --rows 12000
 
+Part ``settings``: test accuracy at one ε (2) of the simulator under each of ``SETTINGS``
+(features per node, rounds, depth, leaf size, shrinkage, noise correction), beside the
+plaintext boosting and the label-blind forest: what closes the gap to the blind forest
+without spending more ε.
+
+    python benchmarks/label_privacy_boosting.py settings
+
 Part ``regression``: test R² (k-fold) of
 :class:`~cipherforest.privacy.PrivateGradientBoostingRegressor` (through the protocol and an
-embedded server, RR-on-bins targets, a fresh privacy ledger) at ``--epsilons`` beside our
+embedded server, a fresh privacy ledger; targets by each of ``--mechanisms``, RR-on-bins by
+default) at ``--epsilons`` beside our
 plaintext :class:`~cipherforest.ensemble.GradientBoostingRegressor`, both 100 rounds of
 depth-3 trees, on the data sets of ``benchmarks/label_privacy_regression.py`` (its loader).
 
@@ -80,6 +88,8 @@ def curves(args) -> str:
     lines = [f"{diffprivlib_status()}.", "",
              f"Test accuracy, {args.folds}-fold stratified CV, {args.trees} trees/rounds; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", ""]
+    features = None if args.max_features == "none" else args.max_features
+    rate = {} if args.learning_rate is None else {"learning_rate": args.learning_rate}
     for name in args.datasets:
         data = load_bundled(name)
         X, y = data.X, data.y
@@ -88,25 +98,29 @@ def curves(args) -> str:
             n_estimators=args.trees, random_state=0), X, y, args.folds)
         blind = cv_accuracy(lambda: PrivateForestSimulator(
             args.trees, split_selection="blind", random_state=0), X, y, args.folds)
-        rows = {**{f"private GB, correction {c}": [] for c in args.corrections},
-                "private forest rr": []}
+        rows = {f"private GB, correction {c}": [] for c in args.corrections}
+        if not args.without_forest:
+            rows["private forest rr"] = []
         protocol = {}
         with tempfile.TemporaryDirectory() as ledger:
             for eps in args.protocol_epsilons:
                 protocol[eps] = cv_accuracy(
                     lambda e=eps: PrivateGradientBoostingClassifier(
-                        args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger),
+                        args.trees, label_epsilon=e, random_state=0, privacy_ledger=ledger,
+                        max_features=features, **rate),
                     X, y, args.folds)
                 print(f"  protocol ε={eps}: {protocol[eps]:.4f}", file=sys.stderr, flush=True)
         for eps in args.epsilons:
             for correction in args.corrections:
                 rows[f"private GB, correction {correction}"].append(cv_accuracy(
                     lambda c=correction, e=eps: PrivateGradientBoostingSimulator(
-                        args.trees, noise_correction=c, label_epsilon=e, random_state=0),
+                        args.trees, noise_correction=c, label_epsilon=e, random_state=0,
+                        max_features=features, **rate),
                     X, y, args.folds))
-            rows["private forest rr"].append(cv_accuracy(
-                lambda e=eps: PrivateForestSimulator(args.trees, label_epsilon=e,
-                                                     random_state=0), X, y, args.folds))
+            if not args.without_forest:
+                rows["private forest rr"].append(cv_accuracy(
+                    lambda e=eps: PrivateForestSimulator(args.trees, label_epsilon=e,
+                                                         random_state=0), X, y, args.folds))
             print(f"  ε={eps}: " + ", ".join(f"{k} {v[-1]:.4f}" for k, v in rows.items()),
                   file=sys.stderr, flush=True)
         lines += [f"### {name} ({X.shape[0]} rows, {X.shape[1]} features, "
@@ -124,6 +138,61 @@ def curves(args) -> str:
         lines.append(f"| label-blind private forest (ε = 0) | {blind:.4f} (every ε) |"
                      + " |" * (len(args.epsilons) - 1))
         lines.append("")
+    return "\n".join(lines)
+
+
+#: The server's settings compared by part ``settings`` (PrivateGradientBoostingSimulator's
+#: parameters; the defaults were ``max_features=None`` and ``learning_rate=0.1`` before
+#: "sqrt" and 0.2, and are the plaintext boosting's).
+SETTINGS = {
+    "all features, 100 rounds": {"max_features": None, "learning_rate": 0.1},
+    "sqrt, 100 rounds": {"max_features": "sqrt", "learning_rate": 0.1},
+    "all features, 300 rounds": {"max_features": None, "n_estimators": 300,
+                                 "learning_rate": 0.1},
+    "sqrt, 300 rounds": {"max_features": "sqrt", "n_estimators": 300, "learning_rate": 0.1},
+    "depth 5": {"max_features": None, "max_depth": 5, "learning_rate": 0.1},
+    "depth 2": {"max_features": None, "max_depth": 2, "learning_rate": 0.1},
+    "min_samples_leaf 10": {"max_features": None, "min_samples_leaf": 10,
+                            "learning_rate": 0.1},
+    "learning rate 0.2": {"max_features": None, "learning_rate": 0.2},
+    "sqrt, learning rate 0.2": {"max_features": "sqrt", "learning_rate": 0.2},
+    "unbiased correction": {"max_features": None, "noise_correction": "unbiased",
+                            "learning_rate": 0.1},
+}
+
+
+def settings(args) -> str:
+    """Accuracy at one ε of the private boosting under each of ``SETTINGS``, beside the
+    plaintext boosting (100 rounds) and the label-blind forest (100 trees). Every setting
+    of a draw boosts on the same ỹ (one privacy ledger per draw and data set), so the
+    settings are compared on equal noise; the cells are means over ``--draws`` draws."""
+    names = args.settings or list(SETTINGS)
+    columns = ["plaintext GB", "label-blind forest", *names]
+    lines = [f"Test accuracy, {args.folds}-fold stratified CV, ε = {args.epsilon:g}, mean "
+             f"over {args.draws} draw(s) of ỹ shared by the settings; "
+             f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", "",
+             "| data set | " + " | ".join(columns) + " |", "|---|" + "---:|" * len(columns)]
+    for name in args.datasets:
+        data = load_bundled(name)
+        X, y = data.X, data.y
+        cells = [cv_accuracy(lambda: GradientBoostingClassifier(
+                     n_estimators=args.trees, random_state=0), X, y, args.folds),
+                 cv_accuracy(lambda: PrivateForestSimulator(
+                     args.trees, split_selection="blind", random_state=0), X, y, args.folds)]
+        private = np.zeros((args.draws, len(names)))
+        for draw in range(args.draws):
+            with tempfile.TemporaryDirectory() as ledger:
+                for j, setting in enumerate(names):
+                    params = {"n_estimators": args.trees, **SETTINGS[setting]}
+                    private[draw, j] = cv_accuracy(
+                        lambda p=params: PrivateGradientBoostingSimulator(
+                            label_epsilon=args.epsilon, random_state=0,
+                            privacy_ledger=ledger, **p), X, y, args.folds)
+        cells += list(private.mean(axis=0))
+        print(f"{name}: " + ", ".join(f"{c} {v:.4f}" for c, v in zip(columns, cells,
+                                                                      strict=True)),
+              file=sys.stderr, flush=True)
+        lines.append(f"| {name} | " + " | ".join(f"{v:.4f}" for v in cells) + " |")
     return "\n".join(lines)
 
 
@@ -167,12 +236,15 @@ def regression(args) -> str:
     from label_privacy_regression import load
 
     names = args.datasets or list(REGRESSION_SETS)
+    private = [(kind, e) for kind in args.mechanisms for e in args.epsilons]
     columns = ["plaintext GradientBoostingRegressor",
-               *(f"PrivateGradientBoostingRegressor ε = {e:g}" for e in args.epsilons)]
+               *(f"private {kind} ε = {e:g}" for kind, e in private)]
     lines = [f"Test R², {args.folds}-fold CV, {args.trees} rounds of depth-3 trees; "
+             f"PrivateGradientBoostingRegressor with each target_mechanism; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", "",
              "| data set | " + " | ".join(columns) + " | private − plaintext at "
-             f"ε = {args.epsilons[0]:g} |", "|---|" + "---:|" * (len(columns) + 1)]
+             f"{args.mechanisms[0]} ε = {args.epsilons[0]:g} |",
+             "|---|" + "---:|" * (len(columns) + 1)]
     with tempfile.TemporaryDirectory() as ledger:
         for name in names:
             X, y = load(name, args.max_rows)
@@ -181,9 +253,9 @@ def regression(args) -> str:
                     KFold(args.folds, shuffle=True, random_state=0).split(X)):
                 makers = [lambda s=fold: GradientBoostingRegressor(
                     n_estimators=args.trees, max_depth=3, random_state=s)]
-                makers += [lambda e=e, s=fold: PrivateGradientBoostingRegressor(
-                    args.trees, max_depth=3, label_epsilon=e, random_state=s,
-                    privacy_ledger=ledger) for e in args.epsilons]
+                makers += [lambda kind=kind, e=e, s=fold: PrivateGradientBoostingRegressor(
+                    args.trees, max_depth=3, label_epsilon=e, target_mechanism=kind,
+                    random_state=s, privacy_ledger=ledger) for kind, e in private]
                 for column, make in zip(columns, makers, strict=True):
                     model = make().fit(X[train], y[train])
                     scores[column].append(r2_score(y[test], model.predict(X[test])))
@@ -207,25 +279,43 @@ def main(argv=None) -> None:
     c.add_argument("--corrections", nargs="+", default=["none", "unbiased"],
                    choices=["none", "unbiased"])
     c.add_argument("--protocol-epsilons", nargs="*", type=float, default=[])
+    c.add_argument("--max-features", default="sqrt", choices=["sqrt", "log2", "none"],
+                   help="the private boosting's max_features (none: every feature)")
+    c.add_argument("--learning-rate", type=float, default=None,
+                   help="the private boosting's learning_rate (default: the estimators')")
+    c.add_argument("--without-forest", action="store_true",
+                   help="leave out the private forest rr (its simulator is the slowest)")
     c.add_argument("--markdown")
     t = sub.add_parser("time")
     t.add_argument("--rows", type=int, default=12_000)
     t.add_argument("--trees", type=int, default=100)
     t.add_argument("--repeats", type=int, default=2)
     t.add_argument("--markdown")
+    g = sub.add_parser("settings")
+    g.add_argument("--datasets", nargs="+", default=list(DATASETS))
+    g.add_argument("--settings", nargs="+", choices=list(SETTINGS), default=None)
+    g.add_argument("--epsilon", type=float, default=2.0)
+    g.add_argument("--draws", type=int, default=2, help="draws of ỹ (privacy ledgers)")
+    g.add_argument("--trees", type=int, default=100)
+    g.add_argument("--folds", type=int, default=3)
+    g.add_argument("--markdown")
     r = sub.add_parser("regression")
     r.add_argument("--datasets", nargs="+", default=None)
     r.add_argument("--epsilons", nargs="+", type=float, default=[2.0])
     r.add_argument("--trees", type=int, default=100)
     r.add_argument("--folds", type=int, default=3)
     r.add_argument("--max-rows", type=int, default=2000)
+    r.add_argument("--mechanisms", nargs="+", default=["bins"],
+                   choices=["bins", "laplace", "duchi", "piecewise"])
     r.add_argument("--markdown")
     args = parser.parse_args(argv)
-    text = {"curves": curves, "time": timing, "regression": regression}[args.part](args)
+    text = {"curves": curves, "time": timing, "regression": regression,
+            "settings": settings}[args.part](args)
     print(text)
     if args.markdown:
         title = {"curves": "# Private gradient boosting against ε",
                  "time": "# Private gradient boosting: fit time",
+                 "settings": "# Private gradient boosting: the server's settings",
                  "regression": "# Private gradient boosting regression: R²"}[args.part]
         command = " ".join(["python", "benchmarks/label_privacy_boosting.py", *sys.argv[1:]])
         with open(args.markdown, "w", encoding="utf-8") as file:

@@ -133,7 +133,8 @@ def _add_forest_options(parser) -> None:
     parser.add_argument("--trees", type=int, default=defaults["trees"],
                         help="trees of the forest, or boosting rounds (default 100)")
     parser.add_argument("--learning-rate", type=float, default=defaults["learning_rate"],
-                        help="boosting: shrinkage of every tree (default 0.1)")
+                        help="boosting: shrinkage of every tree (default 0.2; "
+                             "boosting-regressor 0.1)")
     parser.add_argument("--max-depth", type=int, default=defaults["max_depth"],
                         help="deepest level of a tree (default: no limit; boosting 3)")
     parser.add_argument("--max-bins", type=int, default=defaults["max_bins"],

@@ -221,12 +221,15 @@ class PrivateGradientBoostingClassifier(SessionModelMixin, ClassifierMixin, Base
     ----------
     n_estimators : int, default=100
         Boosting rounds.
-    learning_rate : float, default=0.1
-        Shrinkage of every tree's contribution (the server's and the client's).
+    learning_rate : float, default=0.2
+        Shrinkage of every tree's contribution (the server's and the client's); the
+        simulator's default, not the plaintext boosting's 0.1 (see the simulator's).
     max_depth : int or None, default=3
     min_samples_split : int, default=2
     min_samples_leaf : int, default=1
-    max_features : {"sqrt", "log2"}, int, float or None, default=None
+    max_features : {"sqrt", "log2"}, int, float or None, default="sqrt"
+        Features drawn per node of the server's trees (the simulator's default, not the
+        plaintext boosting's None: see its parameter).
     max_bins : int or None, default=None
         Histogram bins per cipher column (None: exact splits on the ciphers).
     noise_correction : {"none", "unbiased"}, default="none"
@@ -278,8 +281,8 @@ class PrivateGradientBoostingClassifier(SessionModelMixin, ClassifierMixin, Base
         "label_epsilon": [Interval(Real, 0.0, None, closed="neither"), None],
     }
 
-    def __init__(self, n_estimators=100, *, learning_rate=0.1, max_depth=3,
-                 min_samples_split=2, min_samples_leaf=1, max_features=None, max_bins=None,
+    def __init__(self, n_estimators=100, *, learning_rate=0.2, max_depth=3,
+                 min_samples_split=2, min_samples_leaf=1, max_features="sqrt", max_bins=None,
                  noise_correction="none", label_epsilon=None, random_state=None,
                  security_parameter=6.4, gipe_mode="quantile", gipe_bins=32,
                  privacy_ledger=None, max_total_epsilon=None, server=None, n_jobs=None,

@@ -42,7 +42,13 @@ from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, cons
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
 from .protocol.session import new_gipe_encryptor
-from .target_dp import BinnedResponse, laplace_targets
+from .target_dp import (
+    BinnedResponse,
+    duchi_targets,
+    laplace_targets,
+    noisy_quantile_bounds,
+    piecewise_targets,
+)
 
 __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "RegressionSession",
            "check_target_bounds"]
@@ -50,7 +56,17 @@ __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "Regre
 #: Split selections of the regressor: trees on the privatised targets, or label-blind.
 REGRESSOR_SELECTIONS = ("rr", "blind")
 #: How ``"rr"`` privatises the targets.
-TARGET_MECHANISMS = ("bins", "laplace")
+TARGET_MECHANISMS = ("bins", "laplace", "duchi", "piecewise")
+#: The unbiased mechanisms: each row's report from its clipped target and one uniform.
+UNBIASED_MECHANISMS = {"duchi": duchi_targets, "piecewise": piecewise_targets}
+#: The unbiased mechanisms clip the targets to the noisy prior's quantiles CLIP_SHARE and
+#: 1 - CLIP_SHARE (benchmarks/label_privacy_regression.py; docs/private_forest.md).
+CLIP_SHARE = 0.1
+#: ``privacy_report_``'s words for each mechanism.
+_MECHANISM_WORDS = {
+    "laplace": "clipped targets plus Laplace noise",
+    "duchi": "Duchi et al.'s unbiased two-valued report of the targets",
+    "piecewise": "Wang et al.'s unbiased piecewise mechanism on the targets"}
 
 # What the engine needs of the classifier's parameters, fixed for a regressor: no label
 # ciphertexts (the client computes the leaves), prediction by leaf ids.
@@ -197,6 +213,22 @@ class RegressionSession(ClientSession):
             y_private = laplace_targets(y, low, high, epsilon,
                                         self.ledger.row_uniforms(b"laplace", X, y))
             self.release = {"epsilon": epsilon, "rr_epsilon": epsilon, "prior_epsilon": 0.0}
+        elif kind != "bins":
+            # The unbiased mechanisms' noise scales with the clipping range: clip to the
+            # noisy prior's central quantiles (its ε spent apart), not to the bounds.
+            prior_epsilon = epsilon * float(params["prior_share"])
+            rr_epsilon = epsilon - prior_epsilon
+            n_bins = int(params["target_bins"])
+            clip = noisy_quantile_bounds(
+                y, low, high, n_bins, CLIP_SHARE, prior_epsilon,
+                self.ledger.data_uniforms(kind.encode() + b"-prior", X, y, n_bins))
+            if not clip[1] > clip[0]:
+                clip = (low, high)
+            y_private = UNBIASED_MECHANISMS[kind](
+                y, clip[0], clip[1], rr_epsilon, self.ledger.row_uniforms(kind.encode(), X, y))
+            self.release = {"epsilon": epsilon, "rr_epsilon": rr_epsilon,
+                            "prior_epsilon": prior_epsilon, "clip_low": clip[0],
+                            "clip_high": clip[1]}
         else:
             prior_epsilon = epsilon * float(params["prior_share"])
             rr_epsilon = epsilon - prior_epsilon
@@ -216,6 +248,8 @@ class RegressionSession(ClientSession):
                             "keep_probability": mechanism.keep_probability}
         self.release.update(target_mechanism=kind, bounds=(low, high),
                             bounds_from_data=bounds is None)
+        if not high > low:  # a constant target: ỹ is that constant
+            self.release["n_outputs"] = 1
         self.release_digest = hashlib.sha256(
             f"regressor:{kind}".encode() + np.float64(epsilon).tobytes()
             + self.row_keys.tobytes() + y_private.tobytes()).hexdigest()
@@ -265,7 +299,12 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
                f"{release['n_outputs']} output values, ε = {release['rr_epsilon']:.4g}, "
                f"prior ε = {release['prior_epsilon']:.4g}"
                if release["target_mechanism"] == "bins"
-               else f"clipped targets plus Laplace noise at ε = {epsilon:.4g}")
+               else f"{_MECHANISM_WORDS['laplace']} at ε = {epsilon:.4g}"
+               if release["target_mechanism"] == "laplace"
+               else f"{_MECHANISM_WORDS[release['target_mechanism']]} clipped to "
+                    f"[{release['clip_low']:.4g}, {release['clip_high']:.4g}] (the prior's "
+                    f"{CLIP_SHARE:.0%} and {1 - CLIP_SHARE:.0%} quantiles), "
+                    f"ε = {release['rr_epsilon']:.4g}, prior ε = {release['prior_epsilon']:.4g}")
         guarantee = (f"ε = {epsilon:.4g}-label-DP per row for the whole fit ({how}): any "
                      f"attack's posterior odds on a property of a row's target are at most "
                      f"e^ε = {math.exp(min(epsilon, 700.0)):.3g} times its prior odds")
@@ -433,9 +472,10 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
       ``target_bounds`` (Laplace histogram); the rest is the ε of a k-ary randomized response
       over the ``k`` consecutive groups of bins and output values that minimise the expected
       squared error of the reported value under that prior. ``"laplace"``: the clipped target
-      plus Laplace noise of scale ``(high - low) / ε``. Either way the privatised targets are
-      permanent (the privacy ledger's PRF of a client secret and the row) and charged in the
-      ledger.
+      plus Laplace noise of scale ``(high - low) / ε``. ``"duchi"``, ``"piecewise"``: an
+      unbiased report of the target clipped to the prior's central quantiles. Either way the
+      privatised targets are permanent (the privacy ledger's PRF of a client secret and the
+      row) and charged in the ledger.
     - ``"blind"``: label-free random splits (the classifier's ``"blind"`` trees): nothing the
       server sees depends on the targets (ε = 0).
 
@@ -463,7 +503,10 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
     split_selection : {"rr", "blind"}, default="rr"
     label_epsilon : float or None, default=None
         ``"rr"``: ε of the whole release, prior included (None: 2).
-    target_mechanism : {"bins", "laplace"}, default="bins"
+    target_mechanism : {"bins", "laplace", "duchi", "piecewise"}, default="bins"
+        ``"duchi"`` and ``"piecewise"``: the unbiased mechanisms of
+        :mod:`~cipherforest.privacy.target_dp` on the targets clipped to the 10 % and 90 %
+        quantiles of a prior estimated as RR-on-bins' (``prior_share``, ``target_bins``).
     target_bounds : (float, float) or None, default=None
         Public bounds of the targets; targets outside are clipped for the mechanism (the
         leaf values use the true targets). None: the training targets' minimum and maximum,
@@ -475,7 +518,7 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
         expected squared error of the reported value (two at ε = 2 on the benchmark's
         sets); an int fixes it (the best intervals and values for that many).
     prior_share : float, default=0.1
-        Share of ε that RR-on-bins spends on the prior.
+        Share of ε that RR-on-bins, ``"duchi"`` and ``"piecewise"`` spend on the prior.
     privacy_ledger : str or None, default=None
         The privacy ledger's directory (as :class:`~cipherforest.privacy.PrivateForestClient`'s).
     max_total_epsilon : float or None, default=None

@@ -1,4 +1,5 @@
-"""Label-DP mechanisms for regression targets: randomized response on bins, Laplace.
+"""Label-DP mechanisms for regression targets: randomized response on bins, Laplace, and the
+unbiased one-dimensional mechanisms of Duchi et al. and Wang et al.
 
 :class:`BinnedResponse` is the RR-on-bins mechanism of Ghazi et al. ("Regression with Label
 Differential Privacy", ICLR 2023). The target range is cut into ``m`` equal-width *fine
@@ -21,7 +22,19 @@ intervals is a shortest path over the fine bins (the paper's dynamic program), a
 :func:`laplace_targets` is the classic alternative: clip to the bounds and add Laplace noise
 of scale ``(high - low) / ε``.
 
-Both draw their randomness from uniforms the caller gives (the privacy ledger's PRF of a
+:func:`duchi_targets` and :func:`piecewise_targets` are unbiased: the clipped target, scaled
+to ``t ∈ [-1, 1]`` over the bounds, is reported so that ``E[ỹ | y] = clip(y, low, high)``.
+Duchi et al.'s mechanism ("Minimax optimal procedures for locally private estimation", JASA
+2018) reports one of two values ``±C``, ``C = (e^ε + 1) / (e^ε - 1)``, the upper one with
+probability ``1/2 + t / (2C)``; Wang et al.'s piecewise mechanism ("Collecting and analyzing
+multidimensional data with local differential privacy", ICDE 2019) reports a value of
+``[-C, C]``, ``C = (e^{ε/2} + 1) / (e^{ε/2} - 1)``, drawn from a density that is ``e^ε`` times
+higher on a window ``[l(t), l(t) + C - 1]`` around ``t`` than elsewhere (lower variance than
+Duchi's above ε ≈ 0.61). A tree grown on them splits on ``E[ỹ | x] = E[y | x]``: the noise
+averages out inside a node, where a few-valued RR-on-bins report is a step function of ``y``
+that is flat away from its thresholds.
+
+All draw their randomness from uniforms the caller gives (the privacy ledger's PRF of a
 client secret and the rows, :meth:`~cipherforest.privacy.PrivacyLedger.row_uniforms`), so a
 release is permanent: the same data gives the same privatised targets on every fit.
 """
@@ -33,7 +46,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BinnedResponse", "laplace_targets", "noisy_prior", "optimal_rr_on_bins"]
+__all__ = ["BinnedResponse", "duchi_targets", "laplace_targets", "noisy_prior",
+           "noisy_quantile_bounds", "optimal_rr_on_bins", "piecewise_targets"]
 
 
 def _check_epsilon(epsilon: float) -> float:
@@ -199,6 +213,27 @@ class BinnedResponse:
         return self.interval[fine_bins(y, self.low, self.high, self.interval.shape[0])]
 
 
+def noisy_quantile_bounds(y: np.ndarray, low: float, high: float, n_bins: int, share: float,
+                          epsilon: float, uniforms: np.ndarray) -> tuple[float, float]:
+    """The ``share`` and ``1 - share`` quantiles (``0 < share < 1/2``) of the targets'
+    ε-label-DP prior over ``n_bins`` equal-width bins of ``[low, high]``
+    (:func:`noisy_prior`), interpolated linearly within a bin: a clipping range for the
+    unbiased mechanisms, narrower than the bounds where the targets' tails are thin.
+    ``(low, low)`` for a constant target (``high == low``)."""
+    if not high > low:
+        return float(low), float(low)
+    prior = noisy_prior(fine_bins(y, low, high, n_bins), n_bins, epsilon, uniforms)
+    below = np.concatenate([[0.0], np.cumsum(prior)])  # mass below each bin edge
+    width = (high - low) / n_bins
+
+    def quantile(q: float) -> float:
+        i = min(int(np.searchsorted(below[1:], q, side="left")), n_bins - 1)
+        inside = (q - below[i]) / prior[i] if prior[i] > 0 else 0.0
+        return float(low + width * (i + min(max(inside, 0.0), 1.0)))
+
+    return quantile(share), quantile(1.0 - share)
+
+
 def fine_bins(y: np.ndarray, low: float, high: float, n_bins: int) -> np.ndarray:
     """Each target's equal-width bin of ``[low, high]`` (clipped into it)."""
     position = (np.clip(np.asarray(y, dtype=np.float64), low, high) - low) / (high - low)
@@ -212,3 +247,52 @@ def laplace_targets(y: np.ndarray, low: float, high: float, epsilon: float,
     epsilon = _check_epsilon(epsilon)
     clipped = np.clip(np.asarray(y, dtype=np.float64), low, high)
     return clipped + _laplace(uniforms, max(high - low, 0.0) / epsilon)
+
+
+def _unit_targets(y: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``clip(y, low, high)`` scaled to [-1, 1] (0 for a constant target, ``high == low``)."""
+    clipped = np.clip(np.asarray(y, dtype=np.float64), low, high)
+    return 2.0 * (clipped - low) / (high - low) - 1.0 if high > low else 0.0 * clipped
+
+
+def duchi_targets(y: np.ndarray, low: float, high: float, epsilon: float,
+                  uniforms: np.ndarray) -> np.ndarray:
+    """Duchi et al.'s two-valued unbiased report of each clipped target (module docstring):
+    ``mid ± half * C`` (``mid``, ``half``: the bounds' midpoint and half-width), the upper
+    value with probability ``1/2 + t / (2C)``. Any two targets' probabilities of either value
+    are within ``(C + 1) / (C - 1) = e^ε`` of each other: ε-label-DP. The report is
+    non-decreasing in the row's uniform."""
+    epsilon = _check_epsilon(epsilon)
+    t = _unit_targets(y, low, high)
+    bound = 1.0 / math.tanh(epsilon / 2.0)  # C = (e^ε + 1) / (e^ε - 1)
+    upper = np.asarray(uniforms, dtype=np.float64) >= 0.5 - t / (2.0 * bound)
+    return (low + high) / 2.0 + (high - low) / 2.0 * np.where(upper, bound, -bound)
+
+
+def piecewise_targets(y: np.ndarray, low: float, high: float, epsilon: float,
+                      uniforms: np.ndarray) -> np.ndarray:
+    """Wang et al.'s piecewise mechanism on each clipped target (module docstring), drawn by
+    the inverse of its distribution function (the report is non-decreasing in the row's
+    uniform) and scaled back to the bounds: ``mid + half * x``, ``x ∈ [-C, C]``.
+
+    The density of ``x`` is ``p`` on ``[l, r]``, ``l = (C + 1) t / 2 - (C - 1) / 2``,
+    ``r = l + C - 1``, and ``p / e^ε`` elsewhere on ``[-C, C]``, with
+    ``p = (e^ε - e^{ε/2}) / (2 e^{ε/2} + 2)``: any two targets' densities at any ``x`` are
+    within ``e^ε`` of each other (ε-label-DP), and ``E[x | t] = t``.
+    """
+    epsilon = _check_epsilon(epsilon)
+    t = _unit_targets(y, low, high)
+    a = math.exp(epsilon / 2.0)
+    bound = (a + 1.0) / (a - 1.0)
+    inner = (a * a - a) / (2.0 * a + 2.0)   # p, the density on [l, r]
+    outer = inner / (a * a)                  # p / e^ε elsewhere
+    left = (bound + 1.0) / 2.0 * t - (bound - 1.0) / 2.0
+    right = left + bound - 1.0
+    u = np.asarray(uniforms, dtype=np.float64)
+    below = (left + bound) * outer          # the mass left of the window
+    window = a / (a + 1.0)                  # the window's mass, p (C - 1)
+    x = np.where(u < below, -bound + u / outer,
+                 np.where(u < below + window, left + (u - below) / inner,
+                          right + (u - below - window) / outer))
+    x = np.clip(x, -bound, bound)  # rounding at u -> 1
+    return (low + high) / 2.0 + (high - low) / 2.0 * x
