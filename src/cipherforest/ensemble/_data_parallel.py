@@ -181,16 +181,7 @@ class RowShard:
     def prepare(self, edges: list, classes: np.ndarray | None, init_raw: np.ndarray) -> np.ndarray:
         """Bin the rows (then drop the floats), encode the labels, start the raw
         predictions at ``init_raw``; returns the class counts (classification) or nothing."""
-        width = n_value_bins(edges)
-        if len(self.X_parts) == 1:
-            self.X_binned = apply_bins(self.X_parts[0], edges, width)
-        else:  # block by block into one array: one block's bins at a time besides it
-            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
-            begin = 0
-            for part in self.X_parts:
-                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
-                begin += part.shape[0]
-        self.X_parts = None
+        self._bin(edges)
         if classes is not None:
             encoded = np.searchsorted(classes, self.labels)
             self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
@@ -202,6 +193,19 @@ class RowShard:
         self.samples = np.arange(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
         self.buffer = np.empty_like(self.samples)
         return np.zeros(0)
+
+    def _bin(self, edges: list) -> None:
+        """Bin the rows on ``edges`` into ``X_binned``, then drop the float rows."""
+        width = n_value_bins(edges)
+        if len(self.X_parts) == 1:
+            self.X_binned = apply_bins(self.X_parts[0], edges, width)
+        else:  # block by block into one array: one block's bins at a time besides it
+            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
+            begin = 0
+            for part in self.X_parts:
+                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
+                begin += part.shape[0]
+        self.X_parts = None
 
     def set_raw(self, init_raw: np.ndarray) -> None:
         """Every row's raw predictions set to ``init_raw`` (one value per tree of a round)."""
@@ -373,6 +377,7 @@ class _TreeDriver:
         self.n_bins = thresholds.shape[1] + 1
         self.n_features = n_features
         self.total_weight = total_weight
+        self.n_stats = _N_STATS
         record = split_record_size(_N_STATS)
         self._scratch = [np.zeros(_N_STATS) for _ in range(3)]
         self._features = np.zeros(n_features, dtype=np.int64)
@@ -426,6 +431,7 @@ class _TreeDriver:
         heap = [(-entry[0], entry[1], entry) for entry in frontier]
         heapq.heapify(heap)
         presplit = {}  # node id -> its children's frontier entries (split, not committed)
+        committed = []  # node ids in the order their splits were committed
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             if heap[0][2][2] not in presplit:
@@ -436,6 +442,7 @@ class _TreeDriver:
                                            strict=True):
                     presplit[entry[2]] = self._evaluate(nodes, children)
             entry = heapq.heappop(heap)[2]
+            committed.append(entry[2])
             n_leaves += 1
             children = presplit.pop(entry[2])
             if n_leaves < max_leaves:
@@ -454,6 +461,7 @@ class _TreeDriver:
             if node is not None and node["left"] != TREE_LEAF:
                 node["left"] = int(renumber[node["left"]])
                 node["right"] = int(renumber[node["right"]])
+        self.split_order = renumber[np.array(committed, dtype=np.intp)]
         return self._tree([n for n in nodes if n is not None], renumber[owner])
 
     def _evaluate(self, nodes, pending) -> list:
@@ -510,7 +518,7 @@ class _TreeDriver:
         feature = int(split[SPLIT_FEATURE])
         missing_left = split[SPLIT_MISSING_LEFT] > 0.5
         l_count = split[SPLIT_LEFT + STAT_COUNT]
-        r_count = split[SPLIT_LEFT + _N_STATS + STAT_COUNT]
+        r_count = split[SPLIT_LEFT + self.n_stats + STAT_COUNT]
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
             missing_left = l_count > r_count  # NaN follows the larger child, ties right
         summed = 0 if l_count <= r_count else 1
@@ -577,6 +585,50 @@ def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np
     return sample
 
 
+def shard_shapes(shards) -> tuple[list[int], int]:
+    """``(rows of each shard, n_features)``; ValueError for shards of different widths, no
+    rows or no features."""
+    shapes = shards.call("shape")
+    widths = {shape[1] for shape in shapes}
+    if len(widths) != 1:
+        raise ValueError(f"the partitions have different numbers of columns: "
+                         f"{sorted(widths)}")
+    n_features = widths.pop()
+    n_rows = [int(shape[0]) for shape in shapes]
+    n_samples = sum(n_rows)
+    if n_samples == 0:
+        raise ValueError("no rows to fit: every partition is empty")
+    if n_features == 0:
+        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
+                         "required.")
+    return n_rows, n_features
+
+
+def global_classes(summaries: list) -> np.ndarray:
+    """The classes of all shards from their ``label_summary``; ValueError for fewer than 2."""
+    classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+    if classes.shape[0] < 2:
+        raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
+                         "classes are required.")
+    return classes
+
+
+def global_bin_edges(shards, blocks, n_rows: list[int], n_features: int, max_bins: int,
+                     seed: int) -> list:
+    """The bin edges one machine places on the concatenated rows with ``seed``
+    (``prepare_tree_data``'s): the same draw of ``SUBSAMPLE_FOR_BINNING`` global row numbers,
+    only those rows gathered. ``blocks`` as in ``fit_data_parallel``."""
+    n_samples = int(sum(n_rows))
+    edge_rng = np.random.default_rng(seed)
+    index = np.arange(n_samples)
+    if n_samples > SUBSAMPLE_FOR_BINNING:
+        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    if blocks is None:
+        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
+    sample = _edge_sample(shards, blocks, index, n_features)
+    return fit_bin_thresholds(sample, max_bins, edge_rng)
+
+
 def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     """Fit ``estimator`` (a :class:`GradientBoostingClassifier` or
     :class:`GradientBoostingRegressor`, its parameters as set) on the rows of ``shards``
@@ -592,30 +644,16 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     """
     check_data_parallel_params(estimator)
     estimator._validate_params()
-    shapes = shards.call("shape")
-    widths = {shape[1] for shape in shapes}
-    if len(widths) != 1:
-        raise ValueError(f"the partitions have different numbers of columns: "
-                         f"{sorted(widths)}")
-    n_features = widths.pop()
-    n_rows = [shape[0] for shape in shapes]
+    n_rows, n_features = shard_shapes(shards)
     n_samples = int(sum(n_rows))
-    if n_samples == 0:
-        raise ValueError("no rows to fit: every partition is empty")
-    if n_features == 0:
-        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
-                         "required.")
     classify = isinstance(estimator, ClassifierMixin)
     estimator._clear_state()
 
     summaries = shards.call("label_summary", classify)
     if classify:
-        classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+        classes = global_classes(summaries)
         estimator.classes_ = classes
         estimator.n_classes_ = int(classes.shape[0])
-        if classes.shape[0] < 2:
-            raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
-                             "classes are required.")
         estimator.n_trees_per_iteration_ = 1 if classes.shape[0] == 2 else classes.shape[0]
     else:
         classes = None
@@ -628,16 +666,7 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     rng = check_random_state(estimator.random_state)
     bin_seed = int(rng.randint(SEED_BOUND))
     stage_seeds = draw_seeds(rng, estimator.n_estimators)
-    # The rows one machine places its edges on: the same draw of the global row numbers.
-    edge_rng = np.random.default_rng(bin_seed)
-    index = np.arange(n_samples)
-    if n_samples > SUBSAMPLE_FOR_BINNING:
-        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
-    if blocks is None:
-        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
-    sample = _edge_sample(shards, blocks, index, n_features)
-    edges = fit_bin_thresholds(sample, estimator.max_bins, edge_rng)
-    del sample
+    edges = global_bin_edges(shards, blocks, n_rows, n_features, estimator.max_bins, bin_seed)
     thresholds = threshold_table(edges, n_value_bins(edges))
 
     if classify:
