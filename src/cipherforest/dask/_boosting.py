@@ -77,11 +77,11 @@ class _ShardActor:
     first worker's actor also runs the driver (``fit``): its own shard's calls are direct,
     the other workers' one actor call each."""
 
-    def __init__(self, indices, X_parts, y_parts, columns, label):
+    def __init__(self, indices, X_parts, y_parts, columns, label, shard_class=RowShard):
         rows = [_partition_rows(i, X, y, columns, label)
                 for i, X, y in zip(indices, X_parts, y_parts, strict=True)]
         self.part_rows = [X.shape[0] for X, _ in rows]
-        self.shard = RowShard([X for X, _ in rows], [y for _, y in rows])
+        self.shard = shard_class([X for X, _ in rows], [y for _, y in rows])
 
     def partition_rows(self) -> list[int]:
         """Rows of each of this worker's partitions, in their order."""
@@ -95,12 +95,13 @@ class _ShardActor:
         """The shard's ``(method, args)`` calls in order, their results in a list."""
         return [getattr(self.shard, method)(*args) for method, args in calls]
 
-    def fit(self, estimator, peers: list, addresses: list[str], feature_names, blocks):
-        """``fit_data_parallel`` driven from this worker: this actor's shard first, then
-        the ``peers`` (actors of the workers ``addresses[1:]``); returns the estimator."""
+    def fit(self, fitter, estimator, peers: list, addresses: list[str], feature_names,
+            blocks):
+        """``fitter`` (``fit_data_parallel`` or ``fit_forest_data_parallel``) driven from
+        this worker: this actor's shard first, then the ``peers`` (actors of the workers
+        ``addresses[1:]``); returns the estimator."""
         shards = _WorkerShards(self, peers, addresses)
-        return fit_data_parallel(estimator, shards, feature_names=feature_names,
-                                 blocks=blocks)
+        return fitter(estimator, shards, feature_names=feature_names, blocks=blocks)
 
 
 class _WorkerShards:
@@ -199,10 +200,15 @@ def _collections(X, y):
                     "ordinary estimator on in-memory data)")
 
 
-class _DaskBoosting(BaseEstimator):
-    """Fit on Dask collections, prediction per partition, ``to_local``."""
+class _DaskEstimator(BaseEstimator):
+    """Fit on Dask collections, prediction per partition, ``to_local``: the ordinary
+    estimator ``_local_class`` fitted by ``_fitter`` on ``_shard_class`` shards, its
+    settings checked by ``_check``."""
 
     _local_class: type = GradientBoostingClassifier
+    _shard_class: type = RowShard
+    _check = staticmethod(check_data_parallel_params)
+    _fitter = staticmethod(fit_data_parallel)
 
     def _client(self):
         return self.client if self.client is not None else default_client()
@@ -238,7 +244,7 @@ class _DaskBoosting(BaseEstimator):
         for name in ("model_", "n_features_in_", "classes_", "feature_names_in_"):
             self.__dict__.pop(name, None)
         local = self._local_class(**self._local_params())
-        check_data_parallel_params(local)
+        self._check(local)
         client = self._client()
         X, y, columns, label = _collections(X, y)
         X_parts = _partitions(client, X)
@@ -255,7 +261,8 @@ class _DaskBoosting(BaseEstimator):
         addresses = sorted(owners)
         actor_futures = [
             client.submit(_ShardActor, owners[address], [X_parts[i] for i in owners[address]],
-                          [y_parts[i] for i in owners[address]], columns, label, actor=True,
+                          [y_parts[i] for i in owners[address]], columns, label,
+                          self._shard_class, actor=True,
                           workers=[address], allow_other_workers=False, pure=False)
             for address in addresses]
         actors = [future.result() for future in actor_futures]
@@ -275,7 +282,8 @@ class _DaskBoosting(BaseEstimator):
                     offset += n
             blocks = [where[i] for i in sorted(where)]
             try:
-                model = actors[0].fit(local, actors[1:], addresses, columns, blocks).result()
+                model = actors[0].fit(self._fitter, local, actors[1:], addresses, columns,
+                                      blocks).result()
             except (ValueError, TypeError, WorkerLostError):
                 raise
             except Exception as error:
@@ -298,7 +306,7 @@ class _DaskBoosting(BaseEstimator):
 
         Returns
         -------
-        estimator : GradientBoostingClassifier or GradientBoostingRegressor
+        estimator : the ordinary estimator of the same name (without ``Dask``)
         """
         check_is_fitted(self, "model_")
         return copy.deepcopy(self.model_)
@@ -342,6 +350,55 @@ def _call_model_frame(frame, model, method):
     return pd.DataFrame(out, index=frame.index, columns=names)
 
 
+class _DaskClassifier(ClassifierMixin, _DaskEstimator):
+    """A Dask classifier's predictions, per partition."""
+
+    def predict(self, X):
+        """Most probable class of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)
+
+    def predict_proba(self, X):
+        """Class probabilities of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        proba : dask.array.Array, dask.dataframe.DataFrame or ndarray
+            Shape (n_samples, n_classes); DataFrame columns are the classes as strings.
+        """
+        check_is_fitted(self, "model_")
+        return self._apply(X, "predict_proba", len(self.classes_))
+
+
+class _DaskRegressor(RegressorMixin, _DaskEstimator):
+    """A Dask regressor's predictions, per partition."""
+
+    def predict(self, X):
+        """Predicted targets: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)
+
+
 _PARAMS_DOC = """\
     client : distributed.Client, default=None
         The cluster to fit on; None uses the default client (``distributed.default_client``).
@@ -354,8 +411,7 @@ min_impurity_decrease, random_state, max_leaf_nodes, verbose
 """
 
 
-
-class DaskGradientBoostingClassifier(ClassifierMixin, _DaskBoosting):
+class DaskGradientBoostingClassifier(_DaskClassifier):
     __doc__ = f"""Gradient boosting classifier trained data-parallel on a Dask cluster.
 
     The model of :class:`~cipherforest.ensemble.GradientBoostingClassifier` with the same
@@ -398,36 +454,7 @@ class DaskGradientBoostingClassifier(ClassifierMixin, _DaskBoosting):
         self.max_bins = max_bins
         self.verbose = verbose
 
-    def predict(self, X):
-        """Most probable class of each row: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        y : dask.array.Array, dask.dataframe.Series or ndarray
-        """
-        return self._apply(X, "predict", None)
-
-    def predict_proba(self, X):
-        """Class probabilities of each row: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        proba : dask.array.Array, dask.dataframe.DataFrame or ndarray
-            Shape (n_samples, n_classes); DataFrame columns are the classes as strings.
-        """
-        check_is_fitted(self, "model_")
-        return self._apply(X, "predict_proba", len(self.classes_))
-
-
-class DaskGradientBoostingRegressor(RegressorMixin, _DaskBoosting):
+class DaskGradientBoostingRegressor(_DaskRegressor):
     __doc__ = f"""Gradient boosting regressor trained data-parallel on a Dask cluster.
 
     The model of :class:`~cipherforest.ensemble.GradientBoostingRegressor` with the same
@@ -466,16 +493,3 @@ class DaskGradientBoostingRegressor(RegressorMixin, _DaskBoosting):
         self.max_leaf_nodes = max_leaf_nodes
         self.max_bins = max_bins
         self.verbose = verbose
-
-    def predict(self, X):
-        """Predicted targets: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        y : dask.array.Array, dask.dataframe.Series or ndarray
-        """
-        return self._apply(X, "predict", None)
