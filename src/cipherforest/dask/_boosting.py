@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import copy
 
+import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-from distributed import default_client, wait
+from distributed import default_client, get_client, wait
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -40,14 +41,13 @@ class WorkerLostError(RuntimeError):
     recompute, so the fit is not resumed; fit again on the remaining workers."""
 
 
-def _partition_rows(index: int, X, y, columns, label):
-    """Partition ``index`` as ``(float64 rows, labels)``, checked against the collection's
-    columns (DataFrames) and the label column ``label`` (when y is a column of X)."""
+def _partition_floats(index: int, X, columns, label) -> np.ndarray:
+    """The rows of partition ``index`` as a float or integer array, checked against the
+    collection's columns (DataFrames; without the label column ``label``)."""
     if isinstance(X, pd.DataFrame):
         if label is not None:
             if label not in X.columns:
                 raise ValueError(f"partition {index} has no label column {label!r}")
-            y = X[label].to_numpy()
             X = X.drop(columns=[label])
         if list(X.columns) != list(columns):
             raise ValueError(f"partition {index} has columns {list(X.columns)}, the "
@@ -63,6 +63,15 @@ def _partition_rows(index: int, X, y, columns, label):
                          f"{len(columns) if columns is not None else 'some'} columns")
     if X.dtype.kind not in "biuf":
         raise ValueError(f"partition {index} has dtype {X.dtype}, not a number")
+    return X
+
+
+def _partition_rows(index: int, X, y, columns, label):
+    """Partition ``index`` as ``(rows, labels)``, checked (``_partition_floats``); the
+    labels are the column ``label`` of X when y is one."""
+    if label is not None and isinstance(X, pd.DataFrame) and label in X.columns:
+        y = X[label].to_numpy()
+    X = _partition_floats(index, X, columns, label)
     y = np.asarray(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
@@ -72,16 +81,43 @@ def _partition_rows(index: int, X, y, columns, label):
     return X, y
 
 
+def _partition_labels(index: int, X, y, columns, label) -> np.ndarray:
+    """The labels of partition ``index``, its rows checked (``_partition_rows``)."""
+    return _partition_rows(index, X, y, columns, label)[1]
+
+
+class _PartitionLoader:
+    """Partition ``index`` of the collection, computed on the worker ``address`` each time
+    it is called and returned as float rows (a ``RowShard`` block's loader): a persisted
+    collection's partition is fetched where it is held, a lazy one computed from its
+    graph, so the shard holds no float rows beyond the block it reads."""
+
+    def __init__(self, part, index: int, columns, label, address: str):
+        self.part = part  # a Delayed, kept in this object for Dask not to compute it here
+        self.index = index
+        self.columns = columns
+        self.label = label
+        self.address = address
+
+    def __call__(self) -> np.ndarray:
+        future = get_client().compute(self.part, workers=[self.address])
+        try:
+            value = future.result()
+        finally:
+            future.release()
+        return _partition_floats(self.index, value, self.columns, self.label)
+
+
 class _ShardActor:
     """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor). The
     first worker's actor also runs the driver (``fit``): its own shard's calls are direct,
-    the other workers' one actor call each."""
+    the other workers' one actor call each. The shard reads its partitions' rows through
+    loaders (``_PartitionLoader``) and holds their labels."""
 
-    def __init__(self, indices, X_parts, y_parts, columns, label, shard_class=RowShard):
-        rows = [_partition_rows(i, X, y, columns, label)
-                for i, X, y in zip(indices, X_parts, y_parts, strict=True)]
-        self.part_rows = [X.shape[0] for X, _ in rows]
-        self.shard = shard_class([X for X, _ in rows], [y for _, y in rows])
+    def __init__(self, loaders: list, labels: list, n_features: int,
+                 shard_class=RowShard):
+        self.part_rows = [v.shape[0] for v in labels]
+        self.shard = shard_class(list(loaders), list(labels), n_features=n_features)
 
     def partition_rows(self) -> list[int]:
         """Rows of each of this worker's partitions, in their order."""
@@ -146,12 +182,12 @@ def _lost(address: str, error: BaseException) -> WorkerLostError:
                            f"left ({type(error).__name__}: {error}); no model was fitted")
 
 
-def _partitions(client, collection) -> list:
-    """The collection computed on the cluster: one future per partition, in row order."""
+def _delayed_parts(collection) -> list:
+    """The collection's partitions as Delayed objects, in row order."""
     parts = collection.to_delayed()
     if isinstance(parts, np.ndarray):
         parts = list(parts.ravel())
-    return client.compute(list(parts))
+    return list(parts)
 
 
 def _collections(X, y):
@@ -247,25 +283,45 @@ class _DaskEstimator(BaseEstimator):
         self._check(local)
         client = self._client()
         X, y, columns, label = _collections(X, y)
-        X_parts = _partitions(client, X)
-        y_parts = X_parts if label is not None else _partitions(client, y)
+        n_features = len(columns) if columns is not None else int(X.shape[1])
+        X_parts = _delayed_parts(X)
+        y_parts = X_parts if label is not None else _delayed_parts(y)
+        # First pass: every partition checked, its labels kept where it was computed. The
+        # float rows are not kept: the shards read them again through loaders (a persisted
+        # collection's from memory), one partition at a time.
+        labels = client.compute([dask.delayed(_partition_labels)(i, X_part, y_part, columns,
+                                                                 label)
+                                 for i, (X_part, y_part) in enumerate(zip(X_parts, y_parts,
+                                                                          strict=True))])
         with client.as_current():
-            wait(X_parts + y_parts)
-        who_has = client.who_has(X_parts)
+            wait(labels)
+        for future in labels:
+            if future.status == "error":
+                future.result()  # the partition's error
+        who_has = client.who_has(labels)
         owners: dict[str, list[int]] = {}
-        for i, future in enumerate(X_parts):
+        for i, future in enumerate(labels):
             holders = who_has.get(future.key) or ()
             if not holders:
                 raise WorkerLostError(f"partition {i} is held by no worker")
             owners.setdefault(sorted(holders)[0], []).append(i)
         addresses = sorted(owners)
         actor_futures = [
-            client.submit(_ShardActor, owners[address], [X_parts[i] for i in owners[address]],
-                          [y_parts[i] for i in owners[address]], columns, label,
-                          self._shard_class, actor=True,
-                          workers=[address], allow_other_workers=False, pure=False)
+            client.submit(_ShardActor,
+                          [_PartitionLoader(X_parts[i], i, columns, label, address)
+                           for i in owners[address]],
+                          [labels[i] for i in owners[address]], n_features,
+                          self._shard_class, actor=True, workers=[address],
+                          allow_other_workers=False, pure=False)
             for address in addresses]
-        actors = [future.result() for future in actor_futures]
+        try:
+            actors = [future.result() for future in actor_futures]
+        except (ValueError, TypeError):
+            raise
+        except Exception as error:
+            raise WorkerLostError(f"a Dask worker failed while its shard was built "
+                                  f"({type(error).__name__}: {error}); no model was fitted"
+                                  ) from error
         try:
             part_rows = []
             for actor, address in zip(actors, addresses, strict=True):
@@ -273,7 +329,7 @@ class _DaskEstimator(BaseEstimator):
                     part_rows.append(actor.partition_rows().result())
                 except Exception as error:
                     raise _lost(address, error) from error
-            del X_parts, y_parts  # the actors hold the rows now
+            del labels  # the actors hold the labels now
             where = {}
             for s, address in enumerate(addresses):
                 offset = 0

@@ -127,32 +127,54 @@ class RowShard:
 
     Parameters
     ----------
-    X : ndarray of shape (n_rows, n_features), or a list of such row blocks
-        The rows (float64 after conversion; NaN allowed), in order. Dropped once binned;
-        blocks are binned one at a time (no concatenated float copy).
+    X : ndarray of shape (n_rows, n_features), or a list of row blocks
+        The rows (float64 after conversion; NaN allowed), in order. A block is an array or
+        a loader: a callable without arguments returning the block's array, called each
+        time the block is read (for the bin edges' sample, then once to bin it), so a
+        block need not stay in memory (a Dask partition computed on demand). Dropped once
+        binned; blocks are binned one at a time (no concatenated float copy).
     y : ndarray of shape (n_rows,), or a list of one array per block
         Labels or targets of the rows.
+    n_features : int, optional
+        The blocks' width; needed when every block is a loader.
     """
 
-    def __init__(self, X, y):
+    def __init__(self, X, y, n_features: int | None = None):
         parts = X if isinstance(X, list) else [X]
-        parts = [np.ascontiguousarray(part, dtype=np.float64) for part in parts]
+        parts = [part if callable(part) else np.ascontiguousarray(part, dtype=np.float64)
+                 for part in parts]
         labels = [np.asarray(v) for v in (y if isinstance(y, list) else [y])]
+        arrays = [part for part in parts if not callable(part)]
         if (not parts or len(labels) != len(parts)
-                or any(part.ndim != 2 for part in parts)
-                or any(v.ndim != 1 or v.shape[0] != part.shape[0]
+                or any(part.ndim != 2 for part in arrays)
+                or any(v.ndim != 1 or (not callable(part) and v.shape[0] != part.shape[0])
                        for part, v in zip(parts, labels, strict=True))):
             raise ValueError(f"a shard needs row blocks of 2 dimensions and labels of 1 with as "
-                             f"many rows; got X {[part.shape for part in parts]}, y "
+                             f"many rows; got X {[np.shape(part) for part in arrays]}, y "
                              f"{[v.shape for v in labels]}")
-        widths = {part.shape[1] for part in parts}
+        widths = {part.shape[1] for part in arrays}
+        if n_features is not None:
+            widths.add(int(n_features))
         if len(widths) != 1:
             raise ValueError(f"the partitions have different numbers of columns: "
                              f"{sorted(widths)}")
         self.X_parts = parts
+        self.part_rows = [v.shape[0] for v in labels]
         self.labels = labels[0] if len(labels) == 1 else np.concatenate(labels)
-        self.n_rows = int(sum(part.shape[0] for part in parts))
+        self.n_rows = int(sum(self.part_rows))
         self.n_features = widths.pop()
+
+    def _blocks(self):
+        """``(first row, rows, float block)`` of each block, loading one at a time."""
+        begin = 0
+        for part, n in zip(self.X_parts, self.part_rows, strict=True):
+            block = part() if callable(part) else part
+            if block.shape != (n, self.n_features):
+                raise ValueError(f"a row block has shape {block.shape}, its labels "
+                                 f"{n} rows and the shard {self.n_features} columns")
+            yield begin, n, block
+            del block
+            begin += n
 
     # ---------------------------------------------------------------- data preparation
     def shape(self) -> tuple[int, int]:
@@ -162,11 +184,9 @@ class RowShard:
     def rows(self, index: np.ndarray) -> np.ndarray:
         """The float rows ``index`` (sorted local row numbers), for the bin edges."""
         out = np.empty((index.shape[0], self.n_features))
-        begin = 0
-        for part in self.X_parts:
-            lo, hi = np.searchsorted(index, [begin, begin + part.shape[0]])
-            out[lo:hi] = part[index[lo:hi] - begin]
-            begin += part.shape[0]
+        for begin, n, block in self._blocks():
+            lo, hi = np.searchsorted(index, [begin, begin + n])
+            out[lo:hi] = block[index[lo:hi] - begin]
         return out
 
     def label_summary(self, classify: bool) -> np.ndarray:
@@ -194,18 +214,23 @@ class RowShard:
         self.buffer = np.empty_like(self.samples)
         return np.zeros(0)
 
-    def _bin(self, edges: list) -> None:
-        """Bin the rows on ``edges`` into ``X_binned``, then drop the float rows."""
+    def _bin(self, edges: list, missing: bool = False) -> np.ndarray | None:
+        """Bin the rows on ``edges`` into ``X_binned``, block by block into one array, then
+        drop the float rows; with ``missing``, returns which features hold NaN."""
         width = n_value_bins(edges)
-        if len(self.X_parts) == 1:
-            self.X_binned = apply_bins(self.X_parts[0], edges, width)
-        else:  # block by block into one array: one block's bins at a time besides it
+        has_nan = np.zeros(self.n_features, dtype=bool)
+        single = len(self.X_parts) == 1
+        if not single:
             self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
-            begin = 0
-            for part in self.X_parts:
-                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
-                begin += part.shape[0]
+        for begin, n, block in self._blocks():
+            if single:
+                self.X_binned = apply_bins(block, edges, width)
+            else:
+                self.X_binned[begin:begin + n] = apply_bins(block, edges, width)
+            for start in range(0, n if missing else 0, 1 << 16):  # no block-sized mask
+                has_nan |= np.isnan(block[start:start + (1 << 16)]).any(axis=0)
         self.X_parts = None
+        return has_nan if missing else None
 
     def set_raw(self, init_raw: np.ndarray) -> None:
         """Every row's raw predictions set to ``init_raw`` (one value per tree of a round)."""

@@ -120,11 +120,7 @@ class ForestShard(RowShard):
         """Bin the rows (then drop the floats), encode the labels (class index, or the
         target) and keep ``partitions``, ``(index in the collection, first local row,
         rows)`` per partition, for the bootstrap draws. Returns which features hold NaN."""
-        missing = np.zeros(self.n_features, dtype=bool)
-        for part in self.X_parts:
-            for begin in range(0, part.shape[0], 1 << 16):  # no row-sized mask
-                missing |= np.isnan(part[begin:begin + (1 << 16)]).any(axis=0)
-        self._bin(edges)
+        missing = self._bin(edges, missing=True)
         if classes is not None:
             self.y = np.searchsorted(classes, self.labels).astype(np.float64)
         else:
