@@ -5,9 +5,11 @@ the single-process forest tree for tree (classification bit-identical, regressio
 with bootstrap a Dask DataFrame fit (label column) is the transport-free fit with one shard
 per partition, so the per-partition draws do not depend on which worker holds a partition;
 predictions are lazy Dask collections equal to the local model's and ``to_local`` saves with
-``save_model``; classes seen on one worker only and empty partitions fit; partitions with
-other columns, a missing label column and unsupported settings are clear errors; a worker
-failing mid-fit ends the fit with a ``WorkerLostError`` and leaves nothing fitted.
+``save_model``; a lazy collection is read partition by partition (computed three times: to
+check it, for the bin edges' sample, to bin it), a persisted one computed once; classes seen
+on one worker only and empty partitions fit; partitions with other columns, a missing label
+column and unsupported settings are clear errors; a worker failing mid-fit ends the fit
+with a ``WorkerLostError`` and leaves nothing fitted.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
+distributed = pytest.importorskip("distributed")
 da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 pd = pytest.importorskip("pandas")
+
+import dask  # noqa: E402
 
 from _helpers.data import frames_of  # noqa: E402
 from cipherforest.core import ForestShard, LocalShards, fit_forest_data_parallel  # noqa: E402
@@ -146,3 +151,35 @@ def test_a_worker_failing_mid_fit_is_named_and_nothing_is_fitted(client, data, m
     with pytest.raises(WorkerLostError, match=r"the Dask worker inproc://\S+ holding rows"):
         est.fit(da.from_array(X, chunks=(1000, 6)), da.from_array(y, chunks=1000))
     assert not hasattr(est, "model_") and not hasattr(est, "classes_")
+
+
+_MADE = []
+
+
+def _make_partition(i, X):
+    _MADE.append(i)  # the workers are threads of this process
+    return X
+
+
+def test_a_lazy_collection_is_read_partition_by_partition(client, data):
+    # The shards read a lazy collection's partitions on demand, each time from its graph:
+    # once to check it and keep its labels, once for the bin edges' sample, once to bin it
+    # (no float rows kept in between). A persisted one is computed once, by persist.
+    X, y = data
+    bounds = [0, 800, 1600, 2400, 3000]
+    blocks = [da.from_delayed(dask.delayed(_make_partition)(i, X[a:b]), (b - a, 6), float)
+              for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+    lazy = da.concatenate(blocks)
+    labels = da.from_array(y, chunks=(np.diff(bounds).tolist(),))
+    params = dict(PARAMS, bootstrap=False)
+    local = RandomForestClassifier(**params).fit(X, y)
+    _MADE.clear()
+    est = DaskRandomForestClassifier(client=client, **params).fit(lazy, labels)
+    _same_trees(local, est.to_local())
+    assert sorted(_MADE) == sorted(3 * [0, 1, 2, 3])
+    _MADE.clear()
+    persisted = client.persist(lazy)
+    distributed.wait(persisted)
+    est = DaskRandomForestClassifier(client=client, **params).fit(persisted, labels)
+    _same_trees(local, est.to_local())
+    assert sorted(_MADE) == [0, 1, 2, 3]
