@@ -33,6 +33,13 @@ max_features, max_leaf_nodes, min_impurity_decrease, random_state, verbose, ccp_
         ordinary forest places on the concatenated rows.
 """
 
+def _set_params(estimator, params: dict) -> None:
+    """The ``__init__`` arguments ``params`` (its ``locals()``) as attributes, unchanged."""
+    for name, value in params.items():
+        if name not in ("self", "__class__"):
+            setattr(estimator, name, value)
+
+
 _FOREST_NOTES = """
     The model is :class:`~cipherforest.ensemble.{name}` with the same parameters: the same
     bin edges, tree seeds and feature draws per node. Without bootstrap its trees are the
@@ -74,21 +81,7 @@ class DaskRandomForestClassifier(_DaskClassifier):
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
                  max_features="sqrt", max_leaf_nodes=None, min_impurity_decrease=0.0,
                  bootstrap=True, random_state=None, verbose=0, ccp_alpha=0.0, max_bins=255):
-        self.client = client
-        self.n_estimators = n_estimators
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.max_features = max_features
-        self.max_leaf_nodes = max_leaf_nodes
-        self.min_impurity_decrease = min_impurity_decrease
-        self.bootstrap = bootstrap
-        self.random_state = random_state
-        self.verbose = verbose
-        self.ccp_alpha = ccp_alpha
-        self.max_bins = max_bins
+        _set_params(self, locals())
 
 
 class DaskRandomForestRegressor(_DaskRegressor):
@@ -121,18 +114,4 @@ class DaskRandomForestRegressor(_DaskRegressor):
                  min_weight_fraction_leaf=0.0, max_features=1.0, max_leaf_nodes=None,
                  min_impurity_decrease=0.0, bootstrap=True, random_state=None, verbose=0,
                  ccp_alpha=0.0, max_bins=255):
-        self.client = client
-        self.n_estimators = n_estimators
-        self.criterion = criterion
-        self.max_depth = max_depth
-        self.min_samples_split = min_samples_split
-        self.min_samples_leaf = min_samples_leaf
-        self.min_weight_fraction_leaf = min_weight_fraction_leaf
-        self.max_features = max_features
-        self.max_leaf_nodes = max_leaf_nodes
-        self.min_impurity_decrease = min_impurity_decrease
-        self.bootstrap = bootstrap
-        self.random_state = random_state
-        self.verbose = verbose
-        self.ccp_alpha = ccp_alpha
-        self.max_bins = max_bins
+        _set_params(self, locals())

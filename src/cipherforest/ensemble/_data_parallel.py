@@ -104,18 +104,24 @@ NO_HESSIAN = -1
 _NEWTON_LOSSES = {"squared_error": None, "log_loss": "newton"}
 
 
-def check_data_parallel_params(estimator) -> None:
-    """Refuse the settings the data-parallel fit does not implement, naming them."""
-    unsupported = {"subsample": 1.0, "init": None, "max_features": None,
-                   "n_iter_no_change": None, "ccp_alpha": 0.0,
-                   "min_weight_fraction_leaf": 0.0, "warm_start": False}
-    for name, default in unsupported.items():
-        if getattr(estimator, name) != default:
-            raise ValueError(f"{type(estimator).__name__}: {name}={getattr(estimator, name)!r} "
-                             f"is not supported by the data-parallel fit (only {default!r})")
+def refuse_settings(estimator, supported: dict) -> None:
+    """ValueError naming the first parameter of ``estimator`` that is not its only
+    ``supported`` value (name -> value), or a ``max_bins`` of None."""
+    for name, only in supported.items():
+        value = getattr(estimator, name)
+        if (value is not None) if only is None else (value != only):
+            raise ValueError(f"{type(estimator).__name__}: {name}={value!r} is not supported "
+                             f"by the data-parallel fit (only {only!r})")
     if estimator.max_bins is None:
         raise ValueError(f"{type(estimator).__name__}: the data-parallel fit grows on "
                          "histograms; max_bins must be an int, not None")
+
+
+def check_data_parallel_params(estimator) -> None:
+    """Refuse the settings the data-parallel fit does not implement, naming them."""
+    refuse_settings(estimator, {"subsample": 1.0, "init": None, "max_features": None,
+                                "n_iter_no_change": None, "ccp_alpha": 0.0,
+                                "min_weight_fraction_leaf": 0.0, "warm_start": False})
     if estimator.loss not in _NEWTON_LOSSES:
         raise ValueError(f"{type(estimator).__name__}: loss={estimator.loss!r} is not "
                          f"supported by the data-parallel fit (one of {sorted(_NEWTON_LOSSES)})"

@@ -69,6 +69,7 @@ from ._data_parallel import (
     _TreeDriver,
     global_bin_edges,
     global_classes,
+    refuse_settings,
     shard_shapes,
 )
 
@@ -84,17 +85,10 @@ _ADDITIVE = {"gini", "entropy", "log_loss", "squared_error", "poisson"}
 
 def check_forest_data_parallel_params(forest) -> None:
     """Refuse the settings the data-parallel forest does not implement, naming them."""
-    unsupported = {"oob_score": False, "warm_start": False, "max_samples": None,
-                   "monotonic_cst": None, "categorical_features": None,
-                   "class_weight": None}
-    for name, default in unsupported.items():
-        value = getattr(forest, name, default)
-        if (value is not None) if default is None else (value != default):
-            raise ValueError(f"{type(forest).__name__}: {name}={getattr(forest, name)!r} is "
-                             f"not supported by the data-parallel fit (only {default!r})")
-    if forest.max_bins is None:
-        raise ValueError(f"{type(forest).__name__}: the data-parallel fit grows on "
-                         "histograms; max_bins must be an int, not None")
+    refuse_settings(forest, {"oob_score": False, "warm_start": False, "max_samples": None,
+                             "monotonic_cst": None, "categorical_features": None,
+                             **({"class_weight": None} if hasattr(forest, "class_weight")
+                                else {})})
     if forest.criterion not in _ADDITIVE:
         raise ValueError(f"{type(forest).__name__}: criterion={forest.criterion!r} is not "
                          f"supported by the data-parallel fit (one of {sorted(_ADDITIVE)}); "
