@@ -3,8 +3,9 @@ single-machine histogram forest.
 
 Proves: without bootstrap, the shards grow the single-process trees node for node
 (classification: bit-identical arrays, depth-first and best-first, with NaN, uneven and
-empty shards, entropy and ``max_features``; regression: the same shapes, predictions equal
-to 1e-9); with bootstrap, every tree is the single-machine tree grown with the
+empty shards, entropy, every feature or histograms of the drawn features only, with
+further features fetched where the drawn ones are constant; regression: the same shapes,
+predictions equal to 1e-9); with bootstrap, every tree is the single-machine tree grown with the
 per-partition bootstrap counts as weights, each partition's draw depends on the tree's seed
 and its index only, and the forest's held-out accuracy matches the single-machine forest's;
 unsupported settings are named.
@@ -23,6 +24,7 @@ from cipherforest.ensemble._data_parallel_forest import (
     ForestShard,
     fit_forest_data_parallel,
     partition_bootstrap_counts,
+    uses_feature_subsets,
 )
 from cipherforest.tree._common import CRITERIA_CLF
 from cipherforest.tree._fit import prepare_tree_data
@@ -73,6 +75,37 @@ def test_without_bootstrap_the_trees_are_the_single_process_trees(case, data):
                                   one.missing_values_in_feature_mask_)
     assert set(vars(other)) == set(vars(one))
     assert set(vars(other.estimators_[0])) == set(vars(one.estimators_[0]))
+
+
+def test_features_beyond_the_first_drawn_are_fetched_when_those_are_constant(data):
+    # Nodes get histograms of their first max_features drawn features only; where some of
+    # those are constant (here: four constant and three binary columns of ten) the scan
+    # needs further features, fetched for the node: still the single-process trees.
+    X, y = data
+    rng = np.random.default_rng(0)
+    X = np.hstack([X[:, :3], np.zeros((X.shape[0], 4)),
+                   rng.integers(0, 2, (X.shape[0], 3)).astype(float)])
+    params = dict(n_estimators=4, max_bins=32, random_state=1, bootstrap=False,
+                  max_depth=8, max_features=3)
+    assert uses_feature_subsets(3, X.shape[1])
+    shards = _CountingShards([ForestShard(X[:1200], y[:1200]), ForestShard(X[1200:], y[1200:])])
+    other = fit_forest_data_parallel(RandomForestClassifier(**params), shards)
+    assert "forest_histograms" in shards.methods
+    one = RandomForestClassifier(**params).fit(X, y)
+    for a, b in zip(one.estimators_, other.estimators_, strict=True):
+        _same_tree(a.tree_, b.tree_)
+
+
+class _CountingShards(LocalShards):
+    """``LocalShards`` recording the shard methods called."""
+
+    def __init__(self, shards):
+        super().__init__(shards)
+        self.methods = []
+
+    def call(self, method, *args):
+        self.methods.append(method)
+        return super().call(method, *args)
 
 
 def test_regression_trees_agree_to_rounding():

@@ -420,7 +420,7 @@ class _TreeDriver:
         return bool(_is_splittable(stats, np.int64(depth), p.max_depth, p.min_samples_split,
                                    p.min_samples_leaf, p.min_weight_leaf, impurity))
 
-    def _scan(self, hist, stats, seed):
+    def _scan(self, hist, stats, seed, node_id=None):
         """The node's best split record (feature -1: none), as the grower scans it."""
         split = np.zeros(self._record)
         lo, hi = _occupied(hist)
@@ -501,7 +501,7 @@ class _TreeDriver:
         entries = []
         for node_id, depth, hist, node_seed in pending:
             stats = nodes[node_id]["stats"]
-            split = self._scan(hist, stats, node_seed)
+            split = self._scan(hist, stats, node_seed, node_id)
             if split[SPLIT_FEATURE] < 0:
                 continue
             improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]

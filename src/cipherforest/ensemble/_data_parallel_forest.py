@@ -53,13 +53,14 @@ from ..tree._criteria import node_impurity
 from ..tree._fit import row_index_dtype
 from ..tree._grower import _segment_stats
 from ..tree._histogram import (
+    _accumulate_features,
     best_split_histogram_feature,
     build_histogram,
     partition_histogram_stable,
 )
 from ..tree._pruning import prune_tree
 from ..tree._rng import child_seed, make_state, rand_int
-from ..tree._split_record import reset_split, split_record_size
+from ..tree._split_record import SPLIT_LEFT, reset_split, split_record_size
 from ..tree._tree import Tree
 from ._base import bootstrap_counts, draw_seeds
 from ._data_parallel import (
@@ -129,9 +130,11 @@ class ForestShard(RowShard):
         self.buffer = np.empty_like(self.samples)
         return missing
 
-    def forest_root(self, seed: int, bootstrap: bool, n_bins: int) -> tuple:
+    def forest_root(self, seed: int, bootstrap: bool, n_bins: int,
+                    features: np.ndarray | None = None) -> tuple:
         """Start the tree of ``seed``: its weights (bootstrap counts or 1), the root's
-        stats and histogram over this shard's rows of positive weight."""
+        stats and histogram over this shard's rows of positive weight (of ``features``
+        only, in that order, unless None)."""
         n_active = self.n_rows
         if bootstrap:
             for partition, begin, n in self.partitions:
@@ -146,25 +149,41 @@ class ForestShard(RowShard):
         stats = np.zeros(self.n_stats)
         _segment_stats(self.samples, np.int64(0), np.int64(n_active), self.y, self.w,
                        np.int64(self.criterion), stats)
-        return stats, self._histogram(0, n_active, n_bins), 0.0
+        return stats, self._histogram(0, n_active, n_bins, features), 0.0
 
-    def _histogram(self, start: int, end: int, n_bins: int) -> np.ndarray:
+    def _histogram(self, start: int, end: int, n_bins: int,
+                   features: np.ndarray | None = None) -> np.ndarray:
+        """The histogram of the rows ``samples[start:end]``: of every feature, or of
+        ``features`` only (one row each, in that order)."""
         hist = np.zeros((self.n_features, n_bins, self.n_stats))
         lo = np.zeros(self.n_features, dtype=np.int64)
         hi = np.zeros(self.n_features, dtype=np.int64)
-        if end > start:
+        if end > start and features is None:
             build_histogram(hist, lo, hi, self.X_binned, self.samples, np.int64(start),
                             np.int64(end), self.y, self.w, np.int64(self.criterion), None)
-        return hist
+        elif end > start:
+            for f in features:
+                _accumulate_features(hist, lo, hi, self.X_binned, self.samples,
+                                     np.int64(start), np.int64(end), self.y, self.w,
+                                     np.int64(self.criterion), np.int64(f), np.int64(f + 1))
+        return hist if features is None else hist[features]
+
+    def forest_histograms(self, requests: list, n_bins: int) -> list:
+        """The histograms of ``features`` of the rows of each requested ``(node,
+        features)`` (nodes not split yet)."""
+        return [self._histogram(*self.segments[node], n_bins, features)
+                for node, features in requests]
 
     def forest_split(self, requests: list, n_bins: int) -> list:
         """Apply splits to this shard's rows: each request ``(node, feature, bin,
-        missing_left, left_id, right_id, summed, build)`` partitions the node's rows (left
-        first, in row order) and, when ``build``, builds the histogram of child ``summed``
-        (0 left, 1 right). Returns ``(left stats, right stats, histogram or None)`` per
-        request."""
+        missing_left, left_id, right_id, summed, build, features)`` partitions the node's
+        rows (left first, in row order) and, when ``build``, builds the histogram of child
+        ``summed`` (0 left, 1 right) or, when ``features`` is a pair, each child's
+        histogram of its features (None: none). Returns ``(left stats, right stats,
+        histograms)`` per request, ``histograms`` a pair (each None unless built)."""
         out = []
-        for node, feature, position, missing_left, left_id, right_id, summed, build in requests:
+        for (node, feature, position, missing_left, left_id, right_id, summed, build,
+             features) in requests:
             start, end = self.segments.pop(node)
             left, right = np.zeros(self.n_stats), np.zeros(self.n_stats)
             mid = start
@@ -175,8 +194,15 @@ class ForestShard(RowShard):
                     self.buffer, self.y, self.w, np.int64(self.criterion), left, right)
             self.segments[left_id] = (start, mid)
             self.segments[right_id] = (mid, end)
-            first, last = (start, mid) if summed == 0 else (mid, end)
-            out.append((left, right, self._histogram(first, last, n_bins) if build else None))
+            bounds = ((start, mid), (mid, end))
+            hists = [None, None]
+            if features is not None:
+                for c in range(2):
+                    if features[c] is not None:
+                        hists[c] = self._histogram(*bounds[c], n_bins, features[c])
+            elif build:
+                hists[summed] = self._histogram(*bounds[summed], n_bins)
+            out.append((left, right, hists))
         return out
 
 
@@ -186,7 +212,9 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
                         split, cum, left, right):
     """A node's best split into ``split`` from its summed histogram, as the single-machine
     grower scans a histogram node: features in the order drawn from ``seed`` (drawn as the
-    scan goes), until ``max_features`` non-constant ones were seen."""
+    scan goes), until ``max_features`` non-constant ones were seen. A feature without rows
+    in ``hist`` (``lo > hi``: its histogram was not built) stops the scan: returns how many
+    features were scanned before it, -1 when the scan is complete."""
     n_features = features.shape[0]
     rng_state[0] = seed
     for j in range(n_features):
@@ -198,12 +226,30 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
         swapped = features[j]
         features[j] = features[k]
         features[k] = swapped
+        if lo[features[j]] > hi[features[j]]:
+            return j
         if best_split_histogram_feature(features[j], hist, lo, hi, bin_thresholds, criterion,
                                         stats, min_samples_leaf, min_weight_leaf, False,
                                         rng_state, split, cum, left, right):
             n_visited += 1
             if n_visited >= max_features:
                 break
+    return -1
+
+
+@njit(**JIT_OPTIONS)
+def drawn_features(seed, n_features, n_drawn):
+    """The first ``n_drawn`` features of a node's draw from ``seed`` (as
+    ``scan_histogram_node`` draws them)."""
+    state = np.empty(1, dtype=np.uint64)
+    state[0] = seed
+    features = np.arange(n_features)
+    for j in range(n_drawn):
+        k = rand_int(state, j, n_features)
+        swapped = features[j]
+        features[j] = features[k]
+        features[k] = swapped
+    return features[:n_drawn].copy()
 
 
 @njit(**JIT_OPTIONS)
@@ -243,16 +289,53 @@ class _ForestTreeDriver(_TreeDriver):
         self.criterion = np.int64(params.criterion)
         self._record = split_record_size(n_stats)
         self._scratch = [np.zeros(n_stats) for _ in range(3)]
+        self.subset = uses_feature_subsets(params.max_features, n_features)
 
-    def _scan(self, hist, stats, seed):
+    def node_features(self, seed) -> np.ndarray | None:
+        """The features whose histograms a node's shards build: the first ``max_features``
+        of its draw, or None (every feature) without feature subsets."""
+        if not self.subset:
+            return None
+        return drawn_features(np.uint64(seed), self.n_features, self.params.max_features)
+
+    def full(self, parts: list, features) -> np.ndarray:
+        """The shards' histograms of ``features`` summed, as a histogram of every feature
+        (the others empty); the sum of full histograms when ``features`` is None."""
+        if features is None:
+            return _summed(parts)
+        hist = np.zeros((self.n_features, self.n_bins, self.n_stats))
+        hist[features] = _summed(parts)
+        return hist
+
+    def _scan(self, hist, stats, seed, node_id=None):
         split = np.zeros(self._record)
         lo, hi = _occupied(hist)
         cum, left, right = self._scratch
         p = self.params
-        scan_histogram_node(np.uint64(seed), hist, lo, hi, self.thresholds, self.criterion,
-                            stats, p.min_samples_leaf, p.min_weight_leaf, p.max_features,
-                            self._features, self._rng, split, cum, left, right)
+        self.stopped = scan_histogram_node(
+            np.uint64(seed), hist, lo, hi, self.thresholds, self.criterion, stats,
+            p.min_samples_leaf, p.min_weight_leaf, p.max_features, self._features, self._rng,
+            split, cum, left, right)
         return split
+
+    def _evaluate(self, nodes, pending) -> list:
+        """``_TreeDriver._evaluate``, after the histograms of the features beyond the first
+        drawn ones were fetched for the nodes whose scan reached them (more than
+        ``max_features`` features drawn: some were constant), in one round trip."""
+        if self.subset:
+            wanted = []
+            for node_id, _, hist, node_seed in pending:
+                self._scan(hist, nodes[node_id]["stats"], node_seed)
+                if self.stopped >= 0:
+                    lo, hi = _occupied(hist)
+                    wanted.append((node_id, hist, np.flatnonzero(lo > hi)))
+            if wanted:
+                results = self.shards.call("forest_histograms",
+                                           [(node_id, f) for node_id, _, f in wanted],
+                                           self.n_bins)
+                for i, (_, hist, features) in enumerate(wanted):
+                    hist[features] = _summed([r[i] for r in results])
+        return super()._evaluate(nodes, pending)
 
     def _new_node(self, stats, hess):
         return {"stats": stats, "hess": hess, "impurity": node_impurity(stats, self.criterion),
@@ -260,15 +343,18 @@ class _ForestTreeDriver(_TreeDriver):
                 "missing_left": 0}
 
     def grow(self, seed: int, roots: list):
+        """The tree from the shards' ``forest_root`` results (histograms of
+        ``node_features`` of the root's seed)."""
+        root_seed = make_state(seed)[0]
+        root_hist = self.full([r[1] for r in roots], self.node_features(root_seed))
         if self.params.max_leaf_nodes > 0:
-            return super().grow(seed, roots)
+            return super().grow(seed, [(_summed([r[0] for r in roots]), root_hist, 0.0)])
         root_stats = _summed([r[0] for r in roots])
         nodes = [self._new_node(root_stats, 0.0)]
         self._counter = 0
         stack = []
         if self._splittable(root_stats, 0, nodes[0]["impurity"]):
-            stack = self._evaluate(nodes, [(0, 0, _summed([r[1] for r in roots]),
-                                            make_state(seed)[0])])
+            stack = self._evaluate(nodes, [(0, 0, root_hist, root_seed)])
         del roots
         while stack:  # every node of the stack is split whatever the order: batches of its top
             batch = stack[-MAX_BATCH_NODES:]
@@ -278,17 +364,36 @@ class _ForestTreeDriver(_TreeDriver):
         return self._tree(nodes, np.arange(len(nodes)))
 
     def _split(self, nodes, batch, best_first) -> list:
-        requests = [self._request(nodes, entry[2], entry[3], entry[6], best_first)
-                    for entry in batch]
+        """``_TreeDriver._split`` with both children's stats from the shards, and with
+        feature subsets each child's histogram of its own drawn features (children the
+        split record's counts rule out get none)."""
+        requests = []
+        for entry in batch:
+            request, left_id, right_id = self._request(nodes, entry[2], entry[3], entry[6],
+                                                       best_first)
+            features = None
+            if self.subset:
+                features = [None, None]
+                for c in range(2 if request[7] else 0):
+                    first = SPLIT_LEFT + c * self.n_stats
+                    if self._splittable(entry[6][first:first + self.n_stats], entry[3] + 1,
+                                        np.inf):
+                        features[c] = self.node_features(child_seed(entry[5], c))
+            requests.append((request + (features,), left_id, right_id))
         results = self.shards.call("forest_split", [r[0] for r in requests], self.n_bins)
         out = []
         for i, (_, _, _, depth, hist, node_seed, _split) in enumerate(batch):
             request, left_id, right_id = requests[i]
-            summed, build = request[6], request[7]
+            summed, build, features = request[6], request[7], request[8]
             children = [_summed([r[i][0] for r in results]), _summed([r[i][1] for r in results])]
             hists = [None, None]
-            if build:
-                hists[summed] = _summed([r[i][2] for r in results])
+            if features is not None:
+                for c in range(2):
+                    hists[c] = (self.full([r[i][2][c] for r in results], features[c])
+                                if features[c] is not None
+                                else np.zeros((self.n_features, self.n_bins, self.n_stats)))
+            elif build:
+                hists[summed] = _summed([r[i][2][summed] for r in results])
                 hists[1 - summed] = hist - hists[summed]
             pending = []
             for c, cid in enumerate((left_id, right_id)):
@@ -334,6 +439,13 @@ class _ForestTreeDriver(_TreeDriver):
                       / weight[order, None]).reshape(-1, 1, n_values),
         }
         return Tree(self.n_features, np.array([self.n_classes]), arrays), owner, None
+
+
+def uses_feature_subsets(max_features: int, n_features: int) -> bool:
+    """Whether nodes get histograms of their drawn features only: when at most a third of
+    the features are drawn, building every child's histogram of its drawn features costs
+    less than the smaller child's of every feature (and the subtraction)."""
+    return 3 * max_features <= n_features
 
 
 def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
@@ -386,8 +498,14 @@ def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     template_params = template.get_params()
     n_bins = thresholds.shape[1] + 1
     trees = []
+    max_features = template._growth_params(criterion, n_samples, 1.0,
+                                            n_features).max_features
     for seed in seeds:
-        roots = shards.call("forest_root", int(seed), bool(forest.bootstrap), n_bins)
+        root_features = None
+        if uses_feature_subsets(max_features, n_features):
+            root_features = drawn_features(make_state(int(seed))[0], n_features, max_features)
+        roots = shards.call("forest_root", int(seed), bool(forest.bootstrap), n_bins,
+                            root_features)
         total_weight = float(sum(r[0][STAT_WEIGHT] for r in roots))
         params = template._growth_params(criterion, n_samples, total_weight, n_features)
         driver = _ForestTreeDriver(shards, params, thresholds, n_features, total_weight,
