@@ -18,10 +18,11 @@ _FOREST_PARAMS_DOC = """\
         The cluster to fit on; None uses the default client (``distributed.default_client``).
     n_estimators, max_depth, min_samples_split, min_samples_leaf, min_weight_fraction_leaf, \
 max_features, max_leaf_nodes, min_impurity_decrease, random_state, verbose, ccp_alpha
-        As in the ordinary estimator. Each split costs one histogram of every feature per
-        worker (features x bins x statistics): bound the trees (``max_depth``,
-        ``max_leaf_nodes`` or ``min_samples_leaf``) on large data, where fully grown trees
-        have a node per few rows.
+        As in the ordinary estimator. Each node costs a histogram per worker (of its drawn
+        features when ``max_features`` is at most a third of them, else of every feature)
+        and a scan in the driver: bound the trees (``max_depth``, ``max_leaf_nodes`` or
+        ``min_samples_leaf``) on large data, where fully grown trees have a node per few
+        rows.
     bootstrap : bool, default=True
         Grow each tree on a bootstrap sample drawn per partition: each partition draws as
         many rows as it has, with replacement, from its own rows, seeded by the tree's seed
