@@ -1,12 +1,15 @@
 """The Dask estimators: collections to worker-held shards, and the driver's transport.
 
-A fit persists the collection's partitions on the cluster (generated where their graph
-says, never gathered), starts one :class:`_ShardActor` per worker holding partitions, on
-that worker, which checks its partitions and keeps them as one
-:class:`~cipherforest.core.RowShard`. The driver (``fit_data_parallel``) runs in the first
-worker's actor: its own shard's calls are Python calls, the other workers' are actor calls
-(worker to worker, without the scheduler), so a split costs one round trip to each other
-worker and none to the client, which only waits for the fitted model.
+A fit computes the collection's partitions on the cluster where their graph says (never
+gathered), checks them and keeps their labels there, then starts one :class:`_ShardActor`
+per worker holding partitions, on that worker, which keeps them as one
+:class:`~cipherforest.core.RowShard` (or ``ForestShard``) reading each partition's float
+rows through a loader when it needs them (computed on that worker again, or fetched from
+memory when persisted) and binning them. The driver (``fit_data_parallel`` or
+``fit_forest_data_parallel``) runs in the first worker's actor: its own shard's calls are
+Python calls, the other workers' are actor calls (worker to worker, without the
+scheduler), so a split costs one round trip to each other worker and none to the client,
+which only waits for the fitted model.
 """
 
 from __future__ import annotations
