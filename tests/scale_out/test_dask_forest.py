@@ -132,6 +132,11 @@ def test_bad_partitions_and_settings_are_named(client, data):
             Xd, yd.astype(float))
     with pytest.raises(ValueError, match="minimum of 2 classes"):
         DaskRandomForestClassifier(client=client).fit(Xd, da.zeros_like(yd))
+    targets = y.astype(float)
+    targets[5] = np.nan
+    with pytest.raises(ValueError, match="y contains NaN"):
+        DaskRandomForestRegressor(client=client, max_depth=3).fit(
+            Xd, da.from_array(targets, chunks=1000))
     assert not hasattr(est, "model_")
 
 
