@@ -1,5 +1,5 @@
-"""Data-parallel gradient boosting on a Dask LocalCluster: cipherforest.dask beside
-lightgbm.dask and xgboost.dask, side by side.
+"""Data-parallel gradient boosting and random forests on a Dask LocalCluster:
+cipherforest.dask beside lightgbm.dask and xgboost.dask, side by side.
 
 Each (library, worker count) runs on a fresh ``LocalCluster`` (worker processes, one thread
 each, started and closed here) so that a worker's peak memory (its process's resident memory sampled
@@ -14,10 +14,19 @@ is 100 rounds, 31 leaves (leaf-wise), 255 bins, learning rate 0.1 by default. Op
 (``--single``) the single-process :class:`~cipherforest.ensemble.GradientBoostingClassifier`
 on the same rows, in a subprocess, for its peak memory.
 
+``--model forest`` fits random forests instead (``--trees`` trees of depth ``--depth``,
+``max_features="sqrt"``, bootstrap, 255 bins): ours is ``DaskRandomForestClassifier``,
+lightgbm.dask its ``boosting_type="rf"`` (bagging 0.632 of the rows per tree, the square
+root of the features per node); ``--single`` adds our single-process histogram forest and
+``--sklearn`` scikit-learn's ``RandomForestClassifier`` (exact splits), each in a
+subprocess on the same rows.
+
     python benchmarks/dask_boosting.py                         # 2M x 20, 2 workers
     python benchmarks/dask_boosting.py --rows 200000 --rounds 10 --libs ours   # smoke
     python benchmarks/dask_boosting.py --workers 1 2           # scaling 1 -> 2 workers
     python benchmarks/dask_boosting.py --rows 10000000 --libs ours lightgbm --single
+    python benchmarks/dask_boosting.py --model forest --rows 500000 --libs ours lightgbm \
+        --single --sklearn
 
 Prints one Markdown table row per run: fit seconds, peak memory per worker (MB, the
 largest worker), accuracy, and the ratios against lightgbm.dask when it ran.
@@ -111,12 +120,31 @@ def run(lib: str, args, n_workers: int) -> dict:
     try:
         # The same partitions for every worker count (the same rows).
         X, y = dask_data(args.rows, args.features, args.partitions * max(args.workers))
-        X, y = client.persist([X, y])
-        distributed.wait([X, y])
+        if not args.no_persist:
+            X, y = client.persist([X, y])
+            distributed.wait([X, y])
         X_test, y_test = make_blocks(10**6, args.test_rows, args.features)
         sampler = _RssSampler(list(client.run(os.getpid).values()))
         begin = time.perf_counter()
-        if lib == "ours":
+        if lib == "ours" and args.model == "forest":
+            from cipherforest.dask import DaskRandomForestClassifier
+
+            model = DaskRandomForestClassifier(
+                client=client, n_estimators=args.trees, max_depth=args.depth,
+                max_bins=args.bins, random_state=0)
+            model.fit(X, y)
+            predict = model.to_local().predict
+        elif lib == "lightgbm" and args.model == "forest":
+            import lightgbm as lgb
+
+            model = lgb.DaskLGBMClassifier(
+                client=client, boosting_type="rf", n_estimators=args.trees,
+                max_depth=args.depth, num_leaves=2 ** args.depth, bagging_freq=1,
+                bagging_fraction=0.632, feature_fraction_bynode=np.sqrt(args.features)
+                / args.features, max_bin=args.bins, n_jobs=1, verbose=-1, random_state=0)
+            model.fit(X, y)
+            predict = model.to_local().predict
+        elif lib == "ours":
             from cipherforest.dask import DaskGradientBoostingClassifier
 
             model = DaskGradientBoostingClassifier(
@@ -157,14 +185,28 @@ def run(lib: str, args, n_workers: int) -> dict:
         cluster.close()
 
 
-def single_process(args) -> dict:
-    """The single-process fit on the same rows, in a subprocess (its own peak memory)."""
+def _single_model(args, lib: str) -> str:
+    """The source of the single-process estimator ``lib`` runs."""
+    if lib == "sklearn":
+        return (f"__import__('sklearn.ensemble').ensemble.RandomForestClassifier("
+                f"n_estimators={args.trees}, max_depth={args.depth}, random_state=0)")
+    if args.model == "forest":
+        return (f"__import__('cipherforest.ensemble').ensemble.RandomForestClassifier("
+                f"n_estimators={args.trees}, max_depth={args.depth}, max_bins={args.bins}, "
+                f"random_state=0)")
+    return (f"__import__('cipherforest.ensemble').ensemble.GradientBoostingClassifier("
+            f"n_estimators={args.single_rounds or args.rounds}, max_leaf_nodes={args.leaves}, "
+            f"max_depth=None, max_bins={args.bins}, random_state=0)")
+
+
+def single_process(args, lib: str = "single process") -> dict:
+    """The single-process fit (``lib``: ours, or ``"sklearn"``) on the same rows, in a
+    subprocess (its own peak memory)."""
     code = f"""
 import json, resource, sys, time
 import numpy as np
 sys.path.append({str(_HERE)!r})
 from dask_boosting import make_blocks
-from cipherforest.ensemble import GradientBoostingClassifier
 sizes = {_sizes(args)}
 X = np.empty((sum(sizes), {args.features})); y = np.empty(sum(sizes), dtype=np.int64)
 begin = 0
@@ -173,11 +215,10 @@ for i, n in enumerate(sizes):  # in place: the peak is X and one block, below th
     begin += n
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 t = time.perf_counter()
-model = GradientBoostingClassifier(n_estimators={args.single_rounds or args.rounds},
-    max_leaf_nodes={args.leaves}, max_depth=None, max_bins={args.bins}, random_state=0).fit(X, y)
+model = {_single_model(args, lib)}.fit(X, y)
 seconds = time.perf_counter() - t
 X_test, y_test = make_blocks(10**6, {args.test_rows}, {args.features})
-print(json.dumps({{"lib": "single process", "workers": 1, "rows": {args.rows},
+print(json.dumps({{"lib": {lib!r}, "workers": 1, "rows": {args.rows},
     "fit_s": seconds, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     "start_mb": before, "accuracy": float(np.mean(model.predict(X_test) == y_test))}}))
 """
@@ -206,6 +247,15 @@ def main() -> None:
     parser.add_argument("--memory-limit", default="8GB", help="per worker")
     parser.add_argument("--single", action="store_true",
                         help="also the single-process fit (subprocess) for its peak memory")
+    parser.add_argument("--no-persist", action="store_true",
+                        help="leave the collection lazy: the fit computes the partitions "
+                             "(their generation counts in its time) and no copy of the "
+                             "float rows outlives it")
+    parser.add_argument("--model", choices=["boosting", "forest"], default="boosting")
+    parser.add_argument("--trees", type=int, default=20, help="forest: trees")
+    parser.add_argument("--depth", type=int, default=10, help="forest: max_depth")
+    parser.add_argument("--sklearn", action="store_true",
+                        help="forest: also scikit-learn's forest (subprocess)")
     parser.add_argument("--single-rounds", type=int, default=None,
                         help="rounds of the single-process fit (default: --rounds); its "
                              "peak memory is reached in the first round")
@@ -220,10 +270,12 @@ def main() -> None:
             print(f"| {lib} | {n_workers} | {args.rows:,} | {result['fit_s']:.1f} | "
                   f"{result['peak_mb']:.0f} | {result['start_mb']:.0f} | "
                   f"{100 * result['accuracy']:.2f} % |", flush=True)
-    if args.single:
-        result = single_process(args)
+    for lib, wanted in (("single process", args.single), ("sklearn", args.sklearn)):
+        if not wanted:
+            continue
+        result = single_process(args, lib)
         results.append(result)
-        print(f"| single process | 1 | {args.rows:,} | {result['fit_s']:.1f} | "
+        print(f"| {lib} | 1 | {args.rows:,} | {result['fit_s']:.1f} | "
               f"{result['peak_mb']:.0f} | {result['start_mb']:.0f} | "
               f"{100 * result['accuracy']:.2f} % |", flush=True)
     for n_workers in args.workers:

@@ -12,7 +12,9 @@ forests with them) and :class:`~cipherforest.tree.DecisionTreeRegressor` (the pr
 server grows each round's tree with it) are here too, imported on first use, and so is the
 transport-free half of data-parallel boosting (``RowShard``, ``LocalShards``,
 ``fit_data_parallel``, ``check_data_parallel_params``, with the gradient boosting estimators it
-fits) that :mod:`cipherforest.dask` runs on Dask workers.
+fits) and forests (``ForestShard``, ``fit_forest_data_parallel``,
+``check_forest_data_parallel_params``, ``partition_bootstrap_counts``) that
+:mod:`cipherforest.dask` runs on Dask workers.
 """
 
 from typing import TYPE_CHECKING
@@ -27,12 +29,15 @@ from .tree._common import CRITERION_SQUARED_ERROR, JIT_OPTIONS
 from .tree._fit import prepare_tree_data
 from .tree._rng import child_seed, make_state, rand_int
 
-__all__ = ["DecisionTreeRegressor", "GradientBoostingClassifier", "GradientBoostingRegressor",
-           "JIT_OPTIONS", "LocalShards", "ProgressBar", "RandomForestClassifier",
-           "RandomForestRegressor", "RowShard", "bin_thresholds_for_column", "bootstrap_counts",
-           "check_data_parallel_params", "child_seed", "draw_seeds", "effective_n_jobs",
-           "fit_data_parallel", "fit_regression_tree_prepared", "make_state", "map_in_threads",
-           "prepare_tree_data", "rand_int", "resolve_max_features", "resolve_n_draws"]
+__all__ = ["DecisionTreeRegressor", "ForestShard", "GradientBoostingClassifier",
+           "GradientBoostingRegressor", "JIT_OPTIONS", "LocalShards", "ProgressBar",
+           "RandomForestClassifier", "RandomForestRegressor", "RowShard",
+           "bin_thresholds_for_column", "bootstrap_counts", "check_data_parallel_params",
+           "check_forest_data_parallel_params", "child_seed", "draw_seeds",
+           "effective_n_jobs", "fit_data_parallel", "fit_forest_data_parallel",
+           "fit_regression_tree_prepared", "make_state", "map_in_threads",
+           "partition_bootstrap_counts", "prepare_tree_data", "rand_int",
+           "resolve_max_features", "resolve_n_draws"]
 
 # These load scikit-learn's estimator machinery and their kernels: imported on first use.
 __getattr__, __dir__ = lazy_exports(__name__, {
@@ -45,6 +50,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "RowShard": "..ensemble._data_parallel",
     "check_data_parallel_params": "..ensemble._data_parallel",
     "fit_data_parallel": "..ensemble._data_parallel",
+    "ForestShard": "..ensemble._data_parallel_forest",
+    "check_forest_data_parallel_params": "..ensemble._data_parallel_forest",
+    "fit_forest_data_parallel": "..ensemble._data_parallel_forest",
+    "partition_bootstrap_counts": "..ensemble._data_parallel_forest",
 })
 
 
@@ -69,4 +78,14 @@ if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble._data_parallel import RowShard as RowShard
     from .ensemble._data_parallel import check_data_parallel_params as check_data_parallel_params
     from .ensemble._data_parallel import fit_data_parallel as fit_data_parallel
+    from .ensemble._data_parallel_forest import ForestShard as ForestShard
+    from .ensemble._data_parallel_forest import (
+        check_forest_data_parallel_params as check_forest_data_parallel_params,
+    )
+    from .ensemble._data_parallel_forest import (
+        fit_forest_data_parallel as fit_forest_data_parallel,
+    )
+    from .ensemble._data_parallel_forest import (
+        partition_bootstrap_counts as partition_bootstrap_counts,
+    )
     from .tree import DecisionTreeRegressor as DecisionTreeRegressor

@@ -1,4 +1,5 @@
-"""Small data makers shared by test modules: NaN holes in a matrix, a CSV file of a matrix."""
+"""Small data makers shared by test modules: NaN holes in a matrix, a CSV file of a matrix,
+a Dask DataFrame of given partitions."""
 
 from __future__ import annotations
 
@@ -22,3 +23,13 @@ def write_csv(path, X, y=None):
                                                                   else []))
         for i in range(X.shape[0]):
             writer.writerow(list(X[i]) + ([y[i]] if y is not None else []))
+
+
+def frames_of(parts):
+    """A Dask DataFrame whose partitions are the pandas DataFrames ``parts`` (its meta: the
+    first's columns), for partitions that disagree."""
+    import dask
+    import dask.dataframe as dd
+
+    return dd.from_delayed([dask.delayed(p) for p in parts], meta=parts[0].iloc[:0],
+                           verify_meta=False)

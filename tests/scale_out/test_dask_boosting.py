@@ -25,8 +25,7 @@ da = pytest.importorskip("dask.array")
 dd = pytest.importorskip("dask.dataframe")
 pd = pytest.importorskip("pandas")
 
-import dask  # noqa: E402
-
+from _helpers.data import frames_of  # noqa: E402
 from cipherforest.core import LocalShards, RowShard, fit_data_parallel  # noqa: E402
 from cipherforest.dask import (  # noqa: E402
     DaskGradientBoostingClassifier,
@@ -178,16 +177,6 @@ def test_shards_with_other_widths_no_rows_or_one_class_are_refused():
 
 # ----------------------------------------------------------------------------- on Dask
 @pytest.fixture(scope="module")
-def client():
-    """Two in-process workers of one thread each, for this module."""
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
-                                       dashboard_address=None)
-    with distributed.Client(cluster, set_as_default=False) as c:
-        yield c
-    cluster.close()
-
-
-@pytest.fixture(scope="module")
 def data():
     X, y = make_classification(3000, 6, n_informative=4, random_state=1)
     X[::11, 1] = np.nan
@@ -246,21 +235,15 @@ def test_regressor_on_dask(client):
     assert isinstance(est.predict(da.from_array(X, chunks=(600, 5))), da.Array)
 
 
-def _frames(parts):
-    """A Dask DataFrame from pandas partitions (meta: the first)."""
-    return dd.from_delayed([dask.delayed(p) for p in parts], meta=parts[0].iloc[:0],
-                           verify_meta=False)
-
-
 def test_partitions_with_other_columns_or_dtypes(client):
     a = pd.DataFrame({"x": [1.0, 2.0, 3.0], "z": [0.0, 1.0, 0.0], "y": [0, 1, 0]})
     b = pd.DataFrame({"x": [1.0, 2.0], "w": [0.0, 1.0], "y": [1, 0]})
     est = DaskGradientBoostingClassifier(client=client, n_estimators=2)
     with pytest.raises(ValueError, match=r"partition 1 has columns \['x', 'w'\]"):
-        est.fit(_frames([a, b]), "y")
+        est.fit(frames_of([a, b]), "y")
     c = pd.DataFrame({"x": [1.0, 2.0], "z": ["a", "b"], "y": [1, 0]})
     with pytest.raises(ValueError, match="partition 1: column 'z' has dtype (object|str), not"):
-        est.fit(_frames([a, c]), "y")
+        est.fit(frames_of([a, c]), "y")
     assert not hasattr(est, "model_")
 
 
@@ -270,9 +253,9 @@ def test_missing_label_column_and_mispartitioned_labels(client, data):
     b = pd.DataFrame({"x": [1.0, 2.0]})
     est = DaskGradientBoostingClassifier(client=client, n_estimators=2)
     with pytest.raises(ValueError, match="partition 1 has no label column 'y'"):
-        est.fit(_frames([a, b]), "y")
+        est.fit(frames_of([a, b]), "y")
     with pytest.raises(ValueError, match="not a column of X"):
-        est.fit(_frames([a, a]), "label")
+        est.fit(frames_of([a, a]), "label")
     ddf = dd.from_pandas(pd.DataFrame(X), npartitions=3)
     with pytest.raises(ValueError, match="partitioned alike"):
         est.fit(ddf, dd.from_pandas(pd.Series(y), npartitions=2))

@@ -1,23 +1,27 @@
 """The Dask estimators: collections to worker-held shards, and the driver's transport.
 
-A fit persists the collection's partitions on the cluster (generated where their graph
-says, never gathered), starts one :class:`_ShardActor` per worker holding partitions, on
-that worker, which checks its partitions and keeps them as one
-:class:`~cipherforest.core.RowShard`. The driver (``fit_data_parallel``) runs in the first
-worker's actor: its own shard's calls are Python calls, the other workers' are actor calls
-(worker to worker, without the scheduler), so a split costs one round trip to each other
-worker and none to the client, which only waits for the fitted model.
+A fit computes the collection's partitions on the cluster where their graph says (never
+gathered), checks them and keeps their labels there, then starts one :class:`_ShardActor`
+per worker holding partitions, on that worker, which keeps them as one
+:class:`~cipherforest.core.RowShard` (or ``ForestShard``) reading each partition's float
+rows through a loader when it needs them (computed on that worker again, or fetched from
+memory when persisted) and binning them. The driver (``fit_data_parallel`` or
+``fit_forest_data_parallel``) runs in the first worker's actor: its own shard's calls are
+Python calls, the other workers' are actor calls (worker to worker, without the
+scheduler), so a split costs one round trip to each other worker and none to the client,
+which only waits for the fitted model.
 """
 
 from __future__ import annotations
 
 import copy
 
+import dask
 import dask.array as da
 import dask.dataframe as dd
 import numpy as np
 import pandas as pd
-from distributed import default_client, wait
+from distributed import default_client, get_client, get_worker, wait
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -40,14 +44,13 @@ class WorkerLostError(RuntimeError):
     recompute, so the fit is not resumed; fit again on the remaining workers."""
 
 
-def _partition_rows(index: int, X, y, columns, label):
-    """Partition ``index`` as ``(float64 rows, labels)``, checked against the collection's
-    columns (DataFrames) and the label column ``label`` (when y is a column of X)."""
+def _partition_floats(index: int, X, columns, label) -> np.ndarray:
+    """The rows of partition ``index`` as a float or integer array, checked against the
+    collection's columns (DataFrames; without the label column ``label``)."""
     if isinstance(X, pd.DataFrame):
         if label is not None:
             if label not in X.columns:
                 raise ValueError(f"partition {index} has no label column {label!r}")
-            y = X[label].to_numpy()
             X = X.drop(columns=[label])
         if list(X.columns) != list(columns):
             raise ValueError(f"partition {index} has columns {list(X.columns)}, the "
@@ -63,6 +66,15 @@ def _partition_rows(index: int, X, y, columns, label):
                          f"{len(columns) if columns is not None else 'some'} columns")
     if X.dtype.kind not in "biuf":
         raise ValueError(f"partition {index} has dtype {X.dtype}, not a number")
+    return X
+
+
+def _partition_rows(index: int, X, y, columns, label):
+    """Partition ``index`` as ``(rows, labels)``, checked (``_partition_floats``); the
+    labels are the column ``label`` of X when y is one."""
+    if label is not None and isinstance(X, pd.DataFrame) and label in X.columns:
+        y = X[label].to_numpy()
+    X = _partition_floats(index, X, columns, label)
     y = np.asarray(y.to_numpy() if isinstance(y, pd.Series | pd.DataFrame) else y)
     if y.ndim == 2 and y.shape[1] == 1:
         y = y[:, 0]
@@ -72,16 +84,47 @@ def _partition_rows(index: int, X, y, columns, label):
     return X, y
 
 
+def _partition_labels(index: int, X, y, columns, label) -> np.ndarray:
+    """The labels of partition ``index``, its rows checked (``_partition_rows``)."""
+    return _partition_rows(index, X, y, columns, label)[1]
+
+
+class _PartitionLoader:
+    """Partition ``index`` of the collection, computed on the worker ``address`` each time
+    it is called and returned as float rows (a ``RowShard`` block's loader): a persisted
+    collection's partition is fetched where it is held, a lazy one computed from its
+    graph, so the shard holds no float rows beyond the block it reads."""
+
+    def __init__(self, part, index: int, columns, label, address: str):
+        self.part = part  # a Delayed, kept in this object for Dask not to compute it here
+        self.index = index
+        self.columns = columns
+        self.label = label
+        self.address = address
+
+    def __call__(self) -> np.ndarray:
+        future = get_client().compute(self.part, workers=[self.address])
+        try:
+            wait(future)
+            data = get_worker().data
+            # Computed here: taken from this worker's store, not gathered (a copy).
+            value = data[future.key] if (future.status == "finished"
+                                         and future.key in data) else future.result()
+        finally:
+            future.release()
+        return _partition_floats(self.index, value, self.columns, self.label)
+
+
 class _ShardActor:
     """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor). The
     first worker's actor also runs the driver (``fit``): its own shard's calls are direct,
-    the other workers' one actor call each."""
+    the other workers' one actor call each. The shard reads its partitions' rows through
+    loaders (``_PartitionLoader``) and holds their labels."""
 
-    def __init__(self, indices, X_parts, y_parts, columns, label):
-        rows = [_partition_rows(i, X, y, columns, label)
-                for i, X, y in zip(indices, X_parts, y_parts, strict=True)]
-        self.part_rows = [X.shape[0] for X, _ in rows]
-        self.shard = RowShard([X for X, _ in rows], [y for _, y in rows])
+    def __init__(self, loaders: list, labels: list, n_features: int,
+                 shard_class=RowShard):
+        self.part_rows = [v.shape[0] for v in labels]
+        self.shard = shard_class(list(loaders), list(labels), n_features=n_features)
 
     def partition_rows(self) -> list[int]:
         """Rows of each of this worker's partitions, in their order."""
@@ -95,12 +138,13 @@ class _ShardActor:
         """The shard's ``(method, args)`` calls in order, their results in a list."""
         return [getattr(self.shard, method)(*args) for method, args in calls]
 
-    def fit(self, estimator, peers: list, addresses: list[str], feature_names, blocks):
-        """``fit_data_parallel`` driven from this worker: this actor's shard first, then
-        the ``peers`` (actors of the workers ``addresses[1:]``); returns the estimator."""
+    def fit(self, fitter, estimator, peers: list, addresses: list[str], feature_names,
+            blocks):
+        """``fitter`` (``fit_data_parallel`` or ``fit_forest_data_parallel``) driven from
+        this worker: this actor's shard first, then the ``peers`` (actors of the workers
+        ``addresses[1:]``); returns the estimator."""
         shards = _WorkerShards(self, peers, addresses)
-        return fit_data_parallel(estimator, shards, feature_names=feature_names,
-                                 blocks=blocks)
+        return fitter(estimator, shards, feature_names=feature_names, blocks=blocks)
 
 
 class _WorkerShards:
@@ -145,12 +189,12 @@ def _lost(address: str, error: BaseException) -> WorkerLostError:
                            f"left ({type(error).__name__}: {error}); no model was fitted")
 
 
-def _partitions(client, collection) -> list:
-    """The collection computed on the cluster: one future per partition, in row order."""
+def _delayed_parts(collection) -> list:
+    """The collection's partitions as Delayed objects, in row order."""
     parts = collection.to_delayed()
     if isinstance(parts, np.ndarray):
         parts = list(parts.ravel())
-    return client.compute(list(parts))
+    return list(parts)
 
 
 def _collections(X, y):
@@ -199,10 +243,15 @@ def _collections(X, y):
                     "ordinary estimator on in-memory data)")
 
 
-class _DaskBoosting(BaseEstimator):
-    """Fit on Dask collections, prediction per partition, ``to_local``."""
+class _DaskEstimator(BaseEstimator):
+    """Fit on Dask collections, prediction per partition, ``to_local``: the ordinary
+    estimator ``_local_class`` fitted by ``_fitter`` on ``_shard_class`` shards, its
+    settings checked by ``_check``."""
 
     _local_class: type = GradientBoostingClassifier
+    _shard_class: type = RowShard
+    _check = staticmethod(check_data_parallel_params)
+    _fitter = staticmethod(fit_data_parallel)
 
     def _client(self):
         return self.client if self.client is not None else default_client()
@@ -238,27 +287,48 @@ class _DaskBoosting(BaseEstimator):
         for name in ("model_", "n_features_in_", "classes_", "feature_names_in_"):
             self.__dict__.pop(name, None)
         local = self._local_class(**self._local_params())
-        check_data_parallel_params(local)
+        self._check(local)
         client = self._client()
         X, y, columns, label = _collections(X, y)
-        X_parts = _partitions(client, X)
-        y_parts = X_parts if label is not None else _partitions(client, y)
+        n_features = len(columns) if columns is not None else int(X.shape[1])
+        X_parts = _delayed_parts(X)
+        y_parts = X_parts if label is not None else _delayed_parts(y)
+        # First pass: every partition checked, its labels kept where it was computed. The
+        # float rows are not kept: the shards read them again through loaders (a persisted
+        # collection's from memory), one partition at a time.
+        labels = client.compute([dask.delayed(_partition_labels)(i, X_part, y_part, columns,
+                                                                 label)
+                                 for i, (X_part, y_part) in enumerate(zip(X_parts, y_parts,
+                                                                          strict=True))])
         with client.as_current():
-            wait(X_parts + y_parts)
-        who_has = client.who_has(X_parts)
+            wait(labels)
+        for future in labels:
+            if future.status == "error":
+                future.result()  # the partition's error
+        who_has = client.who_has(labels)
         owners: dict[str, list[int]] = {}
-        for i, future in enumerate(X_parts):
+        for i, future in enumerate(labels):
             holders = who_has.get(future.key) or ()
             if not holders:
                 raise WorkerLostError(f"partition {i} is held by no worker")
             owners.setdefault(sorted(holders)[0], []).append(i)
         addresses = sorted(owners)
         actor_futures = [
-            client.submit(_ShardActor, owners[address], [X_parts[i] for i in owners[address]],
-                          [y_parts[i] for i in owners[address]], columns, label, actor=True,
-                          workers=[address], allow_other_workers=False, pure=False)
+            client.submit(_ShardActor,
+                          [_PartitionLoader(X_parts[i], i, columns, label, address)
+                           for i in owners[address]],
+                          [labels[i] for i in owners[address]], n_features,
+                          self._shard_class, actor=True, workers=[address],
+                          allow_other_workers=False, pure=False)
             for address in addresses]
-        actors = [future.result() for future in actor_futures]
+        try:
+            actors = [future.result() for future in actor_futures]
+        except (ValueError, TypeError):
+            raise
+        except Exception as error:
+            raise WorkerLostError(f"a Dask worker failed while its shard was built "
+                                  f"({type(error).__name__}: {error}); no model was fitted"
+                                  ) from error
         try:
             part_rows = []
             for actor, address in zip(actors, addresses, strict=True):
@@ -266,7 +336,7 @@ class _DaskBoosting(BaseEstimator):
                     part_rows.append(actor.partition_rows().result())
                 except Exception as error:
                     raise _lost(address, error) from error
-            del X_parts, y_parts  # the actors hold the rows now
+            del labels  # the actors hold the labels now
             where = {}
             for s, address in enumerate(addresses):
                 offset = 0
@@ -275,7 +345,8 @@ class _DaskBoosting(BaseEstimator):
                     offset += n
             blocks = [where[i] for i in sorted(where)]
             try:
-                model = actors[0].fit(local, actors[1:], addresses, columns, blocks).result()
+                model = actors[0].fit(self._fitter, local, actors[1:], addresses, columns,
+                                      blocks).result()
             except (ValueError, TypeError, WorkerLostError):
                 raise
             except Exception as error:
@@ -298,7 +369,7 @@ class _DaskBoosting(BaseEstimator):
 
         Returns
         -------
-        estimator : GradientBoostingClassifier or GradientBoostingRegressor
+        estimator : the ordinary estimator of the same name (without ``Dask``)
         """
         check_is_fitted(self, "model_")
         return copy.deepcopy(self.model_)
@@ -342,6 +413,55 @@ def _call_model_frame(frame, model, method):
     return pd.DataFrame(out, index=frame.index, columns=names)
 
 
+class _DaskClassifier(ClassifierMixin, _DaskEstimator):
+    """A Dask classifier's predictions, per partition."""
+
+    def predict(self, X):
+        """Most probable class of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)
+
+    def predict_proba(self, X):
+        """Class probabilities of each row: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        proba : dask.array.Array, dask.dataframe.DataFrame or ndarray
+            Shape (n_samples, n_classes); DataFrame columns are the classes as strings.
+        """
+        check_is_fitted(self, "model_")
+        return self._apply(X, "predict_proba", len(self.classes_))
+
+
+class _DaskRegressor(RegressorMixin, _DaskEstimator):
+    """A Dask regressor's predictions, per partition."""
+
+    def predict(self, X):
+        """Predicted targets: lazily per partition for a Dask collection.
+
+        Parameters
+        ----------
+        X : dask.array.Array, dask.dataframe.DataFrame or array-like
+
+        Returns
+        -------
+        y : dask.array.Array, dask.dataframe.Series or ndarray
+        """
+        return self._apply(X, "predict", None)
+
+
 _PARAMS_DOC = """\
     client : distributed.Client, default=None
         The cluster to fit on; None uses the default client (``distributed.default_client``).
@@ -354,8 +474,7 @@ min_impurity_decrease, random_state, max_leaf_nodes, verbose
 """
 
 
-
-class DaskGradientBoostingClassifier(ClassifierMixin, _DaskBoosting):
+class DaskGradientBoostingClassifier(_DaskClassifier):
     __doc__ = f"""Gradient boosting classifier trained data-parallel on a Dask cluster.
 
     The model of :class:`~cipherforest.ensemble.GradientBoostingClassifier` with the same
@@ -398,36 +517,7 @@ class DaskGradientBoostingClassifier(ClassifierMixin, _DaskBoosting):
         self.max_bins = max_bins
         self.verbose = verbose
 
-    def predict(self, X):
-        """Most probable class of each row: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        y : dask.array.Array, dask.dataframe.Series or ndarray
-        """
-        return self._apply(X, "predict", None)
-
-    def predict_proba(self, X):
-        """Class probabilities of each row: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        proba : dask.array.Array, dask.dataframe.DataFrame or ndarray
-            Shape (n_samples, n_classes); DataFrame columns are the classes as strings.
-        """
-        check_is_fitted(self, "model_")
-        return self._apply(X, "predict_proba", len(self.classes_))
-
-
-class DaskGradientBoostingRegressor(RegressorMixin, _DaskBoosting):
+class DaskGradientBoostingRegressor(_DaskRegressor):
     __doc__ = f"""Gradient boosting regressor trained data-parallel on a Dask cluster.
 
     The model of :class:`~cipherforest.ensemble.GradientBoostingRegressor` with the same
@@ -466,16 +556,3 @@ class DaskGradientBoostingRegressor(RegressorMixin, _DaskBoosting):
         self.max_leaf_nodes = max_leaf_nodes
         self.max_bins = max_bins
         self.verbose = verbose
-
-    def predict(self, X):
-        """Predicted targets: lazily per partition for a Dask collection.
-
-        Parameters
-        ----------
-        X : dask.array.Array, dask.dataframe.DataFrame or array-like
-
-        Returns
-        -------
-        y : dask.array.Array, dask.dataframe.Series or ndarray
-        """
-        return self._apply(X, "predict", None)

@@ -104,18 +104,24 @@ NO_HESSIAN = -1
 _NEWTON_LOSSES = {"squared_error": None, "log_loss": "newton"}
 
 
-def check_data_parallel_params(estimator) -> None:
-    """Refuse the settings the data-parallel fit does not implement, naming them."""
-    unsupported = {"subsample": 1.0, "init": None, "max_features": None,
-                   "n_iter_no_change": None, "ccp_alpha": 0.0,
-                   "min_weight_fraction_leaf": 0.0, "warm_start": False}
-    for name, default in unsupported.items():
-        if getattr(estimator, name) != default:
-            raise ValueError(f"{type(estimator).__name__}: {name}={getattr(estimator, name)!r} "
-                             f"is not supported by the data-parallel fit (only {default!r})")
+def refuse_settings(estimator, supported: dict) -> None:
+    """ValueError naming the first parameter of ``estimator`` that is not its only
+    ``supported`` value (name -> value), or a ``max_bins`` of None."""
+    for name, only in supported.items():
+        value = getattr(estimator, name)
+        if (value is not None) if only is None else (value != only):
+            raise ValueError(f"{type(estimator).__name__}: {name}={value!r} is not supported "
+                             f"by the data-parallel fit (only {only!r})")
     if estimator.max_bins is None:
         raise ValueError(f"{type(estimator).__name__}: the data-parallel fit grows on "
                          "histograms; max_bins must be an int, not None")
+
+
+def check_data_parallel_params(estimator) -> None:
+    """Refuse the settings the data-parallel fit does not implement, naming them."""
+    refuse_settings(estimator, {"subsample": 1.0, "init": None, "max_features": None,
+                                "n_iter_no_change": None, "ccp_alpha": 0.0,
+                                "min_weight_fraction_leaf": 0.0, "warm_start": False})
     if estimator.loss not in _NEWTON_LOSSES:
         raise ValueError(f"{type(estimator).__name__}: loss={estimator.loss!r} is not "
                          f"supported by the data-parallel fit (one of {sorted(_NEWTON_LOSSES)})"
@@ -127,32 +133,54 @@ class RowShard:
 
     Parameters
     ----------
-    X : ndarray of shape (n_rows, n_features), or a list of such row blocks
-        The rows (float64 after conversion; NaN allowed), in order. Dropped once binned;
-        blocks are binned one at a time (no concatenated float copy).
+    X : ndarray of shape (n_rows, n_features), or a list of row blocks
+        The rows (float64 after conversion; NaN allowed), in order. A block is an array or
+        a loader: a callable without arguments returning the block's array, called each
+        time the block is read (for the bin edges' sample, then once to bin it), so a
+        block need not stay in memory (a Dask partition computed on demand). Dropped once
+        binned; blocks are binned one at a time (no concatenated float copy).
     y : ndarray of shape (n_rows,), or a list of one array per block
         Labels or targets of the rows.
+    n_features : int, optional
+        The blocks' width; needed when every block is a loader.
     """
 
-    def __init__(self, X, y):
+    def __init__(self, X, y, n_features: int | None = None):
         parts = X if isinstance(X, list) else [X]
-        parts = [np.ascontiguousarray(part, dtype=np.float64) for part in parts]
+        parts = [part if callable(part) else np.ascontiguousarray(part, dtype=np.float64)
+                 for part in parts]
         labels = [np.asarray(v) for v in (y if isinstance(y, list) else [y])]
+        arrays = [part for part in parts if not callable(part)]
         if (not parts or len(labels) != len(parts)
-                or any(part.ndim != 2 for part in parts)
-                or any(v.ndim != 1 or v.shape[0] != part.shape[0]
+                or any(part.ndim != 2 for part in arrays)
+                or any(v.ndim != 1 or (not callable(part) and v.shape[0] != part.shape[0])
                        for part, v in zip(parts, labels, strict=True))):
             raise ValueError(f"a shard needs row blocks of 2 dimensions and labels of 1 with as "
-                             f"many rows; got X {[part.shape for part in parts]}, y "
+                             f"many rows; got X {[np.shape(part) for part in arrays]}, y "
                              f"{[v.shape for v in labels]}")
-        widths = {part.shape[1] for part in parts}
+        widths = {part.shape[1] for part in arrays}
+        if n_features is not None:
+            widths.add(int(n_features))
         if len(widths) != 1:
             raise ValueError(f"the partitions have different numbers of columns: "
                              f"{sorted(widths)}")
         self.X_parts = parts
+        self.part_rows = [v.shape[0] for v in labels]
         self.labels = labels[0] if len(labels) == 1 else np.concatenate(labels)
-        self.n_rows = int(sum(part.shape[0] for part in parts))
+        self.n_rows = int(sum(self.part_rows))
         self.n_features = widths.pop()
+
+    def _blocks(self):
+        """``(first row, rows, float block)`` of each block, loading one at a time."""
+        begin = 0
+        for part, n in zip(self.X_parts, self.part_rows, strict=True):
+            block = part() if callable(part) else part
+            if block.shape != (n, self.n_features):
+                raise ValueError(f"a row block has shape {block.shape}, its labels "
+                                 f"{n} rows and the shard {self.n_features} columns")
+            yield begin, n, block
+            del block
+            begin += n
 
     # ---------------------------------------------------------------- data preparation
     def shape(self) -> tuple[int, int]:
@@ -162,11 +190,9 @@ class RowShard:
     def rows(self, index: np.ndarray) -> np.ndarray:
         """The float rows ``index`` (sorted local row numbers), for the bin edges."""
         out = np.empty((index.shape[0], self.n_features))
-        begin = 0
-        for part in self.X_parts:
-            lo, hi = np.searchsorted(index, [begin, begin + part.shape[0]])
-            out[lo:hi] = part[index[lo:hi] - begin]
-            begin += part.shape[0]
+        for begin, n, block in self._blocks():
+            lo, hi = np.searchsorted(index, [begin, begin + n])
+            out[lo:hi] = block[index[lo:hi] - begin]
         return out
 
     def label_summary(self, classify: bool) -> np.ndarray:
@@ -181,16 +207,7 @@ class RowShard:
     def prepare(self, edges: list, classes: np.ndarray | None, init_raw: np.ndarray) -> np.ndarray:
         """Bin the rows (then drop the floats), encode the labels, start the raw
         predictions at ``init_raw``; returns the class counts (classification) or nothing."""
-        width = n_value_bins(edges)
-        if len(self.X_parts) == 1:
-            self.X_binned = apply_bins(self.X_parts[0], edges, width)
-        else:  # block by block into one array: one block's bins at a time besides it
-            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
-            begin = 0
-            for part in self.X_parts:
-                self.X_binned[begin:begin + part.shape[0]] = apply_bins(part, edges, width)
-                begin += part.shape[0]
-        self.X_parts = None
+        self._bin(edges)
         if classes is not None:
             encoded = np.searchsorted(classes, self.labels)
             self.y = encoded.astype(np.int8 if classes.shape[0] <= np.iinfo(np.int8).max
@@ -202,6 +219,24 @@ class RowShard:
         self.samples = np.arange(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
         self.buffer = np.empty_like(self.samples)
         return np.zeros(0)
+
+    def _bin(self, edges: list, missing: bool = False) -> np.ndarray | None:
+        """Bin the rows on ``edges`` into ``X_binned``, block by block into one array, then
+        drop the float rows; with ``missing``, returns which features hold NaN."""
+        width = n_value_bins(edges)
+        has_nan = np.zeros(self.n_features, dtype=bool)
+        single = len(self.X_parts) == 1
+        if not single:
+            self.X_binned = np.empty((self.n_rows, self.n_features), dtype=X_BINNED_DTYPE)
+        for begin, n, block in self._blocks():
+            if single:
+                self.X_binned = apply_bins(block, edges, width)
+            else:
+                self.X_binned[begin:begin + n] = apply_bins(block, edges, width)
+            for start in range(0, n if missing else 0, 1 << 16):  # no block-sized mask
+                has_nan |= np.isnan(block[start:start + (1 << 16)]).any(axis=0)
+        self.X_parts = None
+        return has_nan if missing else None
 
     def set_raw(self, init_raw: np.ndarray) -> None:
         """Every row's raw predictions set to ``init_raw`` (one value per tree of a round)."""
@@ -373,6 +408,7 @@ class _TreeDriver:
         self.n_bins = thresholds.shape[1] + 1
         self.n_features = n_features
         self.total_weight = total_weight
+        self.n_stats = _N_STATS
         record = split_record_size(_N_STATS)
         self._scratch = [np.zeros(_N_STATS) for _ in range(3)]
         self._features = np.zeros(n_features, dtype=np.int64)
@@ -384,7 +420,7 @@ class _TreeDriver:
         return bool(_is_splittable(stats, np.int64(depth), p.max_depth, p.min_samples_split,
                                    p.min_samples_leaf, p.min_weight_leaf, impurity))
 
-    def _scan(self, hist, stats, seed):
+    def _scan(self, hist, stats, seed, node_id=None):
         """The node's best split record (feature -1: none), as the grower scans it."""
         split = np.zeros(self._record)
         lo, hi = _occupied(hist)
@@ -426,6 +462,7 @@ class _TreeDriver:
         heap = [(-entry[0], entry[1], entry) for entry in frontier]
         heapq.heapify(heap)
         presplit = {}  # node id -> its children's frontier entries (split, not committed)
+        committed = []  # node ids in the order their splits were committed
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             if heap[0][2][2] not in presplit:
@@ -436,6 +473,7 @@ class _TreeDriver:
                                            strict=True):
                     presplit[entry[2]] = self._evaluate(nodes, children)
             entry = heapq.heappop(heap)[2]
+            committed.append(entry[2])
             n_leaves += 1
             children = presplit.pop(entry[2])
             if n_leaves < max_leaves:
@@ -454,6 +492,7 @@ class _TreeDriver:
             if node is not None and node["left"] != TREE_LEAF:
                 node["left"] = int(renumber[node["left"]])
                 node["right"] = int(renumber[node["right"]])
+        self.split_order = renumber[np.array(committed, dtype=np.intp)]
         return self._tree([n for n in nodes if n is not None], renumber[owner])
 
     def _evaluate(self, nodes, pending) -> list:
@@ -462,7 +501,7 @@ class _TreeDriver:
         entries = []
         for node_id, depth, hist, node_seed in pending:
             stats = nodes[node_id]["stats"]
-            split = self._scan(hist, stats, node_seed)
+            split = self._scan(hist, stats, node_seed, node_id)
             if split[SPLIT_FEATURE] < 0:
                 continue
             improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
@@ -510,7 +549,7 @@ class _TreeDriver:
         feature = int(split[SPLIT_FEATURE])
         missing_left = split[SPLIT_MISSING_LEFT] > 0.5
         l_count = split[SPLIT_LEFT + STAT_COUNT]
-        r_count = split[SPLIT_LEFT + _N_STATS + STAT_COUNT]
+        r_count = split[SPLIT_LEFT + self.n_stats + STAT_COUNT]
         if split[SPLIT_MISSING_LEFT] == MISSING_UNSEEN:
             missing_left = l_count > r_count  # NaN follows the larger child, ties right
         summed = 0 if l_count <= r_count else 1
@@ -577,6 +616,50 @@ def _edge_sample(shards, blocks: list, index: np.ndarray, n_features: int) -> np
     return sample
 
 
+def shard_shapes(shards) -> tuple[list[int], int]:
+    """``(rows of each shard, n_features)``; ValueError for shards of different widths, no
+    rows or no features."""
+    shapes = shards.call("shape")
+    widths = {shape[1] for shape in shapes}
+    if len(widths) != 1:
+        raise ValueError(f"the partitions have different numbers of columns: "
+                         f"{sorted(widths)}")
+    n_features = widths.pop()
+    n_rows = [int(shape[0]) for shape in shapes]
+    n_samples = sum(n_rows)
+    if n_samples == 0:
+        raise ValueError("no rows to fit: every partition is empty")
+    if n_features == 0:
+        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
+                         "required.")
+    return n_rows, n_features
+
+
+def global_classes(summaries: list) -> np.ndarray:
+    """The classes of all shards from their ``label_summary``; ValueError for fewer than 2."""
+    classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+    if classes.shape[0] < 2:
+        raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
+                         "classes are required.")
+    return classes
+
+
+def global_bin_edges(shards, blocks, n_rows: list[int], n_features: int, max_bins: int,
+                     seed: int) -> list:
+    """The bin edges one machine places on the concatenated rows with ``seed``
+    (``prepare_tree_data``'s): the same draw of ``SUBSAMPLE_FOR_BINNING`` global row numbers,
+    only those rows gathered. ``blocks`` as in ``fit_data_parallel``."""
+    n_samples = int(sum(n_rows))
+    edge_rng = np.random.default_rng(seed)
+    index = np.arange(n_samples)
+    if n_samples > SUBSAMPLE_FOR_BINNING:
+        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    if blocks is None:
+        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
+    sample = _edge_sample(shards, blocks, index, n_features)
+    return fit_bin_thresholds(sample, max_bins, edge_rng)
+
+
 def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     """Fit ``estimator`` (a :class:`GradientBoostingClassifier` or
     :class:`GradientBoostingRegressor`, its parameters as set) on the rows of ``shards``
@@ -592,30 +675,16 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     """
     check_data_parallel_params(estimator)
     estimator._validate_params()
-    shapes = shards.call("shape")
-    widths = {shape[1] for shape in shapes}
-    if len(widths) != 1:
-        raise ValueError(f"the partitions have different numbers of columns: "
-                         f"{sorted(widths)}")
-    n_features = widths.pop()
-    n_rows = [shape[0] for shape in shapes]
+    n_rows, n_features = shard_shapes(shards)
     n_samples = int(sum(n_rows))
-    if n_samples == 0:
-        raise ValueError("no rows to fit: every partition is empty")
-    if n_features == 0:
-        raise ValueError(f"0 feature(s) (shape=({n_samples}, 0)) while a minimum of 1 is "
-                         "required.")
     classify = isinstance(estimator, ClassifierMixin)
     estimator._clear_state()
 
     summaries = shards.call("label_summary", classify)
     if classify:
-        classes = np.unique(np.concatenate([s for s in summaries if s.shape[0] > 0]))
+        classes = global_classes(summaries)
         estimator.classes_ = classes
         estimator.n_classes_ = int(classes.shape[0])
-        if classes.shape[0] < 2:
-            raise ValueError(f"y contains {classes.shape[0]} class, while a minimum of 2 "
-                             "classes are required.")
         estimator.n_trees_per_iteration_ = 1 if classes.shape[0] == 2 else classes.shape[0]
     else:
         classes = None
@@ -628,16 +697,7 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     rng = check_random_state(estimator.random_state)
     bin_seed = int(rng.randint(SEED_BOUND))
     stage_seeds = draw_seeds(rng, estimator.n_estimators)
-    # The rows one machine places its edges on: the same draw of the global row numbers.
-    edge_rng = np.random.default_rng(bin_seed)
-    index = np.arange(n_samples)
-    if n_samples > SUBSAMPLE_FOR_BINNING:
-        index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
-    if blocks is None:
-        blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
-    sample = _edge_sample(shards, blocks, index, n_features)
-    edges = fit_bin_thresholds(sample, estimator.max_bins, edge_rng)
-    del sample
+    edges = global_bin_edges(shards, blocks, n_rows, n_features, estimator.max_bins, bin_seed)
     thresholds = threshold_table(edges, n_value_bins(edges))
 
     if classify:
