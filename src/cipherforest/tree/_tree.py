@@ -173,9 +173,18 @@ class Tree:
             self._nonzero = cached
         return cached[1]
 
+    def _majority_class(self) -> np.ndarray:
+        """Index of the largest value of each node's first output (ties: the first), as
+        ``np.argmax`` of a row of ``predict``. Derived on first use; never serialised."""
+        majority = getattr(self, "_majority", None)
+        if majority is None or majority.shape[0] != self.node_count:
+            majority = np.argmax(self.value[:, 0, :], axis=1)
+            self._majority = majority
+        return majority
+
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for derived in ("_packed", "_records", "_nonzero"):
+        for derived in ("_packed", "_records", "_nonzero", "_majority"):
             state.pop(derived, None)
         return state
 
