@@ -188,12 +188,16 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
                     for j in range(n_group):
                         current = node[j]
                         x = X[group + j, nodes[current, 2]]
-                        # Right iff x > threshold, or x is NaN and NaN goes right.
-                        go_right = (x > threshold[current]) | (np.isnan(x)
-                                                               & (nodes[current, 3] == 0))
-                        if bitsets is not None:  # None: no categorical split (pruned)
-                            if np.isnan(threshold[current]) and not np.isnan(x):
-                                go_right = not folded_category_goes_left(bitsets, current, x)
+                        if bitsets is None:  # no categorical split (pruned at compile time)
+                            # Right iff x > threshold, or x is NaN and NaN goes right.
+                            go_right = (x > threshold[current]) | (np.isnan(x)
+                                                                   & (nodes[current, 3] == 0))
+                        elif np.isnan(x):  # one test a node, not the numeric one and then
+                            go_right = nodes[current, 3] == 0  # the category's (~15 %)
+                        elif np.isnan(threshold[current]):
+                            go_right = not folded_category_goes_left(bitsets, current, x)
+                        else:
+                            go_right = x > threshold[current]
                         node[j] = nodes[current, np.int64(go_right)]
                 for j in range(n_group):
                     raw[group + j, k] += learning_rate * value[node[j]]
