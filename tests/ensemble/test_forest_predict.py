@@ -3,8 +3,8 @@
 Oracle: the tree-by-tree sum the forests used before it — each tree's ``value`` taken at its
 leaves (``Tree.apply``), trees summed in blocks of eight, the block sums added in order,
 divided by the number of trees. The walk must equal it bit for bit (so models stay
-bit-identical across the change), for many classes (the nonzero-values path), several
-outputs, regression (values of either sign: the dense path), NaN, and any ``n_jobs``.
+bit-identical across the change), for many classes, several outputs, regression, NaN, and
+any ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -45,13 +45,11 @@ def test_many_classes_equal_the_tree_by_tree_sum(n_jobs, max_bins):
                                     n_jobs=n_jobs).fit(X, y)
     expected = _tree_by_tree_mean(forest, X)[:, 0, :]
     np.testing.assert_array_equal(forest.predict_proba(X), expected)
-    assert forest.estimators_[0].tree_._nonzero_values() is not None  # the sparse sums ran
 
 
 def test_regression_and_several_outputs_equal_the_tree_by_tree_sum():
     X, y = make_regression(2000, 8, noise=3.0, random_state=1)
     forest = RandomForestRegressor(11, random_state=0, n_jobs=2).fit(X, y)
-    assert forest.estimators_[0].tree_._nonzero_values() is None  # negative values: dense
     np.testing.assert_array_equal(forest.predict(X), _tree_by_tree_mean(forest, X)[:, 0, 0])
     Y = np.column_stack([y > 0, y > 50, np.abs(y) < 20]).astype(int)
     multi = ExtraTreesClassifier(9, random_state=0).fit(X, Y)
@@ -97,8 +95,10 @@ def test_derived_walk_tables_are_not_pickled():
     forest = RandomForestClassifier(3, random_state=0).fit(X, y)
     forest.predict_proba(X)
     tree = forest.estimators_[0].tree_
-    assert tree._walk_records() is not None and tree._nonzero_values() is not None
+    ints, floats = tree._walk_records()
+    np.testing.assert_array_equal(ints[:, :4], tree._packed_nodes())
+    np.testing.assert_array_equal(floats[:, 2], tree.threshold)
     state = pickle.loads(pickle.dumps(tree)).__dict__
-    assert not {"_packed", "_records", "_nonzero"} & set(state)
+    assert not {"_packed", "_records"} & set(state)
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(forest)).predict_proba(X),
                                   forest.predict_proba(X))

@@ -57,20 +57,17 @@ def _leaf_of(X, i, nodes, records, bitsets):
 
 @njit(**JIT_OPTIONS)
 def add_forest_values(X, nodes_of, records_of, value_of, trees_per_block, out, row_begin,
-                      row_end, block_rows, bitsets_of=None, indptr_of=None, column_of=None,
-                      nonzero_of=None):
+                      row_end, block_rows, bitsets_of=None):
     """``out[i]`` = the mean over trees ``t`` of ``value_of[t][leaf of row i in tree t]`` for
     the rows ``row_begin..row_end-1``, summed in the order of the module docstring.
 
     ``nodes_of[t]`` and ``records_of[t]`` are tree ``t``'s ``Tree._walk_records`` views,
     ``value_of[t]`` its values as (node_count, n_values); ``bitsets_of[t]`` (when given) its
-    folded categorical bitsets. With ``indptr_of``, ``column_of`` and ``nonzero_of`` (the
-    trees' ``Tree._nonzero_values``, every value >= +0.0) only a leaf's nonzero values are
-    added: the same sums, since adding +0.0 to a sum >= +0.0 leaves it as it is.
+    folded categorical bitsets. A tree is walked for the whole block before its leaves'
+    values are added (the values, most of a forest's memory, would evict the nodes).
     """
     n_trees = len(nodes_of)
     n_values = out.shape[1]
-    sparse = nonzero_of is not None
     block_sum = np.empty((block_rows, n_values))
     leaves = np.empty(block_rows, dtype=np.int64)
     # Arrays are taken out of the lists once per tree and indexed element by element: a
@@ -83,22 +80,12 @@ def add_forest_values(X, nodes_of, records_of, value_of, trees_per_block, out, r
                 records = records_of[t]
                 value = value_of[t]
                 bitsets = bitsets_of[t] if bitsets_of is not None else None
-                if sparse:
-                    indptr = indptr_of[t]
-                    column = column_of[t]
-                    nonzero = nonzero_of[t]
                 for i in range(block, block_end):
                     leaves[i - block] = _leaf_of(X, i, nodes, records, bitsets)
                 for i in range(block, block_end):
                     r = i - block
                     leaf = leaves[r]
-                    if sparse:
-                        if t == first:
-                            for k in range(n_values):
-                                block_sum[r, k] = 0.0
-                        for e in range(indptr[leaf], indptr[leaf + 1]):
-                            block_sum[r, column[e]] += nonzero[e]
-                    elif t == first:
+                    if t == first:
                         for k in range(n_values):
                             block_sum[r, k] = value[leaf, k]
                     else:
@@ -154,9 +141,6 @@ def mean_forest_values(trees, X: np.ndarray, n_jobs, trees_per_block: int,
     records_of = List([floats for _, floats in records])
     value_of = List([np.ascontiguousarray(tree.value).reshape(tree.node_count, -1)
                      for tree in trees])
-    nonzero = [tree._nonzero_values() for tree in trees] if n_values > 1 else [None]
-    sparse = () if any(v is None for v in nonzero) else tuple(
-        List([v[part] for v in nonzero]) for part in range(3))
     bitsets_of = List(bitsets) if bitsets is not None else None
     block_rows = np.int64(max(256, min(MAX_BLOCK_ROWS, BLOCK_SUM_BYTES // (8 * n_values))))
     n_threads = max(1, min(effective_n_jobs(n_jobs), n_rows // PARALLEL_MIN_ROWS))
@@ -164,7 +148,7 @@ def mean_forest_values(trees, X: np.ndarray, n_jobs, trees_per_block: int,
 
     def run(part: int) -> None:
         add_forest_values(X, nodes_of, records_of, value_of, np.int64(trees_per_block), out,
-                          bounds[part], bounds[part + 1], block_rows, bitsets_of, *sparse)
+                          bounds[part], bounds[part + 1], block_rows, bitsets_of)
 
     map_in_threads(run, range(n_threads), n_threads)
     return out.reshape((n_rows, *shape))

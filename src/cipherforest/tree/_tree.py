@@ -147,31 +147,15 @@ class Tree:
         first use; never serialised."""
         records = getattr(self, "_records", None)
         if records is None or records.shape[0] != self.node_count:
-            records = np.zeros((self.node_count, 3), dtype=np.int64)
-            records.view(np.int32)[:, :4] = self._packed_nodes()
+            records = np.empty((self.node_count, 3), dtype=np.int64)
+            ints = records.view(np.int32)
+            ints[:, _PACK_LEFT] = self.children_left
+            ints[:, _PACK_RIGHT] = self.children_right
+            ints[:, _PACK_FEATURE] = self.feature
+            ints[:, _PACK_MISSING] = self.missing_go_to_left
             records.view(np.float64)[:, 2] = self.threshold
             self._records = records
         return records.view(np.int32), records.view(np.float64)
-
-    def _nonzero_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """``value`` as (node_count, n_outputs * max_n_classes) rows in CSR form, zeros left
-        out: (indptr, column, value). A fully grown classifier's leaves hold one or a few
-        classes, so a walk adds those instead of every class. None when some value has its
-        sign bit set (a sum that skips zeros equals the full sum only for values >= +0.0).
-        Derived on first use; never serialised."""
-        cached = getattr(self, "_nonzero", None)
-        if cached is None or cached[0] != self.node_count:
-            values = self.value.reshape(self.node_count, -1)
-            if np.signbit(values).any():
-                cached = (self.node_count, None)
-            else:
-                rows, columns = np.nonzero(values)
-                indptr = np.zeros(self.node_count + 1, dtype=np.int64)
-                np.cumsum(np.bincount(rows, minlength=self.node_count), out=indptr[1:])
-                cached = (self.node_count, (indptr, columns.astype(np.int32),
-                                            values[rows, columns]))
-            self._nonzero = cached
-        return cached[1]
 
     def _majority_class(self) -> np.ndarray:
         """Index of the largest value of each node's first output (ties: the first), as
@@ -184,7 +168,7 @@ class Tree:
 
     def __getstate__(self) -> dict:
         state = self.__dict__.copy()
-        for derived in ("_packed", "_records", "_nonzero", "_majority"):
+        for derived in ("_packed", "_records", "_majority"):
             state.pop(derived, None)
         return state
 
