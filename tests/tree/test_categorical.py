@@ -317,3 +317,54 @@ def test_apply_and_decision_path_follow_the_category_sets():
     is_leaf = tree.tree_.children_left == -1
     assert np.all((path & is_leaf).sum(axis=1) == 1)
     np.testing.assert_array_equal(np.argmax(path & is_leaf, axis=1), leaves)
+
+
+def test_fold_unknown_categories_sends_unseen_categories_the_nan_way():
+    from cipherforest.tree._categorical import OTHER_BIT, fold_unknown_categories
+
+    def members(bits):
+        return {c for c in range(32 * bits.shape[0]) if (bits[c // 32] >> np.uint32(c % 32)) & 1}
+
+    left = np.zeros((3, 8), dtype=np.uint32)
+    left[0, 0] = (1 << 1) | (1 << 3)  # categories 1 and 3 go left
+    feature = np.array([0, -2, -2])
+    threshold = np.array([np.nan, -2.0, -2.0])
+    known = [np.array([1.0, 2.0, 3.0]), None]
+    nan_right = fold_unknown_categories(left, feature, threshold, np.array([0, 0, 0]), known)
+    assert members(nan_right[0]) == {1, 3}
+    nan_left = fold_unknown_categories(left, feature, threshold, np.array([1, 0, 0]), known)
+    assert members(nan_left[0]) == {1, 3} | (set(range(256)) - {1, 2, 3})
+    assert OTHER_BIT in members(nan_left[0])
+    np.testing.assert_array_equal(nan_left[1:], 0)  # leaves keep their (empty) rows
+    # A categorical feature split by a threshold cannot be folded: the caller maps X.
+    assert fold_unknown_categories(left, feature, np.array([0.5, -2.0, -2.0]),
+                                   np.array([1, 0, 0]), known) is None
+
+
+@pytest.mark.parametrize("model", [
+    RandomForestClassifier(7, max_bins=255, categorical_features=[0], random_state=0),
+    GradientBoostingClassifier(n_estimators=12, max_bins=255, categorical_features=[0],
+                               random_state=0),
+], ids=["forest", "boosting"])
+def test_unseen_categories_predict_as_nan_without_a_copy_of_X(model):
+    import tracemalloc
+
+    X, y = _category_set_data(n=3000, n_levels=30, seed=5)
+    X = np.column_stack([X, np.random.default_rng(0).normal(size=(3000, 8))])
+    X[::9, 0] = np.nan
+    model.fit(X[X[:, 0] != 7], y[X[:, 0] != 7])  # category 7 is never seen
+    rows = np.tile(X[:40], (5, 1))
+    odd = [7.0, 30.0, 254.0, 255.0, 300.0, 1e12, 2.5, -3.0, -0.0]
+    rows[: len(odd), 0] = odd
+    as_nan = rows.copy()
+    as_nan[: len(odd) - 1, 0] = np.nan  # -0.0 is category 0, seen
+    np.testing.assert_array_equal(model.predict_proba(rows), model.predict_proba(as_nan))
+    assert rows[2, 0] == 254.0  # X itself is left as it is
+    big = np.ascontiguousarray(np.tile(X, (40, 1)))  # 120,000 x 10
+    model.predict_proba(big[:10])
+    tracemalloc.start()
+    proba = model.predict_proba(big)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # The probabilities (and boosting's raw scores) are allocated; a copy of X is not.
+    assert peak < 2 * proba.nbytes + big.nbytes // 4, (peak, big.nbytes)

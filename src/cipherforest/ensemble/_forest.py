@@ -47,6 +47,7 @@ from ._base import (
     resolve_n_draws,
     warn_if_oob_missing,
 )
+from ._forest_predict import forest_bitsets, mean_forest_values
 
 #: Parameters a forest passes on to each of its trees.
 #: Trees whose predictions are summed together before block sums are added (in order).
@@ -241,27 +242,39 @@ class BaseForest(BaseEstimator):
                 if covered.any() else float("nan")
 
     # ------------------------------------------------------------------ prediction
-    def _validate_X_predict(self, X):
+    def _validate_X_predict(self, X, map_unknown: bool = True):
         check_is_fitted(self, "estimators_")
         X = categorical_predict_input(self, X)
-        return map_unknown_categories(self, tree_X(validate_data(
-            self, X, dtype=np.float64, reset=False, **tree_X_options(X))))
+        X = tree_X(validate_data(self, X, dtype=np.float64, reset=False, **tree_X_options(X)))
+        return map_unknown_categories(self, X) if map_unknown else X
 
     def _mean_tree_values(self, X) -> np.ndarray:
-        """Average of the trees' leaf values, shape (n_samples, n_outputs, n_values); trees
-        in threads.
+        """Average of the trees' leaf values for the (unvalidated) ``X``, shape (n_samples,
+        n_outputs, n_values).
 
-        Trees are summed in fixed blocks of ``_TREES_PER_BLOCK`` and the block sums added in
-        order, so the float result does not depend on ``n_jobs``.
+        Dense X: one compiled walk of every tree over blocks of rows, rows in threads
+        (``_forest_predict``). Sparse X: trees in threads, each tree's values summed. Either
+        way trees are summed in fixed blocks of ``_TREES_PER_BLOCK`` and the block sums
+        added in order, so the float result does not depend on ``n_jobs`` or the path.
         """
-        n_trees = len(self.estimators_)
+        check_is_fitted(self, "estimators_")
+        trees = [est.tree_ for est in self.estimators_]
+        try:
+            bitsets = forest_bitsets(trees, getattr(self, "known_categories_", None))
+        except LookupError:
+            bitsets = False  # unseen categories must be mapped in X
+        X = self._validate_X_predict(X, map_unknown=bitsets is False)
+        if not sp.issparse(X):
+            return mean_forest_values(trees, np.ascontiguousarray(X), self.n_jobs,
+                                      _TREES_PER_BLOCK, bitsets or None)
+        n_trees = len(trees)
         blocks = [range(i, min(i + _TREES_PER_BLOCK, n_trees))
                   for i in range(0, n_trees, _TREES_PER_BLOCK)]
 
         def block_sum(indices):
-            total = self.estimators_[indices[0]].tree_.predict(X)
+            total = trees[indices[0]].predict(X)
             for i in indices[1:]:
-                total += self.estimators_[i].tree_.predict(X)
+                total += trees[i].predict(X)
             return total
 
         parts = map_in_threads(block_sum, blocks, self.n_jobs)
@@ -349,7 +362,6 @@ class ForestClassifierMixin(ClassifierMixin):
     def predict_proba(self, X):
         """Mean of the trees' class proportions, shape (n_samples, n_classes) (a list of
         such arrays, one per output, for multi-output y)."""
-        X = self._validate_X_predict(X)
         return split_outputs(self._mean_tree_values(X), self.n_classes_)
 
     def predict_log_proba(self, X):
@@ -390,7 +402,6 @@ class ForestRegressorMixin(RegressorMixin):
 
     def predict(self, X):
         """Mean of the trees' predictions, shape (n_samples,) or (n_samples, n_outputs)."""
-        X = self._validate_X_predict(X)
         values = self._mean_tree_values(X)[:, :, 0]
         return values[:, 0] if self.n_outputs_ == 1 else values
 

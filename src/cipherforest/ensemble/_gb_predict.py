@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from numba import njit
 
-from ..tree._categorical import category_goes_left
+from ..tree._categorical import OTHER_BIT, fold_unknown_categories, folded_category_goes_left
 from ..tree._common import JIT_OPTIONS, TREE_LEAF
 from ..tree._split_record import BITSET_WORDS
 from ..tree._tree import pack_nodes
@@ -72,12 +72,23 @@ class PackedEnsemble:
     #: (total nodes, BITSET_WORDS) uint32, the trees' ``categorical_bitsets`` (zero rows for
     #: trees without); None when no tree has categorical splits.
     bitsets: np.ndarray | None = None
+    #: The ``known_categories_`` the table was packed for (``pack_ensemble``'s ``known``).
+    known: object = None
+    #: Whether ``bitsets`` send the categories not in ``known`` the NaN way
+    #: (``tree._categorical.fold_unknown_categories``): X needs no mapping of them then.
+    folded: bool = False
 
 
-def pack_ensemble(stages) -> PackedEnsemble:
-    """Pack ``stages[i][k].tree_`` (round ``i``, column ``k``) into one node table."""
+def pack_ensemble(stages, known=None) -> PackedEnsemble:
+    """Pack ``stages[i][k].tree_`` (round ``i``, column ``k``) into one node table.
+
+    ``known``: the estimator's ``known_categories_``; when given, the categorical splits'
+    bitsets are folded so that unseen categories follow each split's NaN direction
+    (``PackedEnsemble.folded``; not when a categorical feature has a threshold split).
+    """
     trees = [(k, est.tree_) for stage in stages for k, est in enumerate(stage)]
     bitsets = None
+    folded = False
     sizes = np.array([tree.node_count for _, tree in trees], dtype=np.int64)
     roots = np.zeros(len(trees), dtype=np.int64)
     roots[1:] = np.cumsum(sizes)[:-1]
@@ -98,10 +109,7 @@ def pack_ensemble(stages) -> PackedEnsemble:
         threshold = np.concatenate([t.threshold for _, t in trees])
         value = np.concatenate([t.value[:, 0, 0] for _, t in trees])
         if any(t.categorical_bitsets is not None for _, t in trees):
-            bitsets = np.concatenate([
-                t.categorical_bitsets if t.categorical_bitsets is not None
-                else np.zeros((t.node_count, BITSET_WORDS), dtype=np.uint32)
-                for _, t in trees])
+            bitsets, folded = _packed_bitsets([t for _, t in trees], known)
     else:
         nodes = np.zeros((0, 4), dtype=np.int32)
         threshold = value = np.zeros(0)
@@ -109,7 +117,22 @@ def pack_ensemble(stages) -> PackedEnsemble:
     columns = np.array([k for k, _ in trees], dtype=np.int64)
     return PackedEnsemble(nodes, np.ascontiguousarray(threshold, dtype=np.float64),
                           np.ascontiguousarray(value, dtype=np.float64), roots, depths,
-                          columns, stages, bitsets)
+                          columns, stages, bitsets, known, folded)
+
+
+def _packed_bitsets(trees, known) -> tuple[np.ndarray, bool]:
+    """The trees' ``categorical_bitsets`` one after the other (zero rows for trees without)
+    and whether they are folded (``pack_ensemble``); bit ``OTHER_BIT`` is clear when not."""
+    rows = [t.categorical_bitsets if t.categorical_bitsets is not None
+            else np.zeros((t.node_count, BITSET_WORDS), dtype=np.uint32) for t in trees]
+    if known is not None:
+        folded = [fold_unknown_categories(bits, t.feature, t.threshold, t.missing_go_to_left,
+                                          known) for bits, t in zip(rows, trees, strict=True)]
+        if all(bits is not None for bits in folded):
+            return np.concatenate(folded), True
+    bitsets = np.concatenate(rows)
+    bitsets[:, OTHER_BIT // 32] &= ~np.uint32(1 << (OTHER_BIT % 32))
+    return bitsets, False
 
 
 #: Rows walked through a tree side by side: their walks are independent chains of loads, so
@@ -145,7 +168,8 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
     """``raw[i, columns[t]] += learning_rate * value[leaf of row i in tree t]`` for the rows
     ``row_begin..row_end-1`` and every tree ``t`` in order, in blocks of ``block_rows`` rows.
     ``bitsets`` (``PackedEnsemble.bitsets``): at a node whose threshold is NaN a value goes
-    left iff its category's bit is set (NaN as numeric splits send it).
+    left iff its category's bit is set, a value that is no category iff bit ``OTHER_BIT``
+    is (NaN as numeric splits send it).
 
     ``nodes`` has leaves pointing to themselves (``pack_ensemble``), so ``depths[t]``
     branch-free steps bring every row of a group to its leaf.
@@ -164,12 +188,16 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
                     for j in range(n_group):
                         current = node[j]
                         x = X[group + j, nodes[current, 2]]
-                        # Right iff x > threshold, or x is NaN and NaN goes right.
-                        go_right = (x > threshold[current]) | (np.isnan(x)
-                                                               & (nodes[current, 3] == 0))
-                        if bitsets is not None:  # None: no categorical split (pruned)
-                            if np.isnan(threshold[current]) and not np.isnan(x):
-                                go_right = not category_goes_left(bitsets, current, x)
+                        if bitsets is None:  # no categorical split (pruned at compile time)
+                            # Right iff x > threshold, or x is NaN and NaN goes right.
+                            go_right = (x > threshold[current]) | (np.isnan(x)
+                                                                   & (nodes[current, 3] == 0))
+                        elif np.isnan(x):  # one test a node, not the numeric one and then
+                            go_right = nodes[current, 3] == 0  # the category's (~15 %)
+                        elif np.isnan(threshold[current]):
+                            go_right = not folded_category_goes_left(bitsets, current, x)
+                        else:
+                            go_right = x > threshold[current]
                         node[j] = nodes[current, np.int64(go_right)]
                 for j in range(n_group):
                     raw[group + j, k] += learning_rate * value[node[j]]

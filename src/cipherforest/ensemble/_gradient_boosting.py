@@ -294,7 +294,8 @@ class BaseGradientBoosting(BaseEstimator):
         n_stages = self._fit_stages(X_train, y_train, w_train, raw, X_val, y_val, w_val, loss,
                                     begin, monitor)
         self.estimators_ = _stage_array(self.estimators_[:n_stages])
-        self._packed = pack_ensemble(self.estimators_)
+        self._packed = pack_ensemble(self.estimators_,
+                                     getattr(self, "known_categories_", None))
         self.train_score_ = self.train_score_[:n_stages]
         if self.subsample < 1.0:
             self.oob_improvement_ = self.oob_improvement_[:n_stages]
@@ -537,11 +538,11 @@ class BaseGradientBoosting(BaseEstimator):
         return est
 
     # ------------------------------------------------------------------ prediction
-    def _validate_X_predict(self, X):
+    def _validate_X_predict(self, X, map_unknown: bool = True):
         check_is_fitted(self)
         X = categorical_predict_input(self, X)
-        return map_unknown_categories(self, tree_X(validate_data(
-            self, X, dtype=np.float64, reset=False, **tree_X_options(X))))
+        X = tree_X(validate_data(self, X, dtype=np.float64, reset=False, **tree_X_options(X)))
+        return map_unknown_categories(self, X) if map_unknown else X
 
     def _initial_raw(self, X: np.ndarray) -> np.ndarray:
         """``H0`` of every row, shape (n_samples, n_trees): the constant ``init_``, or the
@@ -559,8 +560,9 @@ class BaseGradientBoosting(BaseEstimator):
         """All trees as one node table, built once per ``estimators_`` (at the end of fit, or
         on the first prediction of a loaded model)."""
         packed = self.__dict__.get("_packed")
-        if packed is None or packed.source is not self.estimators_:
-            packed = pack_ensemble(self.estimators_)
+        known = getattr(self, "known_categories_", None)
+        if packed is None or packed.source is not self.estimators_ or packed.known is not known:
+            packed = pack_ensemble(self.estimators_, known)
             self._packed = packed
         return packed
 
@@ -572,7 +574,10 @@ class BaseGradientBoosting(BaseEstimator):
         return raw_predict(self._packed_trees(), X, init, self.learning_rate, n_threads)
 
     def _raw_predict(self, X) -> np.ndarray:
-        return self._raw_predict_validated(self._validate_X_predict(X))
+        # Unseen categories: folded into the packed trees' bitsets (no copy of X), unless an
+        # ``init`` estimator reads X too.
+        folded = self._packed_trees().folded and not _is_estimator(self.init_)
+        return self._raw_predict_validated(self._validate_X_predict(X, map_unknown=not folded))
 
     def _staged_raw_predict(self, X):
         X = self._validate_X_predict(X)

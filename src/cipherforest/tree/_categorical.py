@@ -345,3 +345,54 @@ def category_goes_left(bitsets, node, x):
     if c != x:
         return False
     return ((bitsets[node, c // 32] >> np.uint32(c % 32)) & np.uint32(1)) != 0
+
+
+#: Bit of a folded bitset (``fold_unknown_categories``) read for values that are no
+#: category: 255 is never a category (they are below ``max_bins`` <= 255).
+OTHER_BIT = 32 * BITSET_WORDS - 1
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def folded_category_goes_left(bitsets, node, x):
+    """``category_goes_left`` on a folded bitset (``fold_unknown_categories``): a value that
+    is no category (not an integer in ``0..254``) reads bit ``OTHER_BIT``."""
+    c = np.int64(OTHER_BIT)
+    if x >= 0.0 and x < OTHER_BIT:
+        whole = np.int64(x)
+        if whole == x:
+            c = whole
+    return ((bitsets[node, c // 32] >> np.uint32(c % 32)) & np.uint32(1)) != 0
+
+
+def fold_unknown_categories(bitsets, feature, threshold, missing_go_to_left, known):
+    """Node bitsets in which every category not seen at fit follows the node's NaN
+    direction, so a prediction walk needs no copy of ``X`` with those values as NaN.
+
+    ``bitsets`` (nodes, ``BITSET_WORDS``) are a tree's (or packed trees') left sets;
+    ``feature``, ``threshold`` and ``missing_go_to_left`` the same nodes' arrays; ``known``
+    the estimator's ``known_categories_`` (per feature: None, or the categories seen at
+    fit). At each categorical split (threshold NaN) a seen category keeps its bit and an
+    unseen one, and bit ``OTHER_BIT`` (values that are no category), take the NaN
+    direction; read with ``folded_category_goes_left``, the walk sends every row where the
+    walk of ``map_unknown_categories``' copy sends it. Returns None when that does not
+    hold: a categorical feature split by a threshold (the caller maps ``X`` instead).
+    """
+    categorical = np.array([values is not None for values in known], dtype=bool)
+    split_nodes = feature >= 0
+    numeric = split_nodes & ~np.isnan(threshold)
+    if categorical[feature[numeric]].any():
+        return None
+    seen = np.zeros((len(known), BITSET_WORDS), dtype=np.uint32)
+    for j, values in enumerate(known):
+        if values is not None and values.shape[0]:
+            codes = values.astype(np.int64)
+            np.bitwise_or.at(seen[j], codes // 32, (np.uint32(1) << (codes % 32).astype(
+                np.uint32)).astype(np.uint32))
+    folded = bitsets.copy()
+    cat_nodes = np.flatnonzero(split_nodes & np.isnan(threshold))
+    if cat_nodes.shape[0]:
+        seen_at = seen[feature[cat_nodes]]
+        nan_side = np.where(missing_go_to_left[cat_nodes] != 0, np.uint32(0xFFFFFFFF),
+                            np.uint32(0))[:, None]
+        folded[cat_nodes] = (bitsets[cat_nodes] & seen_at) | (~seen_at & nan_side)
+    return folded

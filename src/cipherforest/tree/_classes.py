@@ -534,7 +534,13 @@ default=None
     def predict(self, X):
         """Majority class of each sample's leaf (ties: the first class in ``classes_``);
         shape (n_samples,) or (n_samples, n_outputs)."""
-        return classes_of_proba(self.predict_proba(X), self.classes_)
+        X = self._validate_X_predict(X)
+        if self.n_outputs_ > 1:
+            return classes_of_proba(split_outputs(self.tree_.predict(X), self.n_classes_),
+                                    self.classes_)
+        # One output: each leaf's majority class once, not the argmax of every row's
+        # proportions (the same class: the row's proportions are its leaf's).
+        return self.classes_.take(self.tree_._majority_class().take(self.tree_.apply(X)))
 
 
 @register_model_class

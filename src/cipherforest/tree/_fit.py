@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import numpy as np
@@ -108,6 +108,9 @@ class TreeData:
     X_binned: np.ndarray | None = None
     bin_thresholds: np.ndarray | None = None
     sparse: SparseColumns | None = None
+    #: The data of one tree's growth (``fit_tree_arrays``): the exact grower reorders the
+    #: presorted rows in place instead of a copy (the fit's peak holds them once).
+    scratch: bool = False
 
     @cached_property
     def X_columns(self) -> np.ndarray | None:
@@ -570,8 +573,10 @@ def _fill_positive_rows(positive, out):
 
 def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
     """The presorted rows of ``data`` restricted to the rows of positive weight (a copy:
-    growth reorders them in place)."""
+    growth reorders them in place; ``data``'s own when it is ``scratch``)."""
     if n_positive == data.n_samples:
+        if data.scratch:
+            return data.sorted_index, data.sorted_value
         return data.sorted_index.copy(), data.sorted_value.copy()
     # Filtering keeps each row sorted; every row keeps exactly the positive samples.
     keep = positive[data.sorted_index]
@@ -641,7 +646,8 @@ def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_c
     keep = sample_weight > 0
     if not keep.all():
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    data = prepare_tree_data(X, params.max_bins, seed, sample_weight, categorical)
+    data = replace(prepare_tree_data(X, params.max_bins, seed, sample_weight, categorical),
+                   scratch=True)
     return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
 
 

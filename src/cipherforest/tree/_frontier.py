@@ -55,11 +55,14 @@ _N_FREE, _N_ENTRIES, _SIZE = 0, 1, 2
 
 
 @njit(**JIT_OPTIONS)
-def grow_rows(table, n_rows):
-    """Return ``table`` with room for at least ``n_rows`` rows (doubling)."""
+def grow_rows(table, n_rows, limit=0):
+    """Return ``table`` with room for at least ``n_rows`` rows (doubling, but to no more
+    than ``limit`` rows when it is positive and at least ``n_rows``)."""
     if n_rows <= table.shape[0]:
         return table
     capacity = max(n_rows, 2 * table.shape[0])
+    if limit > 0:
+        capacity = max(n_rows, min(capacity, limit))
     out = np.zeros((capacity,) + table.shape[1:], dtype=table.dtype)
     # ``out[:len(table)] = table`` as a flat loop over the C-contiguous rows: slice
     # assignment would compile numba's shape-mismatch message (string formatting code that
@@ -233,12 +236,13 @@ def set_leaf(node_int, node_float, node, n_samples, impurity):
 
 @njit(**JIT_OPTIONS)
 def split_node(node_int, node_float, node_stats, node_count, node, feature, missing_left,
-               threshold):
+               threshold, max_nodes=0):
     """Split node ``node`` on ``feature`` at ``threshold``: its children are nodes
-    ``node_count`` and ``node_count + 1``. Returns the tables, grown when needed."""
-    node_int = grow_rows(node_int, node_count + 2)
-    node_float = grow_rows(node_float, node_count + 2)
-    node_stats = grow_rows(node_stats, node_count + 2)
+    ``node_count`` and ``node_count + 1``. Returns the tables, grown when needed (to at most
+    ``max_nodes`` rows when positive: the most nodes the tree can have)."""
+    node_int = grow_rows(node_int, node_count + 2, max_nodes)
+    node_float = grow_rows(node_float, node_count + 2, max_nodes)
+    node_stats = grow_rows(node_stats, node_count + 2, max_nodes)
     node_int[node, N_LEFT] = node_count
     node_int[node, N_RIGHT] = node_count + 1
     node_int[node, N_FEATURE] = feature

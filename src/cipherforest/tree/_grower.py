@@ -607,9 +607,11 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
                                       tmp_index, tmp_value)
 
+        # Every leaf holds a row: at most 2 n - 1 nodes (the last doubling stops there).
         node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
                                                       node_count, node_id, feature,
-                                                      missing_left, split[SPLIT_THRESHOLD])
+                                                      missing_left, split[SPLIT_THRESHOLD],
+                                                      2 * n_samples - 1)
         left_id = node_count
         right_id = node_count + 1
         node_count += 2
@@ -740,8 +742,11 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
     for slot in range(max(n_hists, n_clean), hist_pool.shape[0]):
         zero_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
-    return (node_int[:node_count].copy(), node_float[:node_count].copy(),
-            node_stats[:node_count].copy(), hist_pool, hist_lo, hist_hi)
+    if node_count < node_int.shape[0]:  # a full table (2 n - 1 nodes) is returned as it is
+        node_int = node_int[:node_count].copy()
+        node_float = node_float[:node_count].copy()
+        node_stats = node_stats[:node_count].copy()
+    return node_int, node_float, node_stats, hist_pool, hist_lo, hist_hi
 
 
 @njit(**LEAF_JIT_OPTIONS)

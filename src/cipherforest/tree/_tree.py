@@ -140,6 +140,38 @@ class Tree:
             self._packed = packed
         return packed
 
+    def _walk_records(self) -> tuple[np.ndarray, np.ndarray]:
+        """The nodes as 24-byte records, so that a walk reads one cache line a node: an int32
+        view (node_count, 6) whose columns 0-3 are ``pack_nodes``' and a float64 view
+        (node_count, 3) of the same memory whose column 2 is the threshold. Derived on
+        first use; never serialised."""
+        records = getattr(self, "_records", None)
+        if records is None or records.shape[0] != self.node_count:
+            records = np.empty((self.node_count, 3), dtype=np.int64)
+            ints = records.view(np.int32)
+            ints[:, _PACK_LEFT] = self.children_left
+            ints[:, _PACK_RIGHT] = self.children_right
+            ints[:, _PACK_FEATURE] = self.feature
+            ints[:, _PACK_MISSING] = self.missing_go_to_left
+            records.view(np.float64)[:, 2] = self.threshold
+            self._records = records
+        return records.view(np.int32), records.view(np.float64)
+
+    def _majority_class(self) -> np.ndarray:
+        """Index of the largest value of each node's first output (ties: the first), as
+        ``np.argmax`` of a row of ``predict``. Derived on first use; never serialised."""
+        majority = getattr(self, "_majority", None)
+        if majority is None or majority.shape[0] != self.node_count:
+            majority = np.argmax(self.value[:, 0, :], axis=1)
+            self._majority = majority
+        return majority
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        for derived in ("_packed", "_records", "_majority"):
+            state.pop(derived, None)
+        return state
+
     def apply(self, X: np.ndarray) -> np.ndarray:
         """Index of the leaf each row of ``X`` lands in (sparse X is read row by row, as
         CSR, never densified)."""
