@@ -574,6 +574,7 @@ class BaseGradientBoosting(BaseEstimator):
         return raw_predict(self._packed_trees(), X, init, self.learning_rate, n_threads)
 
     def _raw_predict(self, X) -> np.ndarray:
+        check_is_fitted(self)
         # Unseen categories: folded into the packed trees' bitsets (no copy of X), unless an
         # ``init`` estimator reads X too.
         folded = self._packed_trees().folded and not _is_estimator(self.init_)
