@@ -56,6 +56,7 @@ from ..tree._histogram import (
     _accumulate_features,
     best_split_histogram_feature,
     build_histogram,
+    occupied_range,
     partition_histogram_stable,
 )
 from ..tree._pruning import prune_tree
@@ -65,7 +66,6 @@ from ..tree._tree import Tree
 from ._base import bootstrap_counts, draw_seeds
 from ._data_parallel import (
     RowShard,
-    _occupied,
     _summed,
     _TreeDriver,
     global_bin_edges,
@@ -162,10 +162,9 @@ class ForestShard(RowShard):
             build_histogram(hist, lo, hi, self.X_binned, self.samples, np.int64(start),
                             np.int64(end), self.y, self.w, np.int64(self.criterion), None)
         elif end > start:
-            for f in features:
-                _accumulate_features(hist, lo, hi, self.X_binned, self.samples,
-                                     np.int64(start), np.int64(end), self.y, self.w,
-                                     np.int64(self.criterion), np.int64(f), np.int64(f + 1))
+            _accumulate_listed(hist, lo, hi, self.X_binned, self.samples, np.int64(start),
+                               np.int64(end), self.y, self.w, np.int64(self.criterion),
+                               np.asarray(features, dtype=np.int64))
         return hist if features is None else hist[features]
 
     def forest_histograms(self, requests: list, n_bins: int) -> list:
@@ -207,6 +206,15 @@ class ForestShard(RowShard):
 
 
 @njit(**LEAF_JIT_OPTIONS)
+def _accumulate_listed(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                       features):
+    """``_accumulate_features`` of each of ``features`` in turn (one call per node)."""
+    for f in features:
+        _accumulate_features(hist, lo, hi, X_binned, samples, start, end, y, w, criterion,
+                             f, f + 1)
+
+
+@njit(**LEAF_JIT_OPTIONS)
 def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
                         min_samples_leaf, min_weight_leaf, max_features, features, rng_state,
                         split, cum, left, right):
@@ -235,6 +243,16 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
             if n_visited >= max_features:
                 break
     return -1
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def occupied_bins(hist, lo, hi):
+    """Each feature's first and last bin of ``hist`` holding rows (weight column above
+    0.5) into ``lo`` and ``hi`` (``n_bins`` and -1 when none): ``_occupied`` without its
+    temporary arrays, once per scanned node."""
+    last = hist.shape[1] - 1
+    for f in range(hist.shape[0]):
+        lo[f], hi[f] = occupied_range(hist, f, 0, last, STAT_WEIGHT)
 
 
 @njit(**JIT_OPTIONS)
@@ -290,6 +308,8 @@ class _ForestTreeDriver(_TreeDriver):
         self._record = split_record_size(n_stats)
         self._scratch = [np.zeros(n_stats) for _ in range(3)]
         self.subset = uses_feature_subsets(params.max_features, n_features)
+        self._lo = np.zeros(n_features, dtype=np.int64)
+        self._hi = np.zeros(n_features, dtype=np.int64)
 
     def node_features(self, seed) -> np.ndarray | None:
         """The features whose histograms a node's shards build: the first ``max_features``
@@ -309,7 +329,8 @@ class _ForestTreeDriver(_TreeDriver):
 
     def _scan(self, hist, stats, seed, node_id=None):
         split = np.zeros(self._record)
-        lo, hi = _occupied(hist)
+        lo, hi = self._lo, self._hi
+        occupied_bins(hist, lo, hi)
         cum, left, right = self._scratch
         p = self.params
         self.stopped = scan_histogram_node(
@@ -326,9 +347,8 @@ class _ForestTreeDriver(_TreeDriver):
             wanted = []
             for node_id, _, hist, node_seed in pending:
                 self._scan(hist, nodes[node_id]["stats"], node_seed)
-                if self.stopped >= 0:
-                    lo, hi = _occupied(hist)
-                    wanted.append((node_id, hist, np.flatnonzero(lo > hi)))
+                if self.stopped >= 0:  # the scan's occupied ranges name the missing features
+                    wanted.append((node_id, hist, np.flatnonzero(self._lo > self._hi)))
             if wanted:
                 results = self.shards.call("forest_histograms",
                                            [(node_id, f) for node_id, _, f in wanted],
