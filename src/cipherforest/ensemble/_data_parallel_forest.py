@@ -220,10 +220,13 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
                         split, cum, left, right):
     """A node's best split into ``split`` from its summed histogram, as the single-machine
     grower scans a histogram node: features in the order drawn from ``seed`` (drawn as the
-    scan goes), until ``max_features`` non-constant ones were seen. A feature without rows
-    in ``hist`` (``lo > hi``: its histogram was not built) stops the scan: returns how many
-    features were scanned before it, -1 when the scan is complete."""
+    scan goes), until ``max_features`` non-constant ones were seen. Each drawn feature's
+    occupied bins are found as it is drawn (into ``lo`` and ``hi``; the others' are left
+    as they were). A feature without rows in ``hist`` (``lo > hi``: its histogram was not
+    built) stops the scan: returns how many features were scanned before it, -1 when the
+    scan is complete."""
     n_features = features.shape[0]
+    last = hist.shape[1] - 1
     rng_state[0] = seed
     for j in range(n_features):
         features[j] = j
@@ -234,6 +237,8 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
         swapped = features[j]
         features[j] = features[k]
         features[k] = swapped
+        lo[features[j]], hi[features[j]] = occupied_range(hist, features[j], 0, last,
+                                                          STAT_WEIGHT)
         if lo[features[j]] > hi[features[j]]:
             return j
         if best_split_histogram_feature(features[j], hist, lo, hi, bin_thresholds, criterion,
@@ -248,8 +253,8 @@ def scan_histogram_node(seed, hist, lo, hi, bin_thresholds, criterion, stats,
 @njit(**LEAF_JIT_OPTIONS)
 def occupied_bins(hist, lo, hi):
     """Each feature's first and last bin of ``hist`` holding rows (weight column above
-    0.5) into ``lo`` and ``hi`` (``n_bins`` and -1 when none): ``_occupied`` without its
-    temporary arrays, once per scanned node."""
+    0.5) into ``lo`` and ``hi`` (``n_bins`` and -1 when none), as ``_occupied`` finds
+    them."""
     last = hist.shape[1] - 1
     for f in range(hist.shape[0]):
         lo[f], hi[f] = occupied_range(hist, f, 0, last, STAT_WEIGHT)
@@ -329,12 +334,10 @@ class _ForestTreeDriver(_TreeDriver):
 
     def _scan(self, hist, stats, seed, node_id=None):
         split = np.zeros(self._record)
-        lo, hi = self._lo, self._hi
-        occupied_bins(hist, lo, hi)
         cum, left, right = self._scratch
         p = self.params
         self.stopped = scan_histogram_node(
-            np.uint64(seed), hist, lo, hi, self.thresholds, self.criterion, stats,
+            np.uint64(seed), hist, self._lo, self._hi, self.thresholds, self.criterion, stats,
             p.min_samples_leaf, p.min_weight_leaf, p.max_features, self._features, self._rng,
             split, cum, left, right)
         return split
@@ -347,7 +350,8 @@ class _ForestTreeDriver(_TreeDriver):
             wanted = []
             for node_id, _, hist, node_seed in pending:
                 self._scan(hist, nodes[node_id]["stats"], node_seed)
-                if self.stopped >= 0:  # the scan's occupied ranges name the missing features
+                if self.stopped >= 0:
+                    occupied_bins(hist, self._lo, self._hi)
                     wanted.append((node_id, hist, np.flatnonzero(self._lo > self._hi)))
             if wanted:
                 results = self.shards.call("forest_histograms",
