@@ -33,7 +33,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._sklearn_compat import Interval, StrOptions, _fit_context
 from .boosting import boosting_report
 from .boosting_kernels import n_trees, probabilities, refit_leaf_values
-from .client import new_transport
 from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
@@ -319,16 +318,7 @@ class PrivateGradientBoostingClassifier(SessionModelMixin, ClassifierMixin, Base
             ``y`` holds a single class, or ``label_epsilon`` is not a finite number > 0
             (``inf`` would be boosting on the labels themselves: the plaintext model's job).
         """
-        stats = ProtocolStats()
-        started = time.perf_counter()
-        setup, labels = self.encrypt(X, y)
-        engine = self.client_session_
-        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
-                                                       self.server_key, self.timeout)
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
-        return self._fitted(stats)
+        return self._fit_through_server(X, y)
 
     def encrypt(self, X, y) -> tuple[Message, Any]:
         """The offline stage of :meth:`fit`: validate, fit GIPE, randomize the labels (the

@@ -328,13 +328,27 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
 
 class SessionModelMixin:
     """What the private estimators built on a :class:`RegressionSession`-style client share:
-    a fit's GIPE encryptor, the session's end, and saving and loading (the private forest's
-    model directory)."""
+    a fit's GIPE encryptor, the one-shot fit through a server, the session's end, and saving
+    and loading (the private forest's model directory)."""
 
     def new_encryptor(self) -> GiniPreservingEncryptor:
         """The unfitted GIPE encryptor a fit uses (keys and jitter from the OS; tests may
         override it)."""
         return new_gipe_encryptor(self.get_params())
+
+    def _fit_through_server(self, X, y):
+        """The one-shot fit: the offline stage (``encrypt``), then upload and train through
+        the embedded server or ``server=URL``, and the fitted attributes (``_fitted``)."""
+        stats = ProtocolStats()
+        started = time.perf_counter()
+        setup, labels = self.encrypt(X, y)
+        engine = self.client_session_
+        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
+                                                       self.server_key, self.timeout)
+        engine.upload(setup, labels, stats, started)
+        self.session_ = engine.session_id
+        engine.train(setup, stats, started)
+        return self._fitted(stats)
 
     def close(self) -> None:
         """Ask the server to forget this model's session."""
@@ -384,16 +398,7 @@ class RegressionModelMixin(SessionModelMixin):
             ``y`` holds NaN or inf, ``label_epsilon`` is not a finite number > 0, or
             ``target_bounds`` are not two finite numbers ``low < high``.
         """
-        stats = ProtocolStats()
-        started = time.perf_counter()
-        setup, labels = self.encrypt(X, y)
-        engine = self.client_session_
-        engine.transport, self.server_ = new_transport(self.server, self.n_jobs,
-                                                       self.server_key, self.timeout)
-        engine.upload(setup, labels, stats, started)
-        self.session_ = engine.session_id
-        engine.train(setup, stats, started)
-        return self._fitted(stats)
+        return self._fit_through_server(X, y)
 
     def encrypt(self, X, y) -> tuple[Message, Any]:
         """The offline stage of :meth:`fit`: validate, privatise the targets (charged in the
