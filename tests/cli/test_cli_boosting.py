@@ -67,6 +67,8 @@ def test_staged_and_one_shot_boosting(files, server, staged_train, status_in_fre
     staged, X_test = _check_oracle(model, files, ledger)
     report = format_privacy_report(staged.privacy_report_)
     assert report in out and staged.epsilon_spent_ == 2.0
+    # The staged train (encrypt and train in separate commands) reads the ledger's total.
+    assert staged.privacy_report_["cumulative_epsilon"] == 2.0
     status = status_in_fresh_process(model)
     assert status["stage"] == "trained" and status["privacy"] == report.split("\n")
     assert main(["client", "predict", "--model", str(model), "--data",

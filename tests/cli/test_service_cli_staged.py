@@ -32,6 +32,7 @@ from _helpers.service import (  # noqa: E402
 from cipherforest.cli import main  # noqa: E402
 from cipherforest.cli.client import read_csv  # noqa: E402
 from cipherforest.privacy import ClientSession, PrivateForestClient  # noqa: E402
+from cipherforest.privacy.dp import format_privacy_report  # noqa: E402
 from cipherforest.privacy.he import PublicContext  # noqa: E402
 from cipherforest.privacy.package import model_stage  # noqa: E402
 from cipherforest.privacy.protocol import (  # noqa: E402
@@ -394,3 +395,15 @@ def test_privacy_ledger_options_and_command(files, tmp_path, capsys):
     fresh = _show(ledger, capsys)
     assert fresh["releases"] == [] and fresh["max_epsilon"] == 0.0
     assert fresh["key_id"] != shown["key_id"]
+
+
+def test_a_staged_rr_train_reports_the_ledgers_total(files, server, staged_train, tmp_path):
+    """Encrypt (which charges the randomized labels) and train run in separate processes:
+    the train's report still carries the ledger's cumulative ε for the data's rows, as the
+    one-shot fit's does."""
+    ledger = str(tmp_path / "ledger")
+    model, out = staged_train(["--trees", "2", "--max-depth", "2", "--random-state", "0",
+                               "--label-epsilon", "1.5"], ledger)
+    report = PrivateForestClient.load(model).privacy_report_
+    assert report["epsilon"] == 1.5 and report["cumulative_epsilon"] == 1.5
+    assert format_privacy_report(report) in out

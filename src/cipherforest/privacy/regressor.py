@@ -37,7 +37,7 @@ from .client import new_transport
 from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .he import BlockLayout, SecretContext
-from .ledger import LedgerError, PrivacyLedger, default_ledger_path
+from .ledger import PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
@@ -427,13 +427,6 @@ class RegressionModelMixin(SessionModelMixin):
         stats = ProtocolStats()
         engine = self.client_session_
         engine.transport = transport
-        if engine.ledger is None and engine.row_keys is not None:
-            # Staged: the release was charged at encrypt; the report reads the ledger's total.
-            try:
-                engine.ledger = PrivacyLedger(self.privacy_ledger or default_ledger_path(),
-                                              create=False)
-            except LedgerError:
-                pass
         engine.train(setup, stats, answered=answered, on_answer=on_answer)
         return self._fitted(stats)
 

@@ -34,7 +34,7 @@ import numpy as np
 from ..dp import LabelPrivacyAccountant
 from ..gipe import GiniPreservingEncryptor
 from ..he import BlockLayout, SecretContext
-from ..ledger import PrivacyLedger, default_ledger_path
+from ..ledger import LedgerError, PrivacyLedger, default_ledger_path
 from .decisions import (
     check_counts,
     clear_counts,
@@ -329,9 +329,19 @@ class ClientSession:
 
     def cumulative_spent(self) -> tuple[float, float] | None:
         """``(ε, δ)`` the ledger holds for the most charged row of this client's data (None
-        without a ledger)."""
-        if self.ledger is None or self.row_keys is None:
+        without a ledger).
+
+        A restored session (a staged train: encrypt charged the release in another process)
+        reopens the ledger its rows are keyed in; it never creates one.
+        """
+        if self.row_keys is None:
             return None
+        if self.ledger is None:
+            try:
+                self.ledger = PrivacyLedger(self.params.get("privacy_ledger")
+                                            or default_ledger_path(), create=False)
+            except LedgerError:
+                return None
         return self.ledger.spent(self.row_keys)
 
     # ------------------------------------------------------------------ 2. upload
