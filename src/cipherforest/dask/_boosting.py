@@ -176,12 +176,29 @@ class _WorkerShards:
         out = []
         for future, address in zip(futures, self.addresses[1:], strict=True):
             try:
-                out.append(future.result())
+                out.append(_actor_result(future, address))
             except (ValueError, TypeError):
                 raise  # bad input, reported by the shard
             except Exception as error:
                 raise _lost(address, error) from error
         return out
+
+
+#: Seconds between two checks that a worker whose answer is awaited is still in the cluster.
+LIVENESS_INTERVAL = 1.0
+
+
+def _actor_result(future, address: str):
+    """The result of an actor call on the worker ``address``, or ``ConnectionError`` once
+    the scheduler no longer lists that worker. A call to an actor whose worker died would
+    otherwise wait for ever: Dask waits for the actor to be recreated on a worker of that
+    address, and a restarted worker process has another address."""
+    while True:
+        try:
+            return future.result(timeout=LIVENESS_INTERVAL)
+        except TimeoutError:
+            if address not in get_client().scheduler_info(n_workers=-1)["workers"]:
+                raise ConnectionError("the scheduler no longer lists the worker") from None
 
 
 def _lost(address: str, error: BaseException) -> WorkerLostError:
@@ -289,6 +306,14 @@ class _DaskEstimator(BaseEstimator):
         local = self._local_class(**self._local_params())
         self._check(local)
         client = self._client()
+        # The actor handles the fit receives look up their client in the calling thread:
+        # without this, a client that is not the default one (``set_as_default=False``)
+        # leaves them unbound and the first call to a worker process fails.
+        with client.as_current():
+            return self._fit_on(client, local, X, y)
+
+    def _fit_on(self, client, local, X, y):
+        """:meth:`fit` on ``client``'s workers (the client current in this thread)."""
         X, y, columns, label = _collections(X, y)
         n_features = len(columns) if columns is not None else int(X.shape[1])
         X_parts = _delayed_parts(X)
@@ -333,7 +358,7 @@ class _DaskEstimator(BaseEstimator):
             part_rows = []
             for actor, address in zip(actors, addresses, strict=True):
                 try:
-                    part_rows.append(actor.partition_rows().result())
+                    part_rows.append(_actor_result(actor.partition_rows(), address))
                 except Exception as error:
                     raise _lost(address, error) from error
             del labels  # the actors hold the labels now
@@ -345,8 +370,8 @@ class _DaskEstimator(BaseEstimator):
                     offset += n
             blocks = [where[i] for i in sorted(where)]
             try:
-                model = actors[0].fit(self._fitter, local, actors[1:], addresses, columns,
-                                      blocks).result()
+                model = _actor_result(actors[0].fit(self._fitter, local, actors[1:],
+                                                    addresses, columns, blocks), addresses[0])
             except (ValueError, TypeError, WorkerLostError):
                 raise
             except Exception as error:
