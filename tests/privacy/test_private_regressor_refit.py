@@ -6,7 +6,8 @@ signal (small when the leaves explain the targets, the largest for pure noise); 
 estimator predicts the dense refit of the leaves the server named; the protocol and the
 simulator agree with it; save/load keeps the refitted values and refuses inconsistent ones;
 a leaf no training row reaches is refused, one tree and a constant target work; and on a
-set with signal the refit beats the leaf means at ε = 2 with the same ỹ.
+set with signal the refit beats the leaf means at ε = 2 with the same ỹ. The same for the
+boosting regressor's ridge over all rounds' leaves.
 """
 
 from __future__ import annotations
@@ -24,11 +25,13 @@ from cipherforest.privacy import (
     PrivateForestRegressor,
     PrivateForestRegressorSimulator,
     PrivateForestServer,
+    PrivateGradientBoostingRegressor,
     ProtocolError,
     StateFileError,
     refit_leaf_values,
 )
 from cipherforest.privacy.leaf_refit import (
+    BOOSTING_PENALTIES,
     PENALTIES,
     choose_penalty,
     leaf_indicators,
@@ -102,21 +105,44 @@ def test_the_cross_validated_penalty_follows_the_signal():
     assert choose_penalty(design, explained, [7.0]) == 7.0
 
 
+def _dense_prediction(model, y, X_test, n_trees, penalties):
+    """The mean over the trees of the dense refit's values of the leaves the server names
+    for the test rows, the leaves numbered across the trees."""
+    session = model.server_.session(model.session_)
+    train_leaves = session.route(session.X)
+    test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
+    shift = 10**6 * np.arange(n_trees)
+    ids = np.unique(train_leaves + shift)
+    rows = np.searchsorted(ids, train_leaves + shift)
+    penalty = choose_penalty(leaf_indicators(rows, ids.shape[0]), y,
+                             [n_trees * p for p in penalties])
+    values = _dense_refit(rows, ids.shape[0], y, penalty)
+    return values[np.searchsorted(ids, test_leaves + shift)].mean(axis=1)
+
+
 def test_the_estimator_predicts_the_dense_refit_of_the_servers_leaves(data):
     X, y, X_test, _ = data
     model = PrivateForestRegressor(n_estimators=4, random_state=3, max_features=0.5,
                                    leaf_refit="ridge").fit(X, y)
-    session = model.server_.session(model.session_)
-    train_leaves = session.route(session.X)
-    test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
-    ids = np.unique(train_leaves + 10**6 * np.arange(4))  # leaves numbered across trees
-    rows = np.searchsorted(ids, train_leaves + 10**6 * np.arange(4))
-    penalty = choose_penalty(leaf_indicators(rows, ids.shape[0]), y,
-                             [4 * p for p in PENALTIES])
-    values = _dense_refit(rows, ids.shape[0], y, penalty)
-    expected = values[np.searchsorted(ids, test_leaves + 10**6 * np.arange(4))].mean(axis=1)
-    np.testing.assert_allclose(model.predict(X_test), expected, rtol=1e-9)
+    np.testing.assert_allclose(model.predict(X_test),
+                               _dense_prediction(model, y, X_test, 4, PENALTIES), rtol=1e-9)
     assert model.privacy_report_["epsilon"] == 2.0  # the refit spends nothing
+
+
+def test_the_boosting_regressor_predicts_the_dense_refit_of_all_rounds(data, tmp_path):
+    """Its intercept and leaf values become the ridge refit over every round's leaves (the
+    rounds' own refit only shapes nothing after it); saved and loaded, it predicts the
+    same."""
+    X, y, X_test, _ = data
+    model = PrivateGradientBoostingRegressor(n_estimators=5, random_state=0,
+                                             leaf_refit="ridge").fit(X, y)
+    predicted = model.predict(X_test)
+    np.testing.assert_allclose(predicted,
+                               _dense_prediction(model, y, X_test, 5, BOOSTING_PENALTIES),
+                               rtol=1e-9)
+    model.save(tmp_path / "boosting")
+    loaded = PrivateGradientBoostingRegressor.load(tmp_path / "boosting")
+    np.testing.assert_array_equal(loaded.predict(X_test), predicted)
 
 
 def test_protocol_and_simulator_predict_the_same(data, tmp_path):
@@ -197,4 +223,18 @@ def test_the_refit_beats_the_leaf_means_on_the_same_trees(tmp_path):
             warnings.simplefilter("error")
             model.fit(X[:400], y[:400])
         scores[refit] = r2_score(y[400:], model.predict(X[400:]))
+    assert scores["ridge"] > scores["mean"] + 0.01
+
+
+def test_the_boosting_ridge_beats_the_rounds_refit_on_the_same_trees(tmp_path):
+    """Friedman #1 at ε = 2, the same ỹ and trees: the global refit's R² is above the
+    round-by-round refit's (0.06 measured over the benchmark's folds)."""
+    X, y = make_friedman1(600, noise=1.0, random_state=0)
+    scores = {}
+    for refit in ("mean", "ridge"):
+        model = PrivateGradientBoostingRegressor(
+            n_estimators=50, random_state=0, privacy_ledger=str(tmp_path / "ledger"),
+            leaf_refit=refit)
+        model.new_encryptor = _seeded_encryptor
+        scores[refit] = r2_score(y[400:], model.fit(X[:400], y[:400]).predict(X[400:]))
     assert scores["ridge"] > scores["mean"] + 0.01

@@ -26,10 +26,12 @@ from scipy.sparse.linalg import lsqr
 from threadpoolctl import threadpool_limits
 
 __all__ = ["PENALTIES", "choose_penalty", "leaf_indicators", "refit_leaf_values",
-           "ridge_leaf_weights"]
+           "ridge_leaf_weights", "ridge_refit"]
 
 #: The ridge penalties cross-validated, as multiples of the number of trees.
 PENALTIES = (1e-3, 1e-2, 3e-2, 0.1, 0.3, 1.0)
+#: The boosting regressor's: its shallow trees' large leaves may need more shrinkage.
+BOOSTING_PENALTIES = (*PENALTIES, 3.0, 10.0)
 #: Folds of the client's cross-validation of the penalty.
 N_FOLDS = 5
 #: LSQR's tolerances and iteration cap (ΦΦᵀ + λI is well conditioned for grown trees).
@@ -80,17 +82,24 @@ def choose_penalty(design: sp.csr_matrix, y: np.ndarray, penalties) -> float:
     return float(penalties[int(np.argmin(errors))])
 
 
-def refit_leaf_values(rows: np.ndarray, n_leaves: int, y: np.ndarray) -> np.ndarray:
-    """Per leaf of the table, the value ``b + n_trees · w`` of the cross-validated ridge
-    refit of the targets ``y`` of the training rows that reach the table rows
-    ``rows[i, t]`` (n_rows × n_trees): the mean over the trees of the values of the leaves
-    a row reaches is the refit's prediction."""
+def ridge_refit(rows: np.ndarray, n_leaves: int, y: np.ndarray,
+                penalties=PENALTIES) -> tuple[float, np.ndarray]:
+    """The intercept ``b`` and leaf weights ``w`` (n_leaves,) of the ridge refit of the
+    targets ``y`` of the training rows that reach the leaves ``rows[i, t]`` (n_rows ×
+    n_trees, numbered across the trees), its penalty cross-validated over ``n_trees`` ×
+    ``penalties``: a row's prediction is ``b + Σ_t w[rows[i, t]]``."""
     rows = np.asarray(rows, dtype=np.int64)
     n_trees = rows.shape[1]
     design = leaf_indicators(rows, n_leaves)
     # LSQR's vector norms are BLAS calls on short vectors: threads only contend (60x
     # slower measured on 2 busy cores).
     with threadpool_limits(1, user_api="blas"):
-        penalty = choose_penalty(design, y, [n_trees * p for p in PENALTIES])
-        intercept, weights = ridge_leaf_weights(design, y, penalty)
-    return intercept + n_trees * weights
+        penalty = choose_penalty(design, y, [n_trees * p for p in penalties])
+        return ridge_leaf_weights(design, y, penalty)
+
+
+def refit_leaf_values(rows: np.ndarray, n_leaves: int, y: np.ndarray) -> np.ndarray:
+    """Per leaf, the value ``b + n_trees · w`` of :func:`ridge_refit`: the mean over the
+    trees of the values of the leaves a row reaches is the refit's prediction."""
+    intercept, weights = ridge_refit(rows, n_leaves, y)
+    return intercept + np.asarray(rows).shape[1] * weights
