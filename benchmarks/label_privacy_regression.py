@@ -18,6 +18,14 @@ informative, noise 10). California housing is not used: it needs a download. dif
 gives no baseline: it does not import with this scikit-learn (the output says why);
 "laplace" is the label-DP-by-Laplace-noise baseline.
 
+``--refits mean ridge`` measures each private forest with both ``leaf_refit`` values (the
+columns "bins" and "bins+ridge") and adds "plaintext+ridge": the plaintext forest with its
+leaf values refitted as ``leaf_refit="ridge"`` refits them (:class:`RidgeRefitForest`).
+Without it every private forest is ``leaf_refit="mean"``.
+
+    python benchmarks/label_privacy_regression.py --trees 100 --folds 3 --max-rows 1000 \\
+        --epsilons 1 2 4 8 --mechanisms bins piecewise --refits mean ridge
+
 ``--attacks`` prints instead what a curious server learns of the true targets
 (``cipherforest.privacy.attacks.target_recovery``) at ε ∈ {1, 2, 8} (``--attack-epsilons``):
 one real fit per ε (embedded server wrapped in ``attacks.RecordingServer``, ``--trees``
@@ -121,7 +129,8 @@ def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=(),
     out = [("plaintext", lambda: RandomForestRegressor(**common, n_jobs=n_jobs))]
     if "ridge" in refits:
         out.append(("plaintext+ridge", lambda: RidgeRefitForest(**common, n_jobs=n_jobs)))
-    out.append(("blind", lambda: PrivateForestRegressor(**private, split_selection="blind")))
+    out.append(("blind", lambda: PrivateForestRegressor(**private, split_selection="blind",
+                                                        leaf_refit="mean")))
     for kind in mechanisms:
         for refit in refits:
             for eps in epsilons:

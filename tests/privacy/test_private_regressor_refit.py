@@ -163,7 +163,7 @@ def test_save_load_keeps_the_refitted_values(data, tmp_path):
     X, y, X_test, _ = data
     model = PrivateForestRegressor(n_estimators=4, random_state=1, leaf_refit="ridge",
                                    target_bounds=(0.0, 400.0)).fit(X, y)
-    means = PrivateForestRegressor(n_estimators=4, random_state=1,
+    means = PrivateForestRegressor(n_estimators=4, random_state=1, leaf_refit="mean",
                                    target_bounds=(0.0, 400.0)).fit(X, y)
     assert not np.allclose(model.predict(X_test), means.predict(X_test))
     path = tmp_path / "model"

@@ -205,7 +205,7 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, split_selection="rr", label_epsilon=None,
                  target_mechanism="bins", target_bounds=None, target_bins=32,
-                 target_outputs=None, prior_share=0.1, leaf_refit="mean", privacy_ledger=None,
+                 target_outputs=None, prior_share=0.1, leaf_refit="ridge", privacy_ledger=None,
                  max_total_epsilon=None, n_jobs=None):
         self.n_estimators = n_estimators
         self.max_features = max_features
