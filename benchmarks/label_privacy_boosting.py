@@ -32,7 +32,7 @@ without spending more ε.
 Part ``regression``: test R² (k-fold) of
 :class:`~cipherforest.privacy.PrivateGradientBoostingRegressor` (through the protocol and an
 embedded server, a fresh privacy ledger; targets by each of ``--mechanisms``, RR-on-bins by
-default) at ``--epsilons`` beside our
+default; each ``--refits`` as ``leaf_refit``) at ``--epsilons`` beside our
 plaintext :class:`~cipherforest.ensemble.GradientBoostingRegressor`, both 100 rounds of
 depth-3 trees, on the data sets of ``benchmarks/label_privacy_regression.py`` (its loader).
 
@@ -236,14 +236,16 @@ def regression(args) -> str:
     from label_privacy_regression import load
 
     names = args.datasets or list(REGRESSION_SETS)
-    private = [(kind, e) for kind in args.mechanisms for e in args.epsilons]
+    private = [(kind, refit, e) for kind in args.mechanisms for refit in args.refits
+               for e in args.epsilons]
     columns = ["plaintext GradientBoostingRegressor",
-               *(f"private {kind} ε = {e:g}" for kind, e in private)]
+               *(f"private {kind}{'' if refit == 'mean' else '+' + refit} ε = {e:g}"
+                 for kind, refit, e in private)]
     lines = [f"Test R², {args.folds}-fold CV, {args.trees} rounds of depth-3 trees; "
              f"PrivateGradientBoostingRegressor with each target_mechanism; "
              f"{platform.machine()}, {os.cpu_count()} cores shared with other jobs.", "",
              "| data set | " + " | ".join(columns) + " | private − plaintext at "
-             f"{args.mechanisms[0]} ε = {args.epsilons[0]:g} |",
+             f"{columns[1][len('private '):]} |",
              "|---|" + "---:|" * (len(columns) + 1)]
     with tempfile.TemporaryDirectory() as ledger:
         for name in names:
@@ -253,9 +255,12 @@ def regression(args) -> str:
                     KFold(args.folds, shuffle=True, random_state=0).split(X)):
                 makers = [lambda s=fold: GradientBoostingRegressor(
                     n_estimators=args.trees, max_depth=3, random_state=s)]
-                makers += [lambda kind=kind, e=e, s=fold: PrivateGradientBoostingRegressor(
-                    args.trees, max_depth=3, label_epsilon=e, target_mechanism=kind,
-                    random_state=s, privacy_ledger=ledger) for kind, e in private]
+                makers += [lambda kind=kind, e=e, s=fold, refit=refit:
+                           PrivateGradientBoostingRegressor(
+                               args.trees, max_depth=3, label_epsilon=e,
+                               target_mechanism=kind, random_state=s, privacy_ledger=ledger,
+                               leaf_refit=refit)
+                           for kind, refit, e in private]
                 for column, make in zip(columns, makers, strict=True):
                     model = make().fit(X[train], y[train])
                     scores[column].append(r2_score(y[test], model.predict(X[test])))
@@ -307,6 +312,8 @@ def main(argv=None) -> None:
     r.add_argument("--max-rows", type=int, default=2000)
     r.add_argument("--mechanisms", nargs="+", default=["bins"],
                    choices=["bins", "laplace", "duchi", "piecewise"])
+    r.add_argument("--refits", nargs="+", default=["mean"], choices=["mean", "ridge"],
+                   help="the private model's leaf_refit (each a column per ε)")
     r.add_argument("--markdown")
     args = parser.parse_args(argv)
     text = {"curves": curves, "time": timing, "regression": regression,

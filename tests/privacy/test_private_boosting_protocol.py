@@ -263,7 +263,8 @@ def test_regressor_leaves_are_mean_true_residuals_of_the_servers_trees(diabetes,
     ledger = str(tmp_path / "ledger")
     recorder = _Recorder(InProcessTransport())
     model = PrivateGradientBoostingRegressor(8, learning_rate=0.5, random_state=1,
-                                             privacy_ledger=ledger, server=recorder).fit(X, y)
+                                             privacy_ledger=ledger, server=recorder,
+                                             leaf_refit="mean").fit(X, y)
     setup = decode_message(recorder.sent[0], "setup")
     assert setup.meta["learner"] == "gradient_boosting_regressor"
     assert setup.meta["label_ciphertexts"] is False and setup.meta["bootstrap"] is False

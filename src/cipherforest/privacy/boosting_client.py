@@ -21,7 +21,7 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from numbers import Real
 from typing import Any
 
@@ -35,9 +35,11 @@ from .boosting import boosting_report
 from .boosting_kernels import n_trees, probabilities, refit_leaf_values
 from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
+from .leaf_refit import BOOSTING_PENALTIES, ridge_refit
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.params import NOISE_CORRECTIONS, label_epsilon
 from .regressor import (
+    LEAF_REFITS,
     PrivateForestRegressor,
     RegressionModelMixin,
     RegressionSession,
@@ -91,6 +93,15 @@ class BoostingLeaves:
         return cls(init_raw, learning_rate * np.concatenate(steps),
                    np.cumsum([0, *(s.shape[0] for s in steps)]).astype(np.int64),
                    np.concatenate(known))
+
+    def ridge_refit(self, reached: np.ndarray, targets: np.ndarray) -> BoostingLeaves:
+        """This model with its intercept and every leaf value replaced by the ridge refit
+        of the targets on the leaf indicators of all trees (one output, the regressor's;
+        :func:`~.leaf_refit.ridge_refit`)."""
+        rows = np.asarray(reached, dtype=np.int64) + self.offsets[:-1]
+        intercept, weights = ridge_refit(rows, self.values.shape[0], targets,
+                                         BOOSTING_PENALTIES)
+        return replace(self, init_raw=np.array([intercept]), values=weights)
 
     @property
     def n_trees(self) -> int:
@@ -405,9 +416,13 @@ class RegressionBoostingSession(_BoostedScores, RegressionSession):
         return setup, labels
 
     def count_leaves(self, reached: np.ndarray, weights_of) -> BoostingLeaves:
-        """The client's leaf values: mean residuals of the true targets, in tree order."""
-        return BoostingLeaves.refit(reached, self.labels[:, None],
-                                    float(self.params["learning_rate"]), "squared_error")
+        """The client's leaf values: mean residuals of the true targets, in tree order, or
+        (``leaf_refit="ridge"``) the global ridge refit of all rounds' leaves."""
+        leaves = BoostingLeaves.refit(reached, self.labels[:, None],
+                                      float(self.params["learning_rate"]), "squared_error")
+        if self.params.get("leaf_refit", "mean") == "ridge":
+            leaves = leaves.ridge_refit(reached, self.labels)
+        return leaves
 
     def predict(self, X: np.ndarray, stats: ProtocolStats) -> np.ndarray:
         """The boosted prediction of the rows ``X`` (validated float64)."""
@@ -429,7 +444,8 @@ class PrivateGradientBoostingRegressor(RegressionModelMixin, RegressorMixin, Bas
     squared-error regression trees on the ciphers and those targets (its own leaf values,
     the mean privatised residuals, only steer its next round) and names the leaf every
     training row reaches; the client sets every leaf to the mean residual of the TRUE
-    targets of its rows at its own running predictions, tree by tree in order, and keeps
+    targets of its rows at its own running predictions, tree by tree in order, then (by
+    default, ``leaf_refit``) refits all of them at once by ridge regression, and keeps
     them. :meth:`predict` asks the server for the leaves the test rows reach.
 
     Parameters
@@ -450,6 +466,14 @@ class PrivateGradientBoostingRegressor(RegressionModelMixin, RegressorMixin, Bas
         ε of the whole release, prior included (None: 2).
     target_mechanism, target_bounds, target_bins, target_outputs, prior_share
         The release's, as :class:`~cipherforest.privacy.PrivateForestRegressor`'s.
+    leaf_refit : {"ridge", "mean"}, default="ridge"
+        ``"mean"``: every leaf the mean residual of the true targets at the client's
+        running predictions, round by round; ``"ridge"``: after those, one ridge
+        regression of the targets on the leaf indicators of all rounds' trees replaces the
+        initial mean and every leaf value (penalty by the client's 5-fold
+        cross-validation; :mod:`~cipherforest.privacy.leaf_refit`). Computed on the client
+        and never sent: ε is the same. ``"ridge"`` scored higher on 4 of 5 benchmark sets
+        at ε = 2 and on 5 of 5 at ε = 1 (docs/label_privacy_boosting.md).
     privacy_ledger : str or None, default=None
     max_total_epsilon : float or None, default=None
     server : str, Transport or None, default=None
@@ -481,15 +505,16 @@ class PrivateGradientBoostingRegressor(RegressionModelMixin, RegressorMixin, Bas
         **{name: PrivateForestRegressor._parameter_constraints[name]
            for name in ("gipe_mode", "label_epsilon", *_TARGET_PARAMETERS)},
         "learning_rate": [Interval(Real, 0.0, None, closed="neither")],
+        "leaf_refit": [StrOptions(set(LEAF_REFITS))],
     }
 
     def __init__(self, n_estimators=100, *, learning_rate=0.1, max_depth=3,
                  min_samples_split=2, min_samples_leaf=1, max_features=None, max_bins=None,
                  random_state=None, security_parameter=6.4, gipe_mode="quantile", gipe_bins=32,
                  label_epsilon=None, target_mechanism="bins", target_bounds=None,
-                 target_bins=32, target_outputs=None, prior_share=0.1, privacy_ledger=None,
-                 max_total_epsilon=None, server=None, n_jobs=None, verbose=0, server_key=None,
-                 timeout=120.0):
+                 target_bins=32, target_outputs=None, prior_share=0.1, leaf_refit="ridge",
+                 privacy_ledger=None, max_total_epsilon=None, server=None, n_jobs=None,
+                 verbose=0, server_key=None, timeout=120.0):
         self.n_estimators = n_estimators
         self.learning_rate = learning_rate
         self.max_depth = max_depth
@@ -507,6 +532,7 @@ class PrivateGradientBoostingRegressor(RegressionModelMixin, RegressorMixin, Bas
         self.target_bins = target_bins
         self.target_outputs = target_outputs
         self.prior_share = prior_share
+        self.leaf_refit = leaf_refit
         self.privacy_ledger = privacy_ledger
         self.max_total_epsilon = max_total_epsilon
         self.server = server

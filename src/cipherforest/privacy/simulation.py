@@ -189,7 +189,8 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
         The server's view of every tree (``children_left``, ``children_right``,
         ``feature``, cipher ``threshold``, ``n_node_samples``).
     leaf_means_ : LeafMeans
-        The client's leaf values (bootstrap-weighted sums of the true targets per leaf).
+        The client's leaf values (bootstrap-weighted sums of the true targets per leaf, and
+        the refitted values of ``leaf_refit="ridge"``).
     epsilon_spent_ : float
     privacy_report_ : dict
         As :class:`~cipherforest.privacy.PrivateForestRegressor`'s.
@@ -204,7 +205,7 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, split_selection="rr", label_epsilon=None,
                  target_mechanism="bins", target_bounds=None, target_bins=32,
-                 target_outputs=None, prior_share=0.1, privacy_ledger=None,
+                 target_outputs=None, prior_share=0.1, leaf_refit="ridge", privacy_ledger=None,
                  max_total_epsilon=None, n_jobs=None):
         self.n_estimators = n_estimators
         self.max_features = max_features
@@ -225,6 +226,7 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
         self.target_bins = target_bins
         self.target_outputs = target_outputs
         self.prior_share = prior_share
+        self.leaf_refit = leaf_refit
         self.privacy_ledger = privacy_ledger
         self.max_total_epsilon = max_total_epsilon
         self.n_jobs = n_jobs
