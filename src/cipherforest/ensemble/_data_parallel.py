@@ -500,18 +500,24 @@ class _TreeDriver:
         ``pending`` nodes ``(node, depth, hist, seed)`` that have a split worth making."""
         entries = []
         for node_id, depth, hist, node_seed in pending:
-            stats = nodes[node_id]["stats"]
-            split = self._scan(hist, stats, node_seed, node_id)
-            if split[SPLIT_FEATURE] < 0:
-                continue
-            improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
-                           - split[SPLIT_CHILDREN]) / self.total_weight
-            if improvement + EPSILON < self.params.min_impurity_decrease:
-                continue
-            self._counter += 1
-            entries.append((improvement, self._counter, node_id, depth, hist, node_seed,
-                            split))
+            split = self._scan(hist, nodes[node_id]["stats"], node_seed, node_id)
+            entry = self._entry(nodes, node_id, depth, hist, node_seed, split)
+            if entry is not None:
+                entries.append(entry)
         return entries
+
+    def _entry(self, nodes, node_id, depth, hist, node_seed, split):
+        """The frontier entry of a scanned node, or None when its best ``split`` (a split
+        record) is none or not worth making."""
+        if split[SPLIT_FEATURE] < 0:
+            return None
+        stats = nodes[node_id]["stats"]
+        improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
+                       - split[SPLIT_CHILDREN]) / self.total_weight
+        if improvement + EPSILON < self.params.min_impurity_decrease:
+            return None
+        self._counter += 1
+        return improvement, self._counter, node_id, depth, hist, node_seed, split
 
     def _split(self, nodes, batch, best_first) -> list:
         """Split the frontier entries of ``batch`` on the shards in one round trip; returns
