@@ -77,9 +77,12 @@ from ._data_parallel import (
 __all__ = ["ForestShard", "check_forest_data_parallel_params", "fit_forest_data_parallel",
            "partition_bootstrap_counts"]
 
-#: Nodes split in one round trip at most: the driver holds their parents' and children's
-#: histograms (features x bins x stats each, 160 kB at 20 x 256 x 4).
+#: Nodes of a tree split in one round trip at most (the top of its stack).
 MAX_BATCH_NODES = 64
+#: The driver's memory for histograms while trees grow together: the shards' answers for
+#: a round trip's nodes, their sums and (without feature subsets) the stacks' histograms
+#: (a histogram of every feature is 160 kB at 20 features x 256 bins x 4 stats).
+DRIVER_HISTOGRAM_BYTES = 64 << 20
 #: A worker's memory for the per-tree state of the trees growing together (weights and row
 #: order: 12 bytes a row and tree); 20 trees at 1.1 million rows a worker.
 GROUP_STATE_BYTES = 256 << 20
@@ -342,6 +345,8 @@ class _ForestTreeDriver(_TreeDriver):
         self.subset = uses_feature_subsets(params.max_features, n_features)
         self._lo = np.zeros(n_features, dtype=np.int64)
         self._hi = np.zeros(n_features, dtype=np.int64)
+        self._dense = None  # a full histogram into which compact ones are scanned
+        self._dense_rows = np.zeros(0, dtype=np.int64)
 
     def node_features(self, seed) -> np.ndarray | None:
         """The features whose histograms a node's shards build: the first ``max_features``
@@ -350,14 +355,38 @@ class _ForestTreeDriver(_TreeDriver):
             return None
         return drawn_features(np.uint64(seed), self.n_features, self.params.max_features)
 
-    def full(self, parts: list, features) -> np.ndarray:
-        """The shards' histograms of ``features`` summed, as a histogram of every feature
-        (the others empty); the sum of full histograms when ``features`` is None."""
-        if features is None:
+    def summed_histogram(self, parts: list, features):
+        """The shards' histograms summed: with feature subsets, compact ``(features, sum
+        of their histograms of features)`` (no features: None), else the full sum."""
+        if not self.subset:
             return _summed(parts)
-        hist = np.zeros((self.n_features, self.n_bins, self.n_stats))
-        hist[features] = _summed(parts)
-        return hist
+        return None if features is None else (features, _summed(parts))
+
+    def dense(self, compact) -> np.ndarray:
+        """A compact ``(features, histograms)`` (None: no features) as a histogram of
+        every feature, the others empty, in a buffer reused by the next call."""
+        if self._dense is None:
+            self._dense = np.zeros((self.n_features, self.n_bins, self.n_stats))
+        self._dense[self._dense_rows] = 0.0
+        self._dense_rows = np.zeros(0, dtype=np.int64)
+        if compact is not None:
+            self._dense_rows = compact[0]
+            self._dense[compact[0]] = compact[1]
+        return self._dense
+
+    def histogram_cost(self, n_nodes: int, n_shards: int) -> int:
+        """Bytes of histograms the driver holds while splitting ``n_nodes`` nodes: the
+        shards' answers and their sums (and, without feature subsets, the children)."""
+        size = self.n_bins * self.n_stats * 8
+        if self.subset:
+            return n_nodes * 2 * self.params.max_features * size * (n_shards + 1)
+        return n_nodes * self.n_features * size * (n_shards + 2)
+
+    def held_histogram_bytes(self) -> int:
+        """Bytes of the histograms held by the stack's entries (none with subsets)."""
+        if self.subset:
+            return 0
+        return len(self.stack) * self.n_features * self.n_bins * self.n_stats * 8
 
     def _scan(self, hist, stats, seed, node_id=None):
         split = np.zeros(self._record)
@@ -377,12 +406,16 @@ class _ForestTreeDriver(_TreeDriver):
         histograms still to fetch."""
         scanned, wanted = [], []
         for node_id, depth, hist, node_seed in pending:
+            if self.subset:
+                hist = self.dense(hist)
             split = self._scan(hist, nodes[node_id]["stats"], node_seed)
             if self.subset and self.stopped >= 0:
                 occupied_bins(hist, self._lo, self._hi)
                 wanted.append((len(scanned), np.flatnonzero(self._lo > self._hi)))
                 split = None
-            scanned.append((node_id, depth, hist, node_seed, split))
+                hist = hist.copy()
+            scanned.append((node_id, depth, None if split is not None and self.subset
+                            else hist, node_seed, split))
         return scanned, wanted
 
     def histogram_requests(self, scanned, wanted) -> list:
@@ -433,15 +466,14 @@ class _ForestTreeDriver(_TreeDriver):
         self._counter = 0
         if not self._splittable(root_stats, 0, self.nodes[0]["impurity"]):
             return []
-        return [(0, 0, self.full([r[1] for r in roots], self.node_features(root_seed)),
-                 root_seed)]
+        return [(0, 0, self.summed_histogram([r[1] for r in roots],
+                                             self.node_features(root_seed)), root_seed)]
 
     def grow(self, seed: int, roots: list):
         """The best-first tree of ``seed`` from the shards' ``forest_roots`` results for
         it, grown alone (``_TreeDriver._grow_best_first``)."""
-        root_seed = make_state(seed)[0]
-        root_hist = self.full([r[1] for r in roots], self.node_features(root_seed))
-        return super().grow(seed, [(_summed([r[0] for r in roots]), root_hist, 0.0)])
+        frontier = self._evaluate(self.nodes, self.start(seed, roots))
+        return self._grow_best_first(self.nodes, frontier)
 
     def split_requests(self, nodes, batch, best_first) -> list:
         """The shards' ``forest_split`` requests of the frontier entries ``batch``, as
@@ -473,9 +505,8 @@ class _ForestTreeDriver(_TreeDriver):
             hists = [None, None]
             if features is not None:
                 for c in range(2):
-                    hists[c] = (self.full([r[i][2][c] for r in results], features[c])
-                                if features[c] is not None
-                                else np.zeros((self.n_features, self.n_bins, self.n_stats)))
+                    hists[c] = self.summed_histogram([r[i][2][c] for r in results],
+                                                     features[c])
             elif build:
                 hists[summed] = _summed([r[i][2][summed] for r in results])
                 hists[1 - summed] = hist - hists[summed]
@@ -544,29 +575,38 @@ def tree_group_size(n_rows: list[int], n_trees: int) -> int:
 def grow_together(shards, drivers: list, seeds: list, roots: list) -> list:
     """The depth-first trees of ``drivers`` (their slots), of ``seeds``, grown together
     from the shards' ``forest_roots`` results (per tree, per shard): each round trip
-    splits the top ``MAX_BATCH_NODES`` nodes of every tree's stack, and the fetches of
-    further features of all trees travel in one round trip. Returns the trees."""
+    splits the top ``MAX_BATCH_NODES`` nodes of the stacks of as many trees as keep the
+    driver's histograms within ``DRIVER_HISTOGRAM_BYTES`` (at least one tree), and the
+    fetches of further features of those trees travel in one round trip. Each tree's
+    batches are the ones it would split alone. Returns the trees."""
     n_bins = drivers[0].n_bins
     pending = [driver.start(seed, tree_roots)
                for driver, seed, tree_roots in zip(drivers, seeds, roots, strict=True)]
     _evaluate_together(shards, drivers, pending, n_bins)
+    n_shards = len(roots[0])
     while any(driver.stack for driver in drivers):
-        batches, requests = [], []
+        batches, requests, served = [], [], []
+        held = sum(driver.held_histogram_bytes() for driver in drivers)
         for driver in drivers:
             batch = driver.stack[-MAX_BATCH_NODES:]
+            cost = driver.histogram_cost(len(batch), n_shards)
+            if not batch or (served and held + cost > DRIVER_HISTOGRAM_BYTES):
+                continue
+            held += cost
+            served.append(driver)
             del driver.stack[-MAX_BATCH_NODES:]
             tree_requests = driver.split_requests(driver.nodes, batch, False)
             batches.append((batch, tree_requests))
             requests.extend(r[0] for r in tree_requests)
         results = shards.call("forest_split", requests, n_bins)
         pending, first = [], 0
-        for driver, (batch, tree_requests) in zip(drivers, batches, strict=True):
+        for driver, (batch, tree_requests) in zip(served, batches, strict=True):
             last = first + len(tree_requests)
             children = driver.split_results(driver.nodes, batch, tree_requests,
                                             [r[first:last] for r in results])
             pending.append([child for pair in children for child in pair])
             first = last
-        _evaluate_together(shards, drivers, pending, n_bins)
+        _evaluate_together(shards, served, pending, n_bins)
     return [driver._tree(driver.nodes, np.arange(len(driver.nodes)))[0] for driver in drivers]
 
 
