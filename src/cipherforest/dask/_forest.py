@@ -8,6 +8,7 @@ from ..core import (
     RandomForestRegressor,
     check_forest_data_parallel_params,
     fit_forest_data_parallel,
+    forest_bin_seed,
 )
 from ._boosting import _DaskClassifier, _DaskRegressor
 
@@ -54,11 +55,13 @@ _FOREST_NOTES = """
 
 
 class _ForestFit:
-    """The data-parallel forest's shards, settings check and fit, for a Dask estimator."""
+    """The data-parallel forest's shards, settings check, fit and bin seed, for a Dask
+    estimator."""
 
     _shard_class = ForestShard
     _check = staticmethod(check_forest_data_parallel_params)
     _fitter = staticmethod(fit_forest_data_parallel)
+    _bin_seed = staticmethod(forest_bin_seed)
 
 
 class DaskRandomForestClassifier(_ForestFit, _DaskClassifier):

@@ -32,6 +32,8 @@ bounded number of histograms however wide a level is.
 
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 from numba import njit
 from sklearn.base import ClassifierMixin
@@ -75,7 +77,7 @@ from ._data_parallel import (
 )
 
 __all__ = ["ForestShard", "check_forest_data_parallel_params", "fit_forest_data_parallel",
-           "partition_bootstrap_counts"]
+           "forest_bin_seed", "partition_bootstrap_counts"]
 
 #: Nodes of a tree split in one round trip at most (the top of its stack).
 MAX_BATCH_NODES = 64
@@ -472,7 +474,8 @@ class _ForestTreeDriver(_TreeDriver):
     def grow(self, seed: int, roots: list):
         """The best-first tree of ``seed`` from the shards' ``forest_roots`` results for
         it, grown alone (``_TreeDriver._grow_best_first``)."""
-        frontier = self._evaluate(self.nodes, self.start(seed, roots))
+        pending = self.start(seed, roots)
+        frontier = self._evaluate(self.nodes, pending)
         return self._grow_best_first(self.nodes, frontier)
 
     def split_requests(self, nodes, batch, best_first) -> list:
@@ -632,6 +635,18 @@ def uses_feature_subsets(max_features: int, n_features: int) -> bool:
     return 3 * max_features <= n_features
 
 
+def _forest_seeds(random_state, n_estimators: int) -> np.ndarray:
+    """The trees' seeds ``fit_forest_data_parallel`` draws (the first seeds the bin edges'
+    sample too)."""
+    return draw_seeds(check_random_state(random_state), n_estimators)
+
+
+def forest_bin_seed(forest) -> int:
+    """The seed of the bin edges' sample ``fit_forest_data_parallel`` draws for ``forest``
+    (from a copy of its ``random_state``: a generator passed as one is left as it is)."""
+    return int(_forest_seeds(copy.deepcopy(forest.random_state), forest.n_estimators)[0])
+
+
 def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     """Fit ``forest`` (a :class:`RandomForestClassifier` or :class:`RandomForestRegressor`,
     its parameters as set, ``max_bins`` an int) on the rows of ``shards`` (a ``ShardGroup``
@@ -665,7 +680,7 @@ def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     for name in ("estimators_", "classes_", "n_classes_", "feature_names_in_"):
         forest.__dict__.pop(name, None)
 
-    seeds = draw_seeds(check_random_state(forest.random_state), forest.n_estimators)
+    seeds = _forest_seeds(forest.random_state, forest.n_estimators)
     if blocks is None:
         blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
     edges = global_bin_edges(shards, blocks, n_rows, n_features, forest.max_bins,
