@@ -200,7 +200,7 @@ def test_the_bin_edges_sample_read_in_the_first_pass_is_the_drivers(client):
     # the seed the fit will draw (random_state None: drawn before), it is the sample the
     # driver asks for, so the partitions are read twice and the trees are the ones fitted
     # on the same rows without it.
-    X, y = make_classification(210_000, 4, n_informative=3, random_state=0)
+    X, y = make_classification(210_000, 4, n_informative=2, n_redundant=0, random_state=0)
     parts = [(0, 70_000), (70_000, 150_000), (150_000, 210_000)]
     blocks = [da.from_delayed(dask.delayed(_make_partition)(i, X[a:b]), (b - a, 4), float)
               for i, (a, b) in enumerate(parts)]
