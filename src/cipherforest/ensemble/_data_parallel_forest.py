@@ -26,8 +26,12 @@ with the same parameters, fitted on the concatenated rows:
   data). ``estimators_samples_`` of the converted model describes one machine's draw, not
   this one.
 
-A batch splits at most ``MAX_BATCH_NODES`` nodes (the top of a stack), so the driver holds a
-bounded number of histograms however wide a level is.
+Depth-first trees grow together (``grow_together``): the shards keep each tree's weights and
+row order in a slot (as many trees as ``GROUP_STATE_BYTES`` allows), and one round trip
+splits the top ``MAX_BATCH_NODES`` nodes of the stacks of as many trees as keep the driver's
+histograms within ``DRIVER_HISTOGRAM_BYTES``. Each tree's batches are the ones it would split
+alone, so the trees do not depend on the grouping; a shard splits a tree's batch in one
+compiled call (``split_segments``). Best-first trees grow one at a time.
 """
 
 from __future__ import annotations
@@ -136,6 +140,7 @@ class ForestShard(RowShard):
             criterion, classes.shape[0] if classes is not None else 1)
         self.partitions = [tuple(int(v) for v in p) for p in partitions]
         self.slots = {}
+        self._scratch = None
         self.buffer = np.empty(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
         return missing
 
@@ -198,38 +203,95 @@ class ForestShard(RowShard):
             out.append(self._histogram(*self.segments[node], n_bins, features))
         return out
 
-    def forest_split(self, requests: list, n_bins: int) -> list:
+    def forest_split(self, requests: list, n_bins: int) -> tuple:
         """Apply splits to this shard's rows: each request ``(slot, node, feature, bin,
         missing_left, left_id, right_id, summed, build, features)`` partitions the rows
         of node ``node`` of the tree in ``slot`` (left first, in row order) and, when
         ``build``, builds the histogram of child ``summed`` (0 left, 1 right) or, when
-        ``features`` is a pair, each child's histogram of its features (None: none).
-        Returns ``(left stats, right stats, histograms)`` per request, ``histograms`` a
-        pair (each None unless built)."""
-        out = []
-        for (slot, node, feature, position, missing_left, left_id, right_id, summed, build,
-             features) in requests:
-            self._select(slot)
-            start, end = self.segments.pop(node)
-            left, right = np.zeros(self.n_stats), np.zeros(self.n_stats)
-            mid = start
-            if end > start:
-                mid = partition_histogram_stable(
-                    np.int64(feature), np.int64(position), bool(missing_left), self.samples,
-                    np.int64(start), np.int64(end), self.X_binned, np.int64(n_bins - 1),
-                    self.buffer, self.y, self.w, np.int64(self.criterion), left, right)
-            self.segments[left_id] = (start, mid)
-            self.segments[right_id] = (mid, end)
-            bounds = ((start, mid), (mid, end))
-            hists = [None, None]
-            if features is not None:
-                for c in range(2):
-                    if features[c] is not None:
-                        hists[c] = self._histogram(*bounds[c], n_bins, features[c])
-            elif build:
-                hists[summed] = self._histogram(*bounds[summed], n_bins)
-            out.append((left, right, hists))
-        return out
+        ``features`` is a pair (the same for every request), each child's histogram of
+        its features (None: none). The requests of a tree come one after the other; each
+        run of them is one compiled call (``split_segments``).
+
+        Returns ``(stats, histograms)``: ``stats[r]`` the left and right child's stats of
+        request ``r``; ``histograms[r]`` with features, the children's histograms of
+        their features (zeros where none), else ``histograms[r, 0]`` child ``summed``'s
+        of every feature (zeros unless built)."""
+        n = len(requests)
+        subset = n > 0 and requests[0][9] is not None
+        n_listed = max((len(f) for r in requests if subset for f in r[9] if f is not None),
+                       default=0)
+        stats = np.zeros((n, 2, self.n_stats))
+        hists = np.zeros((n, 2, n_listed, n_bins, self.n_stats) if subset
+                         else (n, 1, self.n_features, n_bins, self.n_stats))
+        table = np.zeros((n, 7), dtype=np.int64)
+        listed = np.full((n, 2, n_listed), -1, dtype=np.int64)
+        for r, (slot, node, feature, position, missing_left, _, _, summed, build,
+                features) in enumerate(requests):
+            start, end = self.slots[slot][2][node]
+            table[r] = (start, end, feature, position, missing_left, summed, build)
+            for c in range(2 if subset else 0):
+                if features[c] is not None:
+                    listed[r, c, :len(features[c])] = features[c]
+        if self._scratch is None or self._scratch.shape[1] != n_bins:
+            self._scratch = np.zeros((self.n_features, n_bins, self.n_stats))
+        mids = np.zeros(n, dtype=np.int64)
+        first = 0
+        while first < n:
+            slot = requests[first][0]
+            last = first + 1
+            while last < n and requests[last][0] == slot:
+                last += 1
+            w, samples, _ = self.slots[slot]
+            split_segments(self.X_binned, self.y, w, samples, self.buffer,
+                           np.int64(self.criterion), np.int64(n_bins - 1), subset,
+                           table[first:last], listed[first:last], mids[first:last],
+                           stats[first:last], hists[first:last], self._scratch)
+            first = last
+        for r, request in enumerate(requests):
+            segments = self.slots[request[0]][2]
+            start, end = segments.pop(request[1])
+            segments[request[5]] = (start, int(mids[r]))
+            segments[request[6]] = (int(mids[r]), end)
+        return stats, hists
+
+
+@njit(**JIT_OPTIONS)
+def split_segments(X_binned, y, w, samples, buffer, criterion, last_bin, subset, table,
+                   listed, mids, stats, hists, scratch):
+    """One tree's batch of splits on a shard's rows: per row ``(start, end, feature, bin,
+    missing_left, summed, build)`` of ``table``, partition ``samples[start:end]`` (the
+    grower's ``partition_histogram_stable``; the middle into ``mids``, the children's
+    stats into ``stats``), then with ``subset`` each child's histogram of its features
+    ``listed[r, c]`` (-1: none) into ``hists[r, c]`` (built feature by feature in the
+    zeroed ``scratch``, left zeroed), else, when ``build``, child ``summed``'s histogram
+    of every feature into ``hists[r, 0]``."""
+    lo = np.zeros(X_binned.shape[1], dtype=np.int64)
+    hi = np.zeros(X_binned.shape[1], dtype=np.int64)
+    for r in range(table.shape[0]):
+        start, end = table[r, 0], table[r, 1]
+        mid = start
+        if end > start:
+            mid = partition_histogram_stable(table[r, 2], table[r, 3], table[r, 4] != 0,
+                                             samples, start, end, X_binned, last_bin, buffer,
+                                             y, w, criterion, stats[r, 0], stats[r, 1])
+        mids[r] = mid
+        for c in range(2):
+            begin = start if c == 0 else mid
+            stop = mid if c == 0 else end
+            if stop <= begin:
+                continue
+            if subset:
+                for k in range(listed.shape[2]):
+                    f = listed[r, c, k]
+                    if f < 0:
+                        break
+                    _accumulate_features(scratch, lo, hi, X_binned, samples, begin, stop, y,
+                                         w, criterion, f, f + 1)
+                    hists[r, c, k] = scratch[f]
+                    scratch[f] = 0.0
+            elif table[r, 6] != 0 and table[r, 5] == c:
+                build_histogram(hists[r, 0], lo, hi, X_binned, samples, begin, stop, y, w,
+                                criterion, None)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -497,21 +559,22 @@ class _ForestTreeDriver(_TreeDriver):
             requests.append(((self.slot, *request, features), left_id, right_id))
         return requests
 
-    def split_results(self, nodes, batch, requests, results) -> list:
+    def split_results(self, nodes, batch, requests, stats, summed_hists) -> list:
         """The children of each entry of ``batch`` to evaluate, ``(node, depth, hist,
-        seed)`` each, from the shards' ``results`` (per shard, one per request)."""
+        seed)`` each, from the shards' ``forest_split`` results summed (``stats`` and
+        ``summed_hists``, one row per request)."""
         out = []
         for i, (_, _, _, depth, hist, node_seed, _split) in enumerate(batch):
             request, left_id, right_id = requests[i]
             summed, build, features = request[7], request[8], request[9]
-            children = [_summed([r[i][0] for r in results]), _summed([r[i][1] for r in results])]
+            children = [stats[i, 0].copy(), stats[i, 1].copy()]
             hists = [None, None]
             if features is not None:
                 for c in range(2):
-                    hists[c] = self.summed_histogram([r[i][2][c] for r in results],
-                                                     features[c])
+                    if features[c] is not None:
+                        hists[c] = (features[c], summed_hists[i, c, :len(features[c])])
             elif build:
-                hists[summed] = _summed([r[i][2][summed] for r in results])
+                hists[summed] = summed_hists[i, 0].copy()
                 hists[1 - summed] = hist - hists[summed]
             pending = []
             for c, cid in enumerate((left_id, right_id)):
@@ -527,7 +590,8 @@ class _ForestTreeDriver(_TreeDriver):
         batch in one round trip)."""
         requests = self.split_requests(nodes, batch, best_first)
         results = self.shards.call("forest_split", [r[0] for r in requests], self.n_bins)
-        return self.split_results(nodes, batch, requests, results)
+        return self.split_results(nodes, batch, requests, _summed([r[0] for r in results]),
+                                  _summed([r[1] for r in results]))
 
     def _tree(self, nodes, owner):
         stats = np.array([n["stats"] for n in nodes])
@@ -602,11 +666,14 @@ def grow_together(shards, drivers: list, seeds: list, roots: list) -> list:
             batches.append((batch, tree_requests))
             requests.extend(r[0] for r in tree_requests)
         results = shards.call("forest_split", requests, n_bins)
+        stats = _summed([r[0] for r in results])
+        hists = _summed([r[1] for r in results])
+        del results
         pending, first = [], 0
         for driver, (batch, tree_requests) in zip(served, batches, strict=True):
             last = first + len(tree_requests)
             children = driver.split_results(driver.nodes, batch, tree_requests,
-                                            [r[first:last] for r in results])
+                                            stats[first:last], hists[first:last])
             pending.append([child for pair in children for child in pair])
             first = last
         _evaluate_together(shards, served, pending, n_bins)
