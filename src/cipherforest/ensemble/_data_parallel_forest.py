@@ -88,10 +88,10 @@ MAX_BATCH_NODES = 64
 #: The driver's memory for histograms while trees grow together: the shards' answers for
 #: a round trip's nodes, their sums and (without feature subsets) the stacks' histograms
 #: (a histogram of every feature is 160 kB at 20 features x 256 bins x 4 stats).
-DRIVER_HISTOGRAM_BYTES = 64 << 20
+DRIVER_HISTOGRAM_BYTES = 32 << 20
 #: A worker's memory for the per-tree state of the trees growing together (weights and row
-#: order: 12 bytes a row and tree); 20 trees at 1.1 million rows a worker.
-GROUP_STATE_BYTES = 256 << 20
+#: order: 12 bytes a row and tree): 10 trees at 280,000 rows a worker, one from 2.8 million.
+GROUP_STATE_BYTES = 32 << 20
 #: Criteria whose stats are sums over rows (histograms of shards add up).
 _ADDITIVE = {"gini", "entropy", "log_loss", "squared_error", "poisson"}
 
