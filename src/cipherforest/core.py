@@ -13,7 +13,9 @@ server grows each round's tree with it) are here too, imported on first use, and
 transport-free half of data-parallel boosting (``RowShard``, ``LocalShards``,
 ``fit_data_parallel``, ``check_data_parallel_params``, with the gradient boosting estimators it
 fits) and forests (``ForestShard``, ``fit_forest_data_parallel``,
-``check_forest_data_parallel_params``, ``partition_bootstrap_counts``) that
+``check_forest_data_parallel_params``, ``partition_bootstrap_counts``), with the bin edges'
+row sample they draw (``bin_sample_index``, ``data_parallel_bin_seed``,
+``forest_bin_seed``), that
 :mod:`cipherforest.dask` runs on Dask workers.
 """
 
@@ -32,9 +34,10 @@ from .tree._rng import child_seed, make_state, rand_int
 __all__ = ["DecisionTreeRegressor", "ForestShard", "GradientBoostingClassifier",
            "GradientBoostingRegressor", "JIT_OPTIONS", "LocalShards", "ProgressBar",
            "RandomForestClassifier", "RandomForestRegressor", "RowShard",
-           "bin_thresholds_for_column", "bootstrap_counts", "check_data_parallel_params",
-           "check_forest_data_parallel_params", "child_seed", "draw_seeds",
-           "effective_n_jobs", "fit_data_parallel", "fit_forest_data_parallel",
+           "bin_sample_index", "bin_thresholds_for_column", "bootstrap_counts",
+           "check_data_parallel_params", "check_forest_data_parallel_params", "child_seed",
+           "data_parallel_bin_seed", "draw_seeds", "effective_n_jobs", "fit_data_parallel",
+           "fit_forest_data_parallel", "forest_bin_seed",
            "fit_regression_tree_prepared", "make_state", "map_in_threads",
            "partition_bootstrap_counts", "prepare_tree_data", "rand_int",
            "resolve_max_features", "resolve_n_draws"]
@@ -50,7 +53,10 @@ __getattr__, __dir__ = lazy_exports(__name__, {
     "RowShard": "..ensemble._data_parallel",
     "check_data_parallel_params": "..ensemble._data_parallel",
     "fit_data_parallel": "..ensemble._data_parallel",
+    "bin_sample_index": "..ensemble._data_parallel",
+    "data_parallel_bin_seed": "..ensemble._data_parallel",
     "ForestShard": "..ensemble._data_parallel_forest",
+    "forest_bin_seed": "..ensemble._data_parallel_forest",
     "check_forest_data_parallel_params": "..ensemble._data_parallel_forest",
     "fit_forest_data_parallel": "..ensemble._data_parallel_forest",
     "partition_bootstrap_counts": "..ensemble._data_parallel_forest",
@@ -76,7 +82,9 @@ if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble import RandomForestRegressor as RandomForestRegressor
     from .ensemble._data_parallel import LocalShards as LocalShards
     from .ensemble._data_parallel import RowShard as RowShard
+    from .ensemble._data_parallel import bin_sample_index as bin_sample_index
     from .ensemble._data_parallel import check_data_parallel_params as check_data_parallel_params
+    from .ensemble._data_parallel import data_parallel_bin_seed as data_parallel_bin_seed
     from .ensemble._data_parallel import fit_data_parallel as fit_data_parallel
     from .ensemble._data_parallel_forest import ForestShard as ForestShard
     from .ensemble._data_parallel_forest import (
@@ -85,6 +93,7 @@ if TYPE_CHECKING:  # static analysers see the name (X as X marks a re-export)
     from .ensemble._data_parallel_forest import (
         fit_forest_data_parallel as fit_forest_data_parallel,
     )
+    from .ensemble._data_parallel_forest import forest_bin_seed as forest_bin_seed
     from .ensemble._data_parallel_forest import (
         partition_bootstrap_counts as partition_bootstrap_counts,
     )

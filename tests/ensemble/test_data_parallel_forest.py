@@ -8,7 +8,7 @@ further features fetched where the drawn ones are constant; regression: the same
 predictions equal to 1e-9); with bootstrap, every tree is the single-machine tree grown with the
 per-partition bootstrap counts as weights, each partition's draw depends on the tree's seed
 and its index only, and the forest's held-out accuracy matches the single-machine forest's;
-unsupported settings are named.
+unsupported settings are named; depth-first trees grow together, sharing round trips.
 """
 
 from __future__ import annotations
@@ -106,6 +106,26 @@ class _CountingShards(LocalShards):
     def call(self, method, *args):
         self.methods.append(method)
         return super().call(method, *args)
+
+
+def test_trees_grow_together_in_shared_round_trips(data):
+    # Each round trip splits a batch of every tree's frontier: 8 trees take about as many
+    # round trips as the deepest one alone, not eight times as many; the trees are the
+    # single-process ones (depth-first, the drawn features' histograms only).
+    X, y = data
+    params = dict(max_bins=64, random_state=4, bootstrap=False, max_depth=7)
+    counts = {}
+    for n in (1, 8):
+        shards = _CountingShards([ForestShard(X[:1000], y[:1000]),
+                                  ForestShard(X[1000:], y[1000:])])
+        other = fit_forest_data_parallel(RandomForestClassifier(n_estimators=n, **params),
+                                         shards)
+        counts[n] = shards.methods
+    one = RandomForestClassifier(n_estimators=8, **params).fit(X, y)
+    for a, b in zip(one.estimators_, other.estimators_, strict=True):
+        _same_tree(a.tree_, b.tree_)
+    assert counts[8].count("forest_roots") == 1
+    assert counts[8].count("forest_split") <= counts[1].count("forest_split") + 3
 
 
 def test_regression_trees_agree_to_rounding():

@@ -5,8 +5,9 @@ the single-process forest tree for tree (classification bit-identical, regressio
 with bootstrap a Dask DataFrame fit (label column) is the transport-free fit with one shard
 per partition, so the per-partition draws do not depend on which worker holds a partition;
 predictions are lazy Dask collections equal to the local model's and ``to_local`` saves with
-``save_model``; a lazy collection is read partition by partition (computed three times: to
-check it, for the bin edges' sample, to bin it), a persisted one computed once; classes seen
+``save_model``; a lazy collection is read partition by partition (computed twice: to check
+it and read the bin edges' sample, drawn beforehand, then to bin it; three times when its
+chunk sizes are unknown), a persisted one computed once; classes seen
 on one worker only and empty partitions fit; partitions with other columns, a missing label
 column and unsupported settings are clear errors; a worker failing mid-fit ends the fit
 with a ``WorkerLostError`` and leaves nothing fitted.
@@ -168,23 +169,48 @@ def _make_partition(i, X):
 
 def test_a_lazy_collection_is_read_partition_by_partition(client, data):
     # The shards read a lazy collection's partitions on demand, each time from its graph:
-    # once to check it and keep its labels, once for the bin edges' sample, once to bin it
-    # (no float rows kept in between). A persisted one is computed once, by persist.
+    # once to check it and keep its labels with the bin edges' sample rows (drawn before
+    # the fit when the chunk sizes are known), once to bin it (no float rows kept in
+    # between); of unknown sizes, the sample needs one more read. A persisted one is
+    # computed once, by persist.
     X, y = data
     bounds = [0, 800, 1600, 2400, 3000]
-    blocks = [da.from_delayed(dask.delayed(_make_partition)(i, X[a:b]), (b - a, 6), float)
-              for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
-    lazy = da.concatenate(blocks)
-    labels = da.from_array(y, chunks=(np.diff(bounds).tolist(),))
     params = dict(PARAMS, bootstrap=False)
     local = RandomForestClassifier(**params).fit(X, y)
-    _MADE.clear()
-    est = DaskRandomForestClassifier(client=client, **params).fit(lazy, labels)
-    _same_trees(local, est.to_local())
-    assert sorted(_MADE) == sorted(3 * [0, 1, 2, 3])
+    labels = da.from_array(y, chunks=(np.diff(bounds).tolist(),))
+    for known, reads in ((True, 2), (False, 3)):
+        blocks = [da.from_delayed(dask.delayed(_make_partition)(i, X[a:b]),
+                                  (b - a if known else np.nan, 6), float)
+                  for i, (a, b) in enumerate(zip(bounds[:-1], bounds[1:], strict=True))]
+        lazy = da.concatenate(blocks)
+        _MADE.clear()
+        est = DaskRandomForestClassifier(client=client, **params).fit(lazy, labels)
+        _same_trees(local, est.to_local())
+        assert sorted(_MADE) == sorted(reads * [0, 1, 2, 3])
     _MADE.clear()
     persisted = client.persist(lazy)
     distributed.wait(persisted)
     est = DaskRandomForestClassifier(client=client, **params).fit(persisted, labels)
     _same_trees(local, est.to_local())
     assert sorted(_MADE) == [0, 1, 2, 3]
+
+
+def test_the_bin_edges_sample_read_in_the_first_pass_is_the_drivers(client):
+    # Above SUBSAMPLE_FOR_BINNING rows the sample is a draw; read in the first pass from
+    # the seed the fit will draw (random_state None: drawn before), it is the sample the
+    # driver asks for, so the partitions are read twice and the trees are the ones fitted
+    # on the same rows without it.
+    X, y = make_classification(210_000, 4, n_informative=2, n_redundant=0, random_state=0)
+    parts = [(0, 70_000), (70_000, 150_000), (150_000, 210_000)]
+    blocks = [da.from_delayed(dask.delayed(_make_partition)(i, X[a:b]), (b - a, 4), float)
+              for i, (a, b) in enumerate(parts)]
+    labels = da.from_array(y, chunks=([b - a for a, b in parts],))
+    params = dict(n_estimators=2, max_depth=4, bootstrap=False, max_bins=64)
+    for random_state in (3, np.random.RandomState(3), None):
+        _MADE.clear()
+        est = DaskRandomForestClassifier(client=client, random_state=random_state, **params)
+        est.fit(da.concatenate(blocks), labels)
+        assert sorted(_MADE) == [0, 0, 1, 1, 2, 2]
+        if random_state is not None:
+            _same_trees(RandomForestClassifier(random_state=3, **params).fit(X, y),
+                        est.to_local())

@@ -23,13 +23,15 @@ import numpy as np
 import pandas as pd
 from distributed import default_client, get_client, get_worker, wait
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, check_random_state
 
 from ..core import (
     GradientBoostingClassifier,
     GradientBoostingRegressor,
     RowShard,
+    bin_sample_index,
     check_data_parallel_params,
+    data_parallel_bin_seed,
     fit_data_parallel,
 )
 
@@ -84,9 +86,17 @@ def _partition_rows(index: int, X, y, columns, label):
     return X, y
 
 
-def _partition_labels(index: int, X, y, columns, label) -> np.ndarray:
-    """The labels of partition ``index``, its rows checked (``_partition_rows``)."""
-    return _partition_rows(index, X, y, columns, label)[1]
+def _partition_first_pass(index: int, X, y, columns, label, sample) -> tuple:
+    """Partition ``index`` read once before the fit: its rows checked
+    (``_partition_rows``); returns its labels and the float rows of its local row numbers
+    ``sample`` (the bin edges' sample; None: none read)."""
+    X, y = _partition_rows(index, X, y, columns, label)
+    if sample is None:
+        return y, None
+    if sample.shape[0] and sample[-1] >= X.shape[0]:
+        raise ValueError(f"partition {index} has {X.shape[0]} rows, fewer than its chunk "
+                         "size says")
+    return y, np.ascontiguousarray(X[sample], dtype=np.float64)
 
 
 class _PartitionLoader:
@@ -119,12 +129,23 @@ class _ShardActor:
     """One worker's partitions as a ``RowShard``, answering the driver (a Dask actor). The
     first worker's actor also runs the driver (``fit``): its own shard's calls are direct,
     the other workers' one actor call each. The shard reads its partitions' rows through
-    loaders (``_PartitionLoader``) and holds their labels."""
+    loaders (``_PartitionLoader``) and holds their labels and, when the first pass read
+    them (``_partition_first_pass``), the bin edges' sample rows (``samples``: local row
+    numbers per partition)."""
 
-    def __init__(self, loaders: list, labels: list, n_features: int,
+    def __init__(self, loaders: list, first_pass: list, samples: list, n_features: int,
                  shard_class=RowShard):
+        labels = [part[0] for part in first_pass]
         self.part_rows = [v.shape[0] for v in labels]
-        self.shard = shard_class(list(loaders), list(labels), n_features=n_features)
+        sample = None
+        if all(part[1] is not None for part in first_pass):
+            begins = np.cumsum([0, *self.part_rows[:-1]])
+            sample = (np.concatenate([np.zeros(0, dtype=np.int64),
+                                      *(rows + begin for rows, begin
+                                        in zip(samples, begins, strict=True))]),
+                      np.concatenate([np.zeros((0, n_features)),
+                                      *(part[1] for part in first_pass)]))
+        self.shard = shard_class(list(loaders), labels, n_features=n_features, sample=sample)
 
     def partition_rows(self) -> list[int]:
         """Rows of each of this worker's partitions, in their order."""
@@ -206,6 +227,19 @@ def _lost(address: str, error: BaseException) -> WorkerLostError:
                            f"left ({type(error).__name__}: {error}); no model was fitted")
 
 
+def _sample_rows(X, seed: int) -> list:
+    """Per partition of ``X``, the local row numbers of the bin edges' sample drawn with
+    ``seed`` (``bin_sample_index``), when the partitions' sizes are known beforehand (a
+    Dask array's chunks); else None per partition (the shards read the sample afterwards,
+    one more read of the partitions)."""
+    if isinstance(X, da.Array) and not any(np.isnan(n) for n in X.chunks[0]):
+        bounds = np.cumsum([0, *X.chunks[0]])
+        index = bin_sample_index(int(bounds[-1]), seed)[0]
+        lo = np.searchsorted(index, bounds)
+        return [index[lo[i]:lo[i + 1]] - bounds[i] for i in range(len(X.chunks[0]))]
+    return [None] * (X.npartitions if isinstance(X, dd.DataFrame) else X.numblocks[0])
+
+
 def _delayed_parts(collection) -> list:
     """The collection's partitions as Delayed objects, in row order."""
     parts = collection.to_delayed()
@@ -263,12 +297,14 @@ def _collections(X, y):
 class _DaskEstimator(BaseEstimator):
     """Fit on Dask collections, prediction per partition, ``to_local``: the ordinary
     estimator ``_local_class`` fitted by ``_fitter`` on ``_shard_class`` shards, its
-    settings checked by ``_check``."""
+    settings checked by ``_check``; ``_bin_seed`` is the seed of the bin edges' sample
+    that ``_fitter`` draws."""
 
     _local_class: type = GradientBoostingClassifier
     _shard_class: type = RowShard
     _check = staticmethod(check_data_parallel_params)
     _fitter = staticmethod(fit_data_parallel)
+    _bin_seed = staticmethod(data_parallel_bin_seed)
 
     def _client(self):
         return self.client if self.client is not None else default_client()
@@ -318,11 +354,16 @@ class _DaskEstimator(BaseEstimator):
         n_features = len(columns) if columns is not None else int(X.shape[1])
         X_parts = _delayed_parts(X)
         y_parts = X_parts if label is not None else _delayed_parts(y)
-        # First pass: every partition checked, its labels kept where it was computed. The
-        # float rows are not kept: the shards read them again through loaders (a persisted
-        # collection's from memory), one partition at a time.
-        labels = client.compute([dask.delayed(_partition_labels)(i, X_part, y_part, columns,
-                                                                 label)
+        if local.random_state is None:  # drawn here, so that the bin seed is known here
+            local.random_state = int(check_random_state(None).randint(np.iinfo(np.int32).max))
+        samples = _sample_rows(X, self._bin_seed(local))
+        # First pass: every partition checked, its labels (and, when the partitions' sizes
+        # are known beforehand, the bin edges' sample rows) kept where it was computed. The
+        # float rows are not kept: the shards read them once more through loaders to bin
+        # them (a persisted collection's from memory), one partition at a time.
+        labels = client.compute([dask.delayed(_partition_first_pass)(i, X_part, y_part,
+                                                                     columns, label,
+                                                                     samples[i])
                                  for i, (X_part, y_part) in enumerate(zip(X_parts, y_parts,
                                                                           strict=True))])
         with client.as_current():
@@ -342,7 +383,8 @@ class _DaskEstimator(BaseEstimator):
             client.submit(_ShardActor,
                           [_PartitionLoader(X_parts[i], i, columns, label, address)
                            for i in owners[address]],
-                          [labels[i] for i in owners[address]], n_features,
+                          [labels[i] for i in owners[address]],
+                          [samples[i] for i in owners[address]], n_features,
                           self._shard_class, actor=True, workers=[address],
                           allow_other_workers=False, pure=False)
             for address in addresses]

@@ -8,6 +8,7 @@ from ..core import (
     RandomForestRegressor,
     check_forest_data_parallel_params,
     fit_forest_data_parallel,
+    forest_bin_seed,
 )
 from ._boosting import _DaskClassifier, _DaskRegressor
 
@@ -53,7 +54,17 @@ _FOREST_NOTES = """
 """
 
 
-class DaskRandomForestClassifier(_DaskClassifier):
+class _ForestFit:
+    """The data-parallel forest's shards, settings check, fit and bin seed, for a Dask
+    estimator."""
+
+    _shard_class = ForestShard
+    _check = staticmethod(check_forest_data_parallel_params)
+    _fitter = staticmethod(fit_forest_data_parallel)
+    _bin_seed = staticmethod(forest_bin_seed)
+
+
+class DaskRandomForestClassifier(_ForestFit, _DaskClassifier):
     __doc__ = f"""Random forest classifier trained data-parallel on a Dask cluster.
 
     Each worker keeps and bins its partitions once; per batch of splits the workers build
@@ -74,9 +85,6 @@ class DaskRandomForestClassifier(_DaskClassifier):
     """
 
     _local_class = RandomForestClassifier
-    _shard_class = ForestShard
-    _check = staticmethod(check_forest_data_parallel_params)
-    _fitter = staticmethod(fit_forest_data_parallel)
 
     def __init__(self, *, client=None, n_estimators=100, criterion="gini", max_depth=None,
                  min_samples_split=2, min_samples_leaf=1, min_weight_fraction_leaf=0.0,
@@ -85,7 +93,7 @@ class DaskRandomForestClassifier(_DaskClassifier):
         _set_params(self, locals())
 
 
-class DaskRandomForestRegressor(_DaskRegressor):
+class DaskRandomForestRegressor(_ForestFit, _DaskRegressor):
     __doc__ = f"""Random forest regressor trained data-parallel on a Dask cluster.
 
     Each worker keeps and bins its partitions once; per batch of splits the workers build
@@ -106,9 +114,6 @@ class DaskRandomForestRegressor(_DaskRegressor):
     """
 
     _local_class = RandomForestRegressor
-    _shard_class = ForestShard
-    _check = staticmethod(check_forest_data_parallel_params)
-    _fitter = staticmethod(fit_forest_data_parallel)
 
     def __init__(self, *, client=None, n_estimators=100, criterion="squared_error",
                  max_depth=None, min_samples_split=2, min_samples_leaf=1,

@@ -39,6 +39,7 @@ only (32 MB at 20 features), so the edges are bit-identical.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import math
 
@@ -91,7 +92,8 @@ from ._gb_losses import HESSIAN_BINOMIAL, HESSIAN_MULTINOMIAL, safe_ratio
 from ._gb_predict import leaf_steps, pack_ensemble
 from ._gradient_boosting import _stage_array
 
-__all__ = ["LocalShards", "RowShard", "check_data_parallel_params", "fit_data_parallel"]
+__all__ = ["LocalShards", "RowShard", "bin_sample_index", "check_data_parallel_params",
+           "data_parallel_bin_seed", "fit_data_parallel"]
 
 #: Squared-error stats vector: weight, count, sum of the target, sum of its squares.
 _N_STATS = 4
@@ -143,9 +145,13 @@ class RowShard:
         Labels or targets of the rows.
     n_features : int, optional
         The blocks' width; needed when every block is a loader.
+    sample : tuple of (ndarray, ndarray), optional
+        ``(local row numbers, their float rows)``: the rows the driver will ask for the bin
+        edges (``rows``), read beforehand with the labels so that the blocks need not be
+        read for them; kept until asked for once.
     """
 
-    def __init__(self, X, y, n_features: int | None = None):
+    def __init__(self, X, y, n_features: int | None = None, sample=None):
         parts = X if isinstance(X, list) else [X]
         parts = [part if callable(part) else np.ascontiguousarray(part, dtype=np.float64)
                  for part in parts]
@@ -169,6 +175,7 @@ class RowShard:
         self.labels = labels[0] if len(labels) == 1 else np.concatenate(labels)
         self.n_rows = int(sum(self.part_rows))
         self.n_features = widths.pop()
+        self.sample = sample
 
     def _blocks(self):
         """``(first row, rows, float block)`` of each block, loading one at a time."""
@@ -188,7 +195,11 @@ class RowShard:
         return self.n_rows, self.n_features
 
     def rows(self, index: np.ndarray) -> np.ndarray:
-        """The float rows ``index`` (sorted local row numbers), for the bin edges."""
+        """The float rows ``index`` (sorted local row numbers), for the bin edges: the
+        ``sample`` rows when those are the ones asked for, else read from the blocks."""
+        sample, self.sample = self.sample, None
+        if sample is not None and np.array_equal(sample[0], index):
+            return sample[1]
         out = np.empty((index.shape[0], self.n_features))
         for begin, n, block in self._blocks():
             lo, hi = np.searchsorted(index, [begin, begin + n])
@@ -500,18 +511,24 @@ class _TreeDriver:
         ``pending`` nodes ``(node, depth, hist, seed)`` that have a split worth making."""
         entries = []
         for node_id, depth, hist, node_seed in pending:
-            stats = nodes[node_id]["stats"]
-            split = self._scan(hist, stats, node_seed, node_id)
-            if split[SPLIT_FEATURE] < 0:
-                continue
-            improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
-                           - split[SPLIT_CHILDREN]) / self.total_weight
-            if improvement + EPSILON < self.params.min_impurity_decrease:
-                continue
-            self._counter += 1
-            entries.append((improvement, self._counter, node_id, depth, hist, node_seed,
-                            split))
+            split = self._scan(hist, nodes[node_id]["stats"], node_seed, node_id)
+            entry = self._entry(nodes, node_id, depth, hist, node_seed, split)
+            if entry is not None:
+                entries.append(entry)
         return entries
+
+    def _entry(self, nodes, node_id, depth, hist, node_seed, split):
+        """The frontier entry of a scanned node, or None when its best ``split`` (a split
+        record) is none or not worth making."""
+        if split[SPLIT_FEATURE] < 0:
+            return None
+        stats = nodes[node_id]["stats"]
+        improvement = (stats[STAT_WEIGHT] * nodes[node_id]["impurity"]
+                       - split[SPLIT_CHILDREN]) / self.total_weight
+        if improvement + EPSILON < self.params.min_impurity_decrease:
+            return None
+        self._counter += 1
+        return improvement, self._counter, node_id, depth, hist, node_seed, split
 
     def _split(self, nodes, batch, best_first) -> list:
         """Split the frontier entries of ``batch`` on the shards in one round trip; returns
@@ -644,16 +661,37 @@ def global_classes(summaries: list) -> np.ndarray:
     return classes
 
 
-def global_bin_edges(shards, blocks, n_rows: list[int], n_features: int, max_bins: int,
-                     seed: int) -> list:
-    """The bin edges one machine places on the concatenated rows with ``seed``
-    (``prepare_tree_data``'s): the same draw of ``SUBSAMPLE_FOR_BINNING`` global row numbers,
-    only those rows gathered. ``blocks`` as in ``fit_data_parallel``."""
-    n_samples = int(sum(n_rows))
+def bin_sample_index(n_samples: int, seed: int) -> tuple[np.ndarray, np.random.Generator]:
+    """The sorted global row numbers of the bin edges' sample one machine draws with
+    ``seed`` from ``n_samples`` rows (``prepare_tree_data``'s: ``SUBSAMPLE_FOR_BINNING`` of
+    them, or all), and the generator after the draw (it places the edges)."""
     edge_rng = np.random.default_rng(seed)
     index = np.arange(n_samples)
     if n_samples > SUBSAMPLE_FOR_BINNING:
         index = np.sort(edge_rng.choice(n_samples, SUBSAMPLE_FOR_BINNING, replace=False))
+    return index, edge_rng
+
+
+def _boosting_seeds(random_state, n_estimators: int) -> tuple[int, np.ndarray]:
+    """The bin edges' seed and the stages' seeds ``fit_data_parallel`` draws."""
+    rng = check_random_state(random_state)
+    bin_seed = int(rng.randint(SEED_BOUND))
+    return bin_seed, draw_seeds(rng, n_estimators)
+
+
+def data_parallel_bin_seed(estimator) -> int:
+    """The seed of the bin edges' sample ``fit_data_parallel`` draws for ``estimator`` (from
+    a copy of its ``random_state``: a generator passed as one is left as it is)."""
+    return _boosting_seeds(copy.deepcopy(estimator.random_state), estimator.n_estimators)[0]
+
+
+def global_bin_edges(shards, blocks, n_rows: list[int], n_features: int, max_bins: int,
+                     seed: int) -> list:
+    """The bin edges one machine places on the concatenated rows with ``seed``
+    (``prepare_tree_data``'s): the same draw of ``SUBSAMPLE_FOR_BINNING`` global row numbers
+    (``bin_sample_index``), only those rows gathered. ``blocks`` as in
+    ``fit_data_parallel``."""
+    index, edge_rng = bin_sample_index(int(sum(n_rows)), seed)
     if blocks is None:
         blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
     sample = _edge_sample(shards, blocks, index, n_features)
@@ -694,9 +732,7 @@ def fit_data_parallel(estimator, shards, feature_names=None, blocks=None):
     if feature_names is not None:
         estimator.feature_names_in_ = np.asarray(feature_names, dtype=object)
 
-    rng = check_random_state(estimator.random_state)
-    bin_seed = int(rng.randint(SEED_BOUND))
-    stage_seeds = draw_seeds(rng, estimator.n_estimators)
+    bin_seed, stage_seeds = _boosting_seeds(estimator.random_state, estimator.n_estimators)
     edges = global_bin_edges(shards, blocks, n_rows, n_features, estimator.max_bins, bin_seed)
     thresholds = threshold_table(edges, n_value_bins(edges))
 

@@ -26,11 +26,17 @@ with the same parameters, fitted on the concatenated rows:
   data). ``estimators_samples_`` of the converted model describes one machine's draw, not
   this one.
 
-A batch splits at most ``MAX_BATCH_NODES`` nodes (the top of a stack), so the driver holds a
-bounded number of histograms however wide a level is.
+Depth-first trees grow together (``grow_together``): the shards keep each tree's weights and
+row order in a slot (as many trees as ``GROUP_STATE_BYTES`` allows), and one round trip
+splits the top ``MAX_BATCH_NODES`` nodes of the stacks of as many trees as keep the driver's
+histograms within ``DRIVER_HISTOGRAM_BYTES``. Each tree's batches are the ones it would split
+alone, so the trees do not depend on the grouping; a shard splits a tree's batch in one
+compiled call (``split_segments``). Best-first trees grow one at a time.
 """
 
 from __future__ import annotations
+
+import copy
 
 import numpy as np
 from numba import njit
@@ -75,11 +81,17 @@ from ._data_parallel import (
 )
 
 __all__ = ["ForestShard", "check_forest_data_parallel_params", "fit_forest_data_parallel",
-           "partition_bootstrap_counts"]
+           "forest_bin_seed", "partition_bootstrap_counts"]
 
-#: Nodes split in one round trip at most: the driver holds their parents' and children's
-#: histograms (features x bins x stats each, 160 kB at 20 x 256 x 4).
+#: Nodes of a tree split in one round trip at most (the top of its stack).
 MAX_BATCH_NODES = 64
+#: The driver's memory for histograms while trees grow together: the shards' answers for
+#: a round trip's nodes, their sums and (without feature subsets) the stacks' histograms
+#: (a histogram of every feature is 160 kB at 20 features x 256 bins x 4 stats).
+DRIVER_HISTOGRAM_BYTES = 32 << 20
+#: A worker's memory for the per-tree state of the trees growing together (weights and row
+#: order: 12 bytes a row and tree): 10 trees at 280,000 rows a worker, one from 2.8 million.
+GROUP_STATE_BYTES = 32 << 20
 #: Criteria whose stats are sums over rows (histograms of shards add up).
 _ADDITIVE = {"gini", "entropy", "log_loss", "squared_error", "poisson"}
 
@@ -108,7 +120,9 @@ def partition_bootstrap_counts(tree_seed: int, partition: int, n_rows: int) -> n
 
 class ForestShard(RowShard):
     """One worker's rows for a data-parallel forest (``RowShard``'s constructor and bin
-    edge methods; ``prepare_forest`` bins them, then trees grow one at a time)."""
+    edge methods; ``prepare_forest`` bins them). Trees grow together: each tree of a group
+    has a slot holding its rows' weights (bootstrap counts, or 1), its row order and its
+    nodes' segments of that order; every request names its tree's slot."""
 
     def prepare_forest(self, edges: list, classes: np.ndarray | None, criterion: int,
                        partitions: list) -> np.ndarray:
@@ -125,36 +139,49 @@ class ForestShard(RowShard):
         self.n_stats = STAT_FIRST + n_criterion_stats(
             criterion, classes.shape[0] if classes is not None else 1)
         self.partitions = [tuple(int(v) for v in p) for p in partitions]
-        self.w = np.ones(self.n_rows)
-        self.samples = np.arange(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
-        self.buffer = np.empty_like(self.samples)
+        self.slots = {}
+        self._scratch = None
+        self.buffer = np.empty(self.n_rows, dtype=row_index_dtype(max(self.n_rows, 1)))
         return missing
 
-    def forest_root(self, seed: int, bootstrap: bool, n_bins: int,
-                    features: np.ndarray | None = None) -> tuple:
-        """Start the tree of ``seed``: its weights (bootstrap counts or 1), the root's
-        stats and histogram over this shard's rows of positive weight (of ``features``
-        only, in that order, unless None)."""
-        n_active = self.n_rows
-        if bootstrap:
-            for partition, begin, n in self.partitions:
-                self.w[begin:begin + n] = partition_bootstrap_counts(seed, partition, n)
-            active = np.flatnonzero(self.w)
-            n_active = active.shape[0]
-            self.samples[:n_active] = active
-            del active
-        else:
-            self.samples[:] = np.arange(self.n_rows, dtype=self.samples.dtype)
-        self.segments = {0: (0, n_active)}
-        stats = np.zeros(self.n_stats)
-        _segment_stats(self.samples, np.int64(0), np.int64(n_active), self.y, self.w,
-                       np.int64(self.criterion), stats)
-        return stats, self._histogram(0, n_active, n_bins, features), 0.0
+    def _select(self, slot: int) -> None:
+        """Make the tree of ``slot`` the current one (its weights, row order, segments)."""
+        self.w, self.samples, self.segments = self.slots[slot]
+
+    def forest_roots(self, trees: list, bootstrap: bool, n_bins: int) -> list:
+        """Start a group of trees, ``(slot, seed, features)`` each: the tree's weights
+        (bootstrap counts or 1) and row order in its slot (a slot's arrays are reused from
+        the previous group), the root's stats and histogram over this shard's rows of
+        positive weight (of ``features`` only, in that order, unless None). Returns
+        ``(stats, histogram, 0.0)`` per tree."""
+        out = []
+        for slot, seed, features in trees:
+            if slot not in self.slots:
+                self.slots[slot] = (np.ones(self.n_rows), np.empty_like(self.buffer), {})
+            w, samples, segments = self.slots[slot]
+            n_active = self.n_rows
+            if bootstrap:
+                for partition, begin, n in self.partitions:
+                    w[begin:begin + n] = partition_bootstrap_counts(seed, partition, n)
+                active = np.flatnonzero(w)
+                n_active = active.shape[0]
+                samples[:n_active] = active
+                del active
+            else:
+                samples[:] = np.arange(self.n_rows, dtype=samples.dtype)
+            segments.clear()
+            segments[0] = (0, n_active)
+            self._select(slot)
+            stats = np.zeros(self.n_stats)
+            _segment_stats(samples, np.int64(0), np.int64(n_active), self.y, w,
+                           np.int64(self.criterion), stats)
+            out.append((stats, self._histogram(0, n_active, n_bins, features), 0.0))
+        return out
 
     def _histogram(self, start: int, end: int, n_bins: int,
                    features: np.ndarray | None = None) -> np.ndarray:
-        """The histogram of the rows ``samples[start:end]``: of every feature, or of
-        ``features`` only (one row each, in that order)."""
+        """The histogram of the current tree's rows ``samples[start:end]``: of every
+        feature, or of ``features`` only (one row each, in that order)."""
         hist = np.zeros((self.n_features, n_bins, self.n_stats))
         lo = np.zeros(self.n_features, dtype=np.int64)
         hi = np.zeros(self.n_features, dtype=np.int64)
@@ -168,41 +195,103 @@ class ForestShard(RowShard):
         return hist if features is None else hist[features]
 
     def forest_histograms(self, requests: list, n_bins: int) -> list:
-        """The histograms of ``features`` of the rows of each requested ``(node,
+        """The histograms of ``features`` of the rows of each requested ``(slot, node,
         features)`` (nodes not split yet)."""
-        return [self._histogram(*self.segments[node], n_bins, features)
-                for node, features in requests]
-
-    def forest_split(self, requests: list, n_bins: int) -> list:
-        """Apply splits to this shard's rows: each request ``(node, feature, bin,
-        missing_left, left_id, right_id, summed, build, features)`` partitions the node's
-        rows (left first, in row order) and, when ``build``, builds the histogram of child
-        ``summed`` (0 left, 1 right) or, when ``features`` is a pair, each child's
-        histogram of its features (None: none). Returns ``(left stats, right stats,
-        histograms)`` per request, ``histograms`` a pair (each None unless built)."""
         out = []
-        for (node, feature, position, missing_left, left_id, right_id, summed, build,
-             features) in requests:
-            start, end = self.segments.pop(node)
-            left, right = np.zeros(self.n_stats), np.zeros(self.n_stats)
-            mid = start
-            if end > start:
-                mid = partition_histogram_stable(
-                    np.int64(feature), np.int64(position), bool(missing_left), self.samples,
-                    np.int64(start), np.int64(end), self.X_binned, np.int64(n_bins - 1),
-                    self.buffer, self.y, self.w, np.int64(self.criterion), left, right)
-            self.segments[left_id] = (start, mid)
-            self.segments[right_id] = (mid, end)
-            bounds = ((start, mid), (mid, end))
-            hists = [None, None]
-            if features is not None:
-                for c in range(2):
-                    if features[c] is not None:
-                        hists[c] = self._histogram(*bounds[c], n_bins, features[c])
-            elif build:
-                hists[summed] = self._histogram(*bounds[summed], n_bins)
-            out.append((left, right, hists))
+        for slot, node, features in requests:
+            self._select(slot)
+            out.append(self._histogram(*self.segments[node], n_bins, features))
         return out
+
+    def forest_split(self, requests: list, n_bins: int) -> tuple:
+        """Apply splits to this shard's rows: each request ``(slot, node, feature, bin,
+        missing_left, left_id, right_id, summed, build, features)`` partitions the rows
+        of node ``node`` of the tree in ``slot`` (left first, in row order) and, when
+        ``build``, builds the histogram of child ``summed`` (0 left, 1 right) or, when
+        ``features`` is a pair (the same for every request), each child's histogram of
+        its features (None: none). The requests of a tree come one after the other; each
+        run of them is one compiled call (``split_segments``).
+
+        Returns ``(stats, histograms)``: ``stats[r]`` the left and right child's stats of
+        request ``r``; ``histograms[r]`` with features, the children's histograms of
+        their features (zeros where none), else ``histograms[r, 0]`` child ``summed``'s
+        of every feature (zeros unless built)."""
+        n = len(requests)
+        subset = n > 0 and requests[0][9] is not None
+        n_listed = max((len(f) for r in requests if subset for f in r[9] if f is not None),
+                       default=0)
+        stats = np.zeros((n, 2, self.n_stats))
+        hists = np.zeros((n, 2, n_listed, n_bins, self.n_stats) if subset
+                         else (n, 1, self.n_features, n_bins, self.n_stats))
+        table = np.zeros((n, 7), dtype=np.int64)
+        listed = np.full((n, 2, n_listed), -1, dtype=np.int64)
+        for r, (slot, node, feature, position, missing_left, _, _, summed, build,
+                features) in enumerate(requests):
+            start, end = self.slots[slot][2][node]
+            table[r] = (start, end, feature, position, missing_left, summed, build)
+            for c in range(2 if subset else 0):
+                if features[c] is not None:
+                    listed[r, c, :len(features[c])] = features[c]
+        if self._scratch is None or self._scratch.shape[1] != n_bins:
+            self._scratch = np.zeros((self.n_features, n_bins, self.n_stats))
+        mids = np.zeros(n, dtype=np.int64)
+        first = 0
+        while first < n:
+            slot = requests[first][0]
+            last = first + 1
+            while last < n and requests[last][0] == slot:
+                last += 1
+            w, samples, _ = self.slots[slot]
+            split_segments(self.X_binned, self.y, w, samples, self.buffer,
+                           np.int64(self.criterion), np.int64(n_bins - 1), subset,
+                           table[first:last], listed[first:last], mids[first:last],
+                           stats[first:last], hists[first:last], self._scratch)
+            first = last
+        for r, request in enumerate(requests):
+            segments = self.slots[request[0]][2]
+            start, end = segments.pop(request[1])
+            segments[request[5]] = (start, int(mids[r]))
+            segments[request[6]] = (int(mids[r]), end)
+        return stats, hists
+
+
+@njit(**JIT_OPTIONS)
+def split_segments(X_binned, y, w, samples, buffer, criterion, last_bin, subset, table,
+                   listed, mids, stats, hists, scratch):
+    """One tree's batch of splits on a shard's rows: per row ``(start, end, feature, bin,
+    missing_left, summed, build)`` of ``table``, partition ``samples[start:end]`` (the
+    grower's ``partition_histogram_stable``; the middle into ``mids``, the children's
+    stats into ``stats``), then with ``subset`` each child's histogram of its features
+    ``listed[r, c]`` (-1: none) into ``hists[r, c]`` (built feature by feature in the
+    zeroed ``scratch``, left zeroed), else, when ``build``, child ``summed``'s histogram
+    of every feature into ``hists[r, 0]``."""
+    lo = np.zeros(X_binned.shape[1], dtype=np.int64)
+    hi = np.zeros(X_binned.shape[1], dtype=np.int64)
+    for r in range(table.shape[0]):
+        start, end = table[r, 0], table[r, 1]
+        mid = start
+        if end > start:
+            mid = partition_histogram_stable(table[r, 2], table[r, 3], table[r, 4] != 0,
+                                             samples, start, end, X_binned, last_bin, buffer,
+                                             y, w, criterion, stats[r, 0], stats[r, 1])
+        mids[r] = mid
+        for c in range(2):
+            begin = start if c == 0 else mid
+            stop = mid if c == 0 else end
+            if stop <= begin:
+                continue
+            if subset:
+                for k in range(listed.shape[2]):
+                    f = listed[r, c, k]
+                    if f < 0:
+                        break
+                    _accumulate_features(scratch, lo, hi, X_binned, samples, begin, stop, y,
+                                         w, criterion, f, f + 1)
+                    hists[r, c, k] = scratch[f]
+                    scratch[f] = 0.0
+            elif table[r, 6] != 0 and table[r, 5] == c:
+                build_histogram(hists[r, 0], lo, hi, X_binned, samples, begin, stop, y, w,
+                                criterion, None)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -301,20 +390,27 @@ def _stack_order(children_left, children_right):
 
 
 class _ForestTreeDriver(_TreeDriver):
-    """``_TreeDriver`` for a forest's tree: full histograms of the tree's criterion, both
-    children's stats summed by the shards, values as the single-machine tree's."""
+    """``_TreeDriver`` for a forest's tree, the one in the shards' slot ``slot``: full
+    histograms of the tree's criterion, both children's stats summed by the shards, values
+    as the single-machine tree's. Depth-first trees grow together (``grow_together``):
+    ``start``, then per round trip ``split_requests`` / ``split_results`` and
+    ``scan_pending`` / ``entries`` on ``nodes`` and ``stack``; best-first trees one at a
+    time (``grow``)."""
 
     def __init__(self, shards, params, thresholds, n_features, total_weight, n_stats,
-                 n_classes):
+                 n_classes, slot=0):
         super().__init__(shards, params, thresholds, n_features, total_weight)
         self.n_stats = n_stats
         self.n_classes = n_classes
+        self.slot = slot
         self.criterion = np.int64(params.criterion)
         self._record = split_record_size(n_stats)
         self._scratch = [np.zeros(n_stats) for _ in range(3)]
         self.subset = uses_feature_subsets(params.max_features, n_features)
         self._lo = np.zeros(n_features, dtype=np.int64)
         self._hi = np.zeros(n_features, dtype=np.int64)
+        self._dense = None  # a full histogram into which compact ones are scanned
+        self._dense_rows = np.zeros(0, dtype=np.int64)
 
     def node_features(self, seed) -> np.ndarray | None:
         """The features whose histograms a node's shards build: the first ``max_features``
@@ -323,14 +419,38 @@ class _ForestTreeDriver(_TreeDriver):
             return None
         return drawn_features(np.uint64(seed), self.n_features, self.params.max_features)
 
-    def full(self, parts: list, features) -> np.ndarray:
-        """The shards' histograms of ``features`` summed, as a histogram of every feature
-        (the others empty); the sum of full histograms when ``features`` is None."""
-        if features is None:
+    def summed_histogram(self, parts: list, features):
+        """The shards' histograms summed: with feature subsets, compact ``(features, sum
+        of their histograms of features)`` (no features: None), else the full sum."""
+        if not self.subset:
             return _summed(parts)
-        hist = np.zeros((self.n_features, self.n_bins, self.n_stats))
-        hist[features] = _summed(parts)
-        return hist
+        return None if features is None else (features, _summed(parts))
+
+    def dense(self, compact) -> np.ndarray:
+        """A compact ``(features, histograms)`` (None: no features) as a histogram of
+        every feature, the others empty, in a buffer reused by the next call."""
+        if self._dense is None:
+            self._dense = np.zeros((self.n_features, self.n_bins, self.n_stats))
+        self._dense[self._dense_rows] = 0.0
+        self._dense_rows = np.zeros(0, dtype=np.int64)
+        if compact is not None:
+            self._dense_rows = compact[0]
+            self._dense[compact[0]] = compact[1]
+        return self._dense
+
+    def histogram_cost(self, n_nodes: int, n_shards: int) -> int:
+        """Bytes of histograms the driver holds while splitting ``n_nodes`` nodes: the
+        shards' answers and their sums (and, without feature subsets, the children)."""
+        size = self.n_bins * self.n_stats * 8
+        if self.subset:
+            return n_nodes * 2 * self.params.max_features * size * (n_shards + 1)
+        return n_nodes * self.n_features * size * (n_shards + 2)
+
+    def held_histogram_bytes(self) -> int:
+        """Bytes of the histograms held by the stack's entries (none with subsets)."""
+        if self.subset:
+            return 0
+        return len(self.stack) * self.n_features * self.n_bins * self.n_stats * 8
 
     def _scan(self, hist, stats, seed, node_id=None):
         split = np.zeros(self._record)
@@ -342,55 +462,88 @@ class _ForestTreeDriver(_TreeDriver):
             split, cum, left, right)
         return split
 
+    def scan_pending(self, nodes, pending) -> tuple[list, list]:
+        """Scan the ``pending`` nodes ``(node, depth, hist, seed)``: returns them with
+        their split records, ``(node, depth, hist, seed, split)`` (split None for a node
+        whose scan reached features beyond the first drawn ones: some of those were
+        constant), and ``(position in the first list, features)`` of those nodes'
+        histograms still to fetch."""
+        scanned, wanted = [], []
+        for node_id, depth, hist, node_seed in pending:
+            if self.subset:
+                hist = self.dense(hist)
+            split = self._scan(hist, nodes[node_id]["stats"], node_seed)
+            if self.subset and self.stopped >= 0:
+                occupied_bins(hist, self._lo, self._hi)
+                wanted.append((len(scanned), np.flatnonzero(self._lo > self._hi)))
+                split = None
+                hist = hist.copy()
+            scanned.append((node_id, depth, None if split is not None and self.subset
+                            else hist, node_seed, split))
+        return scanned, wanted
+
+    def histogram_requests(self, scanned, wanted) -> list:
+        """The shards' ``forest_histograms`` requests of ``scan_pending``'s ``wanted``."""
+        return [(self.slot, scanned[i][0], features) for i, features in wanted]
+
+    def entries(self, nodes, scanned, wanted, fetched) -> list:
+        """Frontier entries (``_TreeDriver._evaluate``'s) of the ``scanned`` nodes, with
+        ``fetched`` (per ``wanted`` node, the shards' histograms of its features) added
+        to the nodes whose scan needed them, scanned again. With feature subsets the
+        entries hold no histogram (a node's children get their own)."""
+        for (i, features), parts in zip(wanted, fetched, strict=True):
+            scanned[i][2][features] = _summed(parts)
+        out = []
+        for node_id, depth, hist, node_seed, split in scanned:
+            if split is None:
+                split = self._scan(hist, nodes[node_id]["stats"], node_seed)
+            entry = self._entry(nodes, node_id, depth, None if self.subset else hist,
+                                node_seed, split)
+            if entry is not None:
+                out.append(entry)
+        return out
+
     def _evaluate(self, nodes, pending) -> list:
         """``_TreeDriver._evaluate``, after the histograms of the features beyond the first
-        drawn ones were fetched for the nodes whose scan reached them (more than
-        ``max_features`` features drawn: some were constant), in one round trip."""
-        if self.subset:
-            wanted = []
-            for node_id, _, hist, node_seed in pending:
-                self._scan(hist, nodes[node_id]["stats"], node_seed)
-                if self.stopped >= 0:
-                    occupied_bins(hist, self._lo, self._hi)
-                    wanted.append((node_id, hist, np.flatnonzero(self._lo > self._hi)))
-            if wanted:
-                results = self.shards.call("forest_histograms",
-                                           [(node_id, f) for node_id, _, f in wanted],
-                                           self.n_bins)
-                for i, (_, hist, features) in enumerate(wanted):
-                    hist[features] = _summed([r[i] for r in results])
-        return super()._evaluate(nodes, pending)
+        drawn ones were fetched for the nodes whose scan reached them, in one round trip."""
+        scanned, wanted = self.scan_pending(nodes, pending)
+        fetched = []
+        if wanted:
+            results = self.shards.call("forest_histograms",
+                                       self.histogram_requests(scanned, wanted), self.n_bins)
+            fetched = [[r[k] for r in results] for k in range(len(wanted))]
+        return self.entries(nodes, scanned, wanted, fetched)
 
     def _new_node(self, stats, hess):
         return {"stats": stats, "hess": hess, "impurity": node_impurity(stats, self.criterion),
                 "left": TREE_LEAF, "right": TREE_LEAF, "feature": -2, "threshold": -2.0,
                 "missing_left": 0}
 
-    def grow(self, seed: int, roots: list):
-        """The tree from the shards' ``forest_root`` results (histograms of
-        ``node_features`` of the root's seed)."""
+    def start(self, seed: int, roots: list) -> list:
+        """Start the depth-first tree of ``seed`` from the shards' ``forest_roots`` results
+        for it (histograms of ``node_features`` of the root's seed): its root in
+        ``nodes``, an empty ``stack``; returns the pending root (none: not splittable)."""
         root_seed = make_state(seed)[0]
-        root_hist = self.full([r[1] for r in roots], self.node_features(root_seed))
-        if self.params.max_leaf_nodes > 0:
-            return super().grow(seed, [(_summed([r[0] for r in roots]), root_hist, 0.0)])
         root_stats = _summed([r[0] for r in roots])
-        nodes = [self._new_node(root_stats, 0.0)]
+        self.nodes = [self._new_node(root_stats, 0.0)]
+        self.stack = []
         self._counter = 0
-        stack = []
-        if self._splittable(root_stats, 0, nodes[0]["impurity"]):
-            stack = self._evaluate(nodes, [(0, 0, root_hist, root_seed)])
-        del roots
-        while stack:  # every node of the stack is split whatever the order: batches of its top
-            batch = stack[-MAX_BATCH_NODES:]
-            del stack[-MAX_BATCH_NODES:]
-            stack.extend(entry for children in self._split(nodes, batch, False)
-                         for entry in self._evaluate(nodes, children))
-        return self._tree(nodes, np.arange(len(nodes)))
+        if not self._splittable(root_stats, 0, self.nodes[0]["impurity"]):
+            return []
+        return [(0, 0, self.summed_histogram([r[1] for r in roots],
+                                             self.node_features(root_seed)), root_seed)]
 
-    def _split(self, nodes, batch, best_first) -> list:
-        """``_TreeDriver._split`` with both children's stats from the shards, and with
-        feature subsets each child's histogram of its own drawn features (children the
-        split record's counts rule out get none)."""
+    def grow(self, seed: int, roots: list):
+        """The best-first tree of ``seed`` from the shards' ``forest_roots`` results for
+        it, grown alone (``_TreeDriver._grow_best_first``)."""
+        pending = self.start(seed, roots)
+        frontier = self._evaluate(self.nodes, pending)
+        return self._grow_best_first(self.nodes, frontier)
+
+    def split_requests(self, nodes, batch, best_first) -> list:
+        """The shards' ``forest_split`` requests of the frontier entries ``batch``, as
+        ``(request, left id, right id)``: with feature subsets each child's histogram of
+        its own drawn features (children the split record's counts rule out get none)."""
         requests = []
         for entry in batch:
             request, left_id, right_id = self._request(nodes, entry[2], entry[3], entry[6],
@@ -403,21 +556,25 @@ class _ForestTreeDriver(_TreeDriver):
                     if self._splittable(entry[6][first:first + self.n_stats], entry[3] + 1,
                                         np.inf):
                         features[c] = self.node_features(child_seed(entry[5], c))
-            requests.append((request + (features,), left_id, right_id))
-        results = self.shards.call("forest_split", [r[0] for r in requests], self.n_bins)
+            requests.append(((self.slot, *request, features), left_id, right_id))
+        return requests
+
+    def split_results(self, nodes, batch, requests, stats, summed_hists) -> list:
+        """The children of each entry of ``batch`` to evaluate, ``(node, depth, hist,
+        seed)`` each, from the shards' ``forest_split`` results summed (``stats`` and
+        ``summed_hists``, one row per request)."""
         out = []
         for i, (_, _, _, depth, hist, node_seed, _split) in enumerate(batch):
             request, left_id, right_id = requests[i]
-            summed, build, features = request[6], request[7], request[8]
-            children = [_summed([r[i][0] for r in results]), _summed([r[i][1] for r in results])]
+            summed, build, features = request[7], request[8], request[9]
+            children = [stats[i, 0].copy(), stats[i, 1].copy()]
             hists = [None, None]
             if features is not None:
                 for c in range(2):
-                    hists[c] = (self.full([r[i][2][c] for r in results], features[c])
-                                if features[c] is not None
-                                else np.zeros((self.n_features, self.n_bins, self.n_stats)))
+                    if features[c] is not None:
+                        hists[c] = (features[c], summed_hists[i, c, :len(features[c])])
             elif build:
-                hists[summed] = _summed([r[i][2][summed] for r in results])
+                hists[summed] = summed_hists[i, 0].copy()
                 hists[1 - summed] = hist - hists[summed]
             pending = []
             for c, cid in enumerate((left_id, right_id)):
@@ -427,6 +584,14 @@ class _ForestTreeDriver(_TreeDriver):
                                     np.uint64(child_seed(node_seed, c))))
             out.append(pending)
         return out
+
+    def _split(self, nodes, batch, best_first) -> list:
+        """``_TreeDriver._split`` with both children's stats from the shards (one tree's
+        batch in one round trip)."""
+        requests = self.split_requests(nodes, batch, best_first)
+        results = self.shards.call("forest_split", [r[0] for r in requests], self.n_bins)
+        return self.split_results(nodes, batch, requests, _summed([r[0] for r in results]),
+                                  _summed([r[1] for r in results]))
 
     def _tree(self, nodes, owner):
         stats = np.array([n["stats"] for n in nodes])
@@ -465,11 +630,88 @@ class _ForestTreeDriver(_TreeDriver):
         return Tree(self.n_features, np.array([self.n_classes]), arrays), owner, None
 
 
+def tree_group_size(n_rows: list[int], n_trees: int) -> int:
+    """How many trees grow together: as many as keep a worker's per-tree state (each row's
+    weight and place in the row order: ``8 + 4`` bytes a row, ``8 + 8`` beyond 2**31
+    rows) of the largest shard within ``GROUP_STATE_BYTES``; at least one."""
+    rows = max(max(n_rows), 1)
+    per_tree = rows * (8 + np.dtype(row_index_dtype(rows)).itemsize)
+    return max(1, min(n_trees, GROUP_STATE_BYTES // per_tree))
+
+
+def grow_together(shards, drivers: list, seeds: list, roots: list) -> list:
+    """The depth-first trees of ``drivers`` (their slots), of ``seeds``, grown together
+    from the shards' ``forest_roots`` results (per tree, per shard): each round trip
+    splits the top ``MAX_BATCH_NODES`` nodes of the stacks of as many trees as keep the
+    driver's histograms within ``DRIVER_HISTOGRAM_BYTES`` (at least one tree), and the
+    fetches of further features of those trees travel in one round trip. Each tree's
+    batches are the ones it would split alone. Returns the trees."""
+    n_bins = drivers[0].n_bins
+    pending = [driver.start(seed, tree_roots)
+               for driver, seed, tree_roots in zip(drivers, seeds, roots, strict=True)]
+    _evaluate_together(shards, drivers, pending, n_bins)
+    n_shards = len(roots[0])
+    while any(driver.stack for driver in drivers):
+        batches, requests, served = [], [], []
+        held = sum(driver.held_histogram_bytes() for driver in drivers)
+        for driver in drivers:
+            batch = driver.stack[-MAX_BATCH_NODES:]
+            cost = driver.histogram_cost(len(batch), n_shards)
+            if not batch or (served and held + cost > DRIVER_HISTOGRAM_BYTES):
+                continue
+            held += cost
+            served.append(driver)
+            del driver.stack[-MAX_BATCH_NODES:]
+            tree_requests = driver.split_requests(driver.nodes, batch, False)
+            batches.append((batch, tree_requests))
+            requests.extend(r[0] for r in tree_requests)
+        results = shards.call("forest_split", requests, n_bins)
+        stats = _summed([r[0] for r in results])
+        hists = _summed([r[1] for r in results])
+        del results
+        pending, first = [], 0
+        for driver, (batch, tree_requests) in zip(served, batches, strict=True):
+            last = first + len(tree_requests)
+            children = driver.split_results(driver.nodes, batch, tree_requests,
+                                            stats[first:last], hists[first:last])
+            pending.append([child for pair in children for child in pair])
+            first = last
+        _evaluate_together(shards, served, pending, n_bins)
+    return [driver._tree(driver.nodes, np.arange(len(driver.nodes)))[0] for driver in drivers]
+
+
+def _evaluate_together(shards, drivers, pending, n_bins) -> None:
+    """Each driver's ``pending`` nodes scanned and pushed on its stack (frontier entries),
+    the further features they need fetched for all trees in one round trip."""
+    scans = [driver.scan_pending(driver.nodes, nodes)
+             for driver, nodes in zip(drivers, pending, strict=True)]
+    requests = [request for driver, (scanned, wanted) in zip(drivers, scans, strict=True)
+                for request in driver.histogram_requests(scanned, wanted)]
+    results = shards.call("forest_histograms", requests, n_bins) if requests else []
+    first = 0
+    for driver, (scanned, wanted) in zip(drivers, scans, strict=True):
+        fetched = [[r[first + k] for r in results] for k in range(len(wanted))]
+        first += len(wanted)
+        driver.stack.extend(driver.entries(driver.nodes, scanned, wanted, fetched))
+
+
 def uses_feature_subsets(max_features: int, n_features: int) -> bool:
     """Whether nodes get histograms of their drawn features only: when at most a third of
     the features are drawn, building every child's histogram of its drawn features costs
     less than the smaller child's of every feature (and the subtraction)."""
     return 3 * max_features <= n_features
+
+
+def _forest_seeds(random_state, n_estimators: int) -> np.ndarray:
+    """The trees' seeds ``fit_forest_data_parallel`` draws (the first seeds the bin edges'
+    sample too)."""
+    return draw_seeds(check_random_state(random_state), n_estimators)
+
+
+def forest_bin_seed(forest) -> int:
+    """The seed of the bin edges' sample ``fit_forest_data_parallel`` draws for ``forest``
+    (from a copy of its ``random_state``: a generator passed as one is left as it is)."""
+    return int(_forest_seeds(copy.deepcopy(forest.random_state), forest.n_estimators)[0])
 
 
 def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
@@ -505,7 +747,7 @@ def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     for name in ("estimators_", "classes_", "n_classes_", "feature_names_in_"):
         forest.__dict__.pop(name, None)
 
-    seeds = draw_seeds(check_random_state(forest.random_state), forest.n_estimators)
+    seeds = _forest_seeds(forest.random_state, forest.n_estimators)
     if blocks is None:
         blocks = [(s, 0, n) for s, n in enumerate(n_rows)]
     edges = global_bin_edges(shards, blocks, n_rows, n_features, forest.max_bins,
@@ -524,30 +766,40 @@ def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     trees = []
     max_features = template._growth_params(criterion, n_samples, 1.0,
                                             n_features).max_features
-    for seed in seeds:
-        root_features = None
-        if uses_feature_subsets(max_features, n_features):
-            root_features = drawn_features(make_state(int(seed))[0], n_features, max_features)
-        roots = shards.call("forest_root", int(seed), bool(forest.bootstrap), n_bins,
-                            root_features)
-        total_weight = float(sum(r[0][STAT_WEIGHT] for r in roots))
-        params = template._growth_params(criterion, n_samples, total_weight, n_features)
-        driver = _ForestTreeDriver(shards, params, thresholds, n_features, total_weight,
-                                   n_stats, n_classes)
-        tree = driver.grow(int(seed), roots)[0]
+    subset = uses_feature_subsets(max_features, n_features)
+    group_size = tree_group_size(n_rows, len(seeds))
+    for first in range(0, len(seeds), group_size):
+        group = [int(seed) for seed in seeds[first:first + group_size]]
+        roots = shards.call("forest_roots", [
+            (slot, seed, drawn_features(make_state(seed)[0], n_features, max_features)
+             if subset else None) for slot, seed in enumerate(group)],
+            bool(forest.bootstrap), n_bins)
+        roots = [[r[slot] for r in roots] for slot in range(len(group))]
+        drivers = []
+        for slot, tree_roots in enumerate(roots):
+            total_weight = float(sum(r[0][STAT_WEIGHT] for r in tree_roots))
+            params = template._growth_params(criterion, n_samples, total_weight, n_features)
+            drivers.append(_ForestTreeDriver(shards, params, thresholds, n_features,
+                                             total_weight, n_stats, n_classes, slot))
+        if drivers[0].params.max_leaf_nodes > 0:
+            grown = [driver.grow(seed, tree_roots)[0]
+                     for driver, seed, tree_roots in zip(drivers, group, roots, strict=True)]
+        else:
+            grown = grow_together(shards, drivers, group, roots)
         del roots
-        if forest.ccp_alpha > 0.0:
-            tree = prune_tree(tree, float(forest.ccp_alpha))
-        est = type(template)(**{**template_params, "random_state": int(seed)})
-        est.tree_ = tree
-        est.n_features_in_ = n_features
-        est.n_outputs_ = 1
-        est.max_features_ = params.max_features
-        est.missing_values_in_feature_mask_ = missing
-        if classify:
-            est.classes_ = classes
-            est.n_classes_ = n_classes
-        trees.append(est)
+        for driver, seed, tree in zip(drivers, group, grown, strict=True):
+            if forest.ccp_alpha > 0.0:
+                tree = prune_tree(tree, float(forest.ccp_alpha))
+            est = type(template)(**{**template_params, "random_state": seed})
+            est.tree_ = tree
+            est.n_features_in_ = n_features
+            est.n_outputs_ = 1
+            est.max_features_ = driver.params.max_features
+            est.missing_values_in_feature_mask_ = missing
+            if classify:
+                est.classes_ = classes
+                est.n_classes_ = n_classes
+            trees.append(est)
     forest.estimators_ = trees
     forest.estimator_seeds_ = np.asarray(seeds, dtype=np.int64)
     forest.n_outputs_ = 1
