@@ -21,7 +21,12 @@ from cipherforest.tree._fit import (
     prepare_tree_data,
     presort,
 )
-from cipherforest.tree._frontier import grow_rows, node_capacity
+from cipherforest.tree._frontier import (
+    NODE_TABLE_BYTES,
+    grow_rows,
+    new_node_tables,
+    node_capacity,
+)
 
 PARAMS = GrowthParams(criterion=CRITERION_SQUARED_ERROR, is_random=False, max_bins=None,
                       max_features=6, max_depth=-1, min_samples_split=2, min_samples_leaf=1,
@@ -108,6 +113,15 @@ def test_node_capacity_is_the_most_nodes_a_tree_can_have():
         assert tree.node_count <= bound
         if leaves is not None:
             assert tree.node_count == bound  # grown to its leaf budget
+
+
+def test_node_tables_are_made_at_once_up_to_a_size():
+    node_int, node_float, node_stats = new_node_tables(1000, 6, 2, 4)
+    assert node_int.shape == (1000, 6) and node_float.shape == (1000, 2)
+    assert node_stats.shape == (1000, 4)
+    # Beyond NODE_TABLE_BYTES a tree starts there and doubles (split_node) when it must.
+    huge = new_node_tables(10**12, 6, 2, 4)
+    assert huge[0].shape[0] == NODE_TABLE_BYTES // 96
 
 
 def test_categorical_trees_leave_the_left_sets_of_other_nodes_zero():

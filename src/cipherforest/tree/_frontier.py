@@ -87,19 +87,27 @@ def node_capacity(n_samples, max_depth, max_leaf_nodes):
     return 2 * leaves - 1
 
 
+#: Node tables are made at once up to this many bytes; a tree that could need more starts
+#: there and grows by doubling (``split_node``): the rows a tree never reaches take address
+#: space, not memory, but one allocation beyond the machine's memory may be refused.
+NODE_TABLE_BYTES = 1 << 30
+
+
 @njit(**JIT_OPTIONS)
 def new_node_tables(capacity, n_int, n_float, n_stats):
     """Uninitialised node tables ``(node_int, node_float, node_stats)`` of ``capacity`` rows
-    (``node_capacity``); ``set_leaf`` and the grower write every row a node takes.
+    (``node_capacity``; at most ``NODE_TABLE_BYTES`` in all); ``set_leaf`` and the grower
+    write every row a node takes.
 
     Sized once instead of doubled: each doubling copied the tables, and the freed smaller
     copies stayed resident (a regression tree on 200,000 rows, 399,999 nodes: 38 MB of
     tables and ~37 MB of freed copies at the fit's peak). Rows never written are pages
     never touched, so they take address space but no memory.
     """
-    return (np.empty((capacity, n_int), dtype=np.int64),
-            np.empty((capacity, n_float), dtype=np.float64),
-            np.empty((capacity, n_stats), dtype=np.float64))
+    rows = min(capacity, max(64, NODE_TABLE_BYTES // (8 * (n_int + n_float + n_stats))))
+    return (np.empty((rows, n_int), dtype=np.int64),
+            np.empty((rows, n_float), dtype=np.float64),
+            np.empty((rows, n_stats), dtype=np.float64))
 
 
 @njit(**LEAF_JIT_OPTIONS)
