@@ -26,9 +26,12 @@ Datasets: ``synthetic_100k`` / ``synthetic_1m`` (make_classification, 20 feature
 informative, 50k held-out rows), ``pendigits`` (../shared/data/dataset_32_pendigits.csv,
 10 992 × 16, 10 classes, 25 % held out; scikit-learn's 8×8 digits when the file is absent)
 and ``regression_100k`` (make_regression, 20 features, 10 informative, noise 10, 50k held-out
-rows; score R²). Wide data, by name only: ``digits`` (scikit-learn's 8×8 digits, 1,797 × 64,
-25 % held out) and ``wide_784`` (make_classification, 10,000 rows × 784 features, 40
-informative, 10 classes, 2,500 held-out rows: MNIST's width), ``wide_2000`` (the same at
+rows; score R²); ``synthetic_10m``, by name only, the same at 10M rows (peak memory of
+boosting: ``--models ours_gb_hist,lightgbm --datasets synthetic_10m --rounds 10 --runs 1``;
+``--rounds`` sets every model's trees or rounds). Wide data, by name only: ``digits``
+(scikit-learn's 8×8 digits, 1,797 × 64, 25 % held out) and ``wide_784``
+(make_classification, 10,000 rows × 784 features, 40 informative, 10 classes, 2,500
+held-out rows: MNIST's width), ``wide_2000`` (the same at
 5,000 rows × 2,000 features, 1,250 held out) and ``classes_50`` (make_classification,
 25,000 rows × 50 features, 30 informative, 50 classes, 6,250 held out). Forests:
 ``ours_rf_exact``, ``ours_rf_hist`` (``max_bins=255``), ``ours_et_exact``, ``ours_et_hist``
@@ -78,7 +81,8 @@ def load_dataset(name: str):
     from sklearn.model_selection import train_test_split
 
     if name.startswith("synthetic_"):
-        n = {"synthetic_100k": 100_000, "synthetic_1m": 1_000_000}[name]
+        n = {"synthetic_100k": 100_000, "synthetic_1m": 1_000_000,
+             "synthetic_10m": 10_000_000}[name]
         X, y = make_classification(n + 50_000, 20, n_informative=10, random_state=0)
         return X[:n], X[n:], y[:n], y[n:]
     if name == "regression_100k":
@@ -490,6 +494,7 @@ def render(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Run every model on every dataset in subprocesses and print the tables."""
+    global N_TREES
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", default=",".join(DATASETS))
     parser.add_argument("--models", default=",".join(BOOSTING_MODELS))
@@ -508,11 +513,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--paired", action="store_true",
                         help="instead: our boosting and LightGBM alternated in one process "
                              "per dataset, with the median of the per-run time ratios")
+    parser.add_argument("--rounds", type=int, default=N_TREES,
+                        help="trees of the forests / rounds of boosting (default 100)")
     parser.add_argument("--worker", nargs=2, metavar=("MODEL", "DATASET"),
                         help=argparse.SUPPRESS)
     parser.add_argument("--paired-worker", nargs=2, metavar=("DATASET", "RUNS"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    N_TREES = args.rounds
     if args.worker:
         print(json.dumps(run_worker(*args.worker)))
         return 0
@@ -559,7 +567,8 @@ def main(argv: list[str] | None = None) -> int:
                 env = {**os.environ, "PYTHONPATH": str(src)}
                 label = f"{model}@{name}" if name else model
                 try:
-                    proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset],
+                    proc = subprocess.run([sys.executable, __file__, "--worker", model, dataset,
+                                           "--rounds", str(args.rounds)],
                                           capture_output=True, text=True, env=env,
                                           timeout=args.timeout)
                 except subprocess.TimeoutExpired:

@@ -61,7 +61,9 @@ from ._frontier import (
     grow_rows,
     is_splittable,
     new_frontier,
+    new_node_tables,
     next_node,
+    node_capacity,
     queue_children,
     root_pending,
     set_leaf,
@@ -149,7 +151,7 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
               max_leaf_nodes, rng_state, n_threads, node_threads, hist_pool, hist_lo, hist_hi,
               n_shard0, partition_buffer, shard_task, shard_stats, shard_hist, shard_lo,
               shard_hi, scan_record, unit_weight, sorted_rank, feature_histograms):
-    """Grow one tree; return ``(node_int, node_float, node_stats)`` trimmed to its nodes, and
+    """Grow one tree; return ``(node_int, node_float, node_stats)``, views of its nodes, and
     its histogram pool ``(hist_pool, hist_lo, hist_hi)``, every slot zero again.
 
     Parameters mirror scikit-learn's (``max_depth`` and ``max_leaf_nodes`` use -1 for
@@ -216,9 +218,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     if X_binned is not None:
         has_cat = has_categorical(bin_thresholds)
 
-    node_int = np.zeros((64, 6), dtype=np.int64)
-    node_float = np.zeros((64, 2 + BITSET_WORDS if has_cat else 2), dtype=np.float64)
-    node_stats = np.zeros((64, n_stats), dtype=np.float64)
+    max_nodes = node_capacity(n_samples, max_depth, max_leaf_nodes)
+    node_int, node_float, node_stats = new_node_tables(
+        max_nodes, 6, 2 + BITSET_WORDS if has_cat else 2, n_stats)
 
     frontier = new_frontier(7, record_size)
 
@@ -607,11 +609,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 mid = partition_exact(start, end, sorted_index, sorted_value, goes_left,
                                       tmp_index, tmp_value)
 
-        # Every leaf holds a row: at most 2 n - 1 nodes (the last doubling stops there).
         node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
                                                       node_count, node_id, feature,
                                                       missing_left, split[SPLIT_THRESHOLD],
-                                                      2 * n_samples - 1)
+                                                      max_nodes)
         left_id = node_count
         right_id = node_count + 1
         node_count += 2
@@ -742,11 +743,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         clear_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
     for slot in range(max(n_hists, n_clean), hist_pool.shape[0]):
         zero_histogram(hist_pool[slot], hist_lo[slot], hist_hi[slot])
-    if node_count < node_int.shape[0]:  # a full table (2 n - 1 nodes) is returned as it is
-        node_int = node_int[:node_count].copy()
-        node_float = node_float[:node_count].copy()
-        node_stats = node_stats[:node_count].copy()
-    return node_int, node_float, node_stats, hist_pool, hist_lo, hist_hi
+    # Views, not copies: the caller reads them once (``finished_tree_arrays``), and the
+    # tables' rows past node_count were never written (so never resident).
+    return (node_int[:node_count], node_float[:node_count], node_stats[:node_count],
+            hist_pool, hist_lo, hist_hi)
 
 
 @njit(**LEAF_JIT_OPTIONS)

@@ -49,7 +49,9 @@ from ._frontier import (
     N_SAMPLES,
     is_splittable,
     new_frontier,
+    new_node_tables,
     next_node,
+    node_capacity,
     queue_children,
     root_pending,
     set_leaf,
@@ -172,9 +174,8 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     best_first = max_leaf_nodes > 0
     record_size = SPLIT_LEFT + 2 * n_stats
 
-    node_int = np.zeros((64, 6), dtype=np.int64)
-    node_float = np.zeros((64, 2), dtype=np.float64)
-    node_stats = np.zeros((64, n_stats), dtype=np.float64)
+    max_nodes = node_capacity(n_samples, max_depth, max_leaf_nodes)
+    node_int, node_float, node_stats = new_node_tables(max_nodes, 6, 2, n_stats)
     frontier = new_frontier(4, record_size)
 
     tmp_rows = np.empty(n_samples, dtype=rows.dtype)
@@ -411,7 +412,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
 
         node_int, node_float, node_stats = split_node(node_int, node_float, node_stats,
                                                       node_count, node_id, feature,
-                                                      missing_left, threshold)
+                                                      missing_left, threshold, max_nodes)
         left_id = node_count
         right_id = node_count + 1
         node_count += 2
@@ -449,5 +450,4 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
         n_pending = queue_children(pending, pending_seed, child_ids, child_bounds, child_split,
                                    no_slots, depth, frontier[2][entry])
 
-    return (node_int[:node_count].copy(), node_float[:node_count].copy(),
-            node_stats[:node_count].copy())
+    return node_int[:node_count], node_float[:node_count], node_stats[:node_count]
