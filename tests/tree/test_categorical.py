@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
+from threadpoolctl import threadpool_limits
 
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
@@ -126,7 +127,8 @@ def test_boosting_accuracy_matches_hist_gradient_boosting():
     theirs = HistGradientBoostingClassifier(max_iter=100, categorical_features=[0, 1, 2],
                                             early_stopping=False, random_state=0)
     ours_accuracy = np.mean(ours.fit(X[train], y[train]).predict(X[test]) == y[test])
-    theirs_accuracy = np.mean(theirs.fit(X[train], y[train]).predict(X[test]) == y[test])
+    with threadpool_limits(1):  # its OpenMP threads crawl on a busy machine
+        theirs_accuracy = np.mean(theirs.fit(X[train], y[train]).predict(X[test]) == y[test])
     assert ours_accuracy >= theirs_accuracy - 0.02
 
 
