@@ -5,9 +5,10 @@ The cell (``make_categorical``, importable for ``benchmarks/matrix.py``): 100,00
 (the first 80 % train, the rest score), 10 categorical columns of 5 to 250 levels (levels
 drawn with Zipf-like popularity) and 5 numeric columns; the binary label is a logistic draw
 of the sum of a random effect per level of every categorical column and a linear term of
-the numeric ones. Levels stop at 250: ours and HistGradientBoosting take at most
-``max_bins`` (255) categories per column, so the 500 levels the issue names would be refused
-by both (LightGBM and XGBoost take them).
+the numeric ones. ``--max-levels N`` spaces the 10 columns' levels geometrically from 5 to
+``N`` instead (``--max-levels 500``: the issue's 5-500). Ours gives a column of more than
+``max_bins`` (255) levels category bins (its 254 most frequent levels a bin each, the rest
+one); HistGradientBoosting refuses such columns, so it reads them as ordinal codes.
 
 Estimators, 100 rounds, learning rate 0.1, 31 leaves, all cores (``--threads N``: N threads
 each — ``n_jobs`` / ``nthread`` and ``OMP_NUM_THREADS`` — which on a machine shared with other
@@ -28,7 +29,7 @@ the test rows. Peak RSS is the process's peak (``ru_maxrss``), data included; "d
 peak before the fit. Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/categorical.py [--rows 100000]
-        [--threads 1] [--libs ours lightgbm ...]
+        [--threads 1] [--libs ours lightgbm ...] [--max-levels 500]
 """
 
 from __future__ import annotations
@@ -50,13 +51,20 @@ LEVELS = (5, 10, 20, 40, 60, 90, 120, 160, 200, 250)
 N_NUMERIC = 5
 
 
-def make_categorical(n_rows: int = 100_000, seed: int = 0):
+def levels_up_to(max_levels: int | None) -> tuple[int, ...]:
+    """The categorical columns' levels: ``LEVELS``, or 5 to ``max_levels`` geometrically."""
+    if max_levels is None:
+        return LEVELS
+    return tuple(int(round(5 * (max_levels / 5) ** (j / 9))) for j in range(10))
+
+
+def make_categorical(n_rows: int = 100_000, seed: int = 0, levels=LEVELS):
     """``(X, y, categorical)`` of the categorical cell (module docstring): float64 ``X``
-    whose categorical columns hold level codes ``0..k-1``, binary ``y``, and the indices of
-    the categorical columns."""
+    whose categorical columns hold level codes ``0..k-1`` (``k`` from ``levels``), binary
+    ``y``, and the indices of the categorical columns."""
     rng = np.random.RandomState(seed)
     columns, logit = [], np.zeros(n_rows)
-    for k in LEVELS:
+    for k in levels:
         popularity = 1.0 / (np.arange(k) + 2.0)
         popularity /= popularity.sum()
         codes = rng.choice(k, n_rows, p=popularity)
@@ -68,10 +76,10 @@ def make_categorical(n_rows: int = 100_000, seed: int = 0):
     logit = (logit - logit.mean()) / logit.std() * 2.0
     y = (rng.uniform(size=n_rows) < 1.0 / (1.0 + np.exp(-logit))).astype(np.int64)
     X = np.column_stack(columns + [numeric]).astype(np.float64)
-    return X, y, np.arange(len(LEVELS))
+    return X, y, np.arange(len(levels))
 
 
-def make_estimator(lib: str, categorical: np.ndarray, threads: int = -1):
+def make_estimator(lib: str, categorical: np.ndarray, threads: int = -1, levels=LEVELS):
     if lib in ("ours", "ours-numeric"):
         from cipherforest.ensemble import GradientBoostingClassifier
 
@@ -93,11 +101,12 @@ def make_estimator(lib: str, categorical: np.ndarray, threads: int = -1):
                                      n_jobs=None if threads < 0 else threads)
     from sklearn.ensemble import HistGradientBoostingClassifier
 
-    return HistGradientBoostingClassifier(max_iter=100, categorical_features=categorical,
+    native = [int(j) for j in categorical if levels[j] <= 255]  # it refuses more levels
+    return HistGradientBoostingClassifier(max_iter=100, categorical_features=native or None,
                                           early_stopping=False, random_state=0)
 
 
-def _library_input(lib: str, X: np.ndarray, categorical: np.ndarray):
+def _library_input(lib: str, X: np.ndarray, categorical: np.ndarray, levels=LEVELS):
     """XGBoost reads categories from pandas ``category`` columns; the others take X."""
     if lib != "xgboost":
         return X
@@ -106,7 +115,7 @@ def _library_input(lib: str, X: np.ndarray, categorical: np.ndarray):
     frame = pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])])
     for j in categorical:
         frame[f"f{j}"] = pd.Categorical(X[:, j].astype(np.int64),
-                                        categories=np.arange(LEVELS[j]))
+                                        categories=np.arange(levels[j]))
     return frame
 
 
@@ -116,17 +125,17 @@ def _fit(model, lib: str, X, y, categorical):
     return model.fit(X, y)
 
 
-def run_one(lib: str, n_rows: int, threads: int = -1) -> dict:
+def run_one(lib: str, n_rows: int, threads: int = -1, levels=LEVELS) -> dict:
     """One timed fit and predict (in this process)."""
-    X, y, categorical = make_categorical(n_rows)
+    X, y, categorical = make_categorical(n_rows, levels=levels)
     n_train = int(0.8 * n_rows)
-    X_in = _library_input(lib, X, categorical)
+    X_in = _library_input(lib, X, categorical, levels)
     X_train, X_test = X_in[:n_train], X_in[n_train:]
     y_train, y_test = y[:n_train], y[n_train:]
-    _fit(make_estimator(lib, categorical, threads), lib, X_train[:2000], y_train[:2000],
-         categorical).predict(X_test[:50])
+    _fit(make_estimator(lib, categorical, threads, levels), lib, X_train[:2000],
+         y_train[:2000], categorical).predict(X_test[:50])
     data_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    model = make_estimator(lib, categorical, threads)
+    model = make_estimator(lib, categorical, threads, levels)
     start, cpu = time.perf_counter(), time.process_time()
     _fit(model, lib, X_train, y_train, categorical)
     fit_s, fit_cpu_s = time.perf_counter() - start, time.process_time() - cpu
@@ -155,10 +164,14 @@ def main() -> None:
     parser.add_argument("--libs", nargs="+", default=list(LIBS), choices=LIBS)
     parser.add_argument("--threads", type=int, default=-1,
                         help="threads per library (default -1: all cores)")
+    parser.add_argument("--max-levels", type=int, default=None,
+                        help="levels of the 10 columns from 5 to this, geometrically "
+                             f"(default: {', '.join(map(str, LEVELS))})")
     parser.add_argument("--one", metavar="LIB", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    levels = levels_up_to(args.max_levels)
     if args.one:
-        print(json.dumps(run_one(args.one, args.rows, args.threads)))
+        print(json.dumps(run_one(args.one, args.rows, args.threads, levels)))
         return
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores "
           f"(shared with other jobs when run beside them)", file=sys.stderr)
@@ -169,8 +182,9 @@ def main() -> None:
     for lib in args.libs:
         if not _available(lib):
             continue
+        extra = [] if args.max_levels is None else ["--max-levels", str(args.max_levels)]
         out = subprocess.run([sys.executable, __file__, "--one", lib, "--rows",
-                              str(args.rows), "--threads", str(args.threads)],
+                              str(args.rows), "--threads", str(args.threads)] + extra,
                              capture_output=True, text=True, env=env)
         if out.returncode:
             print(f"{lib} failed:\n{out.stderr[-2000:]}", file=sys.stderr)

@@ -18,7 +18,11 @@ attribute (a name ending with ``_`` in ``vars(estimator)``), each described by a
   a tree with categorical splits adds ``"categorical": true`` and the member
   ``p.categorical_bitsets`` (uint32, one row of left categories per node), and its file
   has ``"format_version": 2`` (``CATEGORICAL_FORMAT_VERSION``), which older readers refuse
-  instead of dropping the category sets; files without such trees stay version 1;
+  instead of dropping the category sets; files without such trees stay version 1; an
+  estimator whose ``category_bins_`` give some feature bins other than its categories
+  (a categorical column with a category of ``max_bins`` or more) makes the file
+  ``"format_version": 3`` (``CATEGORY_BINS_FORMAT_VERSION``): a reader that predates them
+  would read such a column's categories as bins;
 * ``{"kind": "estimator", "class": c, "params": {...}, "attributes": {...}}``: a fitted
   sub-estimator (e.g. a member of an ensemble's ``estimators_``), recursively;
 * ``{"kind": "list", "tuple": b, "items": [...]}``: a list or tuple of any of the above;
@@ -81,8 +85,11 @@ FORMAT = "cipherforest-model"
 FORMAT_VERSION = 1
 #: Version of files holding trees with categorical splits (the layout plus their bitsets).
 CATEGORICAL_FORMAT_VERSION = 2
+#: Version of files with category bins (``category_bins_``, module docstring).
+CATEGORY_BINS_FORMAT_VERSION = 3
 #: The versions :func:`load_model` reads.
-READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION)
+READABLE_FORMAT_VERSIONS = (FORMAT_VERSION, CATEGORICAL_FORMAT_VERSION,
+                            CATEGORY_BINS_FORMAT_VERSION)
 #: Classes that :func:`load_model` may instantiate, by class name.
 
 _TREE_FIELDS = {**NODE_FIELDS, "value": np.float64}
@@ -202,6 +209,10 @@ class _Encoder:
             if name.endswith("_") and not name.startswith("_"):
                 spec["attributes"][name] = self.attribute(
                     value, key + name, f"{path}.{name}" if path else name)
+                if (name == "category_bins_" and isinstance(value, list)
+                        and any(kept is not None for kept in value)):
+                    self.format_version = max(self.format_version,
+                                              CATEGORY_BINS_FORMAT_VERSION)
         if model is not None:
             state = sklearn_models.private_state(model, est)
             if state:
@@ -219,7 +230,7 @@ class _Encoder:
             if obj.categorical_bitsets is not None:
                 self.store(f"{key}.categorical_bitsets", obj.categorical_bitsets, path)
                 spec["categorical"] = True
-                self.format_version = CATEGORICAL_FORMAT_VERSION
+                self.format_version = max(self.format_version, CATEGORICAL_FORMAT_VERSION)
             return spec
         if (isinstance(obj, np.ndarray) and obj.dtype.kind == "O" and obj.size > 0
                 and not all(isinstance(item, str) for item in obj.flat)):

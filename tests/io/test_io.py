@@ -383,7 +383,7 @@ def test_foreign_zip(tmp_path):
 
 
 @pytest.mark.parametrize(("update", "match"), [
-    ({"format_version": 3}, "unsupported format_version 3"),
+    ({"format_version": 4}, "unsupported format_version 4"),
     ({"format_version": "1"}, "unsupported format_version '1'"),
     ({"format_version": True}, "unsupported format_version True"),
     ({"format": "something-else"}, "not a cipherforest model file"),

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.ensemble import HistGradientBoostingClassifier
+from threadpoolctl import threadpool_limits
 
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
@@ -126,7 +127,8 @@ def test_boosting_accuracy_matches_hist_gradient_boosting():
     theirs = HistGradientBoostingClassifier(max_iter=100, categorical_features=[0, 1, 2],
                                             early_stopping=False, random_state=0)
     ours_accuracy = np.mean(ours.fit(X[train], y[train]).predict(X[test]) == y[test])
-    theirs_accuracy = np.mean(theirs.fit(X[train], y[train]).predict(X[test]) == y[test])
+    with threadpool_limits(1):  # its OpenMP threads crawl on a busy machine
+        theirs_accuracy = np.mean(theirs.fit(X[train], y[train]).predict(X[test]) == y[test])
     assert ours_accuracy >= theirs_accuracy - 0.02
 
 
@@ -222,8 +224,6 @@ def test_negative_categories_are_missing_at_fit():
 
 def test_bad_categorical_input_is_refused():
     X, y = _category_set_data(n=500)
-    with pytest.raises(ValueError, match=r"integers in \[0, max_bins=16\)"):
-        DecisionTreeClassifier(max_bins=16, categorical_features=[0]).fit(X, y)
     fractional = X.copy()
     fractional[0, 0] = 1.5
     with pytest.raises(ValueError, match="has the value 1.5"):
@@ -242,13 +242,19 @@ def test_bad_categorical_input_is_refused():
         DecisionTreeClassifier(max_bins=255, categorical_features=["c"]).fit(X, y)
 
 
-def test_more_pandas_categories_than_max_bins_is_refused():
+def test_more_levels_than_max_bins_get_category_bins():
+    # More levels than bins (test_categorical_bins.py has the rule's oracles): the
+    # max_bins - 1 most frequent categories a bin each (ties: the smaller), the rest one.
     pd = pytest.importorskip("pandas")
-    levels = [f"l{k}" for k in range(40)]
-    frame = pd.DataFrame({"c": pd.Categorical(levels * 5)})
-    y = np.arange(200) % 2
-    with pytest.raises(ValueError, match="40 categories, more than max_bins=32"):
-        GradientBoostingClassifier(max_bins=32, categorical_features="from_dtype").fit(frame, y)
+    levels = [f"l{k:02d}" for k in range(40)]
+    frame = pd.DataFrame({"c": pd.Categorical(levels * 5 + ["l39"])})
+    y = np.arange(201) % 2
+    model = GradientBoostingClassifier(n_estimators=3, max_bins=32,
+                                       categorical_features="from_dtype").fit(frame, y)
+    np.testing.assert_array_equal(model.category_bins_[0], list(range(30)) + [39])
+    X, y = _category_set_data(n=500)  # categories 0..19, 16 bins
+    tree = DecisionTreeClassifier(max_bins=16, categorical_features=[0]).fit(X, y)
+    assert tree.category_bins_[0].shape[0] == 15
 
 
 @pytest.mark.parametrize("model", [

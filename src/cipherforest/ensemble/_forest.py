@@ -23,7 +23,11 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from .._parallel import map_in_threads
 from .._registry import register_model_class
 from .._sklearn_compat import Interval, RealNotInt, StrOptions, _fit_context
-from ..tree._categorical_input import categorical_predict_input, map_unknown_categories
+from ..tree._categorical_input import (
+    apply_category_bins,
+    categorical_predict_input,
+    map_unknown_categories,
+)
 from ..tree._classes import (
     BaseDecisionTree,
     DecisionTreeClassifier,
@@ -246,7 +250,7 @@ class BaseForest(BaseEstimator):
         check_is_fitted(self, "estimators_")
         X = categorical_predict_input(self, X)
         X = tree_X(validate_data(self, X, dtype=np.float64, reset=False, **tree_X_options(X)))
-        return map_unknown_categories(self, X) if map_unknown else X
+        return map_unknown_categories(self, X) if map_unknown else apply_category_bins(self, X)
 
     def _mean_tree_values(self, X) -> np.ndarray:
         """Average of the trees' leaf values for the (unvalidated) ``X``, shape (n_samples,
@@ -260,7 +264,8 @@ class BaseForest(BaseEstimator):
         check_is_fitted(self, "estimators_")
         trees = [est.tree_ for est in self.estimators_]
         try:
-            bitsets = forest_bitsets(trees, getattr(self, "known_categories_", None))
+            bitsets = forest_bitsets(trees, getattr(self, "known_categories_", None),
+                                     getattr(self, "category_bins_", None))
         except LookupError:
             bitsets = False  # unseen categories must be mapped in X
         X = self._validate_X_predict(X, map_unknown=bitsets is False)
@@ -483,7 +488,7 @@ default=None
     n_features_in_, feature_names_in_ : as scikit-learn
     feature_importances_ : ndarray of shape (n_features_in_,)
     oob_score_, oob_decision_function_ / oob_prediction_ : with ``oob_score=True``
-    is_categorical_, known_categories_, pandas_categories_ : as
+    is_categorical_, known_categories_, category_bins_, pandas_categories_ : as
         :class:`cipherforest.DecisionTreeClassifier`'s
 """
 

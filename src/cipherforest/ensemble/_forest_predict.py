@@ -104,9 +104,10 @@ def add_forest_values(X, nodes_of, records_of, value_of, trees_per_block, out, r
                 out[i, k] /= n_trees
 
 
-def forest_bitsets(trees, known):
-    """Each tree's categorical bitsets folded with ``known`` (the estimator's
-    ``known_categories_``; zero rows for a tree without categorical splits), or None when
+def forest_bitsets(trees, known, category_bins=None):
+    """Each tree's categorical bitsets folded with ``known`` and ``category_bins`` (the
+    estimator's ``known_categories_`` and ``category_bins_``; zero rows for a tree without
+    categorical splits), or None when
     no tree has categorical splits. Raises ``LookupError`` when they cannot be folded (a
     categorical feature split by a threshold): the caller maps ``X`` then."""
     if all(tree.categorical_bitsets is None for tree in trees):
@@ -117,7 +118,7 @@ def forest_bitsets(trees, known):
                 else np.zeros((tree.node_count, BITSET_WORDS), dtype=np.uint32))
         if known is not None:
             bits = fold_unknown_categories(bits, tree.feature, tree.threshold,
-                                           tree.missing_go_to_left, known)
+                                           tree.missing_go_to_left, known, category_bins)
             if bits is None:
                 raise LookupError("a categorical feature has a threshold split")
         else:

@@ -79,12 +79,13 @@ class PackedEnsemble:
     folded: bool = False
 
 
-def pack_ensemble(stages, known=None) -> PackedEnsemble:
+def pack_ensemble(stages, known=None, category_bins=None) -> PackedEnsemble:
     """Pack ``stages[i][k].tree_`` (round ``i``, column ``k``) into one node table.
 
     ``known``: the estimator's ``known_categories_``; when given, the categorical splits'
     bitsets are folded so that unseen categories follow each split's NaN direction
     (``PackedEnsemble.folded``; not when a categorical feature has a threshold split).
+    ``category_bins``: the estimator's ``category_bins_`` (features read as their bins).
     """
     trees = [(k, est.tree_) for stage in stages for k, est in enumerate(stage)]
     bitsets = None
@@ -109,7 +110,7 @@ def pack_ensemble(stages, known=None) -> PackedEnsemble:
         threshold = np.concatenate([t.threshold for _, t in trees])
         value = np.concatenate([t.value[:, 0, 0] for _, t in trees])
         if any(t.categorical_bitsets is not None for _, t in trees):
-            bitsets, folded = _packed_bitsets([t for _, t in trees], known)
+            bitsets, folded = _packed_bitsets([t for _, t in trees], known, category_bins)
     else:
         nodes = np.zeros((0, 4), dtype=np.int32)
         threshold = value = np.zeros(0)
@@ -120,14 +121,15 @@ def pack_ensemble(stages, known=None) -> PackedEnsemble:
                           columns, stages, bitsets, known, folded)
 
 
-def _packed_bitsets(trees, known) -> tuple[np.ndarray, bool]:
+def _packed_bitsets(trees, known, category_bins) -> tuple[np.ndarray, bool]:
     """The trees' ``categorical_bitsets`` one after the other (zero rows for trees without)
     and whether they are folded (``pack_ensemble``); bit ``OTHER_BIT`` is clear when not."""
     rows = [t.categorical_bitsets if t.categorical_bitsets is not None
             else np.zeros((t.node_count, BITSET_WORDS), dtype=np.uint32) for t in trees]
     if known is not None:
         folded = [fold_unknown_categories(bits, t.feature, t.threshold, t.missing_go_to_left,
-                                          known) for bits, t in zip(rows, trees, strict=True)]
+                                          known, category_bins)
+                  for bits, t in zip(rows, trees, strict=True)]
         if all(bits is not None for bits in folded):
             return np.concatenate(folded), True
     bitsets = np.concatenate(rows)

@@ -54,6 +54,7 @@ from .._sklearn_compat import (
     _fit_context,
 )
 from ..tree._categorical_input import (
+    apply_category_bins,
     categorical_predict_input,
     check_categorical_values,
     map_unknown_categories,
@@ -295,7 +296,8 @@ class BaseGradientBoosting(BaseEstimator):
                                     begin, monitor)
         self.estimators_ = _stage_array(self.estimators_[:n_stages])
         self._packed = pack_ensemble(self.estimators_,
-                                     getattr(self, "known_categories_", None))
+                                     getattr(self, "known_categories_", None),
+                                     getattr(self, "category_bins_", None))
         self.train_score_ = self.train_score_[:n_stages]
         if self.subsample < 1.0:
             self.oob_improvement_ = self.oob_improvement_[:n_stages]
@@ -542,7 +544,7 @@ class BaseGradientBoosting(BaseEstimator):
         check_is_fitted(self)
         X = categorical_predict_input(self, X)
         X = tree_X(validate_data(self, X, dtype=np.float64, reset=False, **tree_X_options(X)))
-        return map_unknown_categories(self, X) if map_unknown else X
+        return map_unknown_categories(self, X) if map_unknown else apply_category_bins(self, X)
 
     def _initial_raw(self, X: np.ndarray) -> np.ndarray:
         """``H0`` of every row, shape (n_samples, n_trees): the constant ``init_``, or the
@@ -562,7 +564,8 @@ class BaseGradientBoosting(BaseEstimator):
         packed = self.__dict__.get("_packed")
         known = getattr(self, "known_categories_", None)
         if packed is None or packed.source is not self.estimators_ or packed.known is not known:
-            packed = pack_ensemble(self.estimators_, known)
+            packed = pack_ensemble(self.estimators_, known,
+                                   getattr(self, "category_bins_", None))
             self._packed = packed
         return packed
 
@@ -693,7 +696,7 @@ _COMMON_ATTRIBUTES_DOC = """\
     feature_names_in_ : ndarray of shape (n_features_in_,)
         Only when X has string column names.
     feature_importances_ : ndarray of shape (n_features_in_,)
-    is_categorical_, known_categories_, pandas_categories_ : as
+    is_categorical_, known_categories_, category_bins_, pandas_categories_ : as
         :class:`cipherforest.DecisionTreeClassifier`'s
 """
 

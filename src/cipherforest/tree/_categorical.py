@@ -364,18 +364,21 @@ def folded_category_goes_left(bitsets, node, x):
     return ((bitsets[node, c // 32] >> np.uint32(c % 32)) & np.uint32(1)) != 0
 
 
-def fold_unknown_categories(bitsets, feature, threshold, missing_go_to_left, known):
+def fold_unknown_categories(bitsets, feature, threshold, missing_go_to_left, known,
+                            category_bins=None):
     """Node bitsets in which every category not seen at fit follows the node's NaN
     direction, so a prediction walk needs no copy of ``X`` with those values as NaN.
 
     ``bitsets`` (nodes, ``BITSET_WORDS``) are a tree's (or packed trees') left sets;
     ``feature``, ``threshold`` and ``missing_go_to_left`` the same nodes' arrays; ``known``
     the estimator's ``known_categories_`` (per feature: None, or the categories seen at
-    fit). At each categorical split (threshold NaN) a seen category keeps its bit and an
-    unseen one, and bit ``OTHER_BIT`` (values that are no category), take the NaN
-    direction; read with ``folded_category_goes_left``, the walk sends every row where the
-    walk of ``map_unknown_categories``' copy sends it. Returns None when that does not
-    hold: a categorical feature split by a threshold (the caller maps ``X`` instead).
+    fit) and ``category_bins_`` its category bins (``_categorical_input``; a feature with
+    them is read as its bins, unseen categories NaN, so all its bins count as seen). At each
+    categorical split (threshold NaN) a seen category keeps its bit and an unseen one, and
+    bit ``OTHER_BIT`` (values that are no category), take the NaN direction; read with
+    ``folded_category_goes_left``, the walk sends every row where the walk of
+    ``map_unknown_categories``' copy sends it. Returns None when that does not hold: a
+    categorical feature split by a threshold (the caller maps ``X`` instead).
     """
     categorical = np.array([values is not None for values in known], dtype=bool)
     split_nodes = feature >= 0
@@ -385,7 +388,7 @@ def fold_unknown_categories(bitsets, feature, threshold, missing_go_to_left, kno
     seen = np.zeros((len(known), BITSET_WORDS), dtype=np.uint32)
     for j, values in enumerate(known):
         if values is not None and values.shape[0]:
-            codes = values.astype(np.int64)
+            codes = _seen_bins(values, None if category_bins is None else category_bins[j])
             np.bitwise_or.at(seen[j], codes // 32, (np.uint32(1) << (codes % 32).astype(
                 np.uint32)).astype(np.uint32))
     folded = bitsets.copy()
@@ -396,3 +399,16 @@ def fold_unknown_categories(bitsets, feature, threshold, missing_go_to_left, kno
                             np.uint32(0))[:, None]
         folded[cat_nodes] = (bitsets[cat_nodes] & seen_at) | (~seen_at & nan_side)
     return folded
+
+
+def _seen_bins(values: np.ndarray, kept: np.ndarray | None) -> np.ndarray:
+    """The bins of a feature's categories seen at fit (``values``): the categories
+    themselves, or with category bins ``kept`` every bin (an "other" bin when some category
+    has none of its own)."""
+    if kept is None:
+        return values.astype(np.int64)
+    # Some seen category has no bin of its own when not all of them are kept ones (both
+    # sorted and unique; ``values`` may hold millions, ``kept`` at most max_bins).
+    at = np.minimum(np.searchsorted(values, kept), values.shape[0] - 1)
+    has_other = values.shape[0] > np.count_nonzero(values[at] == kept)
+    return np.arange(kept.shape[0] + has_other, dtype=np.int64)

@@ -7,16 +7,31 @@ or ``"from_dtype"`` (the pandas columns of ``category`` dtype). The default is `
 (scikit-learn's trees, forests and ``GradientBoosting*`` have no such parameter and read a
 category column as numbers; ``HistGradientBoosting*``'s default is ``"from_dtype"``).
 
-A categorical feature's values are categories: non-negative integers below ``max_bins``
-(``1`` and ``1.0`` are the same category), NaN missing; negative values count as missing, as
-in scikit-learn. A pandas categorical column is read as its codes (category ``k`` of the
-dtype is ``k``), so it may have at most ``max_bins`` categories. At predict, a category not
-seen at fit (a value no training row had, a pandas category outside the fitted ones) is
-treated as missing: it follows the NaN direction of every categorical split.
+A categorical feature's values are categories: non-negative integers (``1`` and ``1.0`` are
+the same category), NaN missing; negative values count as missing, as in scikit-learn. A
+pandas categorical column is read as its codes (category ``k`` of the dtype is ``k``).
+
+Bins (the split finder sees at most ``max_bins`` categories a feature): a column whose
+categories are all below ``max_bins`` puts category ``c`` in bin ``c``, as before there were
+category bins. Any other column (a category of ``max_bins`` or more, so possibly more levels
+than bins) gets *category bins*: the ``max_bins - 1`` categories with the most training
+rows (ties: the smaller category) each get a bin of their own, in ascending order of
+category, and the rest share the next bin, an "other" category that a split sends left or
+right as one (LightGBM similarly bins the most frequent categories and groups the rest). A
+column of at most ``max_bins`` levels keeps a bin for every level. ``category_bins_`` holds
+the categories with a bin of their own; the column's values are replaced by their bins
+before the trees see them, at fit and at predict (a copy of ``X``).
+
+At predict, a category not seen at fit (a value no training row had, a pandas category
+outside the fitted ones) is treated as missing: it follows the NaN direction of every
+categorical split, in every column. A category seen at fit without a bin of its own goes
+with the "other" bin.
 
 The fitted attributes: ``is_categorical_`` (boolean mask, or None when no feature is
 categorical), ``known_categories_`` (per feature: None, or the sorted category values seen at
-fit) and ``pandas_categories_`` (per feature: None, or the fitted pandas categories).
+fit), ``category_bins_`` (None when no feature is categorical; else per feature: None when
+category ``c`` is bin ``c``, or the sorted categories with a bin of their own) and
+``pandas_categories_`` (per feature: None, or the fitted pandas categories).
 """
 
 from __future__ import annotations
@@ -38,7 +53,10 @@ def resolve_categorical_fit(estimator, X):
     estimator.is_categorical_ = None
     estimator.pandas_categories_ = None
     estimator.known_categories_ = None
+    if not getattr(estimator, "warm_start", False):  # a warm start keeps the trees' bins
+        estimator.category_bins_ = None
     if spec is None:
+        estimator.category_bins_ = None
         return X, None
     columns = getattr(X, "columns", None)
     dtypes = getattr(X, "dtypes", None)
@@ -47,6 +65,7 @@ def resolve_categorical_fit(estimator, X):
         return X, None  # validation reports the shape
     mask = _categorical_mask(spec, n_features, columns, dtypes)
     if mask is None or not mask.any():
+        estimator.category_bins_ = None
         return X, None
     if getattr(estimator, "max_bins", None) is None:
         raise ValueError("categorical_features needs the histogram finder: set max_bins "
@@ -61,12 +80,7 @@ def resolve_categorical_fit(estimator, X):
         for j in np.flatnonzero(mask):
             column = X.iloc[:, j]
             if str(column.dtype) == "category":
-                categories = column.cat.categories
-                if len(categories) > estimator.max_bins:
-                    raise ValueError(f"categorical feature {columns[j]!r} has "
-                                     f"{len(categories)} categories, more than "
-                                     f"max_bins={estimator.max_bins}")
-                pandas_categories[j] = np.asarray(categories)
+                pandas_categories[j] = np.asarray(column.cat.categories)
                 X[columns[j]] = _codes(column.cat.codes)
     estimator.is_categorical_ = mask
     if any(c is not None for c in pandas_categories):
@@ -75,13 +89,18 @@ def resolve_categorical_fit(estimator, X):
 
 
 def check_categorical_values(estimator, X: np.ndarray, mask) -> np.ndarray:
-    """The validated training ``X`` with negative categories as NaN (a copy when any is);
-    raises for a category that is not an integer below ``max_bins``. Sets the fitted
-    ``known_categories_``."""
+    """The validated training ``X`` with negative categories as NaN and the columns with
+    category bins as their bins (a copy when either changes a value); raises for a category
+    that is not an integer. Sets the fitted ``known_categories_`` and ``category_bins_``
+    (a warm start keeps the previous fit's bins: its trees split on them)."""
     if mask is None:
         return X
     max_bins = estimator.max_bins
+    previous = getattr(estimator, "category_bins_", None)
+    if previous is not None and len(previous) != X.shape[1]:
+        previous = None
     known = [None] * X.shape[1]
+    bins = [None] * X.shape[1]
     copied = False
     for j in np.flatnonzero(mask):
         column = X[:, j]
@@ -91,16 +110,75 @@ def check_categorical_values(estimator, X: np.ndarray, mask) -> np.ndarray:
                 X, copied = X.copy(), True
             X[negative, j] = np.nan
             column = X[:, j]
-        values = np.unique(column[~np.isnan(column)])
-        bad = values[(values != np.floor(values)) | (values >= max_bins)]
-        if bad.shape[0]:
+        values, counts = np.unique(column[~np.isnan(column)], return_counts=True)
+        fractional = values[values != np.floor(values)]
+        if fractional.shape[0]:
             raise ValueError(f"categorical feature {_feature_name(estimator, j)} has the value "
-                             f"{float(bad[0])!r}: categories must be integers in [0, max_bins="
-                             f"{max_bins}) (or pandas categories of at most max_bins "
-                             "levels); encode them first, e.g. with OrdinalEncoder")
+                             f"{float(fractional[0])!r}: categories must be non-negative "
+                             "integers (negative ones count as missing); encode them first, "
+                             "e.g. with OrdinalEncoder")
         known[j] = values
+        if previous is not None:
+            kept = previous[j]
+            if kept is None and values.shape[0] and values[-1] >= max_bins:
+                raise ValueError(f"categorical feature {_feature_name(estimator, j)} has the "
+                                 f"category {float(values[-1])!r}, but the fit this warm start "
+                                 f"continues had none of max_bins={max_bins} or more: its "
+                                 "trees read category c as bin c; fit from scratch "
+                                 "(warm_start=False)")
+            if (kept is not None and kept.shape[0] >= max_bins
+                    and not _is_member(values, kept).all()):
+                raise ValueError(f"categorical feature {_feature_name(estimator, j)} has "
+                                 "categories the fit this warm start continues did not have, "
+                                 f"and its max_bins={max_bins} bins are taken; fit from "
+                                 "scratch (warm_start=False)")
+        else:
+            kept = frequent_categories(values, counts, max_bins)
+        if kept is not None:
+            if not copied:
+                X, copied = X.copy(), True
+            X[:, j] = category_bin_codes(column, kept)
+        bins[j] = kept
     estimator.known_categories_ = known
+    estimator.category_bins_ = bins
     return X
+
+
+def frequent_categories(values: np.ndarray, counts: np.ndarray, max_bins: int):
+    """The categories that get a bin of their own (module docstring), sorted, or None when
+    every category is below ``max_bins`` (category ``c`` is bin ``c``). ``values``: the
+    sorted categories of a column, ``counts`` their rows."""
+    if values.shape[0] == 0 or values[-1] < max_bins:
+        return None
+    if values.shape[0] <= max_bins:
+        return values.copy()
+    by_rows = np.lexsort((values, -counts))  # most rows first, then the smaller category
+    return np.sort(values[by_rows[: max_bins - 1]])
+
+
+def category_bin_codes(column: np.ndarray, kept: np.ndarray,
+                       seen: np.ndarray | None = None) -> np.ndarray:
+    """The bins of the categories of ``column`` (float; NaN stays NaN): ``kept[i]`` is bin
+    ``i`` and any other category bin ``len(kept)``; with ``seen`` (the sorted categories of
+    the fit), a category not among them is NaN."""
+    codes = np.full(column.shape[0], np.nan)
+    present = ~np.isnan(column)
+    values = column[present]
+    position = np.minimum(np.searchsorted(kept, values), kept.shape[0] - 1)
+    own = kept[position] == values
+    out = np.where(own, position, kept.shape[0]).astype(np.float64)
+    if seen is not None:
+        out[~own & ~_is_member(values, seen)] = np.nan
+    codes[present] = out
+    return codes
+
+
+def _is_member(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
+    """Whether each of ``values`` is in ``sorted_values`` (sorted, unique)."""
+    if sorted_values.shape[0] == 0:
+        return np.zeros(values.shape[0], dtype=bool)
+    position = np.minimum(np.searchsorted(sorted_values, values), sorted_values.shape[0] - 1)
+    return sorted_values[position] == values
 
 
 def categorical_predict_input(estimator, X):
@@ -124,19 +202,41 @@ def categorical_predict_input(estimator, X):
 
 
 def map_unknown_categories(estimator, X: np.ndarray) -> np.ndarray:
-    """The validated ``X`` at predict with every categorical value not seen at fit as NaN
-    (a copy), so that it follows each categorical split's NaN direction."""
+    """The validated ``X`` at predict with every categorical value not seen at fit as NaN,
+    so that it follows each categorical split's NaN direction, and the columns with category
+    bins as their bins (a copy)."""
     known = getattr(estimator, "known_categories_", None)
     if known is None:
         return X
     if sp.issparse(X):
         raise ValueError("a model with categorical features predicts dense X only; pass "
                          "X.toarray()")
+    bins = getattr(estimator, "category_bins_", None)
     X = np.array(X, dtype=np.float64)
     for j, values in enumerate(known):
         if values is not None:
             column = X[:, j]
-            column[~np.isin(column, values)] = np.nan
+            if bins is not None and bins[j] is not None:
+                column[:] = category_bin_codes(column, bins[j], values)
+            else:
+                column[~np.isin(column, values)] = np.nan
+    return X
+
+
+def apply_category_bins(estimator, X):
+    """The validated ``X`` at predict with the columns that have category bins as their bins
+    (unseen categories NaN; a copy), or ``X`` itself when no column has them: for walks whose
+    bitsets send unseen categories the NaN way (``_categorical.fold_unknown_categories``)."""
+    bins = getattr(estimator, "category_bins_", None)
+    if bins is None or all(kept is None for kept in bins):
+        return X
+    if sp.issparse(X):
+        raise ValueError("a model with categorical features predicts dense X only; pass "
+                         "X.toarray()")
+    X = np.array(X, dtype=np.float64)
+    for j, kept in enumerate(bins):
+        if kept is not None:
+            X[:, j] = category_bin_codes(X[:, j], kept, estimator.known_categories_[j])
     return X
 
 

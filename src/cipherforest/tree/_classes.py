@@ -431,11 +431,13 @@ class DecisionTreeClassifier(ClassifierMixin, BaseDecisionTree):
 default=None
         Categorical features (histogram finder, ``max_bins`` set, dense X): a boolean mask,
         feature indices, feature names, or ``"from_dtype"`` for the pandas columns of
-        ``category`` dtype. Their values are categories — non-negative integers below
-        ``max_bins`` (negative: missing), or pandas categories (at most ``max_bins``) — and
-        a split sends a set of categories left, found by sorting the node's categories by
-        their target statistic. Categories not seen at fit are treated as missing at
-        predict. None (default, as scikit-learn's trees): every feature is numeric.
+        ``category`` dtype. Their values are categories — non-negative integers (negative:
+        missing), or pandas categories — and a split sends a set of categories left, found
+        by sorting the node's categories by their target statistic. A column with a
+        category of ``max_bins`` or more gets category bins: its ``max_bins - 1`` most
+        frequent categories a bin each, the rest one shared bin (``category_bins_``).
+        Categories not seen at fit are treated as missing at predict. None (default, as
+        scikit-learn's trees): every feature is numeric.
 
     Attributes
     ----------
@@ -456,6 +458,11 @@ default=None
         Which features are categorical (None: none is).
     known_categories_ : list of (ndarray or None) or None
         The category values each categorical feature had at fit.
+    category_bins_ : list of (ndarray or None) or None
+        Per categorical feature: None when category ``c`` is bin ``c`` (every category
+        below ``max_bins``), else the sorted categories with a bin of their own (``[i]`` is
+        bin ``i``; the other categories seen at fit share bin ``len(category_bins_[j])``).
+        None when no feature is categorical.
     pandas_categories_ : list of (ndarray or None) or None
         The pandas categories of each feature read from a ``category`` column.
     """
