@@ -370,6 +370,8 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{shape} {name} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
                     continue
                 record.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                # cipherforest's first-use notice: this process compiled kernels.
+                record["compiled"] = "compiling numba kernels" in out.stderr
             record["family"] = family
             print(f"repeat {repeat + 1}: {json.dumps(record)}", file=sys.stderr, flush=True)
             records.append(record)
