@@ -44,11 +44,12 @@ Run from the repository root::
         [--timeout 900] [--results runs.jsonl] [--markdown out.md]
 
 ``--cells`` takes shapes (every family) or ``shape:family``. ``--timeout`` stops a process
-after that many seconds; its row then says "did not finish in N s". ``--results`` appends
-every run (and every timeout) to a JSON-lines file as it ends and renders the table from
-the whole file, so invocations with different ``--repeats`` and ``--timeout`` per cell
-build one table; each row gives its number of repeats and the 1-minute load average from
-the start of its first process to the end of its last.
+after that many seconds of its whole life (making the data, the warm-up, fit and predict,
+not the fit alone); its row then says "did not finish in N s". ``--results`` appends every
+run (and every timeout) to a JSON-lines file as it ends and renders the table from the
+whole file, so invocations with different ``--repeats`` and ``--timeout`` per cell build
+one table (``--repeats 0`` only renders it); each row gives its number of repeats and the
+1-minute load average from the start of its first process to the end of its last.
 """
 
 from __future__ import annotations
@@ -335,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated models to run (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=None,
-                        help="give up on a process after this many seconds")
+                        help="stop a process (data, warm-up, fit, predict) after this many seconds")
     parser.add_argument("--results",
                         help="append every run to this JSON-lines file and render the table "
                              "from all the runs it holds")
