@@ -276,7 +276,9 @@ def _misses(row: dict, peers: list[dict], regression: bool) -> list[str]:
 def _repeats_cell(r: dict) -> str:
     if not r["timed_out"]:
         return str(r["repeats"])
-    return f"{r['repeats']} (+{r['timed_out']} over {r['timeout_s']:.0f} s)"
+    if r["timed_out"] == 1:
+        return f"{r['repeats']} (+1 over {r['timeout_s']:.0f} s)"
+    return f"{r['repeats']} (+{r['timed_out']} stopped, the longest at {r['timeout_s']:.0f} s)"
 
 
 def render(results: list[dict]) -> str:
