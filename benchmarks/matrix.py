@@ -47,9 +47,15 @@ Run from the repository root::
 
     PYTHONPATH=src .venv/bin/python benchmarks/matrix.py [--repeats 3]
         [--cells narrow:forest classes_50 ...] [--models ours_rf,sklearn_rf]
-        [--timeout 900] [--markdown out.md]
+        [--timeout 900] [--results runs.jsonl] [--markdown out.md]
 
-``--cells`` takes shapes (every family) or ``shape:family``.
+``--cells`` takes shapes (every family) or ``shape:family``. ``--timeout`` stops a process
+after that many seconds of its whole life (making the data, the warm-up, fit and predict,
+not the fit alone); its row then says "did not finish in N s". ``--results`` appends every
+run (and every timeout) to a JSON-lines file as it ends and renders the table from the
+whole file, so invocations with different ``--repeats`` and ``--timeout`` per cell build
+one table (``--repeats 0`` only renders it); each row gives its number of repeats and the
+1-minute load average from the start of its first process to the end of its last.
 """
 
 from __future__ import annotations
@@ -208,7 +214,7 @@ def run_one(shape: str, name: str) -> dict:
     return {"shape": shape, "model": name, "fit_s": fit_s, "fit_cpu_s": fit_cpu_s,
             "predict_s": predict_s, "score": score,
             "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-            "before_mb": before_mb, "load_1min": os.getloadavg()[0]}
+            "before_mb": before_mb, "load_end": os.getloadavg()[0]}
 
 
 def _available(name: str) -> bool:
@@ -236,12 +242,23 @@ def cells(selection: list[str] | None) -> list[tuple[str, str]]:
 
 
 def summarise(runs: list[dict]) -> dict:
-    """Median of every measurement over a model's repeats."""
-    out = dict(runs[0])
-    for key in ("fit_s", "fit_cpu_s", "predict_s", "score", "peak_mb", "before_mb",
-                "load_1min"):
-        out[key] = statistics.median(r[key] for r in runs)
-    out["repeats"] = len(runs)
+    """Median of every measurement over a model's repeats (timed-out runs counted apart).
+
+    ``runs`` are one (shape, family, model)'s records; a record with ``timeout_s`` is a
+    process stopped after that many seconds. With no finished run the summary has
+    ``timeout_s`` and no measurements.
+    """
+    done = [r for r in runs if "timeout_s" not in r]
+    timed_out = [r for r in runs if "timeout_s" in r]
+    out = {key: runs[0][key] for key in ("shape", "family", "model")}
+    out["repeats"], out["timed_out"] = len(done), len(timed_out)
+    out["load_min"] = min(r["load_start"] for r in runs)
+    out["load_max"] = max(r.get("load_end", r["load_start"]) for r in runs)
+    if timed_out:
+        out["timeout_s"] = max(r["timeout_s"] for r in timed_out)
+    for key in ("fit_s", "fit_cpu_s", "predict_s", "score", "peak_mb", "before_mb"):
+        if done:
+            out[key] = statistics.median(r[key] for r in done)
     return out
 
 
@@ -265,29 +282,63 @@ def _misses(row: dict, peers: list[dict], regression: bool) -> list[str]:
     return misses
 
 
+def _repeats_cell(r: dict) -> str:
+    if not r["timed_out"]:
+        return str(r["repeats"])
+    if r["timed_out"] == 1:
+        return f"{r['repeats']} (+1 over {r['timeout_s']:.0f} s)"
+    return f"{r['repeats']} (+{r['timed_out']} stopped, the longest at {r['timeout_s']:.0f} s)"
+
+
 def render(results: list[dict]) -> str:
-    """Markdown table: every model of every cell, ours with ratios to the peers."""
-    lines = ["| shape | family | model | fit s | fit CPU s | predict s | score "
-             "| peak RSS MB (before fit) | fit / fastest peer | predict / fastest peer "
-             "| RSS / smallest peer | targets missed |",
-             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    """Markdown table: every model of every cell, ours with ratios to the peers.
+
+    A model with no finished run has a row saying so; a cell's ratios and targets use the
+    peers that finished (a peer that did not finish is slower than any finished model).
+    """
+    lines = ["| shape | family | model | repeats | 1-min load | fit s | fit CPU s | predict s "
+             "| score | peak RSS MB (before fit) | fit / fastest peer "
+             "| predict / fastest peer | RSS / smallest peer | targets missed |",
+             "|---|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in results:
-        peers = [p for p in results if p["shape"] == r["shape"] and p["family"] == r["family"]
-                 and not p["model"].startswith("ours_")
-                 and p["model"] in PEERS.get(r["model"], (p["model"],))]
+        head = (f"| {r['shape']} | {r['family']} | {r['model']} | {_repeats_cell(r)} | "
+                f"{r['load_min']:.1f}–{r['load_max']:.1f} |")
         ours = r["model"].startswith("ours_")
+        if not r["repeats"]:
+            missed = f"fit over {r['timeout_s']:.0f} s" if ours else ""
+            lines.append(head + f" did not finish in {r['timeout_s']:.0f} s" + " |" * 8
+                         + f" {missed} |")
+            continue
+        peers = [p for p in results if p["shape"] == r["shape"] and p["family"] == r["family"]
+                 and not p["model"].startswith("ours_") and p["repeats"]
+                 and p["model"] in PEERS.get(r["model"], (p["model"],))]
 
         def ratio(key, best, r=r, peers=peers, ours=ours):
             return f"{r[key] / best(p[key] for p in peers):.2f}x" if ours and peers else ""
 
         misses = _misses(r, peers, r["shape"] == "regression") if ours else []
         lines.append(
-            f"| {r['shape']} | {r['family']} | {r['model']} | {r['fit_s']:.2f} | "
+            head + f" {r['fit_s']:.2f} | "
             f"{r['fit_cpu_s']:.2f} | {r['predict_s']:.3f} | {r['score']:.4f} | "
             f"{r['peak_mb']:.0f} ({r['before_mb']:.0f}) | {ratio('fit_s', min)} | "
             f"{ratio('predict_s', min)} | {ratio('peak_mb', min)} | "
             f"{', '.join(misses) if ours else ''} |")
     return "\n".join(lines)
+
+
+def _order(records: list[dict]) -> list[list[dict]]:
+    """Records grouped by (shape, family, model), in the matrix's order."""
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for record in records:
+        groups.setdefault((record["shape"], record["family"], record["model"]), []).append(
+            record)
+
+    def rank(key):
+        shape, family, model = key
+        return (SHAPES.index(shape), list(FAMILIES).index(family),
+                FAMILIES[family].index(model))
+
+    return [groups[key] for key in sorted(groups, key=rank)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +347,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated models to run (default: all)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--timeout", type=float, default=None,
-                        help="give up on a process after this many seconds")
+                        help="stop a process (data, warm-up, fit, predict) after this many seconds")
+    parser.add_argument("--results",
+                        help="append every run to this JSON-lines file and render the table "
+                             "from all the runs it holds")
     parser.add_argument("--markdown", help="also write the table to this file")
     parser.add_argument("--one", nargs=2, metavar=("SHAPE", "MODEL"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -308,30 +362,41 @@ def main(argv: list[str] | None = None) -> int:
             for name in FAMILIES[family]
             if (wanted is None or name in wanted) and (shape, name) not in LEFT_OUT
             and _available(name)]
-    runs: dict[tuple[str, str, str], list[dict]] = {job: [] for job in jobs}
+    records: list[dict] = []
+    if args.results and os.path.exists(args.results):
+        with open(args.results) as in_file:
+            records = [json.loads(line) for line in in_file if line.strip()]
     for repeat in range(args.repeats):
-        for job in jobs:
-            shape, family, name = job
+        for shape, family, name in jobs:
+            record = {"shape": shape, "family": family, "model": name,
+                      "load_start": os.getloadavg()[0]}
             try:
                 out = subprocess.run([sys.executable, __file__, "--one", shape, name],
                                      capture_output=True, text=True, env=os.environ,
                                      timeout=args.timeout)
             except subprocess.TimeoutExpired:
-                print(f"{shape} {name}: over {args.timeout:.0f} s, left out", file=sys.stderr)
-                continue
-            if out.returncode:
-                print(f"{shape} {name} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
-                continue
-            result = json.loads(out.stdout.strip().splitlines()[-1])
-            result["family"] = family
-            print(f"repeat {repeat + 1}: {json.dumps(result)}", file=sys.stderr, flush=True)
-            runs[job].append(result)
-    results = [summarise(r) for r in runs.values() if r]
+                print(f"{shape} {name}: over {args.timeout:.0f} s, stopped", file=sys.stderr)
+                record.update(timeout_s=args.timeout, load_end=os.getloadavg()[0])
+            else:
+                if out.returncode:
+                    print(f"{shape} {name} failed:\n{out.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                record.update(json.loads(out.stdout.strip().splitlines()[-1]))
+                # cipherforest's first-use notice: this process compiled kernels.
+                record["compiled"] = "compiling numba kernels" in out.stderr
+            record["family"] = family
+            print(f"repeat {repeat + 1}: {json.dumps(record)}", file=sys.stderr, flush=True)
+            records.append(record)
+            if args.results:
+                with open(args.results, "a") as out_file:
+                    out_file.write(json.dumps(record) + "\n")
+    results = [summarise(group) for group in _order(records)]
     table = render(results)
-    header = (f"Machine: {machine_line()}; 1-minute load during the runs "
-              f"{min((r['load_1min'] for r in results), default=0):.1f}–"
-              f"{max((r['load_1min'] for r in results), default=0):.1f}; median of "
-              f"{args.repeats} fresh process(es) per model.\n\n")
+    header = (f"Machine: {machine_line()}; 1-minute load average from the start of a "
+              f"row's first process to the end of its last "
+              f"{min((r['load_min'] for r in results), default=0):.1f}–"
+              f"{max((r['load_max'] for r in results), default=0):.1f}; each row the median "
+              f"of its repeats, every repeat a fresh process.\n\n")
     print(header + table)
     if args.markdown:
         with open(args.markdown, "w") as out_file:
