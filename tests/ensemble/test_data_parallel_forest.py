@@ -18,6 +18,7 @@ import pytest
 from sklearn.datasets import make_classification, make_regression
 from sklearn.model_selection import train_test_split
 
+from _helpers.trees import assert_same_tree  # noqa: E402
 from cipherforest.ensemble import RandomForestClassifier, RandomForestRegressor
 from cipherforest.ensemble._data_parallel import LocalShards
 from cipherforest.ensemble._data_parallel_forest import (
@@ -29,18 +30,10 @@ from cipherforest.ensemble._data_parallel_forest import (
 from cipherforest.tree._common import CRITERIA_CLF
 from cipherforest.tree._fit import prepare_tree_data
 
-ARRAYS = ("children_left", "children_right", "feature", "threshold", "impurity",
-          "n_node_samples", "weighted_n_node_samples", "missing_go_to_left", "value")
-
 
 def _shards(X, y, bounds):
     return LocalShards([ForestShard(X[a:b], y[a:b])
                         for a, b in zip(bounds[:-1], bounds[1:], strict=True)])
-
-
-def _same_tree(one, other):
-    for name in ARRAYS:
-        np.testing.assert_array_equal(getattr(other, name), getattr(one, name), err_msg=name)
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +61,7 @@ def test_without_bootstrap_the_trees_are_the_single_process_trees(case, data):
                                      _shards(X, y, [0, 700, 700, 2500, 3000]))
     assert len(other.estimators_) == len(one.estimators_)
     for a, b in zip(one.estimators_, other.estimators_, strict=True):
-        _same_tree(a.tree_, b.tree_)
+        assert_same_tree(a.tree_, b.tree_)
     np.testing.assert_array_equal(other.predict_proba(X), one.predict_proba(X))
     np.testing.assert_array_equal(other.estimator_seeds_, one.estimator_seeds_)
     np.testing.assert_array_equal(other.missing_values_in_feature_mask_,
@@ -93,7 +86,7 @@ def test_features_beyond_the_first_drawn_are_fetched_when_those_are_constant(dat
     assert "forest_histograms" in shards.methods
     one = RandomForestClassifier(**params).fit(X, y)
     for a, b in zip(one.estimators_, other.estimators_, strict=True):
-        _same_tree(a.tree_, b.tree_)
+        assert_same_tree(a.tree_, b.tree_)
 
 
 class _CountingShards(LocalShards):
@@ -123,7 +116,7 @@ def test_trees_grow_together_in_shared_round_trips(data):
         counts[n] = shards.methods
     one = RandomForestClassifier(n_estimators=8, **params).fit(X, y)
     for a, b in zip(one.estimators_, other.estimators_, strict=True):
-        _same_tree(a.tree_, b.tree_)
+        assert_same_tree(a.tree_, b.tree_)
     assert counts[8].count("forest_roots") == 1
     assert counts[8].count("forest_split") <= counts[1].count("forest_split") + 3
 
@@ -158,7 +151,7 @@ def test_bootstrap_trees_are_single_machine_trees_on_the_partition_counts(data):
             data_, encoded, counts.astype(float), 3, CRITERIA_CLF["gini"],
             missing_mask=forest.missing_values_in_feature_mask_, classes=classes,
             seed=int(seed))
-        _same_tree(oracle.tree_, tree.tree_)
+        assert_same_tree(oracle.tree_, tree.tree_)
 
 
 def test_partition_draws_depend_on_the_tree_seed_and_the_partition_only():

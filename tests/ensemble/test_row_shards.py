@@ -15,6 +15,7 @@ from numba import njit
 from sklearn.datasets import make_classification, make_regression
 
 from _helpers.data import with_nan
+from _helpers.trees import assert_same_tree  # noqa: E402
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.tree import _atomics, _fit, _node_threads, _shards
 from cipherforest.tree._common import (
@@ -34,9 +35,6 @@ from cipherforest.tree._histogram import build_compact_histogram
 from cipherforest.tree._node_threads import scan_compact_node
 from cipherforest.tree._shards import add_partial_histogram, gather_segments, shard_step
 from cipherforest.tree._split_record import split_record_size
-
-TREE_ARRAYS = ("threshold", "feature", "children_left", "children_right", "n_node_samples",
-               "missing_go_to_left", "value", "impurity")
 
 
 def busy_pool():
@@ -100,8 +98,7 @@ def test_node_steps_on_threads_grow_the_same_trees(monkeypatch, shard_everything
     assert served + taken_back == posted  # ran by the worker or by the grower, once each
     for serial, threaded in zip(fits[0].estimators_[:, 0], fits[1].estimators_[:, 0],
                                 strict=True):
-        for name in TREE_ARRAYS:
-            assert np.array_equal(getattr(serial.tree_, name), getattr(threaded.tree_, name))
+        assert_same_tree(serial.tree_, threaded.tree_)
     assert np.array_equal(fits[0].train_score_, fits[1].train_score_)
     assert np.array_equal(fits[0].oob_improvement_, fits[1].oob_improvement_)
 
@@ -136,8 +133,7 @@ def test_a_sharded_tree_is_the_unsharded_tree_up_to_rounding(monkeypatch, weight
     sharded, leaves = grow_tree_on(data, target, w, 1, params, 0, return_leaves=True,
                                    row_shards=True)
     assert sharded.node_count > 15
-    for name in TREE_ARRAYS:
-        assert np.array_equal(getattr(unsharded, name), getattr(sharded, name)), name
+    assert_same_tree(unsharded, sharded)
     assert np.array_equal(unsharded_leaves, leaves)
     # Each row's leaf is where the tree sends it; rows of zero weight have none.
     positive = w > 0
@@ -192,8 +188,7 @@ def test_partitions_from_the_column_copy_grow_the_same_trees(monkeypatch, shard_
     assert kernel_types[0] == kernel_types[1]
     (tree_rows, leaves_rows), (tree_columns, leaves_columns) = grown
     assert tree_rows.node_count > 20
-    for name in TREE_ARRAYS:
-        np.testing.assert_array_equal(getattr(tree_columns, name), getattr(tree_rows, name))
+    assert_same_tree(tree_columns, tree_rows)
     np.testing.assert_array_equal(leaves_columns, leaves_rows)
 
 
@@ -263,8 +258,7 @@ def test_steps_no_thread_can_take_are_run_by_the_grower(monkeypatch, shard_every
     finally:
         release.set()
         pool.shutdown()
-    for name in TREE_ARRAYS:
-        assert np.array_equal(getattr(serial, name), getattr(tree, name))
+    assert_same_tree(serial, tree)
     assert np.array_equal(serial_leaves, leaves)
     [(posted, served, taken_back, _, _, busy, waited)] = counts
     assert posted > 5 and served == 0 and taken_back == posted
@@ -293,8 +287,7 @@ def test_a_spinning_worker_runs_posted_steps_and_the_tree_stays_the_same(monkeyp
             monkeypatch.setattr(_node_threads, "MAX_SKIPPED_TREES", 0)
             tree = grow_tree_on(data, y, w, 1, params, 0, pool=pool, pool_threads=2,
                                 row_shards=True)
-            for name in TREE_ARRAYS:
-                assert np.array_equal(getattr(serial, name), getattr(tree, name))
+            assert_same_tree(serial, tree)
     posted, served, taken_back, scans_posted, scans_served, busy, waited = np.sum(counts,
                                                                                   axis=0)
     assert served + taken_back == posted and scans_posted > 0

@@ -27,6 +27,7 @@ pd = pytest.importorskip("pandas")
 import dask  # noqa: E402
 
 from _helpers.data import frames_of  # noqa: E402
+from _helpers.trees import assert_same_forests  # noqa: E402
 from cipherforest.core import ForestShard, LocalShards, fit_forest_data_parallel  # noqa: E402
 from cipherforest.dask import (  # noqa: E402
     DaskRandomForestClassifier,
@@ -37,23 +38,11 @@ from cipherforest.ensemble import RandomForestClassifier, RandomForestRegressor 
 from cipherforest.io import load_model, save_model  # noqa: E402
 
 PARAMS = dict(n_estimators=6, max_depth=6, random_state=7, max_bins=128)
-ARRAYS = ("children_left", "children_right", "feature", "threshold", "value",
-          "n_node_samples", "weighted_n_node_samples", "missing_go_to_left")
-
-
 @pytest.fixture(scope="module")
 def data():
     X, y = make_classification(3000, 6, n_informative=4, n_classes=3, random_state=1)
     X[::11, 1] = np.nan
     return X, y
-
-
-def _same_trees(one, other):
-    assert len(one.estimators_) == len(other.estimators_)
-    for a, b in zip(one.estimators_, other.estimators_, strict=True):
-        for name in ARRAYS:
-            np.testing.assert_array_equal(getattr(b.tree_, name), getattr(a.tree_, name),
-                                          err_msg=name)
 
 
 def test_without_bootstrap_a_dask_array_fit_is_the_single_process_forest(client, data,
@@ -63,7 +52,7 @@ def test_without_bootstrap_a_dask_array_fit_is_the_single_process_forest(client,
     est = DaskRandomForestClassifier(client=client, **params)
     est.fit(da.from_array(X, chunks=(700, 3)), da.from_array(y, chunks=500))
     local = RandomForestClassifier(**params).fit(X, y)
-    _same_trees(local, est.to_local())
+    assert_same_forests(local, est.to_local())
     np.testing.assert_array_equal(est.classes_, [0, 1, 2])
     proba = est.predict_proba(da.from_array(X, chunks=(1000, 6)))
     assert isinstance(proba, da.Array)  # lazy, per partition
@@ -87,7 +76,7 @@ def test_bootstrap_draws_per_partition_whichever_worker_holds_it(client, data):
     shards = LocalShards([ForestShard(p[names].to_numpy(), p["label"].to_numpy())
                           for p in parts])
     oracle = fit_forest_data_parallel(RandomForestClassifier(**PARAMS), shards)
-    _same_trees(oracle, est.to_local())
+    assert_same_forests(oracle, est.to_local())
     labels = est.predict(ddf.drop(columns="label"))
     assert isinstance(labels, dd.Series)
     np.testing.assert_array_equal(labels.compute().to_numpy(), oracle.predict(X))
@@ -113,7 +102,7 @@ def test_classes_on_one_worker_only_and_empty_partitions(client, data):
     params = dict(PARAMS, bootstrap=False, max_leaf_nodes=12, max_depth=None)
     est = DaskRandomForestClassifier(client=client, **params).fit(
         da.from_array(Xs, chunks=(chunks, 6)), da.from_array(ys, chunks=(chunks,)))
-    _same_trees(RandomForestClassifier(**params).fit(Xs, ys), est.to_local())
+    assert_same_forests(RandomForestClassifier(**params).fit(Xs, ys), est.to_local())
 
 
 def test_bad_partitions_and_settings_are_named(client, data):
@@ -185,13 +174,13 @@ def test_a_lazy_collection_is_read_partition_by_partition(client, data):
         lazy = da.concatenate(blocks)
         _MADE.clear()
         est = DaskRandomForestClassifier(client=client, **params).fit(lazy, labels)
-        _same_trees(local, est.to_local())
+        assert_same_forests(local, est.to_local())
         assert sorted(_MADE) == sorted(reads * [0, 1, 2, 3])
     _MADE.clear()
     persisted = client.persist(lazy)
     distributed.wait(persisted)
     est = DaskRandomForestClassifier(client=client, **params).fit(persisted, labels)
-    _same_trees(local, est.to_local())
+    assert_same_forests(local, est.to_local())
     assert sorted(_MADE) == [0, 1, 2, 3]
 
 
@@ -212,5 +201,5 @@ def test_the_bin_edges_sample_read_in_the_first_pass_is_the_drivers(client):
         est.fit(da.concatenate(blocks), labels)
         assert sorted(_MADE) == [0, 0, 1, 1, 2, 2]
         if random_state is not None:
-            _same_trees(RandomForestClassifier(random_state=3, **params).fit(X, y),
+            assert_same_forests(RandomForestClassifier(random_state=3, **params).fit(X, y),
                         est.to_local())

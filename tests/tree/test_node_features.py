@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
+from _helpers.trees import assert_same_forests  # noqa: E402
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -37,9 +38,6 @@ from cipherforest.tree._node_features import (
     sort_node_feature,
     sorted_ranks,
 )
-
-TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "impurity",
-               "n_node_samples", "weighted_n_node_samples", "missing_go_to_left", "value")
 
 
 def _with_ties_and_nan(rng, n_rows, n_features):
@@ -96,14 +94,6 @@ def _force_layouts(monkeypatch, on: bool):
     monkeypatch.setattr(_fit, "feature_histograms_pay", lambda *args: on)
 
 
-def _assert_same_forests(a, b):
-    assert len(a.estimators_) == len(b.estimators_)
-    for tree_a, tree_b in zip(a.estimators_, b.estimators_, strict=True):
-        for name in TREE_ARRAYS:
-            np.testing.assert_array_equal(getattr(tree_a.tree_, name),
-                                          getattr(tree_b.tree_, name), err_msg=name)
-
-
 def _wide_classification():
     X, y = make_classification(1200, 60, n_informative=12, n_classes=4, random_state=0)
     X[::13, 5] = np.nan
@@ -130,7 +120,7 @@ def test_per_node_layouts_grow_the_same_trees(monkeypatch, make):
     full = make().fit(X, y)
     _force_layouts(monkeypatch, True)
     per_node = make().fit(X, y)
-    _assert_same_forests(full, per_node)
+    assert_same_forests(full, per_node)
     np.testing.assert_array_equal(full.predict_proba(X), per_node.predict_proba(X))
 
 
@@ -145,7 +135,7 @@ def test_per_node_layouts_same_regression_trees_with_exact_sums(monkeypatch, for
     full = forest(4, max_features=0.1, max_bins=max_bins, random_state=0).fit(X, y)
     _force_layouts(monkeypatch, True)
     per_node = forest(4, max_features=0.1, max_bins=max_bins, random_state=0).fit(X, y)
-    _assert_same_forests(full, per_node)
+    assert_same_forests(full, per_node)
 
 
 def test_node_sort_leaves_the_shared_presorted_rows_untouched(monkeypatch):

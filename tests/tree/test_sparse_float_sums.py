@@ -8,21 +8,14 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_multilabel_classification
 
+from _helpers.trees import assert_same_tree  # noqa: E402
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.tree import DecisionTreeClassifier, DecisionTreeRegressor
-
-_TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "value",
-                "impurity", "n_node_samples", "weighted_n_node_samples")
-
-
-def _assert_same_tree(a, b):
-    for name in _TREE_ARRAYS:
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
 
 
 def _assert_same_boosting(sparse, dense):
     for a, b in zip(sparse.estimators_.ravel(), dense.estimators_.ravel(), strict=True):
-        _assert_same_tree(a.tree_, b.tree_)
+        assert_same_tree(a.tree_, b.tree_)
 
 
 def test_multiclass_boosting_on_one_sparse_feature_equals_dense():
@@ -53,13 +46,13 @@ def test_float_target_and_weight_trees_equal_dense(seed):
                                                random_state=seed),
                  lambda: DecisionTreeRegressor(criterion="poisson", random_state=seed)):
         target = np.exp(y / 4) if "poisson" in repr(make()) else y
-        _assert_same_tree(make().fit(sp.csr_matrix(X), target, sample_weight=weight).tree_,
+        assert_same_tree(make().fit(sp.csr_matrix(X), target, sample_weight=weight).tree_,
                           make().fit(X, target, sample_weight=weight).tree_)
     labels = (y > 0).astype(int) + (X[:, 4] > 1)
     for make in (lambda: DecisionTreeClassifier(max_features="sqrt", random_state=seed),
                  lambda: DecisionTreeClassifier(criterion="entropy", random_state=seed),
                  lambda: DecisionTreeClassifier(splitter="random", random_state=seed)):
-        _assert_same_tree(make().fit(sp.csr_matrix(X), labels, sample_weight=weight).tree_,
+        assert_same_tree(make().fit(sp.csr_matrix(X), labels, sample_weight=weight).tree_,
                           make().fit(X, labels, sample_weight=weight).tree_)
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
+from _helpers.trees import assert_same_tree  # noqa: E402
 from cipherforest.ensemble import (
     AdaBoostClassifier,
     BaggingRegressor,
@@ -63,15 +64,6 @@ def test_nan_in_sparse_X_is_rejected_like_scikit_learn():
         DecisionTreeClassifier().fit(X, [0, 1, 0, 1])
 
 
-_TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "impurity",
-                "n_node_samples", "weighted_n_node_samples", "missing_go_to_left", "value")
-
-
-def _assert_same_tree(a, b):
-    for name in _TREE_ARRAYS:
-        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-
-
 def _signed_sparse(rng, n, p, density):
     """Mixed-sign values with ties (rounded), exact zeros elsewhere."""
     X = np.round(rng.normal(size=(n, p)) * 3, 1) * (rng.uniform(size=(n, p)) < density)
@@ -100,7 +92,7 @@ def test_sparse_exact_trees_equal_dense_trees(seed, make, target):
     weight = rng.choice([0.0, 0.5, 1.0, 2.5], size=150) if seed % 2 else None
     dense = make(seed).fit(X, y, sample_weight=weight)
     sparse = make(seed).fit(sp.csc_matrix(X), y, sample_weight=weight)
-    _assert_same_tree(sparse.tree_, dense.tree_)
+    assert_same_tree(sparse.tree_, dense.tree_)
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -114,7 +106,7 @@ def test_sparse_forests_equal_dense_forests(seed):
         sparse = make(n_estimators=4, max_features="sqrt",
                       random_state=seed).fit(sp.csr_matrix(X), y)
         for a, b in zip(sparse.estimators_, dense.estimators_, strict=True):
-            _assert_same_tree(a.tree_, b.tree_)
+            assert_same_tree(a.tree_, b.tree_)
 
 
 def _csr_parts(X):
@@ -199,7 +191,7 @@ def test_wide_sparse_trees_equal_dense_trees(seed):
                  lambda: DecisionTreeRegressor(max_features=0.1, random_state=seed)):
         target = (y if isinstance(make(), DecisionTreeClassifier)
                   else np.round(10 * X[:, :40].sum(axis=1)))
-        _assert_same_tree(make().fit(sp.csr_matrix(X), target).tree_,
+        assert_same_tree(make().fit(sp.csr_matrix(X), target).tree_,
                           make().fit(X, target).tree_)
 
 

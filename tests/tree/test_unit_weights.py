@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import make_classification, make_regression
 
+from _helpers.trees import assert_same_tree  # noqa: E402
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.ensemble._gb_losses import (
     BinomialLoss,
@@ -24,9 +25,6 @@ from cipherforest.tree._weights import (
     kernel_weights,
     unit_weight_view,
 )
-
-TREE_ARRAYS = ("children_left", "children_right", "feature", "threshold", "value",
-               "n_node_samples", "weighted_n_node_samples", "impurity")
 
 
 def test_unit_weight_view_is_ones_without_an_array():
@@ -112,8 +110,7 @@ def test_trees_grown_on_the_view_equal_trees_grown_on_ones(n_rows, rows):
     (tree, leaves), (ones_tree, ones_leaves) = grown
     assert tree.n_node_samples.min() < 64  # small nodes were split
     assert np.array_equal(leaves, ones_leaves)
-    for name in TREE_ARRAYS:
-        assert np.array_equal(getattr(tree, name), getattr(ones_tree, name)), name
+    assert_same_tree(tree, ones_tree)
 
 
 @pytest.mark.parametrize("max_bins", [255, None])
@@ -127,8 +124,7 @@ def test_other_trees_take_the_view_as_an_array_of_ones(max_bins):
                                                                       2_000.0, 6)
     tree = grow_tree_on(data, y, unit_weight_view(2_000), 2, params, 1)
     ones_tree = grow_tree_on(data, y, np.ones(2_000), 2, params, 1)
-    for name in TREE_ARRAYS:
-        assert np.array_equal(getattr(tree, name), getattr(ones_tree, name)), name
+    assert_same_tree(tree, ones_tree)
 
 
 def test_a_row_count_other_than_the_data_rows_is_refused():

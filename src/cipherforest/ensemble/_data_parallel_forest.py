@@ -807,6 +807,7 @@ def fit_forest_data_parallel(forest, shards, feature_names=None, blocks=None):
     forest.n_features_in_ = n_features
     forest.missing_values_in_feature_mask_ = missing
     forest.is_categorical_ = forest.pandas_categories_ = forest.known_categories_ = None
+    forest.category_bins_ = None
     if feature_names is not None:
         forest.feature_names_in_ = np.asarray(feature_names, dtype=object)
     if classify:
