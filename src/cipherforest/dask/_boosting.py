@@ -366,8 +366,7 @@ class _DaskEstimator(BaseEstimator):
                                                                      samples[i])
                                  for i, (X_part, y_part) in enumerate(zip(X_parts, y_parts,
                                                                           strict=True))])
-        with client.as_current():
-            wait(labels)
+        wait(labels)
         for future in labels:
             if future.status == "error":
                 future.result()  # the partition's error
