@@ -38,8 +38,7 @@ ESTIMATORS = {
 
 def _actors_on_every_worker(client) -> bool:
     def count(dask_worker):
-        state = getattr(dask_worker, "state", None)
-        return len(getattr(state, "actors", None) or getattr(dask_worker, "actors", {}))
+        return len(dask_worker.state.actors)
 
     return all(n > 0 for n in client.run(count).values())
 
