@@ -65,7 +65,7 @@ from cipherforest.privacy import (
     PrivateForestRegressor,
     PrivateForestServer,
     attacks,
-    refit_leaf_values,
+    ridge_leaf_values,
 )
 from label_privacy_boosting import diffprivlib_status  # this folder's script
 
@@ -92,7 +92,7 @@ class RidgeRefitForest:
         self.forest.fit(X, y)
         self.offsets = np.concatenate([[0], np.cumsum(
             [tree.tree_.node_count for tree in self.forest.estimators_])])
-        self.values = refit_leaf_values(self._rows(X), int(self.offsets[-1]), y)
+        self.values = ridge_leaf_values(self._rows(X), int(self.offsets[-1]), y)
         return self
 
     def predict(self, X):

@@ -28,7 +28,7 @@ from cipherforest.privacy import (
     PrivateGradientBoostingRegressor,
     ProtocolError,
     StateFileError,
-    refit_leaf_values,
+    ridge_leaf_values,
 )
 from cipherforest.privacy.leaf_refit import (
     BOOSTING_PENALTIES,
@@ -88,7 +88,7 @@ def test_refit_values_are_the_dense_solve_at_the_chosen_penalty():
     rows, n_leaves = _random_leaves(rng, 60, [8, 8, 8, 8])
     y = rows[:, 0] * 0.5 + rng.normal(scale=0.1, size=60)
     penalty = choose_penalty(leaf_indicators(rows, n_leaves), y, [4 * p for p in PENALTIES])
-    np.testing.assert_allclose(refit_leaf_values(rows, n_leaves, y),
+    np.testing.assert_allclose(ridge_leaf_values(rows, n_leaves, y),
                                _dense_refit(rows, n_leaves, y, penalty), atol=1e-8)
 
 

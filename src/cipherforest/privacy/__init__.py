@@ -54,7 +54,7 @@ _EXPORTS = {
     "ServerDeviationWarning": ".client",
     "StateFileError": ".state_file",
     "cipher_max": ".gipe",
-    "refit_leaf_values": ".leaf_refit",
+    "ridge_leaf_values": ".leaf_refit",
 }
 
 __all__ = sorted(_EXPORTS)
@@ -77,7 +77,7 @@ if TYPE_CHECKING:  # static analysers see the names (X as X marks a re-export)
     from .gipe import GipeRekeyWarning as GipeRekeyWarning
     from .gipe import cipher_max as cipher_max
     from .he import HEError as HEError
-    from .leaf_refit import refit_leaf_values as refit_leaf_values
+    from .leaf_refit import ridge_leaf_values as ridge_leaf_values
     from .ledger import LedgerError as LedgerError
     from .ledger import PrivacyLedger as PrivacyLedger
     from .protocol import ClientSession as ClientSession

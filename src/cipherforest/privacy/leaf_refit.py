@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from scipy.sparse.linalg import lsqr
 from threadpoolctl import threadpool_limits
 
-__all__ = ["PENALTIES", "choose_penalty", "leaf_indicators", "refit_leaf_values",
+__all__ = ["PENALTIES", "choose_penalty", "leaf_indicators", "ridge_leaf_values",
            "ridge_leaf_weights", "ridge_refit"]
 
 #: The ridge penalties cross-validated, as multiples of the number of trees.
@@ -98,7 +98,7 @@ def ridge_refit(rows: np.ndarray, n_leaves: int, y: np.ndarray,
         return ridge_leaf_weights(design, y, penalty)
 
 
-def refit_leaf_values(rows: np.ndarray, n_leaves: int, y: np.ndarray) -> np.ndarray:
+def ridge_leaf_values(rows: np.ndarray, n_leaves: int, y: np.ndarray) -> np.ndarray:
     """Per leaf, the value ``b + n_trees · w`` of :func:`ridge_refit`: the mean over the
     trees of the values of the leaves a row reaches is the refit's prediction."""
     intercept, weights = ridge_refit(rows, n_leaves, y)

@@ -38,7 +38,7 @@ from .client import new_transport
 from .dp import DEFAULT_LABEL_DELTA, format_privacy_report
 from .gipe import GiniPreservingEncryptor
 from .he import BlockLayout, SecretContext
-from .leaf_refit import refit_leaf_values
+from .leaf_refit import ridge_leaf_values
 from .ledger import PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
 from .protocol.leaf_table import LeafTable
@@ -91,7 +91,7 @@ class LeafMeans:
     sums : ndarray of shape (n_leaves,)
         The draws-weighted sum of the true targets of each leaf's rows (secret).
     values : ndarray of shape (n_leaves,) or None
-        The leaf values of :func:`~.leaf_refit.refit_leaf_values` (secret); None: each
+        The leaf values of :func:`~.leaf_refit.ridge_leaf_values` (secret); None: each
         leaf's value is its mean ``sums / counts``.
     """
 
@@ -117,7 +117,7 @@ class LeafMeans:
             sums.append(np.bincount(where, weights[rows] * targets[rows]))
         values = None
         if refit == "ridge":
-            values = refit_leaf_values(table.rows(reached), table.leaf_ids.shape[0], targets)
+            values = ridge_leaf_values(table.rows(reached), table.leaf_ids.shape[0], targets)
         return cls(table, np.concatenate(sums), values)
 
     def predict(self, reached: np.ndarray) -> np.ndarray:
