@@ -127,7 +127,7 @@ def check_categorical_values(estimator, X: np.ndarray, mask) -> np.ndarray:
                                  "trees read category c as bin c; fit from scratch "
                                  "(warm_start=False)")
             if (kept is not None and kept.shape[0] >= max_bins
-                    and not _is_member(values, kept).all()):
+                    and not np.isin(values, kept).all()):
                 raise ValueError(f"categorical feature {_feature_name(estimator, j)} has "
                                  "categories the fit this warm start continues did not have, "
                                  f"and its max_bins={max_bins} bins are taken; fit from "
@@ -168,17 +168,9 @@ def category_bin_codes(column: np.ndarray, kept: np.ndarray,
     own = kept[position] == values
     out = np.where(own, position, kept.shape[0]).astype(np.float64)
     if seen is not None:
-        out[~own & ~_is_member(values, seen)] = np.nan
+        out[~own & ~np.isin(values, seen)] = np.nan
     codes[present] = out
     return codes
-
-
-def _is_member(values: np.ndarray, sorted_values: np.ndarray) -> np.ndarray:
-    """Whether each of ``values`` is in ``sorted_values`` (sorted, unique)."""
-    if sorted_values.shape[0] == 0:
-        return np.zeros(values.shape[0], dtype=bool)
-    position = np.minimum(np.searchsorted(sorted_values, values), sorted_values.shape[0] - 1)
-    return sorted_values[position] == values
 
 
 def categorical_predict_input(estimator, X):
