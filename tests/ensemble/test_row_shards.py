@@ -484,7 +484,9 @@ def test_a_worker_that_raises_fails_the_tree_instead_of_hanging_it(monkeypatch,
     stopped[_node_threads.CONTROL_STOP] = 1
     assert not claim_first_posted(stopped)  # compiled before any tree
     with ThreadPoolExecutor(2) as pool:
-        for _ in range(30):  # until the worker got a core in time to claim something
+        # Until the worker got a core in time to claim something: on a loaded machine it
+        # can lose the race for tens of trees in a row.
+        for _ in range(300):
             grower = threading.Thread(target=grow, daemon=True)  # a hung one cannot block exit
             grower.start()
             grower.join(timeout=60)
