@@ -105,6 +105,12 @@ def test_the_cross_validated_penalty_follows_the_signal():
     assert choose_penalty(design, explained, [7.0]) == 7.0
 
 
+#: LSQR stops at a relative residual of 1e-10; the leaf values it reaches differ from the
+#: dense solve's by that times the system's condition number (2e-9 relative seen on the
+#: boosting regressor's shallow, large leaves), far below any difference of refits.
+SOLVER_RTOL = 1e-7
+
+
 def _dense_prediction(model, y, X_test, n_trees, penalties):
     """The mean over the trees of the dense refit's values of the leaves the server names
     for the test rows, the leaves numbered across the trees."""
@@ -125,7 +131,8 @@ def test_the_estimator_predicts_the_dense_refit_of_the_servers_leaves(data):
     model = PrivateForestRegressor(n_estimators=4, random_state=3, max_features=0.5,
                                    leaf_refit="ridge").fit(X, y)
     np.testing.assert_allclose(model.predict(X_test),
-                               _dense_prediction(model, y, X_test, 4, PENALTIES), rtol=1e-9)
+                               _dense_prediction(model, y, X_test, 4, PENALTIES),
+                               rtol=SOLVER_RTOL)
     assert model.privacy_report_["epsilon"] == 2.0  # the refit spends nothing
 
 
@@ -139,7 +146,7 @@ def test_the_boosting_regressor_predicts_the_dense_refit_of_all_rounds(data, tmp
     predicted = model.predict(X_test)
     np.testing.assert_allclose(predicted,
                                _dense_prediction(model, y, X_test, 5, BOOSTING_PENALTIES),
-                               rtol=1e-9)
+                               rtol=SOLVER_RTOL)
     model.save(tmp_path / "boosting")
     loaded = PrivateGradientBoostingRegressor.load(tmp_path / "boosting")
     np.testing.assert_array_equal(loaded.predict(X_test), predicted)
