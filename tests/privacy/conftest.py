@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
-from sklearn.datasets import load_wine
+from sklearn.datasets import load_diabetes, load_wine
 from sklearn.model_selection import train_test_split
 
 
@@ -13,3 +14,12 @@ def wine():
     needs the whole set (``X, y``) defines its own ``wine``, which takes precedence."""
     X, y = load_wine(return_X_y=True)
     return train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+
+
+@pytest.fixture(scope="module")
+def diabetes_300():
+    """Diabetes in a fixed shuffle, 300 training rows and 142 test rows: ``(X, y, X_test,
+    y_test)``."""
+    X, y = load_diabetes(return_X_y=True)
+    idx = np.random.RandomState(0).permutation(X.shape[0])
+    return X[idx[:300]], y[idx[:300]], X[idx[300:]], y[idx[300:]]

@@ -19,7 +19,6 @@ import warnings
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 
 from cipherforest.core import bootstrap_counts, draw_seeds
@@ -47,13 +46,6 @@ from cipherforest.privacy.target_dp import (
     noisy_prior,
     optimal_rr_on_bins,
 )
-
-
-@pytest.fixture(scope="module")
-def data():
-    X, y = load_diabetes(return_X_y=True)
-    idx = np.random.RandomState(0).permutation(X.shape[0])
-    return X[idx[:300]], y[idx[:300]], X[idx[300:]], y[idx[300:]]
 
 
 # ---------------------------------------------------------------------- the mechanism
@@ -149,12 +141,12 @@ def test_binned_response_reports_each_value_with_the_rr_probabilities():
 
 
 @pytest.mark.parametrize("epsilon", [1.0, 2.0, 4.0])
-def test_default_release_is_epsilon_label_dp_by_exact_enumeration(data, epsilon):
+def test_default_release_is_epsilon_label_dp_by_exact_enumeration(diabetes_300, epsilon):
     """The default release's randomized response, enumerated exactly from the ledger's
     keep probability: for every output value the probabilities of reporting it from any two
     targets (any two fine bins) are within e^ε_rr of each other, tightly; with the prior's ε
     the whole release spends ε; and the ledger keeps a row's interval as often as that."""
-    X, y, _, _ = data
+    X, y, _, _ = diabetes_300
     model = PrivateForestRegressor(n_estimators=1, label_epsilon=epsilon,
                                    random_state=0).fit(X, y)
     engine = model.client_session_
@@ -177,14 +169,14 @@ def test_default_release_is_epsilon_label_dp_by_exact_enumeration(data, epsilon)
 
 # ---------------------------------------------------------------------- the protocol
 def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets(
-        data, fixed_secret_ledger):
+        diabetes_300, fixed_secret_ledger):
     """The server's trees partition every tree's bootstrap rows as RandomForestRegressor
     fitted on the ciphers and ỹ with the seed's tie-breaking jitter does (its histogram
     finder: with ties everywhere in ỹ's few values the exact finder may break a tie
     otherwise), more finely than the forest on ỹ alone, which stops where ỹ are equal; each
     prediction is the mean over the trees of the draws-weighted mean of the TRUE targets of
     the training rows in the leaf it reaches."""
-    X, y, X_test, _ = data
+    X, y, X_test, _ = diabetes_300
     params = dict(n_estimators=5, random_state=3, max_features=0.5)
     # A fixed ledger secret: how many values ỹ takes follows the noisy prior, drawn under
     # the ledger's secret (the suite's shared ledger gave three in some runs).
@@ -216,8 +208,8 @@ def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets
     np.testing.assert_allclose(model.predict(X_test), expected, rtol=1e-12)
 
 
-def test_server_sees_privatised_targets_only_and_they_are_permanent(data, tmp_path):
-    X, y, _, _ = data
+def test_server_sees_privatised_targets_only_and_they_are_permanent(diabetes_300, tmp_path):
+    X, y, _, _ = diabetes_300
     ledger = str(tmp_path / "ledger")
     fits = []
     for _ in range(2):
@@ -244,8 +236,8 @@ def test_server_sees_privatised_targets_only_and_they_are_permanent(data, tmp_pa
     assert PrivacyLedger(ledger).spent(PrivacyLedger(ledger).row_keys(X))[0] == 2.0
 
 
-def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(data):
-    X, y, X_test, y_test = data
+def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(diabetes_300):
+    X, y, X_test, y_test = diabetes_300
     recorder = _Recorder(InProcessTransport())
     model = PrivateForestRegressor(n_estimators=30, split_selection="blind", random_state=0,
                                    server=recorder).fit(X, y)
@@ -254,15 +246,15 @@ def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(data):
     assert r2_score(y_test, model.predict(X_test)) > 0.2
 
 
-def test_rr_bins_learns_at_epsilon_two(data):
-    X, y, X_test, y_test = data
+def test_rr_bins_learns_at_epsilon_two(diabetes_300):
+    X, y, X_test, y_test = diabetes_300
     model = PrivateForestRegressor(n_estimators=30, random_state=0).fit(X, y)
     assert r2_score(y_test, model.predict(X_test)) > 0.25
     assert model.fit_stats_.rounds == 0
 
 
-def test_save_load_predicts_the_same(data, tmp_path):
-    X, y, X_test, _ = data
+def test_save_load_predicts_the_same(diabetes_300, tmp_path):
+    X, y, X_test, _ = diabetes_300
     model = PrivateForestRegressor(n_estimators=4, random_state=1,
                                    target_bounds=[0.0, 400.0]).fit(X, y)
     model.save(tmp_path / "model")
@@ -272,13 +264,13 @@ def test_save_load_predicts_the_same(data, tmp_path):
     assert not hasattr(loaded, "classes_")
 
 
-def test_through_a_cipherforest_serve_url(data, tmp_path):
+def test_through_a_cipherforest_serve_url(diabetes_300, tmp_path):
     pytest.importorskip("fastapi")
     uvicorn = pytest.importorskip("uvicorn")
     from cipherforest.service.serve import build_app, uvicorn_config
     from cipherforest.service.sessions import Limits
 
-    X, y, X_test, _ = data
+    X, y, X_test, _ = diabetes_300
     app = build_app(str(tmp_path / "service"), "key", Limits(), None)
     server = uvicorn.Server(uvicorn_config(app))
     thread = threading.Thread(target=server.run, daemon=True)
@@ -326,10 +318,10 @@ def _seeded_encryptor():
     {}, {"split_selection": "blind"},
     {"target_mechanism": "laplace", "min_samples_leaf": 3, "max_features": 0.5},
     {"target_outputs": 5, "bootstrap": False, "max_depth": 6}])
-def test_simulator_grows_the_estimators_forest(data, tmp_path, params):
+def test_simulator_grows_the_estimators_forest(diabetes_300, tmp_path, params):
     """With the same ledger, seed and GIPE keys the in-process simulation has the
     estimator's privatised targets, trees and predictions, and the same privacy report."""
-    X, y, X_test, _ = data
+    X, y, X_test, _ = diabetes_300
     ledger = str(tmp_path / "ledger")
     server = PrivateForestServer()
     recorder = _Recorder(server)
@@ -358,8 +350,8 @@ def test_simulator_grows_the_estimators_forest(data, tmp_path, params):
                       if k != "cumulative_epsilon"}
 
 
-def test_simulator_refuses_what_the_estimator_refuses(data):
-    X, y, _, _ = data
+def test_simulator_refuses_what_the_estimator_refuses(diabetes_300):
+    X, y, _, _ = diabetes_300
     with pytest.raises(ValueError, match="target_bounds"):
         PrivateForestRegressorSimulator(n_estimators=2, target_bounds=(1.0, 1.0)).fit(X, y)
     with pytest.raises(ValueError, match="y"):
@@ -370,8 +362,8 @@ def test_simulator_refuses_what_the_estimator_refuses(data):
 
 # ---------------------------------------------------------------------- bad input
 @pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
-def test_non_finite_targets_are_refused(data, bad):
-    X, y, _, _ = data
+def test_non_finite_targets_are_refused(diabetes_300, bad):
+    X, y, _, _ = diabetes_300
     y = y.copy()
     y[7] = bad
     with pytest.raises(ValueError, match="y"):
@@ -379,14 +371,14 @@ def test_non_finite_targets_are_refused(data, bad):
 
 
 @pytest.mark.parametrize("bounds", [(1.0, 1.0), (2.0, 1.0), (0.0, np.inf), (0.0,)])
-def test_bad_bounds_are_refused(data, bounds):
-    X, y, _, _ = data
+def test_bad_bounds_are_refused(diabetes_300, bounds):
+    X, y, _, _ = diabetes_300
     with pytest.raises(ValueError, match="target_bounds"):
         PrivateForestRegressor(n_estimators=2, target_bounds=bounds).fit(X, y)
 
 
-def test_constant_target_gives_one_leaf_trees_and_a_warning(data):
-    X, _, X_test, _ = data
+def test_constant_target_gives_one_leaf_trees_and_a_warning(diabetes_300):
+    X, _, X_test, _ = diabetes_300
     with pytest.warns(UserWarning, match="single value"):
         model = PrivateForestRegressor(n_estimators=3).fit(X, np.full(X.shape[0], 4.5))
     np.testing.assert_array_equal(model.predict(X_test), 4.5)
@@ -394,12 +386,12 @@ def test_constant_target_gives_one_leaf_trees_and_a_warning(data):
 
 
 @pytest.mark.parametrize("refit", ["ridge", "mean"])
-def test_epsilon_without_signal_predicts_near_the_mean(data, refit):
+def test_epsilon_without_signal_predicts_near_the_mean(diabetes_300, refit):
     """At ε = 0.01 the randomized response keeps the true side with probability ~0.5:
     the trees split on noise, and predictions stay near the targets' mean — about a
     label-blind forest's quality; leaf means (averages of true targets) stay within the
     targets' range."""
-    X, y, X_test, y_test = data
+    X, y, X_test, y_test = diabetes_300
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         model = PrivateForestRegressor(n_estimators=20, label_epsilon=0.01, random_state=0,
@@ -411,8 +403,8 @@ def test_epsilon_without_signal_predicts_near_the_mean(data, refit):
     assert abs(r2_score(y_test, predicted)) < 0.5
 
 
-def test_targets_outside_the_bounds_are_clipped_for_the_mechanism_only(data):
-    X, y, _, _ = data
+def test_targets_outside_the_bounds_are_clipped_for_the_mechanism_only(diabetes_300):
+    X, y, _, _ = diabetes_300
     y = y.copy()
     y[:5] = 1e6  # far outside the public bounds
     recorder = _Recorder(InProcessTransport())
@@ -424,8 +416,8 @@ def test_targets_outside_the_bounds_are_clipped_for_the_mechanism_only(data):
     assert model.predict(X[:5]).max() > 1e4
 
 
-def test_server_refuses_what_a_regressor_session_cannot_be(data):
-    X, y, _, _ = data
+def test_server_refuses_what_a_regressor_session_cannot_be(diabetes_300):
+    X, y, _, _ = diabetes_300
     recorder = _Recorder(InProcessTransport())
     PrivateForestRegressor(n_estimators=2, server=recorder).fit(X, y)
     setup = decode_message(recorder.sent[0], "setup")

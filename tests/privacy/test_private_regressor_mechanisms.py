@@ -13,7 +13,6 @@ import math
 
 import numpy as np
 import pytest
-from sklearn.datasets import load_diabetes
 from sklearn.metrics import r2_score
 
 from _helpers.service import Recorder
@@ -27,13 +26,6 @@ from cipherforest.privacy.target_dp import (
 
 MECHANISMS = {"duchi": duchi_targets, "piecewise": piecewise_targets}
 LOW, HIGH = -3.0, 5.0
-
-
-@pytest.fixture(scope="module")
-def data():
-    X, y = load_diabetes(return_X_y=True)
-    idx = np.random.RandomState(0).permutation(X.shape[0])
-    return X[idx[:300]], y[idx[:300]], X[idx[300:]], y[idx[300:]]
 
 
 def _distribution_function(mechanism, targets, outputs, epsilon):
@@ -119,8 +111,9 @@ def test_a_constant_target_reports_itself(name):
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
-def test_the_estimators_release_is_permanent_charged_once_and_reported(data, tmp_path, name):
-    X, y, X_test, y_test = data
+def test_the_estimators_release_is_permanent_charged_once_and_reported(diabetes_300, tmp_path,
+                                                                       name):
+    X, y, X_test, y_test = diabetes_300
     ledger = str(tmp_path / "ledger")
     sent = []
     for _ in range(2):
@@ -161,8 +154,8 @@ def test_the_estimators_release_is_permanent_charged_once_and_reported(data, tmp
 
 
 @pytest.mark.parametrize("name", sorted(MECHANISMS))
-def test_a_constant_target_warns_and_predicts_it(data, name):
-    X, _, X_test, _ = data
+def test_a_constant_target_warns_and_predicts_it(diabetes_300, name):
+    X, _, X_test, _ = diabetes_300
     with pytest.warns(UserWarning, match="single value"):
         model = PrivateForestRegressor(n_estimators=3, target_mechanism=name).fit(
             X, np.full(X.shape[0], 4.5))
