@@ -120,6 +120,15 @@ def check_forest_data_parallel_params(forest) -> None:
                          "its node statistics are not sums over rows")
 
 
+def _summed_histograms(parts) -> np.ndarray:
+    """The sum of the shards' histograms in float64 (they may travel as float32), in
+    shard order."""
+    total = parts[0].astype(np.float64)
+    for part in parts[1:]:
+        total += part
+    return total
+
+
 def partition_bootstrap_counts(tree_seed: int, partition: int, n_rows: int) -> np.ndarray:
     """How often each of a partition's ``n_rows`` rows is drawn for the tree of
     ``tree_seed``: ``n_rows`` draws with replacement among them, from a stream seeded by the
@@ -148,6 +157,10 @@ class ForestShard(RowShard):
             self.y = np.asarray(self.labels, dtype=np.float64)
         self.labels = None
         self.criterion = int(criterion)
+        # Class histograms hold whole numbers (counts, bootstrap weights) up to the shard's
+        # rows: float32 holds them exactly below 2**24 and halves what travels.
+        self.hist_dtype = (np.float32 if classes is not None and self.n_rows < 1 << 24
+                           else np.float64)
         self.n_stats = STAT_FIRST + n_criterion_stats(
             criterion, classes.shape[0] if classes is not None else 1)
         self.partitions = [tuple(int(v) for v in p) for p in partitions]
@@ -187,7 +200,8 @@ class ForestShard(RowShard):
             stats = np.zeros(self.n_stats)
             _segment_stats(samples, np.int64(0), np.int64(n_active), self.y, w,
                            np.int64(self.criterion), stats)
-            out.append((stats, self._histogram(0, n_active, n_bins, features), 0.0))
+            out.append((stats, self._histogram(0, n_active, n_bins, features)
+                        .astype(self.hist_dtype), 0.0))
         return out
 
     def _histogram(self, start: int, end: int, n_bins: int,
@@ -212,7 +226,8 @@ class ForestShard(RowShard):
         out = []
         for slot, node, features in requests:
             self._select(slot)
-            out.append(self._histogram(*self.segments[node], n_bins, features))
+            out.append(self._histogram(*self.segments[node], n_bins, features)
+                       .astype(self.hist_dtype))
         return out
 
     def forest_split(self, requests: list, n_bins: int) -> tuple:
@@ -262,7 +277,7 @@ class ForestShard(RowShard):
             segments[table[:, 5], 0] = mids
             segments[table[:, 5], 1] = kernel_table[:, 1]
             first = last
-        return stats, hists
+        return stats, hists.astype(self.hist_dtype)
 
 
 @njit(**JIT_OPTIONS)
@@ -587,8 +602,8 @@ class _ForestTreeDriver(_TreeDriver):
         """The shards' histograms summed: with feature subsets, compact ``(features, sum
         of their histograms of features)`` (no features: None), else the full sum."""
         if not self.subset:
-            return _summed(parts)
-        return None if features is None else (features, _summed(parts))
+            return _summed_histograms(parts)
+        return None if features is None else (features, _summed_histograms(parts))
 
     def dense(self, compact) -> np.ndarray:
         """A compact ``(features, histograms)`` (None: no features) as a histogram of
@@ -642,7 +657,7 @@ class _ForestTreeDriver(_TreeDriver):
         to the nodes whose scan needed them, scanned again. With feature subsets the
         entries hold no histogram (a node's children get their own)."""
         for (i, features), parts in zip(wanted, fetched, strict=True):
-            scanned[i][2][features] = _summed(parts)
+            scanned[i][2][features] = _summed_histograms(parts)
         out = []
         for node_id, depth, hist, node_seed, split in scanned:
             if split is None:
@@ -749,7 +764,7 @@ class _ForestTreeDriver(_TreeDriver):
                         listed[i, c] = features
         results = self.shards.call("forest_split", [(self.slot, table, listed)], self.n_bins)
         return self.split_results(nodes, batch, requests, _summed([r[0] for r in results]),
-                                  _summed([r[1] for r in results]))
+                                  _summed_histograms([r[1] for r in results]))
 
     def _tree(self, nodes, owner):
         stats = np.array([n["stats"] for n in nodes])
@@ -838,7 +853,7 @@ class _DepthFirstTree:
         if not _is_splittable(stats, np.int64(0), p.max_depth, p.min_samples_split,
                               p.min_samples_leaf, p.min_weight_leaf, self.impurity[0]):
             return None
-        hist = _summed([r[1] for r in roots])
+        hist = _summed_histograms([r[1] for r in roots])
         listed = np.zeros((1, 0), dtype=np.int64)
         if self.subset:
             listed = self.node_features(root_seed)[None]
@@ -923,7 +938,7 @@ class _DepthFirstTree:
             for j, (k, parts) in enumerate(zip(again, fetched, strict=True)):
                 drawn = found.listed[k][found.listed[k] >= 0]
                 dense[j, drawn] = found.hists[k, :drawn.shape[0]]
-                dense[j, found.wanted[k]] = _summed(parts)
+                dense[j, found.wanted[k]] = _summed_histograms(parts)
             status = np.zeros(again.shape[0], dtype=np.int64)
             records = np.zeros((again.shape[0], self.record))
             # Every feature's histogram is there now: the scan is complete (not subset).
@@ -1064,7 +1079,7 @@ def grow_together(shards, trees: list, seeds: list, roots: list) -> list:
             requests.append(tree.plan())
         results = shards.call("forest_split", requests, n_bins)
         stats = _summed([r[0] for r in results])
-        hists = _summed([r[1] for r in results])
+        hists = _summed_histograms([r[1] for r in results])
         del results
         found, first = [], 0
         for tree, request in zip(served, requests, strict=True):
