@@ -126,10 +126,11 @@ def check_forest_data_parallel_params(forest) -> None:
                          "its node statistics are not sums over rows")
 
 
-def _summed_histograms(parts) -> np.ndarray:
-    """The sum of the shards' histograms in float64 (they may travel as float32), in
-    shard order."""
-    total = parts[0].astype(np.float64)
+def _summed_histograms(parts, exact32: bool = False) -> np.ndarray:
+    """The sum of the shards' histograms, in shard order: in float64 (they may travel as
+    float32), or with ``exact32`` (whole numbers below 2**24: every class histogram of
+    fewer rows) in the dtype they came in."""
+    total = parts[0].copy() if exact32 else parts[0].astype(np.float64)
     for part in parts[1:]:
         total += part
     return total
@@ -206,7 +207,7 @@ class ForestShard(RowShard):
             _segment_stats(samples, np.int64(0), np.int64(n_active), self.y, w,
                            np.int64(self.criterion), stats)
             out.append((stats, self._histogram(0, n_active, n_bins, features)
-                        .astype(self.hist_dtype), 0.0))
+                        .astype(self.hist_dtype, copy=False), 0.0))
         return out
 
     def _histogram(self, start: int, end: int, n_bins: int,
@@ -222,7 +223,7 @@ class ForestShard(RowShard):
         if features is None:
             return hist
         features = np.asarray(features, dtype=np.int64)
-        listed = np.zeros((features.shape[0], n_bins, self.n_stats))
+        listed = np.zeros((features.shape[0], n_bins, self.n_stats), dtype=self.hist_dtype)
         if end > start:
             listed_histograms(listed, self.X_binned, self.samples, np.int64(start),
                               np.int64(end), self.y, self.w, np.int64(self.criterion),
@@ -236,7 +237,7 @@ class ForestShard(RowShard):
         for slot, node, features in requests:
             self._select(slot)
             out.append(self._histogram(*self.segments[node], n_bins, features)
-                       .astype(self.hist_dtype))
+                       .astype(self.hist_dtype, copy=False))
         return out
 
     def forest_split(self, requests: list, n_bins: int) -> tuple:
@@ -257,8 +258,12 @@ class ForestShard(RowShard):
         n_listed = max((int((listed >= 0).sum(axis=2).max()) for _, _, listed in requests
                         if subset and listed.size), default=0)
         stats = np.zeros((n, 2, self.n_stats))
+        # Listed features' histograms are built in the dtype they travel in (float32
+        # sums of whole numbers below 2**24 are exact); full ones (the grower's kernel)
+        # in float64.
         hists = np.zeros((n, 2, n_listed, n_bins, self.n_stats) if subset
-                         else (n, 1, self.n_features, n_bins, self.n_stats))
+                         else (n, 1, self.n_features, n_bins, self.n_stats),
+                         dtype=self.hist_dtype if subset else np.float64)
         first = 0
         for slot, table, listed in requests:
             last = first + table.shape[0]
@@ -272,55 +277,76 @@ class ForestShard(RowShard):
             kernel_table = np.empty((table.shape[0], 7), dtype=np.int64)
             kernel_table[:, :2] = segments[table[:, 0]]
             kernel_table[:, 2:] = table[:, [1, 2, 3, 6, 7]]
-            kernel_listed = (np.ascontiguousarray(listed[:, :, :n_listed]) if subset
-                             else np.zeros((table.shape[0], 2, 0), dtype=np.int64))
             mids = np.zeros(table.shape[0], dtype=np.int64)
-            split_segments(self.X_binned, self.y, w, samples, self.buffer,
-                           np.int64(self.criterion), np.int64(n_bins - 1), subset,
-                           kernel_table, kernel_listed, mids, stats[first:last],
-                           hists[first:last])
+            args = (self.X_binned, self.y, w, samples, self.buffer, np.int64(self.criterion),
+                    np.int64(n_bins - 1), kernel_table)
+            if subset:
+                split_segments(*args, np.ascontiguousarray(listed[:, :, :n_listed]), mids,
+                               stats[first:last], hists[first:last])
+            else:
+                split_segments_full(*args, mids, stats[first:last], hists[first:last])
             segments[table[:, 4], 0] = kernel_table[:, 0]
             segments[table[:, 4], 1] = mids
             segments[table[:, 5], 0] = mids
             segments[table[:, 5], 1] = kernel_table[:, 1]
             first = last
-        return stats, hists.astype(self.hist_dtype)
+        return stats, hists.astype(self.hist_dtype, copy=False)
+
+
+@njit(inline="always", **JIT_OPTIONS)
+def _partition_row(r, X_binned, y, w, samples, buffer, criterion, last_bin, table, mids,
+                   stats):
+    """Partition ``samples[start:end]`` of row ``r`` of a ``split_segments`` table (the
+    grower's ``partition_histogram_stable``): the middle into ``mids[r]``, the children's
+    stats into ``stats[r]``; returns the middle."""
+    start, end = table[r, 0], table[r, 1]
+    mid = start
+    if end > start:
+        mid = partition_histogram_stable(table[r, 2], table[r, 3], table[r, 4] != 0, samples,
+                                         start, end, X_binned, last_bin, buffer, y, w,
+                                         criterion, stats[r, 0], stats[r, 1])
+    mids[r] = mid
+    return mid
 
 
 @njit(**JIT_OPTIONS)
-def split_segments(X_binned, y, w, samples, buffer, criterion, last_bin, subset, table,
-                   listed, mids, stats, hists):
-    """One tree's batch of splits on a shard's rows: per row ``(start, end, feature, bin,
-    missing_left, summed, build)`` of ``table``, partition ``samples[start:end]`` (the
-    grower's ``partition_histogram_stable``; the middle into ``mids``, the children's
-    stats into ``stats``), then with ``subset`` each child's histogram of its features
-    ``listed[r, c]`` (-1: none) into the zeroed ``hists[r, c]`` (``listed_histograms``),
-    else, when ``build``, child ``summed``'s histogram of every feature into
-    ``hists[r, 0]``."""
+def split_segments(X_binned, y, w, samples, buffer, criterion, last_bin, table, listed, mids,
+                   stats, hists):
+    """One tree's batch of splits on a shard's rows, with feature subsets: per row
+    ``(start, end, feature, bin, missing_left, summed, build)`` of ``table``, partition
+    ``samples[start:end]`` (``_partition_row``), then each child's histogram of its
+    features ``listed[r, c]`` (-1: none) into the zeroed ``hists[r, c]``
+    (``listed_histograms``; float32 or float64)."""
+    for r in range(table.shape[0]):
+        mid = _partition_row(r, X_binned, y, w, samples, buffer, criterion, last_bin, table,
+                             mids, stats)
+        for c in range(2):
+            begin = table[r, 0] if c == 0 else mid
+            stop = mid if c == 0 else table[r, 1]
+            n_listed = 0
+            while n_listed < listed.shape[2] and listed[r, c, n_listed] >= 0:
+                n_listed += 1
+            if stop > begin and n_listed:
+                listed_histograms(hists[r, c], X_binned, samples, begin, stop, y, w,
+                                  criterion, listed[r, c], n_listed)
+
+
+@njit(**JIT_OPTIONS)
+def split_segments_full(X_binned, y, w, samples, buffer, criterion, last_bin, table, mids,
+                        stats, hists):
+    """``split_segments`` without feature subsets: when ``build``, child ``summed``'s
+    histogram of every feature into ``hists[r, 0]``."""
     lo = np.zeros(X_binned.shape[1], dtype=np.int64)
     hi = np.zeros(X_binned.shape[1], dtype=np.int64)
     for r in range(table.shape[0]):
-        start, end = table[r, 0], table[r, 1]
-        mid = start
-        if end > start:
-            mid = partition_histogram_stable(table[r, 2], table[r, 3], table[r, 4] != 0,
-                                             samples, start, end, X_binned, last_bin, buffer,
-                                             y, w, criterion, stats[r, 0], stats[r, 1])
-        mids[r] = mid
-        for c in range(2):
-            begin = start if c == 0 else mid
-            stop = mid if c == 0 else end
-            if stop <= begin:
-                continue
-            if subset:
-                n_listed = 0
-                while n_listed < listed.shape[2] and listed[r, c, n_listed] >= 0:
-                    n_listed += 1
-                listed_histograms(hists[r, c], X_binned, samples, begin, stop, y, w,
-                                  criterion, listed[r, c], n_listed)
-            elif table[r, 6] != 0 and table[r, 5] == c:
-                build_histogram(hists[r, 0], lo, hi, X_binned, samples, begin, stop, y, w,
-                                criterion, None)
+        mid = _partition_row(r, X_binned, y, w, samples, buffer, criterion, last_bin, table,
+                             mids, stats)
+        c = table[r, 5]
+        begin = table[r, 0] if c == 0 else mid
+        stop = mid if c == 0 else table[r, 1]
+        if table[r, 6] != 0 and stop > begin:
+            build_histogram(hists[r, 0], lo, hi, X_binned, samples, begin, stop, y, w,
+                            criterion, None)
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -547,7 +573,7 @@ def take_batch(table, depths, seeds, stats, hists, listed, parents, thresholds, 
     written over the parent's in ``parents``."""
     n_features = thresholds.shape[0]
     n_stats = stats.shape[2]
-    dense = np.zeros((n_features, thresholds.shape[1] + 1, n_stats)) if subset else hists[0, 0]
+    dense = np.zeros((n_features if subset else 0, thresholds.shape[1] + 1, n_stats))
     lo = np.zeros(n_features, dtype=np.int64)
     hi = np.zeros(n_features, dtype=np.int64)
     features = np.zeros(n_features, dtype=np.int64)
@@ -568,23 +594,25 @@ def take_batch(table, depths, seeds, stats, hists, listed, parents, thresholds, 
                     stats[i, c], depths[i] + 1, max_depth, min_samples_split,
                     min_samples_leaf, min_weight_leaf, impurity[child]):
                 continue
-            if subset:
-                for j in range(listed.shape[2]):
-                    if listed[i, c, j] < 0:
-                        break
-                    dense[listed[i, c, j]] = hists[i, c, j]
-            else:
-                dense = hists[i, 0] if c == summed else parents[i]
-            status[k] = _scan_candidate(dense, stats[i, c], impurity[child], child_seeds[k],
-                                        thresholds, criterion, min_samples_leaf,
-                                        min_weight_leaf, max_features, min_impurity_decrease,
-                                        total_weight, subset, records[k], wanted[k], lo, hi,
-                                        features, rng, cum, left, right)
-            if subset:
-                for j in range(listed.shape[2]):
-                    if listed[i, c, j] < 0:
-                        break
-                    dense[listed[i, c, j]] = 0.0
+            args = (stats[i, c], impurity[child], child_seeds[k], thresholds, criterion,
+                    min_samples_leaf, min_weight_leaf, max_features, min_impurity_decrease,
+                    total_weight, subset, records[k], wanted[k], lo, hi, features, rng, cum,
+                    left, right)
+            if not subset and c == summed:  # the summed child's answer
+                status[k] = _scan_candidate(hists[i, 0], *args)
+                continue
+            if not subset:  # the parent's rest
+                status[k] = _scan_candidate(parents[i], *args)
+                continue
+            for j in range(listed.shape[2]):
+                if listed[i, c, j] < 0:
+                    break
+                dense[listed[i, c, j]] = hists[i, c, j]
+            status[k] = _scan_candidate(dense, *args)
+            for j in range(listed.shape[2]):
+                if listed[i, c, j] < 0:
+                    break
+                dense[listed[i, c, j]] = 0.0
 
 
 @njit(**JIT_OPTIONS)
@@ -842,6 +870,8 @@ class _DepthFirstTree:
         self.slot = slot
         self.criterion = np.int64(params.criterion)
         self.subset = uses_feature_subsets(params.max_features, n_features)
+        # The batches' summed class histograms of drawn features stay float32 (exact).
+        self.exact32 = self.subset and n_classes > 1 and total_weight < 1 << 24
         self.record = split_record_size(n_stats)
         self.n_nodes = 0
         self._reserve(64)
@@ -1119,7 +1149,7 @@ def grow_together(shards, trees: list, seeds: list, roots: list) -> list:
             requests.append(tree.plan())
         results = shards.call("forest_split", requests, n_bins)
         stats = _summed([r[0] for r in results])
-        hists = _summed_histograms([r[1] for r in results])
+        hists = _summed_histograms([r[1] for r in results], all(t.exact32 for t in served))
         del results
         found, first = [], 0
         for tree, request in zip(served, requests, strict=True):
