@@ -31,7 +31,9 @@ row order in a slot (as many trees as ``GROUP_STATE_BYTES`` allows), and one rou
 splits the top ``MAX_BATCH_NODES`` nodes of the stacks of as many trees as keep the driver's
 histograms within ``DRIVER_HISTOGRAM_BYTES``. Each tree's batches are the ones it would split
 alone, so the trees do not depend on the grouping; a shard splits a tree's batch in one
-compiled call (``split_segments``). Best-first trees grow one at a time.
+compiled call (``split_segments``), the driver plans and takes it in one each
+(``plan_batch``, ``take_batch``: nodes and stacks are arrays, no Python work per node).
+Best-first trees grow one at a time.
 """
 
 from __future__ import annotations
@@ -637,12 +639,10 @@ def scan_nodes(dense, stats, impurity, seeds, thresholds, criterion, min_samples
 
 
 class _ForestTreeDriver(_TreeDriver):
-    """``_TreeDriver`` for a forest's tree, the one in the shards' slot ``slot``: full
-    histograms of the tree's criterion, both children's stats summed by the shards, values
-    as the single-machine tree's. Depth-first trees grow together (``grow_together``):
-    ``start``, then per round trip ``split_requests`` / ``split_results`` and
-    ``scan_pending`` / ``entries`` on ``nodes`` and ``stack``; best-first trees one at a
-    time (``grow``)."""
+    """``_TreeDriver`` for a forest's best-first tree, the one in the shards' slot
+    ``slot``, grown alone (``grow``): histograms of the tree's criterion, both children's
+    stats summed by the shards, values as the single-machine tree's. (Depth-first trees
+    are ``_DepthFirstTree``.)"""
 
     def __init__(self, shards, params, thresholds, n_features, total_weight, n_stats,
                  n_classes, slot=0):
