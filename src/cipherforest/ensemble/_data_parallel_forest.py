@@ -1025,8 +1025,9 @@ class _DepthFirstTree:
 
     def histogram_cost(self, n_nodes: int, n_shards: int) -> int:
         """Bytes of histograms the driver holds while splitting ``n_nodes`` nodes: the
-        shards' answers and their sums (and, without feature subsets, the children)."""
-        size = self.n_bins * self.n_stats * 8
+        shards' answers and their sums (and, without feature subsets, the children);
+        float32 ones (``exact32``) count half."""
+        size = self.n_bins * self.n_stats * (4 if self.exact32 else 8)
         if self.subset:
             return n_nodes * 2 * self.params.max_features * size * (n_shards + 1)
         return n_nodes * self.n_features * size * (n_shards + 2)
