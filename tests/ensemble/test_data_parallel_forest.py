@@ -8,7 +8,8 @@ further features fetched where the drawn ones are constant; regression: the same
 predictions equal to 1e-9); with bootstrap, every tree is the single-machine tree grown with the
 per-partition bootstrap counts as weights, each partition's draw depends on the tree's seed
 and its index only, and the forest's held-out accuracy matches the single-machine forest's;
-unsupported settings are named; depth-first trees grow together, sharing round trips.
+unsupported settings are named; depth-first trees grow together, sharing round trips;
+class histograms travel as float32 (exact), regression ones as float64.
 """
 
 from __future__ import annotations
@@ -119,6 +120,39 @@ def test_trees_grow_together_in_shared_round_trips(data):
         assert_same_tree(a.tree_, b.tree_)
     assert counts[8].count("forest_roots") == 1
     assert counts[8].count("forest_split") <= counts[1].count("forest_split") + 3
+
+
+class _DtypeShards(LocalShards):
+    """``LocalShards`` recording the dtypes of the histograms the shards split with."""
+
+    def __init__(self, shards):
+        super().__init__(shards)
+        self.dtypes = set()
+
+    def call(self, method, *args):
+        out = super().call(method, *args)
+        if method == "forest_split":
+            self.dtypes.update(result[1].dtype for result in out)
+        return out
+
+
+def test_class_histograms_travel_as_float32_and_sum_exactly(data):
+    # Class histograms hold whole numbers (counts, bootstrap weights): the shards build and
+    # send their drawn features' ones in float32, exact, so the trees are still the
+    # single-process ones bit for bit; regression histograms stay float64.
+    X, y = data
+    params = dict(n_estimators=3, max_bins=64, random_state=5, bootstrap=False, max_depth=6)
+    shards = _DtypeShards([ForestShard(X[:1200], y[:1200]), ForestShard(X[1200:], y[1200:])])
+    other = fit_forest_data_parallel(RandomForestClassifier(**params), shards)
+    assert shards.dtypes == {np.dtype(np.float32)}
+    one = RandomForestClassifier(**params).fit(X, y)
+    for a, b in zip(one.estimators_, other.estimators_, strict=True):
+        assert_same_tree(a.tree_, b.tree_)
+    Xr, yr = make_regression(1500, 9, random_state=0)
+    shards = _DtypeShards([ForestShard(Xr[:700], yr[:700]), ForestShard(Xr[700:], yr[700:])])
+    fit_forest_data_parallel(RandomForestRegressor(n_estimators=2, max_features=3, max_depth=5,
+                                                   max_bins=64, random_state=0), shards)
+    assert shards.dtypes == {np.dtype(np.float64)}
 
 
 def test_regression_trees_agree_to_rounding():
