@@ -18,10 +18,12 @@ informative, noise 10). California housing is not used: it needs a download. dif
 gives no baseline: it does not import with this scikit-learn (the output says why);
 "laplace" is the label-DP-by-Laplace-noise baseline.
 
-``--refits mean ridge`` measures each private forest with both ``leaf_refit`` values (the
-columns "bins" and "bins+ridge") and adds "plaintext+ridge": the plaintext forest with its
-leaf values refitted as ``leaf_refit="ridge"`` refits them (:class:`RidgeRefitForest`).
-Without it every private forest is ``leaf_refit="mean"``.
+``--refits mean ridge ridge_to_means`` measures each private forest with each of those
+``leaf_refit`` values (the columns "bins", "bins+ridge", "bins+ridge_to_means"; each fit
+of a fold and ε draws the same ỹ from the run's ledger, with the same seed) and, with
+"ridge", adds "plaintext+ridge": the plaintext forest with its leaf values refitted as
+``leaf_refit="ridge"`` refits them (:class:`RidgeRefitForest`). Without it every private
+forest is ``leaf_refit="mean"``.
 
     python benchmarks/label_privacy_regression.py --trees 100 --folds 3 --max-rows 1000 \\
         --epsilons 1 2 4 8 --mechanisms bins piecewise --refits mean ridge
@@ -274,7 +276,7 @@ def main(argv=None) -> None:
                         choices=("bins", "laplace", "duchi", "piecewise"),
                         help="the target mechanisms measured")
     parser.add_argument("--refits", nargs="+", default=list(REFITS),
-                        choices=("mean", "ridge"),
+                        choices=("mean", "ridge", "ridge_to_means"),
                         help="the private forests' leaf_refit measured (ridge: also the "
                              "plaintext forest with that refit)")
     parser.add_argument("--outputs", type=int, nargs="*", default=[],

@@ -7,7 +7,9 @@ estimator predicts the dense refit of the leaves the server named; the protocol 
 simulator agree with it; save/load keeps the refitted values and refuses inconsistent ones;
 a leaf no training row reaches is refused, one tree and a constant target work; and on a
 set with signal the refit beats the leaf means at ε = 2 with the same ỹ. The same for the
-boosting regressor's ridge over all rounds' leaves.
+boosting regressor's ridge over all rounds' leaves. ``leaf_refit="ridge_to_means"``: the
+shrinkage toward the leaf means is the dense solve toward them, a large penalty gives the
+forest of leaf means, and the out-of-bag cross-validation is the dense one written out.
 """
 
 from __future__ import annotations
@@ -28,16 +30,20 @@ from cipherforest.privacy import (
     PrivateGradientBoostingRegressor,
     ProtocolError,
     StateFileError,
+    leaf_refit,
     ridge_leaf_values,
 )
 from cipherforest.privacy.leaf_refit import (
     BOOSTING_PENALTIES,
+    MEANS_PENALTIES,
     PENALTIES,
     choose_penalty,
     leaf_indicators,
+    mean_weights,
     ridge_leaf_weights,
 )
 from cipherforest.privacy.package import CLIENT_FORMAT, CLIENT_VERSION
+from cipherforest.privacy.regressor import LeafMeans
 from cipherforest.privacy.state_file import read_state_file, write_state_file
 
 
@@ -245,3 +251,126 @@ def test_the_boosting_ridge_beats_the_rounds_refit_on_the_same_trees(tmp_path):
         model.new_encryptor = _seeded_encryptor
         scores[refit] = r2_score(y[400:], model.fit(X[:400], y[:400]).predict(X[400:]))
     assert scores["ridge"] > scores["mean"] + 0.01
+
+
+def _dense_design(rows, n_leaves):
+    phi = np.zeros((rows.shape[0], n_leaves))
+    np.put_along_axis(phi, rows, 1.0, axis=1)
+    return phi
+
+
+def _dense_toward_means(rows, n_leaves, y, penalty):
+    """Per-leaf values ``b + T · w`` of ``min ‖y − b − Φw‖² + λ‖w − w₀‖²`` written densely,
+    ``w₀`` from each leaf's mean target over the rows reaching it (0 where none does)."""
+    phi = _dense_design(rows, n_leaves)
+    n_trees, b = rows.shape[1], y.mean()
+    counts = phi.sum(axis=0)
+    means = np.divide(phi.T @ y, counts, out=np.full(n_leaves, b), where=counts > 0)
+    w0 = (means - b) / n_trees
+    w = np.linalg.solve(phi.T @ phi + penalty * np.eye(n_leaves),
+                        phi.T @ (y - b) + penalty * w0)
+    return b + n_trees * w
+
+
+@pytest.mark.parametrize("penalty", [0.01, 0.3, 5.0])
+def test_toward_means_is_the_dense_solve(penalty):
+    rng = np.random.default_rng(4)
+    rows, n_leaves = _random_leaves(rng, 50, [7, 5, 9])
+    y = rng.normal(size=50) + rows[:, 1] % 4
+    intercept, weights = ridge_leaf_weights(leaf_indicators(rows, n_leaves), y, penalty,
+                                            toward_means=True)
+    np.testing.assert_allclose(intercept + 3 * weights,
+                               _dense_toward_means(rows, n_leaves, y, penalty),
+                               rtol=SOLVER_RTOL)
+
+
+def test_a_large_penalty_keeps_the_leaf_means_and_a_leaf_without_rows_its_mean():
+    """``b + Σ_t w₀[leaf_t]`` is the mean over the trees of the leaves' target means; a
+    penalty far above ΦᵀΦ's scale leaves the refit there."""
+    rng = np.random.default_rng(5)
+    rows, n_leaves = _random_leaves(rng, 40, [6, 8])
+    n_leaves += 1  # a leaf no row reaches: weight 0
+    y = rng.normal(size=40)
+    design = leaf_indicators(rows, n_leaves)
+    intercept, prior = mean_weights(design, y)
+    means = [np.array([y[rows[:, t] == leaf].mean() for leaf in rows[:, t]])
+             for t in range(2)]
+    np.testing.assert_allclose(intercept + design @ prior, (means[0] + means[1]) / 2)
+    assert prior[-1] == 0.0
+    _, weights = ridge_leaf_weights(design, y, 1e12, toward_means=True)
+    np.testing.assert_allclose(weights, prior, atol=1e-9)
+
+
+def _dense_out_of_bag_choice(rows, n_leaves, y, in_bag, penalties):
+    """choose_penalty's cross-validation written densely: the same folds, the dense solve
+    toward the kept rows' leaf means, a held-out row scored through the trees that did not
+    draw it (all trees if every tree drew it)."""
+    n_rows, n_trees = rows.shape
+    fold = np.empty(n_rows, dtype=np.int64)
+    fold[np.random.default_rng(0).permutation(n_rows)] = np.arange(n_rows) % 5
+    errors = np.zeros(len(penalties))
+    for k in range(5):
+        held, kept = fold == k, fold != k
+        for j, penalty in enumerate(penalties):
+            values = _dense_toward_means(rows[kept], n_leaves, y[kept], penalty)
+            b = y[kept].mean()
+            contribution = (values[rows[held]] - b) / n_trees
+            outside = ~in_bag[held]
+            n_out = outside.sum(axis=1)
+            through_out = n_trees * (contribution * outside).sum(axis=1) / np.maximum(n_out, 1)
+            predicted = b + np.where(n_out > 0, through_out, contribution.sum(axis=1))
+            errors[j] += np.sum((y[held] - predicted) ** 2)
+    return penalties[int(np.argmin(errors))], errors
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_out_of_bag_cross_validation_is_the_dense_one(seed):
+    rng = np.random.default_rng(seed)
+    rows, n_leaves = _random_leaves(rng, 80, [6, 7, 5, 8])
+    y = (rows % 3).sum(axis=1) + rng.normal(scale=2.0, size=80)
+    in_bag = rng.random((80, 4)) < 0.63
+    in_bag[:5] = True  # rows every tree drew: scored through all of them
+    penalties = [4 * p for p in MEANS_PENALTIES]
+    expected, errors = _dense_out_of_bag_choice(rows, n_leaves, y, in_bag, penalties)
+    assert np.sort(errors)[1] > np.sort(errors)[0] * (1 + 1e-6)  # a clear winner
+    design = leaf_indicators(rows, n_leaves)
+    out_of_bag = leaf_indicators(rows, n_leaves, ~in_bag)
+    assert choose_penalty(design, y, penalties, toward_means=True,
+                          out_of_bag=out_of_bag) == expected
+
+
+def test_leaf_means_ridge_to_means_is_the_dense_refit_with_bootstrap_out_of_bag():
+    """LeafMeans.from_rows passes every tree's undrawn rows to the cross-validation and
+    stores the dense refit at the chosen penalty."""
+    rng = np.random.default_rng(6)
+    n_rows, n_trees = 90, 5
+    reached = np.column_stack([rng.integers(0, 6, n_rows) * 2 + 1 for _ in range(n_trees)])
+    draws = rng.multinomial(n_rows, np.full(n_rows, 1 / n_rows), size=n_trees).T
+    y = (reached % 5).sum(axis=1) + rng.normal(size=n_rows)
+    leaves = LeafMeans.from_rows(reached, y, lambda t: draws[:, t], "ridge_to_means")
+    rows = leaves.table.rows(reached)
+    n_leaves = leaves.table.leaf_ids.shape[0]
+    penalty, _ = _dense_out_of_bag_choice(rows, n_leaves, y, draws > 0,
+                                          [n_trees * p for p in MEANS_PENALTIES])
+    np.testing.assert_allclose(leaves.values, _dense_toward_means(rows, n_leaves, y, penalty),
+                               rtol=SOLVER_RTOL)
+
+
+def test_the_estimator_shrinks_toward_its_leaf_means(data, monkeypatch):
+    """At one penalty (no cross-validation) the fitted estimator predicts the dense
+    solve toward the leaf means of the leaves the server named."""
+    X, y, X_test, _ = data
+    monkeypatch.setattr(leaf_refit, "MEANS_PENALTIES", (0.3,))
+    model = PrivateForestRegressor(n_estimators=4, random_state=2, max_features=0.5,
+                                   leaf_refit="ridge_to_means").fit(X, y)
+    session = model.server_.session(model.session_)
+    train_leaves = session.route(session.X)
+    test_leaves = session.route(model.encryptor_.transform(X_test).astype(float))
+    shift = 10**6 * np.arange(4)
+    ids = np.unique(train_leaves + shift)
+    values = _dense_toward_means(np.searchsorted(ids, train_leaves + shift), ids.shape[0],
+                                 y, 4 * 0.3)
+    np.testing.assert_allclose(model.predict(X_test),
+                               values[np.searchsorted(ids, test_leaves + shift)].mean(axis=1),
+                               rtol=SOLVER_RTOL)
+    assert model.privacy_report_["epsilon"] == 2.0

@@ -190,7 +190,7 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
         ``feature``, cipher ``threshold``, ``n_node_samples``).
     leaf_means_ : LeafMeans
         The client's leaf values (bootstrap-weighted sums of the true targets per leaf, and
-        the refitted values of ``leaf_refit="ridge"``).
+        the refitted values of ``leaf_refit`` ``"ridge"`` or ``"ridge_to_means"``).
     epsilon_spent_ : float
     privacy_report_ : dict
         As :class:`~cipherforest.privacy.PrivateForestRegressor`'s.
@@ -205,8 +205,8 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, split_selection="rr", label_epsilon=None,
                  target_mechanism="bins", target_bounds=None, target_bins=32,
-                 target_outputs=None, prior_share=0.1, leaf_refit="ridge", privacy_ledger=None,
-                 max_total_epsilon=None, n_jobs=None):
+                 target_outputs=None, prior_share=0.1, leaf_refit="ridge_to_means",
+                 privacy_ledger=None, max_total_epsilon=None, n_jobs=None):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.max_depth = max_depth
