@@ -204,16 +204,12 @@ class RegressionSession(ClientSession):
     def encrypt_label_rows(self, rows: slice) -> list[bytes]:
         return self.he.encrypt_packed_rows(self.label_rows()[rows], self.layout)
 
-    def read_counts(self, query: Message) -> tuple[np.ndarray, np.ndarray]:
-        """The decrypted target sums of a ``"paper"`` round, each block within
-        :data:`~.protocol.replies.CKKS_TARGET_TOLERANCE` per unit of its node's weight."""
-        n_candidates = query.array("n_candidates", "int64", 1)
-        weight = query.array("weight", "int64", 1)
-        if weight.shape != n_candidates.shape:
-            raise ProtocolError("query: one weight per node expected")
-        tolerance = CKKS_TARGET_TOLERANCE * np.maximum(
-            np.repeat(weight, n_candidates + 1), 1).astype(np.float64)
-        return query_sums(self.he, self.layout, query), tolerance
+    def read_counts(self, query: Message) -> tuple[np.ndarray, float]:
+        """The decrypted target sums of a ``"paper"`` round and how far they may differ
+        from the client's own: :data:`~.protocol.replies.CKKS_TARGET_TOLERANCE` times the
+        round's ``2^shift`` (the scale the server divided its heaviest nodes' sums by)."""
+        sums = query_sums(self.he, self.layout, query)
+        return sums, CKKS_TARGET_TOLERANCE * 2.0 ** query.value("shift", int)
 
     def decision_blocks(self, counts: np.ndarray, own: np.ndarray,
                         n_candidates: np.ndarray) -> np.ndarray:

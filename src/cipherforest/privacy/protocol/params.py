@@ -30,7 +30,8 @@ from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 from .selections import SELECTIONS, selection
 
-__all__ = ["CLASSIFIER_SELECTIONS", "DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "LEARNERS",
+__all__ = ["CLASSIFIER_SELECTIONS", "DECIDE_FROM", "DEFAULT_RR_EPSILON",
+           "DEFAULT_SPLIT_SELECTION", "LEARNERS",
            "NOISE_CORRECTIONS", "PARAMETERS",
            "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
            "constraints", "forest_meta", "forest_seed", "label_epsilon"]

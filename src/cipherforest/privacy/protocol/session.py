@@ -338,8 +338,9 @@ class ClientSession:
                     * (n_draws - 1 if depth is None else min(int(depth), n_draws - 1)))
         return worst.epsilon_spent
 
-    def _charge_rounds(self) -> None:
-        """Record what the answered rounds spent (``"dp"``, ``"gini"``) in the ledger."""
+    def charge_rounds(self) -> None:
+        """Record what the answered rounds spent (``"dp"``, ``"gini"``, ``"paper"``) in the
+        ledger (:meth:`train` does when its rounds end; a simulation of them, after it)."""
         if self.accountant.choices == 0 or not self.selection.charged_after_rounds:
             return
         if self.ledger is None:
@@ -462,7 +463,7 @@ class ClientSession:
             self.leaf_table = self.count_leaves(reached, self._growth.weights)
         finally:
             del self._growth
-            self._charge_rounds()  # what the server saw, even of rounds that then failed
+            self.charge_rounds()  # what the server saw, even of rounds that then failed
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
 
     def count_leaves(self, reached: np.ndarray, weights_of: Callable[[int], np.ndarray]):
