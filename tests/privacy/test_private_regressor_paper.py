@@ -15,8 +15,6 @@ target gives random splits, a warning and that constant; save/load and the round
 from __future__ import annotations
 
 import random
-import threading
-import time
 
 import numpy as np
 import pytest
@@ -195,24 +193,15 @@ def test_constant_target_splits_at_random_and_predicts_it(friedman, tmp_path, mo
 
 def test_save_load_and_a_cipherforest_serve_url(friedman, tmp_path):
     pytest.importorskip("fastapi")
-    uvicorn = pytest.importorskip("uvicorn")
-    from cipherforest.service.serve import build_app, uvicorn_config
-    from cipherforest.service.sessions import Limits
+    pytest.importorskip("uvicorn")
+    from _helpers.service import KEY, start_server
 
     X, y, X_test, _ = friedman
-    app = build_app(str(tmp_path / "service"), "key", Limits(), None)
-    server = uvicorn.Server(uvicorn_config(app))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 30
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive()
-        time.sleep(0.02)
+    url, stop = start_server(tmp_path / "service")
     try:
-        url = f"http://127.0.0.1:{server.servers[0].sockets[0].getsockname()[1]}"
         params = dict(n_estimators=2, random_state=4, max_depth=4, **PAPER,
                       privacy_ledger=str(tmp_path / "ledger"))
-        remote = PrivateForestRegressor(server=url, server_key="key", **params).fit(X, y)
+        remote = PrivateForestRegressor(server=url, server_key=KEY, **params).fit(X, y)
         assert remote.fit_stats_.rounds == 4
         local = PrivateForestRegressor(**params)
         local.new_encryptor = lambda: Refit(remote.encryptor_)
@@ -224,8 +213,7 @@ def test_save_load_and_a_cipherforest_serve_url(friedman, tmp_path):
         np.testing.assert_array_equal(again.predict(X_test), remote.predict(X_test))
         assert again.privacy_report_ == remote.privacy_report_
     finally:
-        server.should_exit = True
-        thread.join(10)
+        stop()
 
 
 def test_setup_of_paper_rounds_without_target_ciphertexts_is_refused(friedman, tmp_path):

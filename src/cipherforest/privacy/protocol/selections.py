@@ -169,8 +169,8 @@ class LabelDP(_RoundSelection):
                                      label_epsilon, split_sensitivity(max_count), rng)
 
 
-class ExactVariance(_RoundSelection):
-    """``"paper"``, the regressor's counterpart of ``"gini"`` (no guarantee, for
+class ExactVariance(Gini):
+    """``"paper"``, the regressor's counterpart of ``"gini"`` (its accounting: no guarantee, for
     reproduction and as the accuracy ceiling): per candidate the server sums the label
     ciphertexts of the scaled targets' statistics, the client checks the decrypted sums
     against its own and takes the exact variance rule's best candidate; a node the
@@ -180,18 +180,10 @@ class ExactVariance(_RoundSelection):
     order (:func:`.decisions.target_statistics`, :func:`.decisions.clear_counts`)."""
 
     name = "paper"
-    epsilon = "unused"
-    default_epsilon = None
     has_leaf_rule = False
     server_saw = ("encrypted sums of the targets per candidate split, and the best split of "
                   "every node by the exact variance rule (the trees reveal which rows have "
                   "close targets)",)
-
-    def epsilon_spent(self, label_epsilon, choices, label_delta) -> float:
-        return math.inf
-
-    def delta_spent(self, label_delta: float, choices: int) -> float:
-        return 0.0
 
     def decide(self, growth, plans, squares, n_classes, reveal_leaves, label_epsilon, rng):
         from .decisions import variance_splits
