@@ -28,6 +28,17 @@ forest is ``leaf_refit="mean"``.
     python benchmarks/label_privacy_regression.py --trees 100 --folds 3 --max-rows 1000 \\
         --epsilons 1 2 4 8 --mechanisms bins piecewise --refits mean ridge
 
+``--paper`` adds the column "paper": ``split_selection="paper"``, the exact variance rule on
+the true targets (no guarantee; leaf means), computed by
+:class:`~cipherforest.privacy.PrivateForestRegressorSimulator` (the estimator's forest
+without the homomorphic rounds, which a hundred fully grown trees on these sets would take
+hours of); with ``--attacks``, a "paper" row per set: the nearest-known-rows guess over the
+trees that mode shows the server (it sees no target value, so the ỹ-based guesses do not
+apply).
+
+    python benchmarks/label_privacy_regression.py --trees 100 --folds 3 --max-rows 1000 \
+        --epsilons 2 --mechanisms bins --paper
+
 ``--attacks`` prints instead what a curious server learns of the true targets
 (``cipherforest.privacy.attacks.target_recovery``) at ε ∈ {1, 2, 8} (``--attack-epsilons``):
 one real fit per ε (embedded server wrapped in ``attacks.RecordingServer``, ``--trees``
@@ -65,6 +76,7 @@ from sklearn.model_selection import KFold
 from cipherforest.ensemble import RandomForestRegressor
 from cipherforest.privacy import (
     PrivateForestRegressor,
+    PrivateForestRegressorSimulator,
     PrivateForestServer,
     attacks,
     ridge_leaf_values,
@@ -122,10 +134,11 @@ def column(kind: str, refit: str, eps: float) -> str:
 
 
 def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=(),
-            epsilons=EPSILONS, mechanisms=MECHANISMS, refits=REFITS):
+            epsilons=EPSILONS, mechanisms=MECHANISMS, refits=REFITS, paper=False):
     """(name, estimator factory) of every column (``outputs``: RR-on-bins with that many
     output values too; ``refits``: each private forest with these ``leaf_refit``, and the
-    plaintext forest with the same refit beside it)."""
+    plaintext forest with the same refit beside it; ``paper``: the exact variance rule,
+    simulated)."""
     common = dict(n_estimators=trees, random_state=seed)
     private = dict(common, privacy_ledger=ledger, n_jobs=n_jobs)
     out = [("plaintext", lambda: RandomForestRegressor(**common, n_jobs=n_jobs))]
@@ -144,11 +157,14 @@ def methods(trees: int, seed: int, ledger: str, n_jobs: int | None, outputs=(),
         for eps in epsilons:
             out.append((f"bins k={k} ε={eps:g}", lambda k=k, eps=eps: PrivateForestRegressor(
                 **private, target_outputs=k, label_epsilon=eps)))
+    if paper:
+        out.append(("paper", lambda: PrivateForestRegressorSimulator(
+            **private, split_selection="paper", leaf_refit="mean")))
     return out
 
 
 def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=(),
-        epsilons=EPSILONS, mechanisms=MECHANISMS, refits=REFITS):
+        epsilons=EPSILONS, mechanisms=MECHANISMS, refits=REFITS, paper=False):
     results: dict[str, dict[str, list[float]]] = {}
     seconds: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as ledger:
@@ -159,7 +175,7 @@ def run(names, trees: int, folds: int, n_rows: int, n_jobs: int | None, outputs=
             for fold, (train, test) in enumerate(
                     KFold(folds, shuffle=True, random_state=0).split(X)):
                 for label, make in methods(trees, fold, ledger, n_jobs, outputs, epsilons,
-                                             mechanisms, refits):
+                                             mechanisms, refits, paper):
                     model = make().fit(X[train], y[train])
                     scores.setdefault(label, []).append(r2_score(y[test], model.predict(X[test])))
             results[name] = scores
@@ -195,6 +211,10 @@ def target_lines(results, mechanisms=MECHANISMS, refits=REFITS) -> str:
             lines.append(f"- {column(kind, refit, 2.0)[:-4]}: "
                          + ", ".join(f"{name} {gap:+.3f}" for name, gap in gaps.items())
                          + f"; met on {met} of {len(gaps)}")
+    if all("paper" in scores for scores in results.values()):
+        lines.append("- paper (no guarantee): " + ", ".join(
+            f"{name} {np.mean(scores['plaintext']) - np.mean(scores['paper']):+.3f}"
+            for name, scores in results.items()))
     return "\n".join(lines)
 
 
@@ -214,7 +234,7 @@ def attack_cells(X_cipher, trees, y_private, y, known) -> list[attacks.TargetAtt
             attacks.score_targets("nearest", nearest, y, known)]
 
 
-def attack_table(names, trees: int, n_rows: int, epsilons) -> str:
+def attack_table(names, trees: int, n_rows: int, epsilons, paper: bool = False) -> str:
     cell = lambda r: f"{r.r2:.2f} / {r.mae:.3g}"  # noqa: E731
     lines = ["| data set | ε | mean's MAE | ỹ | leaf neighbours | blend | nearest known | "
              "refits: one fit | refits: mean of 7 (draws) | fresh draws: mean of 7 |",
@@ -254,6 +274,16 @@ def attack_table(names, trees: int, n_rows: int, epsilons) -> str:
             proximity, known, y[known], KNOWN_NEIGHBOURS), y, known)
         lines.append(f"| {name} | blind (0) | {blind.baseline_mae:.3g} | | | | {cell(blind)} "
                      "| | | |")
+        if paper:  # the server's trees of the exact variance rule (its simulated forest)
+            with tempfile.TemporaryDirectory() as ledger:
+                exact = PrivateForestRegressorSimulator(
+                    trees, random_state=0, split_selection="paper", leaf_refit="mean",
+                    privacy_ledger=ledger).fit(X, y)
+            nearest = attacks.score_targets("nearest", attacks.proximity_nearest_targets(
+                attacks.proximity_matrix(exact.trees_, exact.encryptor_.transform(X)),
+                known, y[known], KNOWN_NEIGHBOURS), y, known)
+            lines.append(f"| {name} | paper (∞) | {nearest.baseline_mae:.3g} | | | | "
+                         f"{cell(nearest)} | | | |")
         plain = RandomForestRegressor(trees, random_state=0).fit(X_cipher, y)
         cells = attack_cells(X_cipher, attacks.forest_trees(plain), y, y, known)
         lines.append(f"| {name} | plaintext | {cells[0].baseline_mae:.3g} | "
@@ -288,17 +318,22 @@ def main(argv=None) -> None:
                         help="print the attacks on the targets instead of the R² curves")
     parser.add_argument("--attack-epsilons", type=float, nargs="+", default=[1.0, 2.0, 8.0])
     parser.add_argument("--attack-rows", type=int, default=500)
+    parser.add_argument("--paper", action="store_true",
+                        help="also the exact variance rule (split_selection='paper', "
+                             "simulated): a column of R², a row of the attacks")
     args = parser.parse_args(argv)
     if args.attacks:
         started = time.perf_counter()
-        print(attack_table(args.datasets, args.trees, args.attack_rows, args.attack_epsilons))
+        print(attack_table(args.datasets, args.trees, args.attack_rows, args.attack_epsilons,
+                           args.paper))
         print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
               f"{platform.python_version()}; {time.perf_counter() - started:.0f} s")
         return
     if 2.0 not in args.epsilons:
         parser.error("--epsilons must include 2 (the target's ε)")
     results, seconds = run(args.datasets, args.trees, args.folds, args.max_rows, args.n_jobs,
-                           args.outputs, args.epsilons, args.mechanisms, args.refits)
+                           args.outputs, args.epsilons, args.mechanisms, args.refits,
+                           args.paper)
     text = (table(results, args.trees, args.folds) + "\n"
             + target_lines(results, args.mechanisms, args.refits)
             + f"\n\nNo diffprivlib baseline: {diffprivlib_status()}.")

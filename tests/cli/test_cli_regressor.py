@@ -13,6 +13,7 @@ regression model does not take are refused by name.
 from __future__ import annotations
 
 import csv
+import os
 
 import numpy as np
 import pytest
@@ -145,10 +146,44 @@ def test_options_a_regression_model_does_not_take_are_refused(files, tmp_path, c
 @pytest.mark.parametrize("extra, message", [
     (["--split-selection", "gini"], "--split-selection gini: a regression forest takes rr"),
     (["--split-selection", "blind", "--label-epsilon", "1"],
-     "--label-epsilon: not an option of a blind regression forest")])
-def test_a_regression_forest_takes_rr_or_blind(files, tmp_path, capsys, extra, message):
+     "--label-epsilon: not an option of a blind regression forest"),
+    (["--split-selection", "paper", "--label-epsilon", "1"],
+     "--label-epsilon: not an option of a paper regression forest"),
+    (["--learner", "forest", "--split-selection", "paper"],
+     "--split-selection paper: the exact variance rule of --learner regressor")])
+def test_a_regression_forest_takes_rr_blind_or_paper(files, tmp_path, capsys, extra, message):
     with pytest.raises(SystemExit):
         main(["client", "encrypt", "--data", str(files / "train.csv"), "--target", "kind",
               "--model", str(tmp_path / "m"), "--learner", "regressor", *extra])
     assert message in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_staged_paper_regression_through_cipherforest_serve(files, server, tmp_path, capsys,
+                                                           monkeypatch):
+    """``--split-selection paper``: the package holds the target ciphertexts beside
+    ``setup``; upload and train (its rounds) are separate commands against a
+    ``cipherforest serve`` process, and the model predicts what the estimator's embedded fit
+    predicts on the same ciphers (the same exact variance trees)."""
+    from _helpers.service import KEY
+
+    monkeypatch.setenv("CIPHERFOREST_SERVER_KEY", KEY)
+    model, ledger = tmp_path / "model", str(tmp_path / "ledger")
+    options = ["--learner", "regressor", "--split-selection", "paper", "--trees", "2",
+               "--max-depth", "3", "--random-state", "3"]
+    assert main(["client", "encrypt", "--data", str(files / "train.csv"), "--target", "kind",
+                 "--model", str(model), "--privacy-ledger", ledger, *options]) == 0
+    assert "1 labels message," in capsys.readouterr().out
+    assert sorted(os.listdir(model / "package")) == ["labels-00000.msg", "setup.msg"]
+    assert main(["client", "upload", "--model", str(model), "--server", server]) == 0
+    assert main(["client", "train", "--model", str(model)]) == 0
+    assert "none: the paper's mode" in capsys.readouterr().out
+    X, y, _ = read_csv(str(files / "train.csv"), "kind")
+    X_test, _, _ = read_csv(str(files / "test.csv"), "kind")
+    saved = PrivateForestRegressor.load(model)
+    oracle = PrivateForestRegressor(2, max_depth=3, random_state=3, split_selection="paper",
+                                    privacy_ledger=ledger)
+    oracle.new_encryptor = lambda: Refit(saved.encryptor_)
+    oracle.fit(X, y.astype(float))
+    np.testing.assert_allclose(saved.predict(X_test), oracle.predict(X_test), rtol=1e-12)
+    assert saved.privacy_report_ == oracle.privacy_report_

@@ -149,14 +149,15 @@ def _add_forest_options(parser) -> None:
     parser.add_argument("--random-state", type=int, default=defaults["random_state"],
                         help="seed of the forest's bootstrap and feature draws (default: "
                         "from the OS; keys always come from the OS)")
-    parser.add_argument("--split-selection", choices=("rr", "dp", "blind", "gini"),
+    parser.add_argument("--split-selection", choices=("rr", "dp", "blind", "gini", "paper"),
                         default=defaults["split_selection"],
                         help="how the splits are chosen, and what that guarantees about the "
                         "labels (docs/threat_model.md): rr (default: splits by Gini on "
                         "randomized-response labels, epsilon-label-DP per row, no rounds), "
                         "dp (label-DP choices in rounds, with --label-epsilon), blind (no "
                         "labels used, no rounds), gini (the paper's best split: no finite "
-                        "epsilon, the trees leak the labels)")
+                        "epsilon, the trees leak the labels), paper (a regression forest's "
+                        "gini: the exact variance rule on CKKS target sums, in rounds)")
     parser.add_argument("--decide-from", choices=("own", "server"),
                         default=defaults["decide_from"],
                         help="gini/dp: decide from the client's own label counts in "
@@ -410,6 +411,9 @@ def _forest_client(args, parser, **params):
     if args.learner == "forest":
         if args.learning_rate is not None:
             parser.error("--learning-rate is an option of --learner boosting")
+        if args.split_selection == "paper":
+            parser.error("--split-selection paper: the exact variance rule of --learner "
+                         "regressor (a classification forest's is gini)")
         return PrivateForestClient(
             args.trees, max_depth=args.max_depth, max_bins=args.max_bins,
             min_samples_split=args.min_samples_split, scheme=args.scheme,
@@ -434,12 +438,13 @@ def _forest_client(args, parser, **params):
               "privacy_ledger": args.privacy_ledger,
               "max_total_epsilon": args.max_total_epsilon, **params}
     if args.learner == "regressor":
-        if args.split_selection not in ("rr", "blind"):
+        if args.split_selection not in ("rr", "blind", "paper"):
             parser.error(f"--split-selection {args.split_selection}: a regression forest "
-                         "takes rr (privatised targets) or blind (no targets used)")
-        if args.split_selection == "blind" and args.label_epsilon is not None:
-            parser.error("--label-epsilon: not an option of a blind regression forest "
-                         "(it uses no targets)")
+                         "takes rr (privatised targets), blind (no targets used) or paper "
+                         "(the exact variance rule: no guarantee)")
+        if args.split_selection != "rr" and args.label_epsilon is not None:
+            parser.error(f"--label-epsilon: not an option of a {args.split_selection} "
+                         "regression forest (it privatises no targets)")
         return PrivateForestRegressor(args.trees, max_depth=args.max_depth,
                                       split_selection=args.split_selection, **shared)
     boosting_class = (PrivateGradientBoostingClassifier if args.learner == "boosting"

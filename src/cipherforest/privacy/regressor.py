@@ -41,8 +41,11 @@ from .he import BlockLayout, SecretContext
 from .leaf_refit import ridge_leaf_values
 from .ledger import PrivacyLedger, default_ledger_path
 from .protocol import ClientSession, Message, ProtocolError, ProtocolStats, constraints
+from .protocol.decisions import target_statistics
 from .protocol.leaf_table import LeafTable
 from .protocol.params import DEFAULT_RR_EPSILON, forest_meta
+from .protocol.replies import CKKS_TARGET_TOLERANCE, query_sums
+from .protocol.selections import selection
 from .protocol.session import new_gipe_encryptor
 from .target_dp import (
     BinnedResponse,
@@ -55,8 +58,9 @@ from .target_dp import (
 __all__ = ["LeafMeans", "PrivateForestRegressor", "RegressionModelMixin", "RegressionSession",
            "check_target_bounds"]
 
-#: Split selections of the regressor: trees on the privatised targets, or label-blind.
-REGRESSOR_SELECTIONS = ("rr", "blind")
+#: Split selections of the regressor: trees on the privatised targets, label-blind, or the
+#: exact variance rule on the true targets (no guarantee).
+REGRESSOR_SELECTIONS = ("rr", "blind", "paper")
 #: How the client sets the leaf values from the true targets (:mod:`.leaf_refit`): the
 #: boosting regressor's, and the forest's (which also shrinks toward its leaf means).
 LEAF_REFITS = ("mean", "ridge")
@@ -191,8 +195,37 @@ class RegressionSession(ClientSession):
     @property
     def n_classes(self) -> int:
         """The label width of the slot layout, which the server makes for every session
-        (2 for a learner without classes; the regressor sends no label ciphertexts)."""
+        (2 for a learner without classes: ``"paper"``'s rows ``(y', y'²)``; the other
+        selections send no label ciphertexts)."""
         return 2
+
+    @property
+    def round_counts(self) -> bool:
+        """``"paper"``'s rounds carry the server's encrypted target sums (the paper's flow:
+        checked, a difference refuses the round); the other selections have no rounds."""
+        return self.asks_rounds
+
+    def label_rows(self) -> np.ndarray:
+        """The scaled targets' statistics ``(y', y'²)`` per row
+        (:func:`~.protocol.decisions.target_statistics`): what ``"paper"``'s queries sum."""
+        return target_statistics(self.labels)
+
+    def encrypt_label_rows(self, rows: slice) -> list[bytes]:
+        return self.he.encrypt_packed_rows(self.label_rows()[rows], self.layout)
+
+    def read_counts(self, query: Message) -> tuple[np.ndarray, float]:
+        """The decrypted target sums of a ``"paper"`` round and how far they may differ
+        from the client's own: :data:`~.protocol.replies.CKKS_TARGET_TOLERANCE` times the
+        round's ``2^shift`` (the scale the server divided its heaviest nodes' sums by)."""
+        sums = query_sums(self.he, self.layout, query)
+        return sums, CKKS_TARGET_TOLERANCE * 2.0 ** query.value("shift", int)
+
+    def decision_blocks(self, counts: np.ndarray, own: np.ndarray,
+                        n_candidates: np.ndarray) -> np.ndarray:
+        """The client's own exact sums: the decrypted ones equal them within the CKKS
+        tolerance (checked), so noise cannot flip a near-tie and the trees are the plaintext
+        grower's."""
+        return own
 
     def restore(self, classes, encryptor, he, n_draws, rows_per_pack, session_id,
                 labels=None, leaf_table=None, row_keys=None, release_digest=None):
@@ -209,27 +242,33 @@ class RegressionSession(ClientSession):
         params = self.params
         n_samples, n_features = X.shape
         meta = {**forest_meta(params, n_samples, n_features), "learner": "regressor",
-                "label_ciphertexts": False, "label_pack_rows": None}
+                "label_ciphertexts": self.sends_labels, "label_pack_rows": None}
         y = np.asarray(y, dtype=np.float64)
-        y_private = self._release(X, y)
+        y_private = self._release(X, y, meta["n_draws"])
         if encryptor is None:
             encryptor = new_gipe_encryptor(params)
         self.encryptor = encryptor
         X_cipher = np.asarray(encryptor.fit_transform(X), dtype=np.float64)
-        self.he = SecretContext("ckks")  # names the session's messages; no key is used
-        self.layout = BlockLayout("ckks", SecretContext.slot_count("ckks"), self.n_classes,
-                                  n_samples, None)
+        self.layout = layout = BlockLayout("ckks", SecretContext.slot_count("ckks"),
+                                           self.n_classes, n_samples, None)
+        if self.sends_labels:  # "paper": the server expands and sums target ciphertexts
+            self.he = SecretContext("ckks", rotation_step=layout.stride,
+                                    extra_rotations=layout.rotation_steps()[2:])
+        else:
+            self.he = SecretContext("ckks")  # names the session's messages; no key is used
         self.n_draws = meta["n_draws"]
         self.labels = y
         arrays = {"X": X_cipher}
         if y_private is not None:
             arrays["y_rr"] = y_private
         setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
-        return setup, iter(())
+        return setup, (self._label_messages() if self.sends_labels else iter(()))
 
-    def _release(self, X: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    def _release(self, X: np.ndarray, y: np.ndarray, n_draws: int) -> np.ndarray | None:
         """Open the ledger, privatise ``y`` (``"rr"``), refuse a release past
-        ``max_total_epsilon`` and charge it; None for ``"blind"`` (nothing to release)."""
+        ``max_total_epsilon`` and charge it; None for ``"blind"`` (nothing to release) and
+        ``"paper"`` (checked against the ledger now with its infinite ε, charged when its
+        rounds end, as the classifier's ``"gini"``)."""
         params = self.params
         self.ledger = PrivacyLedger(params.get("privacy_ledger") or default_ledger_path())
         self.row_keys = self.ledger.row_keys(X)
@@ -237,6 +276,10 @@ class RegressionSession(ClientSession):
         if params["split_selection"] == "blind":
             self.release_digest = f"blind:{secrets.token_hex(16)}"
             self.release = {"epsilon": 0.0}
+            return None
+        if self.asks_rounds:
+            self._ledger_release(X, y, n_draws)
+            self.release = {"epsilon": math.inf, "constant": not np.ptp(y) > 0}
             return None
         epsilon = float(params["label_epsilon"] or DEFAULT_RR_EPSILON)
         bounds = params["target_bounds"]
@@ -329,6 +372,12 @@ def regression_report(split_selection: str, release: Mapping[str, Any], gipe_mod
     if split_selection == "blind":
         guarantee = "nothing the server sees depends on the targets (ε = 0)"
         saw.append("random trees drawn from the ciphers and the forest seed alone")
+    elif split_selection == "paper":
+        guarantee = ("none: the paper's mode (splits by the exact variance rule on the true "
+                     "targets); the trees reveal which rows have close targets "
+                     "(docs/private_forest.md measures it)")
+        saw.extend(["CKKS ciphertexts of the scaled targets and the public homomorphic "
+                    "keys (no secret key)", *selection("paper").server_saw])
     else:
         how = ("randomized response on bins (Ghazi et al., ICLR 2023): "
                f"{release['n_outputs']} output values, ε = {release['rr_epsilon']:.4g}, "
@@ -456,8 +505,8 @@ class RegressionModelMixin(SessionModelMixin):
     def train(self, setup: Message, transport, *, answered=(), on_answer=None):
         """The training stage of :meth:`fit` for an uploaded session (the staged CLI): ask
         the server to grow the trees through ``transport`` and compute the leaf values.
-        ``answered`` and ``on_answer`` are the classifier's (these sessions have no
-        rounds)."""
+        ``answered`` and ``on_answer`` are the classifier's (``"paper"``'s rounds; the
+        other selections have none)."""
         check_is_fitted(self, "client_session_")
         stats = ProtocolStats()
         engine = self.client_session_
@@ -477,6 +526,10 @@ class RegressionModelMixin(SessionModelMixin):
         if engine.release.get("n_outputs") == 1:
             warnings.warn("the privatised targets hold a single value (a constant target): "
                           "every tree is one leaf and predicts the training mean",
+                          UserWarning, stacklevel=3)
+        elif engine.release.get("constant"):
+            warnings.warn("the targets hold a single value (a constant target): every split "
+                          "was drawn at random and every prediction is that value",
                           UserWarning, stacklevel=3)
         if self.verbose:
             print(format_privacy_report(self.privacy_report_), file=sys.stderr, flush=True)
@@ -512,9 +565,14 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
       row) and charged in the ledger.
     - ``"blind"``: label-free random splits (the classifier's ``"blind"`` trees): nothing the
       server sees depends on the targets (ε = 0).
-
-    The paper-style exact variance rule (splits from the true targets, no guarantee) is not
-    offered.
+    - ``"paper"``: the exact variance rule on the true targets, the classifier's ``"gini"``
+      for regression (no guarantee: for reproduction and as the accuracy ceiling). The
+      client uploads CKKS ciphertexts of every row's target scaled to [0, 1] with its
+      square; each level, the server sends the encrypted sums of every candidate's left
+      rows; the client decrypts them, refuses the round if any differs from its own sums by
+      more than the CKKS tolerance (a forged ciphertext), and answers with the candidate
+      maximising ``S_l²/W_l + S_r²/W_r``; nodes stop by public rules only (a node of
+      constant targets gets a random candidate). One round per tree level.
 
     Parameters
     ----------
@@ -534,7 +592,7 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
     gipe_mode : {"quantile", "order"}, default="quantile"
         Feature encryption (the paper's label-dependent mode is for classes).
     gipe_bins : int, default=32
-    split_selection : {"rr", "blind"}, default="rr"
+    split_selection : {"rr", "blind", "paper"}, default="rr"
     label_epsilon : float or None, default=None
         ``"rr"``: ε of the whole release, prior included (None: 2).
     target_mechanism : {"bins", "laplace", "duchi", "piecewise"}, default="bins"
@@ -651,7 +709,7 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
     def _check_params(self) -> None:
         """The rules between parameters that constraints cannot say."""
         epsilon = self.label_epsilon
-        if self.split_selection == "blind" and epsilon is not None:
+        if self.split_selection != "rr" and epsilon is not None:
             raise ValueError("label_epsilon is used only with split_selection='rr'")
         if epsilon is not None and not math.isfinite(epsilon):
             raise ValueError(f"label_epsilon must be a finite number > 0, got {epsilon!r}")

@@ -26,7 +26,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from .._sklearn_compat import _fit_context
 from .dp import LabelPrivacyAccountant, RandomizedResponse
 from .gipe import GiniPreservingEncryptor
-from .protocol.decisions import clear_squares, decide_splits, grow_levels, grow_on_labels
+from .protocol.decisions import (
+    clear_counts,
+    clear_squares,
+    decide_splits,
+    grow_levels,
+    grow_on_labels,
+)
 from .protocol.params import (
     SIMULATED_PARAMETERS,
     ForestSpec,
@@ -184,7 +190,9 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
     ----------
     encryptor_ : GiniPreservingEncryptor
     privatised_targets_ : ndarray of shape (n_samples,) or None
-        ``"rr"``: the targets the server grows the trees on (None for ``"blind"``).
+        ``"rr"``: the targets the server grows the trees on (None for ``"blind"`` and
+        ``"paper"``, whose trees come from the client's exact variance rule on its own
+        target sums, as its rounds decide them).
     trees_ : list of dict
         The server's view of every tree (``children_left``, ``children_right``,
         ``feature``, cipher ``threshold``, ``n_node_samples``).
@@ -246,8 +254,19 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
         n_samples, n_features = X_cipher.shape
         growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, n_samples, n_features))
         self.privatised_targets_ = setup.arrays.get("y_rr")
-        if self.privatised_targets_ is None:
-            selection(self.split_selection).grow(growth, None, self.n_jobs)
+        chosen = selection(self.split_selection)
+        if chosen.asks_rounds:  # "paper": the client's decisions from its own target sums
+            rows, rng = engine.label_rows(), secrets.SystemRandom()
+
+            def decide(plans):
+                engine.accountant.spend(len({p.tree for p in plans}))
+                return chosen.decide(growth, plans, clear_counts(plans, rows, growth.weights),
+                                     engine.n_classes, False, None, rng)
+
+            grow_levels(growth, decide)
+            engine.charge_rounds()
+        elif self.privatised_targets_ is None:
+            chosen.grow(growth, None, self.n_jobs)
         else:
             SERVER_LEARNERS["regressor"].grow(growth, self.privatised_targets_, 0, self.n_jobs)
         self.encryptor_ = engine.encryptor

@@ -3,7 +3,9 @@
 Proves: the scoring and the guesses match brute-force oracles; the tree attacks recover the
 targets from trees grown on the true targets (positive control) and lose most of that on the
 private forest's trees and privatised targets at ε = 1; forced refits average fresh draws
-towards the truth (positive control) but see one permanent draw from the regressor.
+towards the truth (positive control) but see one permanent draw from the regressor; the
+trees of ``split_selection="paper"`` give the nearest-known-rows guess what trees grown on
+the true targets give.
 """
 
 from __future__ import annotations
@@ -17,7 +19,12 @@ import pytest
 from sklearn.datasets import make_friedman1
 
 from cipherforest.ensemble import RandomForestRegressor
-from cipherforest.privacy import PrivateForestRegressor, PrivateForestServer, attacks
+from cipherforest.privacy import (
+    PrivateForestRegressor,
+    PrivateForestRegressorSimulator,
+    PrivateForestServer,
+    attacks,
+)
 from cipherforest.privacy.protocol import ProtocolError
 
 
@@ -129,3 +136,29 @@ def test_forced_refits_refuse_a_blind_regressor(friedman, tmp_path):
     with pytest.raises(ValueError, match="blind"):
         attacks.forced_refit_targets(PrivateForestRegressor(
             5, split_selection="blind", privacy_ledger=str(tmp_path)), X, y)
+
+
+def test_paper_trees_give_the_nearest_known_guess_of_trees_on_the_true_targets(friedman,
+                                                                              tmp_path):
+    """``split_selection="paper"`` shows the server trees grown by the exact variance rule on
+    the true targets (no ỹ): with 10 % of the targets known, its nearest-known guess is the
+    positive control's (RandomForestRegressor on the ciphers and the true targets; the same
+    bootstrap partitions) and well above what label-blind trees give."""
+    X, y = friedman
+    known = np.random.default_rng(0).choice(300, 30, replace=False)
+
+    def nearest(trees, X_cipher):
+        return attacks.score_targets("nearest", attacks.proximity_nearest_targets(
+            attacks.proximity_matrix(trees, X_cipher), known, y[known], 5), y, known)
+
+    paper = PrivateForestRegressorSimulator(20, random_state=0, split_selection="paper",
+                                            leaf_refit="mean",
+                                            privacy_ledger=str(tmp_path)).fit(X, y)
+    X_cipher = paper.encryptor_.transform(X).astype(float)
+    blind = PrivateForestRegressorSimulator(20, random_state=0, split_selection="blind",
+                                            privacy_ledger=str(tmp_path)).fit(X, y)
+    control = nearest(attacks.forest_trees(RandomForestRegressor(20, random_state=0).fit(
+        X_cipher, y)), X_cipher)
+    exact = nearest(paper.trees_, X_cipher)
+    assert abs(exact.r2 - control.r2) < 0.05
+    assert exact.r2 > nearest(blind.trees_, blind.encryptor_.transform(X)).r2 + 0.15

@@ -18,6 +18,7 @@ import pytest
 from cipherforest.privacy import PrivateForestClient
 from cipherforest.privacy.dp import LabelPrivacyAccountant
 from cipherforest.privacy.protocol.params import (
+    CLASSIFIER_SELECTIONS,
     PARAMETERS,
     SPLIT_SELECTIONS,
     check_selection_params,
@@ -26,18 +27,22 @@ from cipherforest.privacy.protocol.params import (
 from cipherforest.privacy.protocol.selections import SELECTIONS, selection
 
 
-def test_the_parameter_table_offers_every_selection_and_no_other():
+def test_the_parameter_table_offers_every_classifier_selection_and_no_other():
     allowed = PARAMETERS["split_selection"].constraint[0].options
-    assert allowed == set(SELECTIONS) == set(SPLIT_SELECTIONS)
+    assert allowed == set(CLASSIFIER_SELECTIONS) == set(SELECTIONS) - {"paper"}
+    assert set(SPLIT_SELECTIONS) == set(SELECTIONS)  # the wire takes the regressor's too
     assert PARAMETERS["split_selection"].default == "rr"
     for name, chosen in SELECTIONS.items():
         assert chosen.name == name and selection(name) is chosen
     with pytest.raises(ValueError, match="split_selection must be one of"):
-        selection("paper")
+        selection("variance")
+    with pytest.raises(ValueError, match="split_selection"):
+        PrivateForestClient(split_selection="paper").fit(np.zeros((4, 1)), [0, 1, 0, 1])
 
 
 @pytest.mark.parametrize("name, epsilon, choices, expected", [
     ("gini", None, 5, (math.inf, 0.0)),
+    ("paper", None, 5, (math.inf, 0.0)),
     ("blind", None, 5, (0.0, 0.0)),
     ("rr", 2.0, 0, (2.0, 0.0)),
     ("dp", 1.0, 0, (0.0, 0.0)),
@@ -64,7 +69,7 @@ def test_a_selection_refuses_the_role_it_does_not_play():
         selection("gini").grow(None, None, None)
     with pytest.raises(ValueError, match="asks the client no round"):
         selection("rr").decide(None, [], np.zeros((0, 2)), 2, False, None, random.Random(0))
-    assert {n for n, s in SELECTIONS.items() if s.asks_rounds} == {"gini", "dp"}
+    assert {n for n, s in SELECTIONS.items() if s.asks_rounds} == {"gini", "dp", "paper"}
     assert [n for n, s in SELECTIONS.items() if s.sends_randomized_labels] == ["rr"]
 
 

@@ -157,12 +157,20 @@ class BlockLayout:
     def pack_values(self, y: np.ndarray) -> np.ndarray:
         """Slot values of one label pack: row ``b``'s one-hot label in lane ``b``."""
         y = np.asarray(y, dtype=np.int64)
-        if y.shape[0] > self.rows_per_pack:
+        return self.pack_rows(np.eye(self.tau, dtype=self._kind.slot_dtype)[y])
+
+    def pack_rows(self, rows: np.ndarray) -> np.ndarray:
+        """Slot values of one pack of ``(n, τ)`` row vectors: row ``b`` in lane ``b`` (a
+        one-hot label, or a regression target's statistics ``(y, y²)``, CKKS)."""
+        rows = np.asarray(rows)
+        if rows.ndim != 2 or rows.shape[1] != self.tau:
+            raise ValueError(f"expected rows of {self.tau} values, got shape {rows.shape}")
+        if rows.shape[0] > self.rows_per_pack:
             raise ValueError(f"a pack holds at most {self.rows_per_pack} rows")
         values = np.zeros(self.n_slots, dtype=self._kind.slot_dtype)
-        base = np.arange(y.shape[0]) * self.stride + y
+        base = (np.arange(rows.shape[0]) * self.stride)[:, None] + np.arange(self.tau)
         for offset in self._kind.pack_offsets(self.tau, self.row_slots):
-            values[base + offset] = 1
+            values[base + offset] = rows
         return values
 
     # ------------------------------------------------------------------ masks

@@ -240,12 +240,18 @@ class SecretContext(_Base):
         y = np.asarray(y, dtype=np.int64)
         if y.size and (y.min() < 0 or y.max() >= layout.tau):
             raise ValueError("labels must be class indices in [0, n_classes)")
+        return self.encrypt_packed_rows(np.eye(layout.tau)[y], layout)
+
+    def encrypt_packed_rows(self, rows: np.ndarray, layout) -> list[bytes]:
+        """As :meth:`encrypt_packed_labels` for any ``(n, τ)`` row vectors (a regression
+        target's statistics in CKKS): row ``b`` of a pack in lane ``b``
+        (:meth:`~cipherforest.privacy.he.blocks.BlockLayout.pack_rows`)."""
         if layout.scheme != self.scheme or layout.n_slots != self.n_slots:
             raise ValueError("the layout was made for another scheme or slot count")
         m = layout.rows_per_pack
         return [self._encryptor.encrypt_symmetric(
-            self._encode(layout.pack_values(y[start: start + m]), self.label_scale)).to_string()
-            for start in range(0, y.shape[0], m)]
+            self._encode(layout.pack_rows(rows[start: start + m]), self.label_scale)
+        ).to_string() for start in range(0, rows.shape[0], m)]
 
     def decrypt(self, ct: seal.Ciphertext, complex_slots: bool = False) -> np.ndarray:
         """Decrypt and decode all slots (float64, or complex128 with ``complex_slots``, for

@@ -21,7 +21,7 @@ from .selections import selection
 __all__ = ["check_counts", "choose_splits", "clear_counts", "clear_squares", "decide_splits",
            "differing_nodes",
            "exponential_mechanism", "grow_levels", "grow_on_labels", "node_scores",
-           "squares_of_counts"]
+           "squares_of_counts", "target_statistics", "variance_splits"]
 
 _EPSILON = np.finfo(np.float64).eps
 
@@ -94,6 +94,62 @@ def choose_splits(squares: np.ndarray, weight: np.ndarray, tree_weight: np.ndarr
         best = int(np.argmin(children))
         improvement = (w * impurity - children[best]) / float(tree_weight[i])
         if improvement + _EPSILON < 0.0:
+            continue
+        choice[i] = best
+    return choice
+
+
+def target_statistics(y: np.ndarray) -> np.ndarray:
+    """``(n, 2)`` rows ``(y', y'²)`` of the targets scaled to ``y' = (y - min) / (max -
+    min)`` in [0, 1] (0 for a constant target): what a regression query sums, its
+    running sums the squared-error criterion's statistics (Σw·y', Σw·y'²). The scale is
+    the client's (from its own targets); only the argmax of the variance rule matters,
+    which the scaling keeps."""
+    y = np.asarray(y, dtype=np.float64)
+    low, span = float(y.min(initial=0.0)), float(np.ptp(y)) if y.size else 0.0
+    scaled = (y - low) / span if span > 0 else np.zeros_like(y)
+    return np.stack([scaled, scaled * scaled], axis=1)
+
+
+def variance_splits(blocks: np.ndarray, weight: np.ndarray, tree_weight: np.ndarray,
+                    n_candidates: np.ndarray, left_weight: np.ndarray) -> np.ndarray:
+    """The exact variance rule per node, the regression analogue of :func:`choose_splits`:
+    index of the candidate maximising ``S_l²/W_l + S_r²/W_r`` (the least within-node
+    squared error of the children), or -1 where the plaintext grower stops.
+
+    Parameters
+    ----------
+    blocks : ndarray of shape (n_blocks, 2)
+        Per node, one ``(S_l, Q_l) = (Σw·y, Σw·y²)`` block per candidate's left side,
+        then the node's total ``(S, Q)`` (:func:`clear_counts` of
+        :func:`target_statistics`); ``R = T - L``.
+    weight, tree_weight, n_candidates, left_weight
+        As :func:`choose_splits`.
+
+    Returns
+    -------
+    choice : ndarray of int64
+        -1 for a node whose targets are constant (squared error <= eps per unit weight) or
+        whose best candidate does not decrease it; the first best candidate on ties.
+    """
+    choice = np.full(weight.shape[0], -1, dtype=np.int64)
+    if blocks.shape[0] != weight.shape[0] + int(np.sum(n_candidates)):
+        raise ProtocolError(f"query describes {weight.shape[0] + int(np.sum(n_candidates))} "
+                            f"blocks, the sums hold {blocks.shape[0]}")
+    block = cand = 0
+    for i in range(weight.shape[0]):
+        w, k = float(weight[i]), int(n_candidates[i])
+        left, total = blocks[block: block + k, 0], blocks[block + k]
+        w_left = left_weight[cand: cand + k].astype(np.float64)
+        block += k + 1
+        cand += k
+        parent = total[0] * total[0] / w
+        if k == 0 or total[1] - parent <= _EPSILON * w:
+            continue
+        right = total[0] - left
+        proxy = left * left / w_left + right * right / (w - w_left)
+        best = int(np.argmax(proxy))
+        if (proxy[best] - parent) / float(tree_weight[i]) + _EPSILON < 0.0:
             continue
         choice[i] = best
     return choice
@@ -179,14 +235,15 @@ def clear_squares(plans: list[NodePlan], onehot: np.ndarray, weights_of) -> np.n
                              [p.n_candidates for p in plans])
 
 
-def differing_nodes(plans: list[NodePlan], decrypted: np.ndarray,
-                    expected: np.ndarray) -> list[tuple[int, int, str]]:
+def differing_nodes(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray,
+                    tolerance: np.ndarray | float = 0.0) -> list[tuple[int, int, str]]:
     """``(tree, node id, what)`` of every planned node whose decrypted class counts differ
-    from ``expected`` (the client's own), ``what`` naming its first differing block."""
+    from ``expected`` (the client's own) by more than ``tolerance`` (per block, or one
+    number: 0 for exact counts), ``what`` naming its first differing block."""
     if decrypted.shape != expected.shape:
         raise ProtocolError(f"query: {decrypted.shape[0]} count blocks, the plan has "
                             f"{expected.shape[0]}")
-    wrong = (decrypted != expected).any(axis=1)
+    wrong = (np.abs(decrypted - expected) > np.reshape(tolerance, (-1, 1))).any(axis=1)
     found, start = [], 0
     for plan in plans:
         k = plan.n_candidates
@@ -199,8 +256,11 @@ def differing_nodes(plans: list[NodePlan], decrypted: np.ndarray,
     return found
 
 
-def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray) -> None:
-    """Refuse the round unless every decrypted class count is the client's own.
+def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndarray,
+                 tolerance: np.ndarray | float = 0.0) -> None:
+    """Refuse the round unless every decrypted class count is the client's own (within
+    ``tolerance`` per block: the CKKS error of a regression query's real sums; 0 for
+    counts, which are exact integers).
 
     The client holds the labels and replays the plan, so it knows each candidate's left
     counts and each node's total; a server that substituted ciphertext contents (to turn
@@ -212,7 +272,7 @@ def check_counts(plans: list[NodePlan], decrypted: np.ndarray, expected: np.ndar
     labels, so a server that swaps rows learns one label bit from it; by default the client
     decides from its own counts and only records the difference (:func:`differing_nodes`).
     """
-    wrong = differing_nodes(plans, decrypted, expected)
+    wrong = differing_nodes(plans, decrypted, expected, tolerance)
     if wrong:
         tree, node, what = wrong[0]
         raise ProtocolError(

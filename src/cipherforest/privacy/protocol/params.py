@@ -30,15 +30,18 @@ from ..he.schemes import SCHEMES
 from .messages import ProtocolError
 from .selections import SELECTIONS, selection
 
-__all__ = ["DECIDE_FROM", "DEFAULT_RR_EPSILON", "DEFAULT_SPLIT_SELECTION", "LEARNERS",
+__all__ = ["CLASSIFIER_SELECTIONS", "DECIDE_FROM", "DEFAULT_RR_EPSILON",
+           "DEFAULT_SPLIT_SELECTION", "LEARNERS",
            "NOISE_CORRECTIONS", "PARAMETERS",
            "SPLIT_SELECTIONS", "ForestSpec", "Parameter", "check_selection_params",
            "constraints", "forest_meta", "forest_seed", "label_epsilon"]
 
-#: How a node's split is chosen: by the client from its counts ("gini", "dp"), by the
-#: server from randomized-response labels ("rr"), or at random by the server ("blind");
-#: one object each (:mod:`.selections`).
+#: How a node's split is chosen: by the client from its counts ("gini", "dp") or target
+#: sums ("paper", regressors), by the server from randomized-response labels ("rr"), or at
+#: random by the server ("blind"); one object each (:mod:`.selections`).
 SPLIT_SELECTIONS = tuple(SELECTIONS)
+#: Those a classifier takes (``"paper"`` is the regressor's exact variance rule).
+CLASSIFIER_SELECTIONS = ("gini", "dp", "rr", "blind")
 #: The default mode and its ε per row for the whole fit (docs/threat_model.md: the accuracy
 #: and attack curves it was chosen from).
 DEFAULT_SPLIT_SELECTION = "rr"
@@ -50,7 +53,7 @@ DEFAULT_RR_EPSILON = SELECTIONS["rr"].default_epsilon
 DECIDE_FROM = ("own", "server")
 
 #: What a session trains (``setup``'s ``learner``; absent: a classifier): a forest of
-#: classification trees, of regression trees on privatised targets ("rr", "blind" only), or
+#: classification trees, of regression trees ("rr", "blind", "paper" only), or
 #: gradient-boosted regression trees on randomized-response labels (log loss) or on
 #: privatised targets (squared error), "rr" only; a boosting server's ``n_estimators`` is
 #: its number of trees, rounds × trees per round.
@@ -87,7 +90,8 @@ PARAMETERS: dict[str, Parameter] = {
                                     Interval(Integral, 1, None, closed="left")]),
     "max_bins": Parameter(None, [Interval(Integral, 2, MAX_BINS, closed="both"), None]),
     "random_state": Parameter(None, ["random_state"]),
-    "split_selection": Parameter(DEFAULT_SPLIT_SELECTION, [StrOptions(set(SPLIT_SELECTIONS))]),
+    "split_selection": Parameter(DEFAULT_SPLIT_SELECTION,
+                                 [StrOptions(set(CLASSIFIER_SELECTIONS))]),
     # What the server may learn (the client's side only).
     "security_parameter": Parameter(6.4, [Interval(Real, 1.0, None, closed="left")]),
     "gipe_mode": Parameter("quantile", [StrOptions({"quantile", "order", "paper"})]),

@@ -15,8 +15,8 @@ from ..he import BlockLayout, HEError, SecretContext
 from .decisions import squares_of_counts
 from .messages import Message, ProtocolError
 
-__all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob", "leaf_counts",
-           "query_counts", "query_squares", "row_sums"]
+__all__ = ["CKKS_SUM_TOLERANCE", "CKKS_TARGET_TOLERANCE", "CKKS_TIE_TOLERANCE", "decrypt_blob",
+           "leaf_counts", "query_counts", "query_squares", "query_sums", "row_sums"]
 
 # CKKS returns class counts with an error far below this; more means a wrong key or a
 # corrupted ciphertext, not rounding.
@@ -30,6 +30,12 @@ CKKS_SUM_TOLERANCE = 1e-4
 # noise); two classes' probabilities that truly differ differ by far more
 # (1 / (n_trees · T · T') for leaf draws T, T').
 CKKS_TIE_TOLERANCE = 1e-5
+# A regression query's blocks hold sums of (y', y'²), y' the target scaled to [0, 1], at
+# 2^-shift (as counts are); decrypted and unscaled they differ from the exact sums by the
+# CKKS error times 2^shift: at most 1.6e-5 · 2^shift on diabetes (442 rows) and 3.6e-5 ·
+# 2^shift on friedman1 (5,000 rows), over every block of 3-tree fits 8 levels deep. A
+# difference beyond this times 2^shift is a forged or corrupted ciphertext, not rounding.
+CKKS_TARGET_TOLERANCE = 1e-3
 
 
 def integers(values: np.ndarray, what: str, source: str) -> np.ndarray:
@@ -56,6 +62,32 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
     """``(blocks, τ)`` class counts a query carries, decrypted, in query order: per node,
     each candidate's left counts ``L`` and then the node's total ``T``; exact integers
     (BFV exactly, CKKS rounded within :data:`CKKS_INTEGER_TOLERANCE`)."""
+    values, shift = _query_blocks(he, layout, query)
+    if he.kind.approximate:
+        counts = integers(values * 2.0 ** shift, "class counts", "the query was")
+    else:  # BFV decodes residues as signed; counts are below t (the server's setup)
+        counts = np.mod(values, he.plain_modulus)
+    if (counts < 0).any():
+        raise ProtocolError("decrypted class counts are negative: the query was not made "
+                            "with this client's key or is corrupted")
+    return counts
+
+
+def query_sums(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:
+    """``(blocks, τ)`` real sums a CKKS query carries (a regression target's statistics,
+    :func:`~.decisions.target_statistics`), decrypted and unscaled, in query order as
+    :func:`query_counts`; not rounded: the caller compares them with its own sums within
+    :data:`CKKS_TARGET_TOLERANCE`."""
+    if not he.kind.approximate:
+        raise ProtocolError("query: real-valued sums come from CKKS sessions only")
+    values, shift = _query_blocks(he, layout, query)
+    return values * 2.0 ** shift
+
+
+def _query_blocks(he: SecretContext, layout: BlockLayout,
+                  query: Message) -> tuple[np.ndarray, int]:
+    """The decrypted blocks of a query in query order (CKKS: still times ``2^-shift``),
+    and its shift, after checking the query's layout and block positions."""
     shift = query.value("shift", int)
     if (query.value("block_size", int), query.value("blocks_per_ciphertext", int)) != (
             layout.block_size, layout.blocks_per_ciphertext):
@@ -82,15 +114,7 @@ def query_counts(he: SecretContext, layout: BlockLayout, query: Message) -> np.n
     for i, blob in enumerate(ciphertexts):
         slots = decrypt_blob(he, blob, "query", complex_slots=True)
         values[i * per_ct: (i + 1) * per_ct] = layout.block_values(slots)
-    values = values[positions]  # (blocks, τ) in query order
-    if he.kind.approximate:
-        counts = integers(values * 2.0 ** shift, "class counts", "the query was")
-    else:  # BFV decodes residues as signed; counts are below t (the server's setup)
-        counts = np.mod(values, he.plain_modulus)
-    if (counts < 0).any():
-        raise ProtocolError("decrypted class counts are negative: the query was not made "
-                            "with this client's key or is corrupted")
-    return counts
+    return values[positions], shift  # (blocks, τ) in query order
 
 
 def query_squares(he: SecretContext, layout: BlockLayout, query: Message) -> np.ndarray:

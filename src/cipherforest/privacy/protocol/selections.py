@@ -24,8 +24,8 @@ from typing import Protocol
 
 import numpy as np
 
-__all__ = ["SELECTIONS", "Blind", "Gini", "LabelDP", "RandomizedResponseLabels",
-           "SplitSelection", "selection"]
+__all__ = ["SELECTIONS", "Blind", "ExactVariance", "Gini", "LabelDP",
+           "RandomizedResponseLabels", "SplitSelection", "selection"]
 
 
 class SplitSelection(Protocol):
@@ -84,6 +84,14 @@ class _RoundSelection:
         return (fields["weight"], fields["tree_weight"], fields["n_candidates"],
                 fields["left_weight"])
 
+    @staticmethod
+    def _hide_leaves(choice: np.ndarray, n_candidates: np.ndarray, rng) -> np.ndarray:
+        """A uniformly random candidate for every node the paper's rule would close (-1):
+        the client never answers "leaf" from the labels."""
+        hidden = np.flatnonzero(choice < 0)
+        choice[hidden] = [rng.randrange(int(n_candidates[i])) for i in hidden]
+        return choice
+
 
 class _ServerSelection:
     """Selections whose server grows the trees without asking the client."""
@@ -122,10 +130,7 @@ class Gini(_RoundSelection):
         weight, tree_weight, n_candidates, left_weight = self._arrays(growth, plans)
         choice = choose_splits(squares, weight, tree_weight, n_candidates, left_weight,
                                n_classes)
-        if not reveal_leaves:
-            hidden = np.flatnonzero(choice < 0)
-            choice[hidden] = [rng.randrange(int(n_candidates[i])) for i in hidden]
-        return choice
+        return choice if reveal_leaves else self._hide_leaves(choice, n_candidates, rng)
 
 
 class LabelDP(_RoundSelection):
@@ -162,6 +167,31 @@ class LabelDP(_RoundSelection):
                               for p in plans], dtype=np.int64)
         return exponential_mechanism(squares, weight, n_candidates, left_weight, n_classes,
                                      label_epsilon, split_sensitivity(max_count), rng)
+
+
+class ExactVariance(Gini):
+    """``"paper"``, the regressor's counterpart of ``"gini"`` (its accounting: no guarantee, for
+    reproduction and as the accuracy ceiling): per candidate the server sums the label
+    ciphertexts of the scaled targets' statistics, the client checks the decrypted sums
+    against its own and takes the exact variance rule's best candidate; a node the
+    plaintext grower would close (constant targets) gets a uniformly random candidate.
+
+    Its ``squares`` are not squared counts: the round's ``(Σw·y', Σw·y'²)`` blocks in query
+    order (:func:`.decisions.target_statistics`, :func:`.decisions.clear_counts`)."""
+
+    name = "paper"
+    has_leaf_rule = False
+    server_saw = ("encrypted sums of the targets per candidate split, and the best split of "
+                  "every node by the exact variance rule (the trees reveal which rows have "
+                  "close targets)",)
+
+    def decide(self, growth, plans, squares, n_classes, reveal_leaves, label_epsilon, rng):
+        from .decisions import variance_splits
+
+        weight, tree_weight, n_candidates, left_weight = self._arrays(growth, plans)
+        return self._hide_leaves(
+            variance_splits(squares, weight, tree_weight, n_candidates, left_weight),
+            n_candidates, rng)
 
 
 class RandomizedResponseLabels(_ServerSelection):
@@ -206,7 +236,7 @@ class Blind(_ServerSelection):
 
 #: One instance per ``split_selection`` value, in the parameter table's order.
 SELECTIONS: dict[str, SplitSelection] = {s.name: s for s in (
-    Gini(), LabelDP(), RandomizedResponseLabels(), Blind())}
+    Gini(), LabelDP(), RandomizedResponseLabels(), Blind(), ExactVariance())}
 
 
 def selection(name: str) -> SplitSelection:

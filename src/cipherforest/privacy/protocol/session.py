@@ -271,15 +271,36 @@ class ClientSession:
         if self.asks_rounds and not self.round_counts:
             meta["round_counts"] = False
         setup = Message("setup", meta, arrays, {"context": [self.he.public_bytes()]})
-        return setup, (self._label_messages(self.labels) if self.sends_labels else iter(()))
+        return setup, (self._label_messages() if self.sends_labels else iter(()))
 
-    def _label_messages(self, y_codes: np.ndarray) -> Iterator[Message]:
+    def _label_messages(self) -> Iterator[Message]:
+        """The ``labels`` messages of :attr:`labels`, ``label_chunk`` packs each."""
         step = self.rows_per_message
-        for start in range(0, y_codes.shape[0], step):
-            packs = self.he.encrypt_packed_labels(y_codes[start: start + step],
-                                                  self.layout)
+        for start in range(0, self.labels.shape[0], step):
+            packs = self.encrypt_label_rows(slice(start, start + step))
             yield Message("labels", {"context": self.he.fingerprint_public, "start": start},
                           blobs={"labels": packs})
+
+    def encrypt_label_rows(self, rows: slice) -> list[bytes]:
+        """The label packs of the training rows ``rows``: their one-hot labels (a learner
+        whose rounds sum other row vectors encrypts those: :meth:`label_rows`)."""
+        return self.he.encrypt_packed_labels(self.labels[rows], self.layout)
+
+    def label_rows(self) -> np.ndarray:
+        """``(n_samples, τ)``: what each training row adds to a query's sums (its one-hot
+        label), from which the client computes its own sums of a round."""
+        return np.eye(self.n_classes)[self.labels]
+
+    def read_counts(self, query: Message) -> tuple[np.ndarray, np.ndarray | float]:
+        """A round's decrypted sums in query order and how far each block may differ from
+        the client's own: exact class counts (tolerance 0)."""
+        return query_counts(self.he, self.layout, query), 0.0
+
+    def decision_blocks(self, counts: np.ndarray, own: np.ndarray,
+                        n_candidates: np.ndarray) -> np.ndarray:
+        """What the selection decides from, given the round's checked ``counts`` and the
+        client's ``own``: the squared class counts of ``counts``."""
+        return squares_of_counts(counts, n_candidates)
 
     def _ledger_release(self, X: np.ndarray, y_codes: np.ndarray, n_draws: int
                         ) -> np.ndarray | None:
@@ -317,8 +338,9 @@ class ClientSession:
                     * (n_draws - 1 if depth is None else min(int(depth), n_draws - 1)))
         return worst.epsilon_spent
 
-    def _charge_rounds(self) -> None:
-        """Record what the answered rounds spent (``"dp"``, ``"gini"``) in the ledger."""
+    def charge_rounds(self) -> None:
+        """Record what the answered rounds spent (``"dp"``, ``"gini"``, ``"paper"``) in the
+        ledger (:meth:`train` does when its rounds end; a simulation of them, after it)."""
         if self.accountant.choices == 0 or not self.selection.charged_after_rounds:
             return
         if self.ledger is None:
@@ -441,7 +463,7 @@ class ClientSession:
             self.leaf_table = self.count_leaves(reached, self._growth.weights)
         finally:
             del self._growth
-            self._charge_rounds()  # what the server saw, even of rounds that then failed
+            self.charge_rounds()  # what the server saw, even of rounds that then failed
         stats.client_seconds = time.perf_counter() - started - stats.server_seconds
 
     def count_leaves(self, reached: np.ndarray, weights_of: Callable[[int], np.ndarray]):
@@ -505,17 +527,16 @@ class ClientSession:
         the decrypted counts and refuse the round when they differ from the client's own.
         """
         plans = self._check_plan(query)
-        onehot = np.eye(self.n_classes)[self.labels]
-        own = clear_counts(plans, onehot, self._growth.weights)
+        own = clear_counts(plans, self.label_rows(), self._growth.weights)
         if self.round_counts:
-            counts = query_counts(self.he, self.layout, query)
-            check_counts(plans, counts, own)
+            counts, tolerance = self.read_counts(query)
+            check_counts(plans, counts, own, tolerance)
         else:
             self._audit(query)
             counts = own
-        squares = squares_of_counts(counts, query.array("n_candidates", "int64", 1))
+        blocks = self.decision_blocks(counts, own, query.array("n_candidates", "int64", 1))
         params = self.params
-        choice = self.selection.decide(self._growth, plans, squares, self.n_classes,
+        choice = self.selection.decide(self._growth, plans, blocks, self.n_classes,
                                        params["reveal_leaves"], label_epsilon(params),
                                        self._rng)
         self.accountant.spend(len({p.tree for p in plans}))

@@ -25,7 +25,7 @@ import numpy as np
 
 from ...boosting_kernels import boost_on_targets, boosting_seeds, corrected_targets, n_trees
 from ..messages import Message, ProtocolError
-from ..params import LEARNERS, SPLIT_SELECTIONS, ForestSpec
+from ..params import CLASSIFIER_SELECTIONS, LEARNERS, ForestSpec
 from ..planner import ForestGrowth
 from .growth import grow_rr_forest, set_tree_structure
 
@@ -151,9 +151,9 @@ def _grow_boosting(growth: ForestGrowth, y_rr: np.ndarray, n_classes: int,
 
 
 SERVER_LEARNERS: dict[str, ServerLearner] = {
-    "classifier": ServerLearner("classifier", SPLIT_SELECTIONS, True, _class_labels,
+    "classifier": ServerLearner("classifier", CLASSIFIER_SELECTIONS, True, _class_labels,
                                 _grow_classification),
-    "regressor": ServerLearner("regressor", ("rr", "blind"), False, _targets,
+    "regressor": ServerLearner("regressor", ("rr", "blind", "paper"), False, _targets,
                                _grow_regression),
     "gradient_boosting": ServerLearner("gradient_boosting", ("rr",), True, _class_labels,
                                        _grow_boosting, _check_boosting),

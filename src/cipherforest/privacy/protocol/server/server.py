@@ -276,7 +276,8 @@ class PrivateForestServer:
         if spec.split_selection not in learner.selections:
             raise ProtocolError(f"setup: a {learner.name} trains with split_selection in "
                                 f"{learner.selections}, not {spec.split_selection!r}")
-        # A learner without classes sends no label ciphertexts: its layout is never used.
+        # A learner without classes has a layout of two slots per row: unused, or (the
+        # regressor's "paper" rounds) its scaled targets' statistics (y', y'²).
         n_classes = message.value("n_classes", int) if learner.needs_classes else 2
         if not 2 <= n_classes <= context.n_slots // 4:
             raise ProtocolError(f"setup: n_classes={n_classes} out of range")
@@ -298,9 +299,14 @@ class PrivateForestServer:
             raise ProtocolError("setup: label_ciphertexts must be true, or false for a "
                                 "session whose client counts its own leaves ('rr', 'blind', "
                                 "or 'gini'/'dp' with plan-only rounds: round_counts false)")
-        if with_labels and not learner.needs_classes:
+        if with_labels and not (learner.needs_classes or asks_rounds):
             raise ProtocolError(f"setup: a {learner.name} session takes no label "
                                 "ciphertexts (label_ciphertexts must be false)")
+        if not learner.needs_classes and asks_rounds and not (
+                with_labels and round_counts and context.kind.approximate):
+            raise ProtocolError(f"setup: a {learner.name}'s {spec.split_selection!r} rounds "
+                                "sum CKKS target ciphertexts (ckks, label_ciphertexts and "
+                                "round_counts true)")
         # Without label ciphertexts there is no homomorphic work, so no Galois key to need.
         if with_labels and not context.has_rotation(layout.stride):
             raise ProtocolError(f"setup: the public context lacks Galois keys for rotations "
