@@ -25,7 +25,9 @@ from cipherforest.ensemble._data_parallel import LocalShards
 from cipherforest.ensemble._data_parallel_forest import (
     ForestShard,
     fit_forest_data_parallel,
+    listed_histograms,
     partition_bootstrap_counts,
+    split_segments,
     uses_feature_subsets,
 )
 from cipherforest.tree._common import CRITERIA_CLF
@@ -153,6 +155,41 @@ def test_class_histograms_travel_as_float32_and_sum_exactly(data):
     fit_forest_data_parallel(RandomForestRegressor(n_estimators=2, max_features=3, max_depth=5,
                                                    max_bins=64, random_state=0), shards)
     assert shards.dtypes == {np.dtype(np.float64)}
+
+
+def _read_only(value):
+    """``value`` with its arrays (also inside tuples and lists) read-only, as Dask delivers
+    arrays it deserialised."""
+    if isinstance(value, np.ndarray):
+        value = value.copy()
+        value.flags.writeable = False
+        return value
+    if isinstance(value, tuple | list):
+        return type(value)(_read_only(v) for v in value)
+    return value
+
+
+class _ReceivingShards(LocalShards):
+    """``LocalShards`` whose shards receive read-only arguments, as a Dask worker does."""
+
+    def call(self, method, *args):
+        return super().call(method, *_read_only(args))
+
+
+def test_requests_received_read_only_reach_the_kernels_as_in_process(data):
+    # A worker receives the driver's requests read-only; were they passed on as they are,
+    # the kernels would need read-only specialisations, which every worker would compile
+    # on its first fit (and write into the shared cache while other workers load it).
+    X, y = data
+    params = dict(n_estimators=2, max_bins=64, random_state=1, bootstrap=False, max_depth=6)
+    one = RandomForestClassifier(**params).fit(X, y)
+    other = fit_forest_data_parallel(RandomForestClassifier(**params), _ReceivingShards(
+        [ForestShard(X[:1500], y[:1500]), ForestShard(X[1500:], y[1500:])]))
+    for a, b in zip(one.estimators_, other.estimators_, strict=True):
+        assert_same_tree(a.tree_, b.tree_)
+    for kernel in (split_segments, listed_histograms):
+        assert kernel.signatures
+        assert not any("readonly" in str(signature) for signature in kernel.signatures)
 
 
 def test_regression_trees_agree_to_rounding():

@@ -224,7 +224,9 @@ class ForestShard(RowShard):
                             np.int64(end), self.y, self.w, np.int64(self.criterion), None)
         if features is None:
             return hist
-        features = np.asarray(features, dtype=np.int64)
+        # A copy: arrays received from the driver are read-only, a kernel specialisation
+        # of their own that a worker would compile (and cache) on first use.
+        features = np.array(features, dtype=np.int64)
         listed = np.zeros((features.shape[0], n_bins, self.n_stats), dtype=self.hist_dtype)
         if end > start:
             listed_histograms(listed, self.X_binned, self.samples, np.int64(start),
@@ -283,7 +285,7 @@ class ForestShard(RowShard):
             args = (self.X_binned, self.y, w, samples, self.buffer, np.int64(self.criterion),
                     np.int64(n_bins - 1), kernel_table)
             if subset:
-                split_segments(*args, np.ascontiguousarray(listed[:, :, :n_listed]), mids,
+                split_segments(*args, np.array(listed[:, :, :n_listed], dtype=np.int64), mids,
                                stats[first:last], hists[first:last])
             else:
                 split_segments_full(*args, mids, stats[first:last], hists[first:last])
