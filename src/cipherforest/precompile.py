@@ -130,6 +130,38 @@ def _workloads() -> list[tuple[str, Callable[[], object]]]:
         use(GradientBoostingRegressor(n_estimators=3, max_bins=64, n_jobs=2, random_state=0),
             X_large, X_large[:, 0] + y_large, sample_weight=np.full(_LARGE_ROWS, 2.0))
 
+    def data_parallel():
+        # What a Dask worker and its driver run (cipherforest.dask): shards of row blocks
+        # read through loaders, one process here. Without it a fresh install's first Dask
+        # fit compiles these kernels in every worker process at once.
+        from .core import (
+            ForestShard,
+            LocalShards,
+            RowShard,
+            fit_data_parallel,
+            fit_forest_data_parallel,
+        )
+
+        def shards(shard_class, X_fit, y_fit):
+            halves = np.array_split(np.arange(X_fit.shape[0]), 2)
+            return LocalShards([
+                shard_class([lambda rows=rows[:k]: X_fit[rows],
+                             lambda rows=rows[k:]: X_fit[rows]],
+                            [y_fit[rows[:k]], y_fit[rows[k:]]], n_features=X_fit.shape[1])
+                for rows in halves for k in [rows.shape[0] // 2]])
+
+        for y_fit in (y2, y3):
+            fit_data_parallel(GradientBoostingClassifier(n_estimators=3, max_bins=32,
+                                                         max_leaf_nodes=8, random_state=0),
+                              shards(RowShard, X, y_fit))
+            fit_forest_data_parallel(RandomForestClassifier(4, max_bins=32, random_state=0),
+                                     shards(ForestShard, X, y_fit))
+        fit_data_parallel(GradientBoostingRegressor(n_estimators=3, max_bins=32,
+                                                    max_leaf_nodes=8, random_state=0),
+                          shards(RowShard, Xr, yr))
+        fit_forest_data_parallel(RandomForestRegressor(4, max_bins=32, random_state=0),
+                                 shards(ForestShard, Xr, yr))
+
     def adaboost():
         use(AdaBoostClassifier(n_estimators=5, random_state=0), X, y2)
         use(AdaBoostClassifier(n_estimators=5, random_state=0), X, y3)
@@ -143,7 +175,8 @@ def _workloads() -> list[tuple[str, Callable[[], object]]]:
 
     return [("decision trees", trees), ("multi-output, absolute error, monotonic", general_trees),
             ("forests and bagging", forests), ("gradient boosting", boosting),
-            ("AdaBoost", adaboost), ("GIPE encryptor", gipe)]
+            ("data-parallel boosting and forests", data_parallel), ("AdaBoost", adaboost),
+            ("GIPE encryptor", gipe)]
 
 
 def precompile(verbose: bool = False) -> dict[str, float]:
