@@ -35,7 +35,8 @@ held-out rows: MNIST's width), ``wide_2000`` (the same at
 5,000 rows × 2,000 features, 1,250 held out) and ``classes_50`` (make_classification,
 25,000 rows × 50 features, 30 informative, 50 classes, 6,250 held out). Forests:
 ``ours_rf_exact``, ``ours_rf_hist`` (``max_bins=255``), ``ours_et_exact``, ``ours_et_hist``
-beside ``sklearn_rf`` and ``sklearn_et`` (100 trees, all cores). Models whose name ends in
+beside ``sklearn_rf`` and ``sklearn_et`` (100 trees, all cores). ``ours_gb_newton`` is
+``ours_gb_hist`` with ``split_gain="second_order"`` (by name only). Models whose name ends in
 ``_1thread`` run with one thread, pinned to one core (``sched_setaffinity``), so binning and
 every other step use a single core too.
 """
@@ -133,12 +134,14 @@ def make_model(name: str, regression: bool = False):
         from sklearn.ensemble import ExtraTreesClassifier
         return ExtraTreesClassifier(N_TREES, n_jobs=-1, random_state=0)
     common = dict(learning_rate=0.1)
-    if name.startswith("ours_gb_hist"):
+    if name.startswith(("ours_gb_hist", "ours_gb_newton")):
         from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
         params = dict(n_estimators=N_TREES, max_depth=None, max_leaf_nodes=31,
                       min_samples_leaf=20, max_bins=255, random_state=0, **common)
-        if regression:
+        if regression:  # squared error: the second-order gain is the first-order one
             return GradientBoostingRegressor(**params, n_jobs=threads)
+        if name.startswith("ours_gb_newton"):
+            params["split_gain"] = "second_order"
         return GradientBoostingClassifier(**params, n_jobs=threads)
     if name == "sklearn_hgb":
         from sklearn.ensemble import HistGradientBoostingClassifier, HistGradientBoostingRegressor

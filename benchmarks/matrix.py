@@ -31,7 +31,8 @@ Families and models (all on every core, ``random_state=0``):
   ``max_leaves=2**17``). Our random forests are compared with the random forests, our
   extra trees with scikit-learn's.
 * ``boosting`` (100 rounds, 31 leaves, 255 bins, 20 rows a leaf, learning rate 0.1;
-  ``ensembles.make_model``): ours ``max_bins=255``; LightGBM, XGBoost ``hist``,
+  ``ensembles.make_model``): ours ``max_bins=255``, and ``ours_gb_newton`` the same with
+  ``split_gain="second_order"`` (classifiers; the peers' split gain); LightGBM, XGBoost ``hist``,
   scikit-learn's HistGradientBoosting (not on sparse X, which it refuses).
 * ``tree``: ours and scikit-learn's ``DecisionTree*`` (unlimited depth).
 
@@ -79,7 +80,7 @@ SHAPES = ("narrow", "wide_784", "wide_2000", "sparse_text", "classes_50", "categ
 FAMILIES = {
     "forest": ("ours_rf", "ours_rf_hist", "ours_et", "sklearn_rf", "sklearn_et", "lightgbm_rf",
                "xgboost_rf"),
-    "boosting": ("ours_gb_hist", "lightgbm", "xgboost", "sklearn_hgb"),
+    "boosting": ("ours_gb_hist", "ours_gb_newton", "lightgbm", "xgboost", "sklearn_hgb"),
     "tree": ("ours_tree", "sklearn_tree"),
 }
 #: Forests are held to the peers of their kind (the other families: every peer).
@@ -87,9 +88,10 @@ PEERS = {"ours_rf": ("sklearn_rf", "lightgbm_rf", "xgboost_rf"),
          "ours_rf_hist": ("sklearn_rf", "lightgbm_rf", "xgboost_rf"),
          "ours_et": ("sklearn_et",)}
 #: Models a cell leaves out: HistGradientBoosting refuses sparse X; LightGBM's and
-#: XGBoost's forests grow one tree per class (5,000 trees of unbounded size on 50 classes).
+#: XGBoost's forests grow one tree per class (5,000 trees of unbounded size on 50 classes);
+#: on squared error the second-order gain is the first-order one (``ours_gb_hist``'s model).
 LEFT_OUT = {("sparse_text", "sklearn_hgb"), ("classes_50", "lightgbm_rf"),
-            ("classes_50", "xgboost_rf")}
+            ("classes_50", "xgboost_rf"), ("regression", "ours_gb_newton")}
 N_TREES = 100
 #: Categorical levels of each column: 5 to 500, geometrically.
 CATEGORICAL_LEVELS = tuple(int(round(5 * 100 ** (j / 9))) for j in range(10))
@@ -181,7 +183,7 @@ def _categorical_model(name: str, shape: str, model):
     boosting's (module docstring)."""
     if shape == "categorical" and name == "sklearn_hgb":
         model.set_params(categorical_features=[levels <= 255 for levels in CATEGORICAL_LEVELS])
-    if shape == "categorical" and name == "ours_gb_hist":
+    if shape == "categorical" and name in ("ours_gb_hist", "ours_gb_newton"):
         model.set_params(categorical_features=list(range(len(CATEGORICAL_LEVELS))))
     return model
 

@@ -27,6 +27,7 @@ from cipherforest.ensemble._gb_predict import (
     PREDICT_BLOCK_ROWS,
     leaf_steps,
     pack_ensemble,
+    predict_block_rows,
     raw_predict,
 )
 from cipherforest.tree._common import TREE_LEAF
@@ -55,6 +56,19 @@ def test_classifier_raw_is_bitwise_tree_by_tree(n_classes, max_bins):
     assert np.array_equal(got, expected)
     decision = model.decision_function(X_test)
     assert np.array_equal(decision, expected.ravel() if n_classes == 2 else expected)
+
+
+def test_wide_rows_predict_in_short_blocks_bitwise_tree_by_tree():
+    """784 features: blocks of 32 rows (the block's values stay in L2); more rows than a
+    block, and a last block shorter than one group of rows."""
+    assert predict_block_rows(20) == PREDICT_BLOCK_ROWS
+    assert predict_block_rows(784) == 32
+    assert predict_block_rows(100_000) == 8
+    X, y = make_classification(300, 784, n_informative=10, n_classes=3, random_state=0)
+    model = GradientBoostingClassifier(n_estimators=5, max_leaf_nodes=7, max_depth=None,
+                                       max_bins=32, random_state=0).fit(X, y)
+    X_test = np.random.default_rng(2).normal(size=(32 * 3 + 5, 784))
+    assert np.array_equal(model._raw_predict(X_test), tree_by_tree(model, X_test))
 
 
 def test_regressor_raw_is_bitwise_tree_by_tree_with_deep_unbalanced_trees():

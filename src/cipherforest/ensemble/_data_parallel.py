@@ -124,6 +124,9 @@ def check_data_parallel_params(estimator) -> None:
     refuse_settings(estimator, {"subsample": 1.0, "init": None, "max_features": None,
                                 "n_iter_no_change": None, "ccp_alpha": 0.0,
                                 "min_weight_fraction_leaf": 0.0, "warm_start": False})
+    if getattr(estimator, "split_gain", "first_order") != "first_order":  # classifiers only
+        raise ValueError(f"{type(estimator).__name__}: split_gain={estimator.split_gain!r} is "
+                         "not supported by the data-parallel fit (only 'first_order')")
     if estimator.loss not in _NEWTON_LOSSES:
         raise ValueError(f"{type(estimator).__name__}: loss={estimator.loss!r} is not "
                          f"supported by the data-parallel fit (one of {sorted(_NEWTON_LOSSES)})"

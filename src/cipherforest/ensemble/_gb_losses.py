@@ -131,6 +131,47 @@ HESSIAN_MULTINOMIAL = 1  # |g| (1 - |g|)
 HESSIAN_ABS_GRADIENT = 2  # |g| (the exponential loss)
 
 
+@njit(inline="always", **JIT_OPTIONS)
+def row_hessian(y_i, g, hessian):
+    """The loss's second derivative at a row of target ``y_i`` and negative gradient ``g``
+    (``hessian``: a ``HESSIAN_*`` code)."""
+    if hessian == HESSIAN_BINOMIAL:
+        p = y_i - g
+        return p * (1.0 - p)
+    a = abs(g)
+    if hessian == HESSIAN_MULTINOMIAL:
+        return a * (1.0 - a)
+    return a
+
+
+#: Hessians below this count as this in ``newton_tree_targets`` (XGBoost's floor for
+#: softmax): a row whose probability rounds to 0 or 1 keeps a finite target.
+HESSIAN_FLOOR = 1e-16
+
+
+@njit(**JIT_OPTIONS)
+def newton_tree_targets(y, neg_grad, w, hessian):
+    """Targets ``g / h`` and weights ``w h`` of a squared-error tree whose splits rank by the
+    second-order gain ``G_L^2 / H_L + G_R^2 / H_R`` and whose leaves hold ``G / H`` (sums of
+    ``w g`` and ``w h``).
+
+    A weighted squared-error tree ranks a split by ``sum_child (sum w' y')^2 / sum w'``:
+    with ``y' = g / h`` and ``w' = w h`` each child's ``sum w' y'`` is ``G`` and its
+    ``sum w'`` is ``H``, so the first-order grower finds the Newton splits unchanged (as
+    XGBoost's and LightGBM's gain with no L2 term). ``h`` is at least ``HESSIAN_FLOOR``;
+    an empty ``w`` weighs every row 1 (``_weights.kernel_weights``).
+    """
+    n = neg_grad.shape[0]
+    targets = np.empty(n)
+    weights = np.empty(n)
+    for i in range(n):
+        g = neg_grad[i]
+        h = max(row_hessian(y[i], g, hessian), HESSIAN_FLOOR)
+        targets[i] = g / h
+        weights[i] = weight_at(w, i) * h
+    return targets, weights
+
+
 @njit(**JIT_OPTIONS)
 def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
     """One Newton step per node id: ``scale * sum w g / sum w h`` over the rows of each node
@@ -148,6 +189,7 @@ def newton_leaf_values(leaf, y, neg_grad, w, n_nodes, hessian, scale):
         g = neg_grad[i]
         wi = weight_at(w, i)
         numerator[node] += wi * g
+        # Not wi * row_hessian(...): (wi p) (1 - p) rounds as scikit-learn's sums do.
         if hessian == HESSIAN_BINOMIAL:
             p = y[i] - g
             denominator[node] += wi * p * (1.0 - p)
@@ -528,6 +570,7 @@ class BinomialLoss:
     n_trees = 1
     is_multiclass = False
     tree_values_are_optimal = False
+    hessian = HESSIAN_BINOMIAL
 
     def init_raw(self, y, w):
         p = _class_priors(y, w, 2)[1]
@@ -574,6 +617,7 @@ class MultinomialLoss:
     name = "log_loss"
     is_multiclass = True
     tree_values_are_optimal = False
+    hessian = HESSIAN_MULTINOMIAL
 
     def __init__(self, n_classes: int):
         self.n_classes = int(n_classes)
@@ -629,6 +673,7 @@ class ExponentialLoss:
     n_trees = 1
     is_multiclass = False
     tree_values_are_optimal = False
+    hessian = HESSIAN_ABS_GRADIENT
 
     def init_raw(self, y, w):
         p = _class_priors(y, w, 2)[1]
@@ -705,6 +750,7 @@ __all__ = [
     "make_classification_loss",
     "make_regression_loss",
     "newton_leaf_values",
+    "newton_tree_targets",
     "safe_ratio",
     "weighted_percentile",
 ]

@@ -7,8 +7,9 @@ global, leaves pointing to themselves), with each tree's root node, depth and th
 added in round order with the same float operations as adding one tree at a time, so the
 raw predictions are bit-identical to the tree-by-tree loop.
 
-Trees are the outer loop inside a block of ``PREDICT_BLOCK_ROWS`` rows: one tree's nodes and
-the block's rows stay in cache while the tree is walked for every row of the block. Blocks
+Trees are the outer loop inside a block of rows (``predict_block_rows``: up to
+``PREDICT_BLOCK_ROWS``, fewer when the rows are wide): one tree's nodes and the block's rows
+stay in cache while the tree is walked for every row of the block. Blocks
 are independent, so ``raw_predict`` runs them on Python threads (the kernel releases the GIL)
 when more than one thread is asked for.
 """
@@ -30,6 +31,16 @@ from ..tree._tree import pack_nodes
 #: Rows walked through every tree before moving on: a block of 1024 rows × 20 float64
 #: features (160 kB) stays in L2 while all trees walk it.
 PREDICT_BLOCK_ROWS = 1024
+#: Bytes of X a block may span: wider rows make shorter blocks (784 features: 32 rows), so
+#: a tree's scattered reads of the block's values stay in L2.
+PREDICT_BLOCK_BYTES = 200 << 10
+
+
+def predict_block_rows(n_features: int) -> int:
+    """Rows of a block (``add_trees_raw``): ``PREDICT_BLOCK_ROWS``, fewer for wide rows, at
+    least ``GROUP_ROWS``."""
+    fitting = PREDICT_BLOCK_BYTES // (8 * max(1, n_features))
+    return int(min(PREDICT_BLOCK_ROWS, max(GROUP_ROWS, fitting - fitting % GROUP_ROWS)))
 #: Fewer (row, tree) walks than this per thread are predicted on fewer threads (a thread
 #: pool's start-up would cost more than the walks: ~2^17 walks take ~10 ms on one core).
 PARALLEL_MIN_WALKS = 1 << 17
@@ -243,6 +254,7 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
     lr = float(learning_rate)
     walks = n_rows * packed.roots.shape[0]
     n_threads = max(1, min(n_threads, walks // PARALLEL_MIN_WALKS, n_rows // PARALLEL_MIN_ROWS))
+    block_rows = np.int64(predict_block_rows(X.shape[1]))
 
     def run(begin, end):
         if sp.issparse(X):
@@ -255,11 +267,11 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
         if packed.bitsets is not None:
             add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
                           packed.depths, packed.columns, lr, raw, np.int64(begin),
-                          np.int64(end), np.int64(PREDICT_BLOCK_ROWS), packed.bitsets)
+                          np.int64(end), block_rows, packed.bitsets)
             return
         add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,
                       packed.depths, packed.columns, lr, raw, np.int64(begin), np.int64(end),
-                      np.int64(PREDICT_BLOCK_ROWS))
+                      block_rows)
 
     if n_threads == 1:
         run(0, n_rows)
