@@ -239,16 +239,26 @@ def attack_cells(X_cipher, trees, y_private, y, known) -> list[attacks.TargetAtt
             attacks.score_targets("nearest", nearest, y, known)]
 
 
+def cell(result: attacks.TargetAttackResult) -> str:
+    """A table cell: R² / MAE."""
+    return f"{result.r2:.2f} / {result.mae:.3g}"
+
+
+def attack_data(name: str, n_rows: int):
+    """The first ``n_rows`` rows of a set and the rows whose targets the attacker knows."""
+    X, y = load(name, n_rows)
+    X, y = X[:n_rows], y[:n_rows]
+    known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
+                                            replace=False)
+    return X, y, known
+
+
 def attack_table(names, trees: int, n_rows: int, epsilons, paper: bool = False) -> str:
-    cell = lambda r: f"{r.r2:.2f} / {r.mae:.3g}"  # noqa: E731
     lines = ["| data set | ε | mean's MAE | ỹ | leaf neighbours | blend | nearest known | "
              "refits: one fit | refits: mean of 7 (draws) | fresh draws: mean of 7 |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in names:
-        X, y = load(name, n_rows)
-        X, y = X[:n_rows], y[:n_rows]
-        known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
-                                                replace=False)
+        X, y, known = attack_data(name, n_rows)
         X_cipher = None
         for eps in epsilons:
             with tempfile.TemporaryDirectory() as ledger:
@@ -303,14 +313,10 @@ def simulated_attack_table(names, trees: int, n_rows: int) -> str:
     """The tree attacks on the server's view of ``"rr"`` at ε = 2, ``"paper"`` and
     ``"blind"``, each forest by :class:`PrivateForestRegressorSimulator` (the estimator's
     trees and ỹ without the rounds), beside the plaintext control."""
-    cell = lambda r: f"{r.r2:.2f} / {r.mae:.3g}"  # noqa: E731
     lines = ["| data set | mode | ỹ | leaf neighbours | blend | nearest known |",
              "|---|---|---:|---:|---:|---:|"]
     for name in names:
-        X, y = load(name, n_rows)
-        X, y = X[:n_rows], y[:n_rows]
-        known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
-                                                replace=False)
+        X, y, known = attack_data(name, n_rows)
         fitted = {}
         for mode in ("rr", "paper", "blind"):
             with tempfile.TemporaryDirectory() as ledger:
