@@ -39,6 +39,13 @@ apply).
     python benchmarks/label_privacy_regression.py --trees 100 --folds 3 --max-rows 1000 \
         --epsilons 2 --mechanisms bins --paper
 
+``--simulated-attacks`` prints the tree attacks on the simulator's forests of ``"rr"`` at ε = 2,
+``"paper"`` and ``"blind"`` beside the plaintext control (``--trees`` trees, the first
+``--attack-rows`` rows; no forced refits):
+
+    python benchmarks/label_privacy_regression.py --simulated-attacks --trees 20 \
+        --attack-rows 300 --datasets diabetes friedman1
+
 ``--attacks`` prints instead what a curious server learns of the true targets
 (``cipherforest.privacy.attacks.target_recovery``) at ε ∈ {1, 2, 8} (``--attack-epsilons``):
 one real fit per ε (embedded server wrapped in ``attacks.RecordingServer``, ``--trees``
@@ -234,16 +241,26 @@ def attack_cells(X_cipher, trees, y_private, y, known) -> list[attacks.TargetAtt
             attacks.score_targets("nearest", nearest, y, known)]
 
 
+def cell(result: attacks.TargetAttackResult) -> str:
+    """A table cell: R² / MAE."""
+    return f"{result.r2:.2f} / {result.mae:.3g}"
+
+
+def attack_data(name: str, n_rows: int):
+    """The first ``n_rows`` rows of a set and the rows whose targets the attacker knows."""
+    X, y = load(name, n_rows)
+    X, y = X[:n_rows], y[:n_rows]
+    known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
+                                            replace=False)
+    return X, y, known
+
+
 def attack_table(names, trees: int, n_rows: int, epsilons, paper: bool = False) -> str:
-    cell = lambda r: f"{r.r2:.2f} / {r.mae:.3g}"  # noqa: E731
     lines = ["| data set | ε | mean's MAE | ỹ | leaf neighbours | blend | nearest known | "
              "refits: one fit | refits: mean of 7 (draws) | fresh draws: mean of 7 |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in names:
-        X, y = load(name, n_rows)
-        X, y = X[:n_rows], y[:n_rows]
-        known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
-                                                replace=False)
+        X, y, known = attack_data(name, n_rows)
         X_cipher = None
         for eps in epsilons:
             with tempfile.TemporaryDirectory() as ledger:
@@ -294,6 +311,38 @@ def attack_table(names, trees: int, n_rows: int, epsilons, paper: bool = False) 
     return "\n".join(lines)
 
 
+def simulated_attack_table(names, trees: int, n_rows: int) -> str:
+    """The tree attacks on the server's view of ``"rr"`` at ε = 2, ``"paper"`` and
+    ``"blind"``, each forest by :class:`PrivateForestRegressorSimulator` (the estimator's
+    trees and ỹ without the rounds), beside the plaintext control."""
+    lines = ["| data set | mode | ỹ | leaf neighbours | blend | nearest known |",
+             "|---|---|---:|---:|---:|---:|"]
+    for name in names:
+        X, y, known = attack_data(name, n_rows)
+        fitted = {}
+        for mode in ("rr", "paper", "blind"):
+            with tempfile.TemporaryDirectory() as ledger:
+                fitted[mode] = PrivateForestRegressorSimulator(
+                    trees, random_state=0, split_selection=mode, leaf_refit="mean",
+                    privacy_ledger=ledger).fit(X, y)
+        X_cipher = fitted["rr"].encryptor_.transform(X).astype(float)
+        rr = attack_cells(X_cipher, fitted["rr"].trees_, fitted["rr"].privatised_targets_,
+                          y, known)
+        lines.append(f"| {name} | rr ε=2 | " + " | ".join(cell(r) for r in rr) + " |")
+        for mode, label in (("paper", "paper (∞)"), ("blind", "blind (0)")):
+            model = fitted[mode]
+            nearest = attacks.score_targets("nearest", attacks.proximity_nearest_targets(
+                attacks.proximity_matrix(model.trees_, model.encryptor_.transform(X)),
+                known, y[known], KNOWN_NEIGHBOURS), y, known)
+            lines.append(f"| {name} | {label} | | | | {cell(nearest)} |")
+        X_cipher = fitted["paper"].encryptor_.transform(X).astype(float)
+        plain = RandomForestRegressor(trees, random_state=0).fit(X_cipher, y)
+        control = attack_cells(X_cipher, attacks.forest_trees(plain), y, y, known)
+        lines.append(f"| {name} | plaintext (control) | "
+                     + " | ".join(cell(r) for r in control) + " |")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--datasets", nargs="+", default=list(DATASETS), choices=DATASETS)
@@ -318,10 +367,19 @@ def main(argv=None) -> None:
                         help="print the attacks on the targets instead of the R² curves")
     parser.add_argument("--attack-epsilons", type=float, nargs="+", default=[1.0, 2.0, 8.0])
     parser.add_argument("--attack-rows", type=int, default=500)
+    parser.add_argument("--simulated-attacks", action="store_true",
+                        help="print the tree attacks on 'rr' (ε = 2), 'paper' and 'blind' "
+                             "forests of the simulator beside the plaintext control")
     parser.add_argument("--paper", action="store_true",
                         help="also the exact variance rule (split_selection='paper', "
                              "simulated): a column of R², a row of the attacks")
     args = parser.parse_args(argv)
+    if args.simulated_attacks:
+        started = time.perf_counter()
+        print(simulated_attack_table(args.datasets, args.trees, args.attack_rows))
+        print(f"{platform.machine()}, {os.cpu_count()} CPUs, Python "
+              f"{platform.python_version()}; {time.perf_counter() - started:.0f} s")
+        return
     if args.attacks:
         started = time.perf_counter()
         print(attack_table(args.datasets, args.trees, args.attack_rows, args.attack_epsilons,

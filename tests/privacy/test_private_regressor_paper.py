@@ -234,7 +234,9 @@ def test_setup_of_paper_rounds_without_target_ciphertexts_is_refused(friedman, t
                            **PAPER).fit(X, y)
     setup = decode_message(sent[0], "setup")
     assert setup.meta["label_ciphertexts"] is True and "y_rr" not in setup.arrays
-    bad = Message("setup", {**setup.meta, "label_ciphertexts": False}, setup.arrays,
-                  {"context": setup.blob_list("context")})
-    with pytest.raises(ProtocolError, match="sum CKKS target ciphertexts"):
-        InProcessTransport().handle(encode_message(bad))
+    for change, what in [({"label_ciphertexts": False}, "label_ciphertexts must be true"),
+                         ({"round_counts": False}, "sum CKKS target ciphertexts")]:
+        bad = Message("setup", {**setup.meta, **change}, setup.arrays,
+                      {"context": setup.blob_list("context")})
+        with pytest.raises(ProtocolError, match=what):
+            InProcessTransport().handle(encode_message(bad))

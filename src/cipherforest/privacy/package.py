@@ -155,8 +155,8 @@ def _release_record(engine) -> dict | None:
     release = getattr(engine, "release", None)
     if not release:
         return None
-    return {name: ([float(v) for v in value] if isinstance(value, tuple)
-                   else value.item() if isinstance(value, np.generic) else value)
+    return {name: ([float(v) for v in value] if isinstance(value, tuple) else _report_to_json(
+        value.item() if isinstance(value, np.generic) else value))  # "paper": ε = ∞
             for name, value in release.items()}
 
 
@@ -426,8 +426,8 @@ def _client_from_meta(cls, path: str, meta: dict, arrays: dict, params: dict):
         if not isinstance(release, dict):
             raise StateFileError(f"{path}: client.npz: the release record is not a mapping")
         client.client_session_.release = {
-            name: tuple(value) if name == "bounds" and value is not None else value
-            for name, value in release.items()}
+            name: tuple(value) if name == "bounds" and value is not None
+            else _report_from_json(value) for name, value in release.items()}
     return client
 
 

@@ -143,7 +143,7 @@ def test_paper_trees_give_the_nearest_known_guess_of_trees_on_the_true_targets(f
     """``split_selection="paper"`` shows the server trees grown by the exact variance rule on
     the true targets (no ỹ): with 10 % of the targets known, its nearest-known guess is the
     positive control's (RandomForestRegressor on the ciphers and the true targets; the same
-    bootstrap partitions) and well above what label-blind trees give."""
+    bootstrap partitions)."""
     X, y = friedman
     known = np.random.default_rng(0).choice(300, 30, replace=False)
 
@@ -155,10 +155,7 @@ def test_paper_trees_give_the_nearest_known_guess_of_trees_on_the_true_targets(f
                                             leaf_refit="mean",
                                             privacy_ledger=str(tmp_path)).fit(X, y)
     X_cipher = paper.encryptor_.transform(X).astype(float)
-    blind = PrivateForestRegressorSimulator(20, random_state=0, split_selection="blind",
-                                            privacy_ledger=str(tmp_path)).fit(X, y)
     control = nearest(attacks.forest_trees(RandomForestRegressor(20, random_state=0).fit(
         X_cipher, y)), X_cipher)
     exact = nearest(paper.trees_, X_cipher)
-    assert abs(exact.r2 - control.r2) < 0.05
-    assert exact.r2 > nearest(blind.trees_, blind.encryptor_.transform(X)).r2 + 0.15
+    assert control.r2 > 0.5 and abs(exact.r2 - control.r2) < 0.05
