@@ -188,7 +188,9 @@ def test_constant_target_splits_at_random_and_predicts_it(friedman, tmp_path, mo
                                        **PAPER).fit(X, np.full(X.shape[0], 4.5))
     np.testing.assert_array_equal(model.predict(X_test), 4.5)
     trees = model.server_.tree_arrays(model.session_)
-    assert all(np.count_nonzero(tree["children_left"] >= 0) == 7 for tree in trees)
+    # Every node of depth < 3 with rows to separate is split (never a "leaf" answer); a
+    # random candidate may leave a child of one row, which cannot split: 3 to 7 splits.
+    assert all(3 <= np.count_nonzero(tree["children_left"] >= 0) <= 7 for tree in trees)
 
 
 def test_save_load_and_a_cipherforest_serve_url(friedman, tmp_path):
