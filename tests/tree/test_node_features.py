@@ -27,11 +27,15 @@ from cipherforest.ensemble import (
     RandomForestClassifier,
     RandomForestRegressor,
 )
-from cipherforest.tree import _fit
+from cipherforest.tree import ExtraTreeClassifier, _fit
 from cipherforest.tree._common import CRITERION_GINI
 from cipherforest.tree._fit import presort, row_index_dtype
 from cipherforest.tree._node_features import (
     INSERTION_SORT_MAX,
+    LAYOUT_COLUMNS,
+    LAYOUT_NODE_SORT,
+    LAYOUT_PRESORTED,
+    exact_layout,
     feature_histograms_pay,
     node_sort_pays,
     radix_passes,
@@ -90,7 +94,11 @@ def test_node_sort_is_the_presorted_layout_of_the_node(n_rows, passes):
 
 
 def _force_layouts(monkeypatch, on: bool):
-    monkeypatch.setattr(_fit, "node_sort_pays", lambda *args: on)
+    # On: extra trees read columns, the best splitter sorts its nodes; off: both partition
+    # the presorted rows.
+    monkeypatch.setattr(_fit, "exact_layout", lambda n_features, max_features, n_rows,
+                        is_random: ((LAYOUT_COLUMNS if is_random else LAYOUT_NODE_SORT)
+                                    if on else LAYOUT_PRESORTED))
     monkeypatch.setattr(_fit, "feature_histograms_pay", lambda *args: on)
 
 
@@ -164,7 +172,34 @@ def test_cost_model_picks_the_per_node_layouts():
     assert not node_sort_pays(20, 4, 100_000)  # narrow: presorted
     for n_features, max_features in ((784, 28), (2_000, 44), (50, 7), (20, 4)):
         assert feature_histograms_pay(n_features, max_features)
+    # Extra trees read columns on every shape, narrow and every feature drawn included.
+    for n_features, max_features in ((784, 28), (20, 4), (20, 20)):
+        assert exact_layout(n_features, max_features, 100_000, True) == LAYOUT_COLUMNS
+    assert exact_layout(784, 28, 10_000, False) == LAYOUT_NODE_SORT
+    assert exact_layout(20, 4, 100_000, False) == LAYOUT_PRESORTED
     # Every feature drawn (single trees, regression forests): the full layouts.
     assert not node_sort_pays(784, 784, 10_000)
     assert not feature_histograms_pay(784, 784)
     assert not feature_histograms_pay(20, 16)
+
+
+def test_extra_trees_presort_nothing(monkeypatch):
+    # Extra trees read X by column: neither the forest nor a single tree presorts (a
+    # several-output forest grows on the general finder, which presorts once, lazily).
+    X, y = make_classification(600, 20, n_informative=6, random_state=0)
+    X[::9, 3] = np.nan
+    calls = []
+
+    def counting_presort(values):
+        calls.append(values.shape)
+        return presort(values)
+
+    monkeypatch.setattr(_fit, "presort", counting_presort)
+    assert ExtraTreesClassifier(4, random_state=0).fit(X, y).score(X, y) == 1.0
+    assert ExtraTreeClassifier(random_state=0).fit(X, y).score(X, y) == 1.0
+    assert ExtraTreesRegressor(3, random_state=0).fit(X, y.astype(float)).score(X, y) > 0.99
+    assert calls == []
+    two_outputs = np.column_stack([y, 1 - y])
+    forest = ExtraTreesClassifier(3, random_state=0).fit(X, two_outputs)
+    assert calls == [X.shape]  # once for the fit's three trees
+    assert forest.score(X, two_outputs) > 0.9

@@ -131,8 +131,10 @@ class BaseForest(BaseEstimator):
                           "new trees.", UserWarning, stacklevel=3)
         else:
             template = self._tree_template()
+            # Extra trees read X by column and need no presort (``prepare_tree_data``).
             data = prepare_tree_data(X, self.max_bins, data_seed,
-                                     categorical=getattr(self, "is_categorical_", None))
+                                     categorical=getattr(self, "is_categorical_", None),
+                                     presort_rows=self._splitter != "random")
 
             template_params = template.get_params()
             classes = self.classes_ if isinstance(self, ClassifierMixin) else None

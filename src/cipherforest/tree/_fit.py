@@ -34,9 +34,11 @@ from ._common import (
 from ._grower import finished_tree_arrays, grow_tree, leaves_from_partition
 from ._histogram import unit_weights
 from ._node_features import (
+    LAYOUT_COLUMNS,
+    LAYOUT_PRESORTED,
     column_values,
+    exact_layout,
     feature_histograms_pay,
-    node_sort_pays,
     sorted_ranks,
 )
 from ._node_threads import NO_NODE_THREADS, NodeThreads, governor_for
@@ -94,7 +96,9 @@ class TreeData:
     """A training matrix prepared for one split finder; read-only once built.
 
     Exact finder: ``sorted_index[f]`` / ``sorted_value[f]`` list all rows sorted by feature
-    ``f`` (NaN last). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
+    ``f`` (NaN last); or, for fits whose trees all draw random thresholds (extra trees),
+    ``values`` alone: ``X`` column-major, no presort (``presorted`` makes it if a tree
+    needs it after all). Histogram finder: ``X_binned`` with ``bin_thresholds`` (upper edge of
     every bin, ``inf``-padded, one column per bin); NaN's bin is the column count. Sparse X:
     ``sparse`` (``_fit_sparse``) instead, its values or, with ``max_bins``, their bin codes
     (with ``bin_thresholds``).
@@ -108,6 +112,7 @@ class TreeData:
     X_binned: np.ndarray | None = None
     bin_thresholds: np.ndarray | None = None
     sparse: SparseColumns | None = None
+    values: np.ndarray | None = None
     #: The data of one tree's growth (``fit_tree_arrays``): the exact grower reorders the
     #: presorted rows in place instead of a copy (the fit's peak holds them once).
     scratch: bool = False
@@ -139,21 +144,38 @@ class TreeData:
         with _RANK_LOCK:
             ranks = self.__dict__.get("_sorted_rank")
             if ranks is None:
-                ranks = sorted_ranks(self.sorted_index)
+                ranks = sorted_ranks(self.presorted()[0])
                 self.__dict__["_sorted_rank"] = ranks
             return ranks
 
     @property
     def X_values(self) -> np.ndarray:
         """The training values as an (n_samples, n_features) column-major float64 array
-        (exact finder only), made at the first call (once for all threads) for extra trees
-        that read their nodes' drawn features by column (``_node_features``)."""
+        (exact finder only): ``values``, or made from the presorted rows at the first call
+        (once for all threads) for extra trees, which read their nodes' drawn features by
+        column (``_node_features``)."""
+        if self.values is not None:
+            return self.values
         with _RANK_LOCK:
             values = self.__dict__.get("_X_values")
             if values is None:
                 values = column_values(self.sorted_index, self.sorted_value)
                 self.__dict__["_X_values"] = values
             return values
+
+    def presorted(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(sorted_index, sorted_value)`` (exact finder only): the fields, or when only
+        ``values`` was prepared, presorted from them at the first call (once for all
+        threads): a tree of the general finder (several outputs, absolute error, monotonic
+        constraints) needs them even among extra trees."""
+        if self.sorted_index is not None:
+            return self.sorted_index, self.sorted_value
+        with _RANK_LOCK:
+            rows = self.__dict__.get("_presorted")
+            if rows is None:
+                rows = presort(self.values)
+                self.__dict__["_presorted"] = rows
+            return rows
 
     @property
     def n_hist_bins(self) -> int:
@@ -209,8 +231,14 @@ def _order_ties(column, order, values):
 
 def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
                       sample_weight: np.ndarray | None = None,
-                      categorical: np.ndarray | None = None) -> TreeData:
+                      categorical: np.ndarray | None = None,
+                      presort_rows: bool = True) -> TreeData:
     """Presort (``max_bins=None``) or bin ``X`` (float64, NaN allowed) for growing trees.
+
+    ``presort_rows=False`` (dense X, ``max_bins=None``) keeps ``X`` column-major instead of
+    presorting it, for fits whose trees all draw random thresholds: they read a node's
+    drawn features by column (``_node_features.best_split_random_column``), O(node rows) a
+    feature, and never the presorted rows (12 bytes a value, and the sort's time).
 
     Bin edges follow the ``sample_weight``-weighted quantiles, so weighting a row by k is the
     same as repeating it k times, and weight 0 the same as removing it. ``categorical`` (a
@@ -226,6 +254,9 @@ def prepare_tree_data(X: np.ndarray, max_bins: int | None, seed: int,
         from ._fit_sparse import prepare_sparse_tree_data
 
         return prepare_sparse_tree_data(X, max_bins, sample_weight)
+    if max_bins is None and not presort_rows:
+        return TreeData(n_samples, n_features, None,
+                        values=np.asfortranarray(X, dtype=np.float64))
     if max_bins is None:
         sorted_index, sorted_value = presort(X)
         return TreeData(n_samples, n_features, None, sorted_index=sorted_index,
@@ -411,7 +442,8 @@ class TreeGrowth:
         presorted rows (or binned matrix) still held: a regression tree on 200,000 x 20
         finished with 48 MB of presorted rows beside its node tables and arrays."""
         self.kernel_args = None
-        self.data = replace(self.data, sorted_index=None, sorted_value=None, X_binned=None)
+        self.data = replace(self.data, sorted_index=None, sorted_value=None, X_binned=None,
+                            values=None)
         if self.sorted_index is not None:
             self.sorted_index = self.sorted_index[:1].copy()  # the final row order
 
@@ -482,15 +514,17 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     if data.max_bins is None:
         # None selects the exact specialisation of the grower (see ``grow_tree``).
         X_binned, X_columns, thresholds, n_hist_bins = None, None, None, 0
-        node_sort = node_sort_pays(data.n_features, params.max_features, samples.shape[0])
-        if node_sort:
+        layout = exact_layout(data.n_features, params.max_features, samples.shape[0],
+                              params.is_random)
+        node_sort = layout != LAYOUT_PRESORTED
+        if layout == LAYOUT_COLUMNS:
+            X_columns = data.X_values
+            # The grower's exact mode takes presorted rows it does not read here.
+            sorted_index, sorted_value = _no_presort(data)
+        elif node_sort:
             # Each node sorts its drawn features: the whole presorted rows, not a copy.
-            # Extra trees sort nothing: they read the drawn features' values by column.
-            sorted_index, sorted_value = data.sorted_index, data.sorted_value
-            if params.is_random:
-                X_columns = data.X_values
-            else:
-                sorted_rank = data.sorted_rank
+            sorted_index, sorted_value = data.presorted()
+            sorted_rank = data.sorted_rank
         else:
             sorted_index, sorted_value = _presorted_rows(data, positive, samples.shape[0])
     else:
@@ -597,14 +631,24 @@ def _fill_positive_rows(positive, out):
 def _presorted_rows(data: TreeData, positive: np.ndarray, n_positive: int):
     """The presorted rows of ``data`` restricted to the rows of positive weight (a copy:
     growth reorders them in place; ``data``'s own when it is ``scratch``)."""
+    sorted_index, sorted_value = data.presorted()
     if n_positive == data.n_samples:
         if data.scratch:
-            return data.sorted_index, data.sorted_value
-        return data.sorted_index.copy(), data.sorted_value.copy()
+            return sorted_index, sorted_value
+        return sorted_index.copy(), sorted_value.copy()
     # Filtering keeps each row sorted; every row keeps exactly the positive samples.
-    keep = positive[data.sorted_index]
+    keep = positive[sorted_index]
     shape = (data.n_features, n_positive)
-    return data.sorted_index[keep].reshape(shape), data.sorted_value[keep].reshape(shape)
+    return sorted_index[keep].reshape(shape), sorted_value[keep].reshape(shape)
+
+
+def _no_presort(data: TreeData) -> tuple[np.ndarray, np.ndarray]:
+    """What stands for the presorted rows in the grower's exact mode when its trees read
+    ``TreeData.X_values`` only (extra trees): one empty row per feature, of the presorted
+    rows' dtypes (the same kernel specialisation)."""
+    shape = (data.n_features, 0)
+    return (np.zeros(shape, dtype=row_index_dtype(data.n_samples)),
+            np.zeros(shape, dtype=np.float64))
 
 
 def _grow_general(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_classes,
@@ -669,8 +713,9 @@ def fit_tree_arrays(X: np.ndarray, y: np.ndarray, sample_weight: np.ndarray, n_c
     keep = sample_weight > 0
     if not keep.all():
         X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
-    data = replace(prepare_tree_data(X, params.max_bins, seed, sample_weight, categorical),
-                   scratch=True)
+    presort_rows = not (params.is_random and not _grows_general(y, params))
+    data = replace(prepare_tree_data(X, params.max_bins, seed, sample_weight, categorical,
+                                     presort_rows), scratch=True)
     if _grows_general(y, params):
         return grow_tree_on(data, y, sample_weight, n_classes, params, seed)
     growth = prepare_growth(data, y, sample_weight, n_classes, params, seed)

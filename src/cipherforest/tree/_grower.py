@@ -191,8 +191,9 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
     ``samples`` is reordered in place. Histogram mode builds only the drawn features'
     histograms of each node when ``feature_histograms`` (not for compact trees). Both give
     the same candidates in the same order as the full layouts. Extra trees (``is_random``)
-    that sort their nodes take ``X_columns`` in exact mode instead of ``sorted_rank``: the
-    training values column-major (``TreeData.X_values``), read directly.
+    take ``X_columns`` in exact mode instead of ``sorted_rank``: the training values
+    column-major (``TreeData.X_values``), read directly; their ``sorted_index`` and
+    ``sorted_value`` may then have no columns (a fit that presorted nothing).
 
     Each mode is its own specialisation: numba prunes the branches guarded by
     ``X_binned is not None`` / ``sorted_index is not None`` when that argument is None, so an
@@ -285,8 +286,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         sort_keys = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_keys_tmp = np.zeros(n_samples if node_sort else 0, dtype=sorted_rank.dtype)
         sort_counts = np.zeros(1 << RADIX_BITS, dtype=np.int64)
-        # Each feature's first NaN rank (its count of values) in the presorted rows.
-        first_missing = np.zeros(n_features if node_sort else 0, dtype=np.int64)
+        # Each feature's first NaN rank (its count of values) in the presorted rows (none
+        # read by extra trees, whose presorted rows may be empty).
+        first_missing = np.zeros(n_features if node_sort and not value_columns else 0,
+                                 dtype=np.int64)
         for f in range(first_missing.shape[0]):
             first_missing[f] = ranks_at_or_below(sorted_value[f], np.inf)
     whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
@@ -598,8 +601,10 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                         criterion, child_stats[0], child_stats[1], bin_left)
         if sorted_index is not None:
             if X_columns is not None:
+                child_stats[:] = 0.0
                 mid = partition_node_column(feature, split[SPLIT_THRESHOLD], missing_left,
-                                            samples, start, end, X_columns, tmp_index)
+                                            samples, start, end, X_columns, tmp_index, y, w,
+                                            criterion, child_stats[0], child_stats[1])
             elif node_sort:
                 mid = partition_node_sorted(feature, split[SPLIT_THRESHOLD], missing_left,
                                             samples, start, end, sorted_rank, sorted_value,
@@ -634,13 +639,13 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         # Sum each child's own samples rather than trusting the split record's ``node - left``:
         # subtraction dust (1e-17 of an absent class) would otherwise make pure nodes look
         # impure under fractional weights. Costs O(node size), as the partition does (the
-        # histogram partition sums them itself). Only compact trees under unit weights take
-        # the larger child's stats as the node's minus the smaller's: no classes, and weights
-        # and counts are whole numbers, exact in the difference.
-        if node_sort:
+        # histogram and column partitions sum them on the way). Only compact trees under unit
+        # weights take the larger child's stats as the node's minus the smaller's: no
+        # classes, and weights and counts are whole numbers, exact in the difference.
+        if node_sort and not value_columns:
             _segment_stats(samples, start, mid, y, w, criterion, child_stats[0])
             _segment_stats(samples, mid, end, y, w, criterion, child_stats[1])
-        elif sorted_index is not None:
+        elif sorted_index is not None and not node_sort:
             _segment_stats(sorted_index[0], start, mid, y, w, criterion, child_stats[0])
             _segment_stats(sorted_index[0], mid, end, y, w, criterion, child_stats[1])
         for c in range(2):
