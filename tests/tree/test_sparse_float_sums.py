@@ -8,8 +8,13 @@ import pytest
 import scipy.sparse as sp
 from sklearn.datasets import make_multilabel_classification
 
-from _helpers.trees import assert_same_tree  # noqa: E402
-from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
+from _helpers.trees import assert_same_forests, assert_same_tree  # noqa: E402
+from cipherforest.ensemble import (
+    ExtraTreesClassifier,
+    ExtraTreesRegressor,
+    GradientBoostingClassifier,
+    GradientBoostingRegressor,
+)
 from cipherforest.tree import DecisionTreeClassifier, DecisionTreeRegressor
 
 
@@ -54,6 +59,35 @@ def test_float_target_and_weight_trees_equal_dense(seed):
                  lambda: DecisionTreeClassifier(splitter="random", random_state=seed)):
         assert_same_tree(make().fit(sp.csr_matrix(X), labels, sample_weight=weight).tree_,
                           make().fit(X, labels, sample_weight=weight).tree_)
+
+
+@pytest.mark.parametrize("seed", range(2))
+def test_random_thresholds_on_sparse_equal_dense(seed):
+    """Extra trees sum in the dense grower's row order (it reads columns, sorts nothing):
+    float targets under unit weights, the row-order pass of min_weight_fraction_leaf and
+    forests (bootstrap counts, float weights) grew other trees when the sparse splitter
+    summed the non-zeros in sorted order."""
+    rng = np.random.RandomState(seed + 10)
+    X = np.round(rng.normal(size=(400, 25)) * 3, 1) * (rng.uniform(size=(400, 25)) < 0.2)
+    X = X + 0.0
+    y = X[:, 0] - X[:, 1] + X[:, 2] * X[:, 3] + 0.3 * rng.normal(size=400)
+    weight = rng.uniform(0.1, 2.0, size=400)
+    labels = (y > 0).astype(int) + (X[:, 4] > 1)
+    for make, target, sw in (
+            (lambda: DecisionTreeRegressor(splitter="random", random_state=seed), y, None),
+            (lambda: DecisionTreeRegressor(splitter="random", min_weight_fraction_leaf=0.01,
+                                           random_state=seed), y, weight),
+            (lambda: DecisionTreeClassifier(splitter="random", criterion="entropy",
+                                            random_state=seed), labels, weight)):
+        assert_same_tree(make().fit(sp.csr_matrix(X), target, sample_weight=sw).tree_,
+                          make().fit(X, target, sample_weight=sw).tree_)
+    for make, target in (
+            (lambda: ExtraTreesRegressor(4, bootstrap=True, random_state=seed), y),
+            (lambda: ExtraTreesClassifier(4, random_state=seed), labels)):
+        sparse = make().fit(sp.csr_matrix(X), target, sample_weight=weight)
+        dense = make().fit(X, target, sample_weight=weight)
+        assert_same_forests(sparse, dense)
+        np.testing.assert_array_equal(sparse.predict(X), dense.predict(X))
 
 
 def test_boosting_with_subsample_on_sparse_equals_dense():

@@ -25,7 +25,8 @@ a feature. For gini and squared error a node first scores its features with the 
 added at once, then rescans in row order, in draw order, only those whose score is within
 a bound of the sums' rounding of the best (``_sum_tolerance``): the rest cannot win.
 Sums follow ``_splitter_sparse``; a child's stats are summed in the dense grower's order
-(feature 0's sorted order, ``_ordered_stats``) unless every sum is exact (``whole_sums``),
+(feature 0's sorted order, ``_ordered_stats``; row order for random thresholds, whose
+dense grower reads columns and never sorts) unless every sum is exact (``whole_sums``),
 so the nodes' values are the dense grower's whenever its splits are.
 """
 
@@ -73,6 +74,7 @@ from ._split_record import (
 from ._splitter_sparse import (
     add_zero_rows,
     best_split_sparse_feature,
+    best_split_sparse_random,
     gather_column,
     sort_gathered,
 )
@@ -130,9 +132,16 @@ def _feature_split(f, rows, start, end, node_stamp, stamp, in_node, csc_indptr, 
                    min_samples_leaf, min_weight_leaf, is_random, rng_state, lower_threshold,
                    row_order_zeros, split, cum, positive, right):
     """Read feature ``f`` of the node (``stamp``: a new stamp) and evaluate its thresholds
-    into ``split``; False when it is constant in the node."""
+    into ``split``; False when it is constant in the node. Random thresholds on values (not
+    bin codes) read the non-zeros unsorted, as the dense grower's column reads
+    (``best_split_sparse_random``); ``row_order_zeros`` then sums the node in row order."""
     n_nz = gather_column(f, rows, start, end, node_stamp, in_node, csc_indptr, csc_indices,
                          csc_data, stamp, nz_stamp, nz_value, nz_rows, nz_values)
+    if is_random and not lower_threshold:
+        return best_split_sparse_random(f, rows, start, end, n_nz, nz_rows, nz_values, stamp,
+                                        nz_stamp, nz_value, y, w, criterion, stats,
+                                        min_samples_leaf, min_weight_leaf, rng_state,
+                                        row_order_zeros, split, cum, right)
     n_neg = sort_gathered(n_nz, nz_rows, nz_values)
     return best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_values,
                                      stamp, nz_stamp, y, w, criterion, stats, min_samples_leaf,
@@ -201,6 +210,10 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     verify = (not whole_sums and min_weight_leaf <= 0.0
               and (criterion == CRITERION_GINI or criterion == CRITERION_SQUARED_ERROR))
     row_order = not whole_sums and not verify
+    # The dense grower's extra trees read columns and sum each child in row order while
+    # partitioning (``_node_features.partition_node_column``); its best splitter sums in
+    # feature 0's sorted order.
+    row_order_children = is_random and not lower_threshold
     scratch_split = np.zeros(record_size)
     swaps = np.empty(n_features, dtype=np.int64)
     cum = np.zeros(n_stats)
@@ -425,7 +438,7 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
         child_bounds[1, 0] = mid
         child_bounds[1, 1] = end
         for c in range(2):
-            if whole_sums:
+            if whole_sums or row_order_children:
                 child_stats[c] = 0.0
                 for i in range(child_bounds[c, 0], child_bounds[c, 1]):
                     add_sample(child_stats[c], y[rows[i]], w[rows[i]], criterion)

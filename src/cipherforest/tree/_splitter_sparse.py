@@ -20,6 +20,10 @@ unit weights, bootstrap counts) both give the dense finder's split bit for bit; 
 (gradients, float targets or weights) the block's sum may differ from the row-by-row one in
 the last bits, enough to break a tie between two candidates the other way, so the grower
 takes the split from a row-order pass (``_grower_sparse``).
+
+Random thresholds (extra trees) sort nothing (``best_split_sparse_random``): the dense
+grower reads their drawn columns in the node's row order and sums the left child in that
+order, so the sparse one reads the non-zeros as gathered and sums in row order too.
 """
 
 from __future__ import annotations
@@ -198,4 +202,84 @@ def best_split_sparse_feature(f, rows, start, end, n_nz, n_neg, nz_rows, nz_valu
             split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN  # sparse X holds no NaN
         if is_random:
             break
+    return True
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_sparse_random(f, rows, start, end, n_nz, nz_rows, nz_values, stamp, nz_stamp,
+                             nz_value, y, w, criterion, node, min_samples_leaf,
+                             min_weight_leaf, rng_state, row_order, split, cum, right):
+    """The random splitter on feature ``f`` of the node: the dense column read's
+    (``_node_features.best_split_random_column``) range, draw and single candidate, from the
+    node's ``n_nz`` gathered non-zeros in row order (``gather_column``; not sorted: a random
+    threshold needs none). Returns False when the feature is constant in the node.
+
+    ``row_order``: the left child's stats are summed over the node's rows in row order, the
+    dense column read's order (float sums); else from the non-zeros alone, the zero block as
+    the node's stats minus the non-zeros above the draw (O(non-zeros); the same sums where
+    every sum is exact, within ``_grower_sparse._sum_tolerance`` otherwise).
+    """
+    if n_nz == 0:
+        return False
+    n_zero = (end - start) - n_nz
+    lo = np.inf
+    hi = -np.inf
+    for i in range(n_nz):
+        lo = min(lo, nz_values[i])
+        hi = max(hi, nz_values[i])
+    if n_zero > 0:
+        lo = min(lo, 0.0)
+        hi = max(hi, 0.0)
+    if hi <= lo + FEATURE_THRESHOLD:
+        return False
+    draw = rand_uniform(rng_state, lo, hi)
+    if draw >= hi:
+        draw = lo
+    below = -np.inf  # the largest value at or below the draw
+    above = np.inf  # the smallest value above it
+    if n_zero > 0:
+        if draw >= 0.0:
+            below = 0.0
+        else:
+            above = 0.0
+    cum[:] = 0.0
+    n_left = 0
+    if row_order:
+        for i in range(start, end):
+            row = rows[i]
+            v = nz_value[row] if nz_stamp[row] == stamp else 0.0
+            if v <= draw:
+                add_sample(cum, y[row], w[row], criterion)
+                n_left += 1
+        for i in range(n_nz):
+            v = nz_values[i]
+            if v <= draw:
+                below = max(below, v)
+            else:
+                above = min(above, v)
+    else:
+        zeros_left = n_zero > 0 and draw >= 0.0
+        for i in range(n_nz):
+            v = nz_values[i]
+            if v <= draw:
+                below = max(below, v)
+                if not zeros_left:
+                    add_sample(cum, y[nz_rows[i]], w[nz_rows[i]], criterion)
+                    n_left += 1
+            else:
+                above = min(above, v)
+                if zeros_left:
+                    add_sample(cum, y[nz_rows[i]], w[nz_rows[i]], criterion)
+                    n_left += 1
+        if zeros_left:
+            # cum holds the rows above the draw: the left child is the node minus them.
+            for k in range(cum.shape[0]):
+                cum[k] = node[k] - cum[k]
+            n_left = (end - start) - n_left
+    if above < np.inf and above > below + FEATURE_THRESHOLD:
+        c = children_impurity(cum, right, node, criterion, min_samples_leaf, min_weight_leaf)
+        if c < split[SPLIT_CHILDREN]:
+            record_candidate(split, f, n_left, False, c, cum, right)
+            split[SPLIT_THRESHOLD] = draw
+            split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN  # sparse X holds no NaN
     return True
