@@ -100,6 +100,14 @@ class SparseColumns:
         """The matrix as dense float64 (the finders without a sparse variant)."""
         return self.csc.toarray()
 
+    @cached_property
+    def histogram_layout(self) -> tuple:
+        """Binned matrices: ``_grower_sparse_hist.histogram_layout``, made at the first
+        call."""
+        from ._grower_sparse_hist import histogram_layout
+
+        return histogram_layout(self)
+
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays held."""
