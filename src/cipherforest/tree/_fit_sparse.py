@@ -63,7 +63,7 @@ class SparseGrowth:
         """Grow the tree (the kernel); returns ``self``."""
         p, s = self.params, self.data.sparse
         if self._on_histograms():
-            csr_bins, bin_offset, zero_bin = s.histogram_layout
+            csr_bins, bin_offset, zero_bin = self._layout()
             n_slots = max(2, HISTOGRAM_POOL_BYTES // self._histogram_bytes())
             if p.max_leaf_nodes > 0:
                 n_slots = min(n_slots, p.max_leaf_nodes)
@@ -91,8 +91,15 @@ class SparseGrowth:
             return False
         return self._histogram_bytes() <= HISTOGRAM_BYTES_LIMIT
 
+    def _layout(self) -> tuple:
+        """The ``histogram_layout``: without the features too rare to split a node when
+        every feature is scanned (with fewer, the draws count them)."""
+        p = self.params
+        rare = p.min_samples_leaf if p.max_features >= self.data.n_features else 0
+        return self.data.sparse.histogram_layout(rare)
+
     def _histogram_bytes(self) -> int:
-        return int(self.data.sparse.histogram_layout[1][-1]) * self.n_stats * 8
+        return int(self._layout()[1][-1]) * self.n_stats * 8
 
     def finish(self):
         """The grown ``Tree``, with ``return_leaves`` also each row's leaf (-1: weight 0)."""

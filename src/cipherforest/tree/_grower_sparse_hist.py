@@ -71,15 +71,26 @@ from ._split_record import (
     reset_split,
 )
 
+#: Cost of subtracting one non-zero of a child from its parent's histogram (a scattered
+#: update) in bins subtracted bin by bin (streamed): ``_subtract_rows`` below it.
+ROW_WALK_COST = 4
 
-def histogram_layout(columns) -> tuple:
+
+def histogram_layout(columns, min_nonzeros: int = 0) -> tuple:
     """``(csr_bins, bin_offset, zero_bin)`` of a binned ``SparseColumns`` (codes): feature
     ``f``'s bins are the codes from its least to its greatest (0 included), at
     ``bin_offset[f]:bin_offset[f + 1]`` of a flat histogram, ``zero_bin[f]`` the bin of
     code 0 within them; ``csr_bins`` the bin of every stored code in CSR order (uint8 when
-    every feature has at most 256 bins)."""
+    every feature has at most 256 bins).
+
+    A feature with fewer than ``min_nonzeros`` non-zeros gets no bins: with
+    ``min_samples_leaf=min_nonzeros`` it cannot split any node (a node holds at most its
+    non-zeros, and the side of a candidate without the zero bin only non-zeros), so its
+    non-zeros are skipped by every histogram (most columns of a text matrix are rare
+    terms)."""
     lo, hi = _code_range(columns.csc_indptr, columns.csc_data)
     sizes = hi - lo + 1
+    sizes[np.diff(columns.csc_indptr) < min_nonzeros] = 0
     bin_offset = np.zeros(columns.n_features + 1, dtype=np.int64)
     np.cumsum(sizes, out=bin_offset[1:])
     dtype = np.uint8 if sizes.size == 0 or sizes.max() <= 256 else np.uint16
@@ -119,8 +130,8 @@ def _fill_csr_bins(out, csc_indptr, csc_indices, codes, csr_indptr, lo):
 def _build(hist, rows, start, end, y, w, criterion, csr_indptr, csr_indices, csr_bins,
            bin_offset, stamp, feat_stamp, feat_count, present):
     """Add the node ``rows[start:end]`` to the zeroed ``hist``; list the features with a
-    non-zero in it in ``present`` (their non-zeros in ``feat_count``); return their
-    number."""
+    non-zero in it in ``present`` (their non-zeros in ``feat_count``; features without
+    bins are skipped); return their number."""
     n_present = 0
     squared_error = criterion == CRITERION_SQUARED_ERROR
     for i in range(start, end):
@@ -131,6 +142,8 @@ def _build(hist, rows, start, end, y, w, criterion, csr_indptr, csr_indices, csr
         wyy = wy * yi
         for j in range(csr_indptr[row], csr_indptr[row + 1]):
             f = csr_indices[j]
+            if bin_offset[f + 1] == bin_offset[f]:
+                continue  # a feature without bins (``histogram_layout``)
             if feat_stamp[f] != stamp:
                 feat_stamp[f] = stamp
                 feat_count[f] = 0
@@ -212,6 +225,47 @@ def _subtract(hist, count, child_hist, child_count, child_present, n_child, bin_
         for b in range(bin_offset[f], bin_offset[f + 1]):
             for k in range(hist.shape[1]):
                 hist[b, k] -= child_hist[b, k]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _subtract_rows(hist, count, rows, start, end, y, w, criterion, csr_indptr, csr_indices,
+                   csr_bins, bin_offset, row_stats):
+    """``_subtract`` of the child ``rows[start:end]`` walking its non-zeros (the child's
+    histogram is not read): cheaper than ``_subtract`` when the child has few non-zeros
+    and its features many bins."""
+    squared_error = criterion == CRITERION_SQUARED_ERROR
+    for i in range(start, end):
+        row = rows[i]
+        yi = y[row]
+        wi = w[row]
+        wy = wi * yi
+        wyy = wy * yi
+        if not squared_error:
+            row_stats[:] = 0.0
+            add_sample(row_stats, yi, wi, criterion)
+        for j in range(csr_indptr[row], csr_indptr[row + 1]):
+            f = csr_indices[j]
+            if bin_offset[f + 1] == bin_offset[f]:
+                continue
+            count[f] -= 1
+            b = bin_offset[f] + np.int64(csr_bins[j])
+            if squared_error:
+                hist[b, STAT_WEIGHT] -= wi
+                hist[b, STAT_COUNT] -= 1.0
+                hist[b, STAT_FIRST] -= wy
+                hist[b, STAT_FIRST + 1] -= wyy
+            else:
+                for k in range(row_stats.shape[0]):
+                    hist[b, k] -= row_stats[k]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def _listed_bins(present, n_present, bin_offset):
+    """Bins of the features ``present[:n_present]``."""
+    total = 0
+    for q in range(n_present):
+        total += bin_offset[present[q] + 1] - bin_offset[present[q]]
+    return total
 
 
 @njit(**LEAF_JIT_OPTIONS)
@@ -423,6 +477,7 @@ def grow_tree_sparse_histogram(criterion, n_stats, y, w, rows, n_features, csr_i
     child_bounds = np.zeros((2, 2), dtype=np.int64)
     child_nnz = np.zeros(2, dtype=np.int64)
     child_split = np.zeros(2, dtype=np.bool_)
+    row_stats = np.zeros(n_stats)
     no_slots = np.zeros(0, dtype=np.int64)
 
     root_stats = np.zeros(n_stats)
@@ -565,8 +620,17 @@ def grow_tree_sparse_histogram(criterion, n_stats, y, w, rows, n_features, csr_i
                                  csr_indices, csr_bins, bin_offset, tag, feat_stamp[s],
                                  feat_count[s], present[s])
             if child_split[large]:
-                _subtract(hist[parent_slot], feat_count[parent_slot], hist[s], feat_count[s],
-                          present[s], n_listed[s], bin_offset)
+                # Bin by bin streams two histograms' bins of the child's features; non-zero
+                # by non-zero is a scattered update each (about ROW_WALK_COST bins' worth).
+                if (child_nnz[small] * ROW_WALK_COST
+                        < _listed_bins(present[s], n_listed[s], bin_offset)):
+                    _subtract_rows(hist[parent_slot], feat_count[parent_slot], rows,
+                                   child_bounds[small, 0], child_bounds[small, 1], y, w,
+                                   criterion, csr_indptr, csr_indices, csr_bins, bin_offset,
+                                   row_stats)
+                else:
+                    _subtract(hist[parent_slot], feat_count[parent_slot], hist[s],
+                              feat_count[s], present[s], n_listed[s], bin_offset)
                 slot_owner[parent_slot] = child_ids[large]
                 node_slot[child_ids[large]] = parent_slot
             else:
