@@ -5,6 +5,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.datasets import make_classification, make_regression
@@ -29,6 +30,7 @@ from cipherforest.ensemble._gb_predict import (
     pack_ensemble,
     predict_block_rows,
     raw_predict,
+    split_features,
 )
 from cipherforest.tree._common import TREE_LEAF
 
@@ -91,6 +93,32 @@ def test_threads_and_blocks_do_not_change_predictions():
     model.set_params(n_jobs=2)
     assert np.array_equal(model.predict_proba(X),
                           model.set_params(n_jobs=1).predict_proba(X))
+
+
+def test_csr_rows_predict_bitwise_tree_by_tree():
+    """CSR rows gathered onto the features the trees test, in blocks (more rows than a
+    block, a last block shorter than a group): the dense rows' raw predictions, bit for
+    bit, on one thread or two; an all-zero row and rows of only untested features too."""
+    rng = np.random.default_rng(3)
+    X = sp.random(400, 3000, density=0.02, format="csr", random_state=3,
+                  data_rvs=lambda n: np.round(rng.normal(size=n), 2))
+    y = (X[:, :30].sum(axis=1).A.ravel() > 0).astype(int) + (X[:, 30].toarray().ravel() > 0)
+    model = GradientBoostingClassifier(n_estimators=8, max_leaf_nodes=7, max_depth=None,
+                                       max_bins=32, random_state=0).fit(X, y)
+    packed = model._packed_trees()
+    features, _ = split_features(packed)
+    assert 0 < features.shape[0] < 3000
+    block = predict_block_rows(features.shape[0])
+    X_test = sp.random(3 * block + 5, 3000, density=0.02, format="csr", random_state=4)
+    X_test = sp.vstack([X_test, sp.csr_matrix((1, 3000))]).tolil()
+    X_test[1, :] = 0.0
+    untested = np.setdiff1d(np.arange(3000), features)[:5]
+    X_test[2, untested] = 1.0
+    X_test = X_test.tocsr()
+    expected = tree_by_tree(model, X_test.toarray())
+    assert np.array_equal(model._raw_predict(X_test), expected)
+    two = raw_predict(packed, X_test, model.init_, model.learning_rate, n_threads=2)
+    assert np.array_equal(two, expected)
 
 
 def test_single_leaf_trees_predict_their_value():

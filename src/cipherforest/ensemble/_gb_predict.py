@@ -216,35 +216,51 @@ def add_trees_raw(X, nodes, threshold, value, roots, depths, columns, learning_r
                     raw[group + j, k] += learning_rate * value[node[j]]
 
 
+def split_features(packed: PackedEnsemble) -> tuple[np.ndarray, np.ndarray]:
+    """``(features, nodes)``: the features the trees test, increasing, and ``packed.nodes``
+    with each feature replaced by its index among them (a CSR row is gathered onto these
+    columns alone, ``add_trees_raw_csr``)."""
+    internal = packed.nodes[:, 0] != np.arange(packed.nodes.shape[0])
+    features = np.unique(packed.nodes[internal, 2])
+    nodes = packed.nodes.copy()
+    nodes[internal, 2] = np.searchsorted(features, packed.nodes[internal, 2])
+    return features.astype(np.int64), nodes
+
+
 @njit(**JIT_OPTIONS)
-def add_trees_raw_csr(indptr, indices, data, n_features, nodes, threshold, value, roots,
-                      columns, learning_rate, raw, row_begin, row_end):
-    """``add_trees_raw`` for CSR rows ``row_begin..row_end-1``, one row at a time through
-    every tree (a dense buffer of the row's values, cleared after it)."""
-    row_values = np.zeros(n_features)
-    for i in range(row_begin, row_end):
-        for j in range(indptr[i], indptr[i + 1]):
-            row_values[indices[j]] = data[j]
-        for t in range(roots.shape[0]):
-            node = roots[t]
-            while True:
-                x = row_values[nodes[node, 2]]
-                go_right = (x > threshold[node]) | (np.isnan(x) & (nodes[node, 3] == 0))
-                child = nodes[node, np.int64(go_right)]
-                if child == node:  # a leaf points to itself
-                    break
-                node = child
-            raw[i, columns[t]] += learning_rate * value[node]
-        for j in range(indptr[i], indptr[i + 1]):
-            row_values[indices[j]] = 0.0
+def add_trees_raw_csr(indptr, indices, data, n_features, features, nodes, threshold, value,
+                      roots, depths, columns, learning_rate, raw, row_begin, row_end,
+                      block_rows):
+    """``add_trees_raw`` for CSR rows ``row_begin..row_end-1``: each block of
+    ``block_rows`` rows gathered into a dense buffer of the ``features`` the trees test
+    (``split_features``: ``nodes`` test buffer columns), walked as dense rows, its
+    non-zeros cleared after it."""
+    column = np.full(n_features, -1, dtype=np.int64)
+    for c in range(features.shape[0]):
+        column[features[c]] = c
+    buffer = np.zeros((block_rows, max(1, features.shape[0])))
+    for block in range(row_begin, row_end, block_rows):
+        block_end = min(block + block_rows, row_end)
+        for i in range(block, block_end):
+            for j in range(indptr[i], indptr[i + 1]):
+                c = column[indices[j]]
+                if c >= 0:
+                    buffer[i - block, c] = data[j]
+        add_trees_raw(buffer, nodes, threshold, value, roots, depths, columns, learning_rate,
+                      raw[block:block_end], 0, block_end - block, block_rows)
+        for i in range(block, block_end):
+            for j in range(indptr[i], indptr[i + 1]):
+                c = column[indices[j]]
+                if c >= 0:
+                    buffer[i - block, c] = 0.0
 
 
 def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learning_rate: float,
                 n_threads: int = 1) -> np.ndarray:
     """``init`` plus ``learning_rate`` times every tree's leaf value: shape
     (n_samples, n_columns); ``X`` is a C-ordered float64 matrix or a canonical CSR matrix
-    (``tree._sparse_input.canonical_sparse``: each row is walked through every tree from a
-    dense buffer of its values, cleared after it). ``init`` is one row of
+    (``tree._sparse_input.canonical_sparse``: blocks of rows are gathered onto the features
+    the trees test and walked as dense rows, ``add_trees_raw_csr``). ``init`` is one row of
     shape (n_columns,) for every sample, or (n_samples, n_columns) (an ``init`` estimator's
     raw predictions)."""
     n_rows = X.shape[0]
@@ -254,15 +270,20 @@ def raw_predict(packed: PackedEnsemble, X: np.ndarray, init: np.ndarray, learnin
     lr = float(learning_rate)
     walks = n_rows * packed.roots.shape[0]
     n_threads = max(1, min(n_threads, walks // PARALLEL_MIN_WALKS, n_rows // PARALLEL_MIN_ROWS))
-    block_rows = np.int64(predict_block_rows(X.shape[1]))
+    if sp.issparse(X):
+        if packed.bitsets is not None:
+            raise ValueError("a model with categorical splits predicts dense X only")
+        features, nodes = split_features(packed)
+        block_rows = np.int64(predict_block_rows(features.shape[0]))
+    else:
+        block_rows = np.int64(predict_block_rows(X.shape[1]))
 
     def run(begin, end):
         if sp.issparse(X):
-            if packed.bitsets is not None:
-                raise ValueError("a model with categorical splits predicts dense X only")
-            add_trees_raw_csr(X.indptr, X.indices, X.data, X.shape[1], packed.nodes,
-                              packed.threshold, packed.value, packed.roots, packed.columns,
-                              lr, raw, np.int64(begin), np.int64(end))
+            add_trees_raw_csr(X.indptr, X.indices, X.data, X.shape[1], features, nodes,
+                              packed.threshold, packed.value, packed.roots, packed.depths,
+                              packed.columns, lr, raw, np.int64(begin), np.int64(end),
+                              block_rows)
             return
         if packed.bitsets is not None:
             add_trees_raw(X, packed.nodes, packed.threshold, packed.value, packed.roots,

@@ -487,7 +487,10 @@ def prepare_growth(data: TreeData, y: np.ndarray, sample_weight: np.ndarray, n_c
     if data.sparse is not None:
         from ._fit_sparse import SparseGrowth
 
-        return SparseGrowth(data, y, sample_weight, n_classes, params, seed, return_leaves)
+        # Threads only for a caller's pool (its trees grow one at a time): numba's parallel
+        # regions must not run from several Python threads at once.
+        return SparseGrowth(data, y, sample_weight, n_classes, params, seed, return_leaves,
+                            pool_threads if pool is not None else 1)
     # Squared-error trees without random thresholds on binned data keep compact histograms
     # (as ``grow_tree`` decides); under unit weights they read no weight but through
     # ``weight_at``, so a unit-weight view goes to the kernel as no array at all.

@@ -100,6 +100,19 @@ class SparseColumns:
         """The matrix as dense float64 (the finders without a sparse variant)."""
         return self.csc.toarray()
 
+    def histogram_layout(self, min_nonzeros: int = 0) -> tuple:
+        """Binned matrices: ``_grower_sparse_hist.histogram_layout``, made at the first
+        call for each ``min_nonzeros``."""
+        from ._grower_sparse_hist import histogram_layout
+
+        if min_nonzeros not in self._histogram_layouts:
+            self._histogram_layouts[min_nonzeros] = histogram_layout(self, min_nonzeros)
+        return self._histogram_layouts[min_nonzeros]
+
+    @cached_property
+    def _histogram_layouts(self) -> dict:
+        return {}
+
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays held."""
