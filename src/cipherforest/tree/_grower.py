@@ -84,7 +84,9 @@ from ._histogram import (
     zero_histogram,
 )
 from ._node_features import (
+    BINS_GINI_MISSING,
     RADIX_BITS,
+    best_split_bins_gini,
     best_split_feature_histogram,
     best_split_random_column,
     partition_node_column,
@@ -289,7 +291,16 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
         first_missing = np.zeros(n_features if node_sort else 0, dtype=np.int64)
         for f in range(first_missing.shape[0]):
             first_missing[f] = ranks_at_or_below(sorted_value[f], np.inf)
-    whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
+    whole = ((sorted_index is not None or (use_histogram and not compact))
+             and criterion == CRITERION_GINI
+             and (w.shape[0] == 0 or whole_weights(w, samples)))
+    # Gini nodes without a histogram slot under whole weights sort their rows' bins
+    # (``_node_features.best_split_bins_gini``): the same candidates, no histogram.
+    bins_gini = use_histogram and whole and not is_random
+    bin_counts = np.zeros(n_hist_bins if bins_gini else 0, dtype=np.int64)
+    row_bins = np.zeros(n_samples if bins_gini else 0, dtype=np.int64)
+    bin_class = np.zeros(n_samples if bins_gini else 0, dtype=np.int64)
+    bin_weight = np.zeros(n_samples if bins_gini else 0)
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
     bin_buffer = np.zeros(small_capacity, dtype=np.int64)
@@ -431,8 +442,25 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                 features[k] = tmp
                 f = features[j]
                 non_constant = False
+                found = BINS_GINI_MISSING
                 if X_binned is not None:
-                    if has_cat and is_categorical(bin_thresholds, f):
+                    if (bins_gini and slot < 0
+                            and not (has_cat and is_categorical(bin_thresholds, f))):
+                        if X_columns.shape[0] == X_binned.shape[0]:
+                            found = best_split_bins_gini(
+                                f, node_samples, start, end, X_columns, y, w, stats,
+                                bin_thresholds, n_hist_bins - 1, min_samples_leaf,
+                                min_weight_leaf, split, cum, right, bin_counts, row_bins,
+                                bin_class, bin_weight)
+                        else:
+                            found = best_split_bins_gini(
+                                f, node_samples, start, end, X_binned, y, w, stats,
+                                bin_thresholds, n_hist_bins - 1, min_samples_leaf,
+                                min_weight_leaf, split, cum, right, bin_counts, row_bins,
+                                bin_class, bin_weight)
+                    if found != BINS_GINI_MISSING:
+                        non_constant = found > 0
+                    elif has_cat and is_categorical(bin_thresholds, f):
                         if slot >= 0 and not compact:
                             non_constant = best_split_categorical(
                                 f, hist_pool[slot, f], hist_lo[slot, f], hist_hi[slot, f],

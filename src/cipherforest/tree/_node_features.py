@@ -387,3 +387,147 @@ def _scatter_columns(sorted_index, sorted_value, out):
     for f in range(sorted_index.shape[0]):
         for i in range(sorted_index.shape[1]):
             out[sorted_index[f, i], f] = sorted_value[f, i]
+
+
+
+
+#: ``best_split_bins_gini``'s answer when the node has NaN in the feature: the caller
+#: scans the feature its usual way (the histogram or the small node's sort).
+BINS_GINI_MISSING = -1
+#: Nodes of up to this many rows sort their bins by insertion, larger ones by counting
+#: (which walks the bins between the node's least and largest, up to ``max_bins``).
+BINS_INSERTION_MAX = 24
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin_thresholds,
+                         missing_bin, min_samples_leaf, min_weight_leaf, split, cum, right,
+                         counts, row_bins, bin_class, bin_weight):
+    """The Gini candidates of ``best_split_histogram_feature`` (without random thresholds)
+    under whole weights, from the node's rows sorted by their bin instead of a histogram:
+    the same boundaries after each occupied bin in the same order, each candidate's value
+    the one ``children_impurity`` computes (``_splitter_exact``'s ``_scan_gini_whole``:
+    whole class weights, so the running sums of squares equal the summed ones bit for bit).
+    Returns 1 (0 when the feature is constant in the node), or ``BINS_GINI_MISSING`` when a
+    row of the node is NaN (bin ``missing_bin``) and nothing was evaluated.
+
+    A node reads its rows' bins once, sorts them (insertion up to ``BINS_INSERTION_MAX``
+    rows, else one counting pass over the bins it occupies) and scans its rows once in
+    O(1) a row, where a histogram of 10 classes was written, scanned and cleared at 12
+    statistics a bin, and a small node's candidates cost O(classes) each. ``counts`` (at
+    least ``missing_bin`` zeros; zero again on return), ``row_bins``, ``bin_class`` and
+    ``bin_weight`` (at least ``end - start`` items) are scratch; rows are read from
+    ``X_source`` (the binned matrix or its column-major copy).
+    """
+    m = end - start
+    if m <= BINS_INSERTION_MAX:
+        # row_bins, bin_class, bin_weight: the rows sorted by bin.
+        for i in range(m):
+            sample = samples[start + i]
+            b = np.int64(X_source[sample, feature])
+            if b == missing_bin:
+                return BINS_GINI_MISSING
+            j = i
+            while j > 0 and row_bins[j - 1] > b:
+                row_bins[j] = row_bins[j - 1]
+                bin_class[j] = bin_class[j - 1]
+                bin_weight[j] = bin_weight[j - 1]
+                j -= 1
+            row_bins[j] = b
+            bin_class[j] = STAT_FIRST + np.int64(y[sample])
+            bin_weight[j] = weight_at(w, sample)
+        if m == 0 or row_bins[m - 1] == row_bins[0]:
+            return 0
+        lo = row_bins[0]
+        hi = row_bins[m - 1]
+    else:
+        # row_bins: the bin of each row in the node's order (all read before ``counts`` is
+        # touched: a NaN row leaves it zero).
+        lo = missing_bin
+        hi = np.int64(-1)
+        for i in range(m):
+            b = np.int64(X_source[samples[start + i], feature])
+            if b == missing_bin:
+                return BINS_GINI_MISSING
+            row_bins[i] = b
+            lo = min(lo, b)
+            hi = max(hi, b)
+        if hi <= lo:
+            return 0
+        for i in range(m):
+            counts[row_bins[i]] += 1
+        total = 0
+        for b in range(lo, hi + 1):
+            c = counts[b]
+            counts[b] = total
+            total += c
+        for i in range(m):
+            sample = samples[start + i]
+            b = row_bins[i]
+            position = counts[b]
+            counts[b] = position + 1
+            bin_class[position] = STAT_FIRST + np.int64(y[sample])
+            bin_weight[position] = weight_at(w, sample)
+        # counts[b]: the end of bin b's rows (an empty bin's: the previous bin's end).
+
+    node_w = node[STAT_WEIGHT]
+    node_n = node[STAT_COUNT]
+    sq_left = 0.0
+    sq_right = 0.0
+    for k in range(STAT_FIRST, node.shape[0]):
+        sq_right += node[k] * node[k]
+    cum[:] = 0.0
+    best = split[SPLIT_CHILDREN]
+    i = 0
+    b = lo
+    while b < hi:
+        # The rows of bin b (one or more), then the candidate after it.
+        if m <= BINS_INSERTION_MAX:
+            stop = i + 1
+            while row_bins[stop] == b:
+                stop += 1
+        else:
+            stop = counts[b]
+            if stop == i:
+                b += 1
+                continue  # an empty bin repeats the previous candidate
+        for r in range(i, stop):
+            wi = bin_weight[r]
+            k = bin_class[r]
+            c_k = cum[k]
+            sq_left += wi * (2.0 * c_k + wi)
+            sq_right -= wi * (2.0 * (node[k] - c_k) - wi)
+            cum[k] = c_k + wi
+            cum[STAT_WEIGHT] += wi
+        cum[STAT_COUNT] += stop - i
+        i = stop
+        w_left = cum[STAT_WEIGHT]
+        w_right = node_w - w_left
+        if not (cum[STAT_COUNT] < min_samples_leaf
+                or node_n - cum[STAT_COUNT] < min_samples_leaf
+                or w_left < min_weight_leaf or w_right < min_weight_leaf
+                or w_left <= 0.0 or w_right <= 0.0):
+            c = (w_left - sq_left / w_left) + (w_right - sq_right / w_right)
+            if c < best:
+                best = c
+                for j in range(node.shape[0]):
+                    right[j] = node[j] - cum[j]
+                record_candidate(split, feature, b, False, c, cum, right)
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+        if m <= BINS_INSERTION_MAX:
+                    b_next = row_bins[i]
+                else:
+                    b_next = b + 1
+                    while counts[b_next] == i:
+                        b_next += 1
+                split[SPLIT_THRESHOLD] = gap_threshold(bin_thresholds, feature, b, b_next)
+        if m <= BINS_INSERTION_MAX:
+            b = row_bins[i]
+        else:
+            b += 1
+    if m > BINS_INSERTION_MAX:
+        for b in range(lo, hi + 1):
+            counts[b] = 0
+    return 1
+
