@@ -400,7 +400,34 @@ BINS_INSERTION_MAX = 24
 
 
 @njit(**LEAF_JIT_OPTIONS)
-def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin_thresholds,
+def gather_node_rows(samples, start, end, X_binned, features, n_drawn, y, w, node_bins,
+                     node_class, node_weight):
+    """The node's rows ``samples[start:end]`` as ``best_split_bins_gini`` reads them: the
+    bins of the drawn features ``features[:n_drawn]`` into ``node_bins[q, :end - start]``,
+    and each row's stats column of its class and its weight into ``node_class`` /
+    ``node_weight``.
+
+    One pass over the node's rows of the row-major ``X_binned``: a row's drawn features
+    share its few cache lines (a 784-feature row spans 13), where reading each feature's
+    column touches one line per row and feature.
+    """
+    for i in range(end - start):
+        sample = samples[start + i]
+        node_class[i] = STAT_FIRST + np.int64(y[sample])
+        node_weight[i] = weight_at(w, sample)
+        for q in range(n_drawn):
+            node_bins[q, i] = X_binned[sample, features[q]]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def gather_node_feature(samples, start, end, X_source, feature, out):
+    """The bins of ``feature`` of the node's rows ``samples[start:end]`` into ``out``."""
+    for i in range(end - start):
+        out[i] = X_source[samples[start + i], feature]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_bins_gini(feature, node_bins, node_class, node_weight, m, node, bin_thresholds,
                          missing_bin, min_samples_leaf, min_weight_leaf, split, cum, right,
                          counts, row_bins, bin_class, bin_weight):
     """The Gini candidates of ``best_split_histogram_feature`` (without random thresholds)
@@ -411,20 +438,20 @@ def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin
     Returns 1 (0 when the feature is constant in the node), or ``BINS_GINI_MISSING`` when a
     row of the node is NaN (bin ``missing_bin``) and nothing was evaluated.
 
-    A node reads its rows' bins once, sorts them (insertion up to ``BINS_INSERTION_MAX``
-    rows, else one counting pass over the bins it occupies) and scans its rows once in
-    O(1) a row, where a histogram of 10 classes was written, scanned and cleared at 12
-    statistics a bin, and a small node's candidates cost O(classes) each. ``counts`` (at
-    least ``missing_bin`` zeros; zero again on return), ``row_bins``, ``bin_class`` and
-    ``bin_weight`` (at least ``end - start`` items) are scratch; rows are read from
-    ``X_source`` (the binned matrix or its column-major copy).
+    The node's ``m`` rows come as ``gather_node_rows`` gives them: ``node_bins[i]`` the
+    bin of row ``i`` in ``feature``, ``node_class[i]`` its class's stats column,
+    ``node_weight[i]`` its weight. They are sorted by bin (insertion up to
+    ``BINS_INSERTION_MAX`` rows, else one counting pass over the bins the node occupies)
+    and scanned once in O(1) a row, where a histogram of 10 classes was written, scanned
+    and cleared at 12 statistics a bin, and a small node's candidates cost O(classes) each.
+    ``counts`` (at least ``missing_bin`` zeros; zero again on return), ``row_bins``,
+    ``bin_class`` and ``bin_weight`` (at least ``m`` items: the sorted rows) are scratch. The threshold of a
+    split between two occupied bins with empty bins between them lies mid-gap
+    (``gap_threshold``).
     """
-    m = end - start
     if m <= BINS_INSERTION_MAX:
-        # row_bins, bin_class, bin_weight: the rows sorted by bin.
         for i in range(m):
-            sample = samples[start + i]
-            b = np.int64(X_source[sample, feature])
+            b = np.int64(node_bins[i])
             if b == missing_bin:
                 return BINS_GINI_MISSING
             j = i
@@ -434,41 +461,40 @@ def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin
                 bin_weight[j] = bin_weight[j - 1]
                 j -= 1
             row_bins[j] = b
-            bin_class[j] = STAT_FIRST + np.int64(y[sample])
-            bin_weight[j] = weight_at(w, sample)
+            bin_class[j] = node_class[i]
+            bin_weight[j] = node_weight[i]
         if m == 0 or row_bins[m - 1] == row_bins[0]:
             return 0
         lo = row_bins[0]
         hi = row_bins[m - 1]
     else:
-        # row_bins: the bin of each row in the node's order (all read before ``counts`` is
-        # touched: a NaN row leaves it zero).
+        # Every bin read before ``counts`` is touched: a NaN row leaves it zero.
         lo = missing_bin
         hi = np.int64(-1)
         for i in range(m):
-            b = np.int64(X_source[samples[start + i], feature])
+            b = np.int64(node_bins[i])
             if b == missing_bin:
                 return BINS_GINI_MISSING
-            row_bins[i] = b
             lo = min(lo, b)
             hi = max(hi, b)
         if hi <= lo:
             return 0
         for i in range(m):
-            counts[row_bins[i]] += 1
+            counts[np.int64(node_bins[i])] += 1
         total = 0
         for b in range(lo, hi + 1):
             c = counts[b]
             counts[b] = total
             total += c
         for i in range(m):
-            sample = samples[start + i]
-            b = row_bins[i]
+            b = np.int64(node_bins[i])
             position = counts[b]
             counts[b] = position + 1
-            bin_class[position] = STAT_FIRST + np.int64(y[sample])
-            bin_weight[position] = weight_at(w, sample)
-        # counts[b]: the end of bin b's rows (an empty bin's: the previous bin's end).
+            row_bins[position] = b
+            bin_class[position] = node_class[i]
+            bin_weight[position] = node_weight[i]
+        for b in range(lo, hi + 1):
+            counts[b] = 0
 
     node_w = node[STAT_WEIGHT]
     node_n = node[STAT_COUNT]
@@ -481,16 +507,10 @@ def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin
     i = 0
     b = lo
     while b < hi:
-        # The rows of bin b (one or more), then the candidate after it.
-        if m <= BINS_INSERTION_MAX:
-            stop = i + 1
-            while row_bins[stop] == b:
-                stop += 1
-        else:
-            stop = counts[b]
-            if stop == i:
-                b += 1
-                continue  # an empty bin repeats the previous candidate
+        # The rows of bin b (one or more; the rows are sorted), then the candidate after it.
+        stop = i + 1
+        while row_bins[stop] == b:
+            stop += 1
         for r in range(i, stop):
             wi = bin_weight[r]
             k = bin_class[r]
@@ -513,21 +533,19 @@ def best_split_bins_gini(feature, samples, start, end, X_source, y, w, node, bin
                 for j in range(node.shape[0]):
                     right[j] = node[j] - cum[j]
                 record_candidate(split, feature, b, False, c, cum, right)
-                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
                 split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
-        if m <= BINS_INSERTION_MAX:
-                    b_next = row_bins[i]
-                else:
-                    b_next = b + 1
-                    while counts[b_next] == i:
-                        b_next += 1
-                split[SPLIT_THRESHOLD] = gap_threshold(bin_thresholds, feature, b, b_next)
-        if m <= BINS_INSERTION_MAX:
-            b = row_bins[i]
-        else:
-            b += 1
-    if m > BINS_INSERTION_MAX:
-        for b in range(lo, hi + 1):
-            counts[b] = 0
+                split[SPLIT_THRESHOLD] = gap_threshold(bin_thresholds, feature, b, row_bins[i])
+        b = row_bins[i]
     return 1
 
+
+@njit(inline="always", **JIT_OPTIONS)
+def gap_threshold(bin_thresholds, feature, b, b_next):
+    """The threshold of a split after bin ``b`` when the node's next occupied bin is
+    ``b_next``: the middle of the empty bins between them (from the upper edge of ``b`` to
+    the lower edge of ``b_next``), as the exact finder puts it midway between the values it
+    parts; ``b``'s upper edge when the bins are adjacent."""
+    upper = bin_thresholds[feature, b]
+    if b_next <= b + 1:
+        return upper
+    return upper / 2.0 + bin_thresholds[feature, b_next - 1] / 2.0
