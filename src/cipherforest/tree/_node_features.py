@@ -445,9 +445,9 @@ def best_split_bins_gini(feature, node_bins, node_class, node_weight, m, node, b
     and scanned once in O(1) a row, where a histogram of 10 classes was written, scanned
     and cleared at 12 statistics a bin, and a small node's candidates cost O(classes) each.
     ``counts`` (at least ``missing_bin`` zeros; zero again on return), ``row_bins``,
-    ``bin_class`` and ``bin_weight`` (at least ``m`` items: the sorted rows) are scratch. The threshold of a
-    split between two occupied bins with empty bins between them lies mid-gap
-    (``gap_threshold``).
+    ``bin_class`` and ``bin_weight`` (at least ``m`` items: the sorted rows) are scratch.
+    The threshold of a split between two occupied bins with empty bins between them lies
+    mid-gap (``gap_threshold``).
     """
     if m <= BINS_INSERTION_MAX:
         for i in range(m):
