@@ -446,8 +446,6 @@ def best_split_bins_gini(feature, node_bins, node_class, node_weight, m, node, b
     and cleared at 12 statistics a bin, and a small node's candidates cost O(classes) each.
     ``counts`` (at least ``missing_bin`` zeros; zero again on return), ``row_bins``,
     ``bin_class`` and ``bin_weight`` (at least ``m`` items: the sorted rows) are scratch.
-    The threshold of a split between two occupied bins with empty bins between them lies
-    mid-gap (``gap_threshold``).
     """
     if m <= BINS_INSERTION_MAX:
         for i in range(m):
@@ -534,18 +532,7 @@ def best_split_bins_gini(feature, node_bins, node_class, node_weight, m, node, b
                     right[j] = node[j] - cum[j]
                 record_candidate(split, feature, b, False, c, cum, right)
                 split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
-                split[SPLIT_THRESHOLD] = gap_threshold(bin_thresholds, feature, b, row_bins[i])
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
         b = row_bins[i]
     return 1
 
-
-@njit(inline="always", **JIT_OPTIONS)
-def gap_threshold(bin_thresholds, feature, b, b_next):
-    """The threshold of a split after bin ``b`` when the node's next occupied bin is
-    ``b_next``: the middle of the empty bins between them (from the upper edge of ``b`` to
-    the lower edge of ``b_next``), as the exact finder puts it midway between the values it
-    parts; ``b``'s upper edge when the bins are adjacent."""
-    upper = bin_thresholds[feature, b]
-    if b_next <= b + 1:
-        return upper
-    return upper / 2.0 + bin_thresholds[feature, b_next - 1] / 2.0
