@@ -17,6 +17,11 @@ use. Here the two finders work on the drawn features only:
 * histogram ("feature histograms"): the drawn feature's histogram alone is built from the
   node's rows into one slot, scanned and cleared. No sibling subtraction: a sibling draws
   the same feature with probability ``max_features / n_features``.
+* histogram, Gini under whole weights ("bin sorts", ``best_split_bins_gini``): a node
+  without a histogram slot reads its rows once for all its drawn features
+  (``gather_node_rows``), sorts them by bin per feature and scans them in O(1) a row: the
+  histogram's candidates and values, without writing, scanning and clearing a histogram
+  of ``2 + n_classes`` statistics a bin.
 
 ``node_sort_pays`` and ``feature_histograms_pay`` are the cost models that choose these
 over the presorted layout and the full histograms, per tree.
