@@ -11,7 +11,11 @@ What the tests prove, with their oracles:
   whole class weights, best-first growth, random thresholds; regression with whole targets, whose
   sums are exact in any order);
 * the cost model picks node sorts on wide data with ``max_features="sqrt"`` (not on narrow
-  data), per-feature histograms unless (nearly) every feature is drawn.
+  data), per-feature histograms unless (nearly) every feature is drawn;
+* Gini histogram nodes under whole weights, split by sorting their rows' bins
+  (``best_split_bins_gini``), grow the trees the histograms grow: the oracle is the same
+  fit with every weight halved (not whole, so histograms; halving is exact, so the same
+  candidates and values), at node sizes on both sides of the insertion/counting switch.
 """
 
 from __future__ import annotations
@@ -20,7 +24,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification, make_regression
 
-from _helpers.trees import assert_same_forests  # noqa: E402
+from _helpers.trees import assert_same_forests, assert_same_tree  # noqa: E402
+from cipherforest import DecisionTreeClassifier
 from cipherforest.ensemble import (
     ExtraTreesClassifier,
     ExtraTreesRegressor,
@@ -31,6 +36,7 @@ from cipherforest.tree import ExtraTreeClassifier, _fit
 from cipherforest.tree._common import CRITERION_GINI
 from cipherforest.tree._fit import presort, row_index_dtype
 from cipherforest.tree._node_features import (
+    BINS_INSERTION_MAX,
     INSERTION_SORT_MAX,
     LAYOUT_COLUMNS,
     LAYOUT_NODE_SORT,
@@ -203,3 +209,26 @@ def test_extra_trees_presort_nothing(monkeypatch):
     forest = ExtraTreesClassifier(3, random_state=0).fit(X, two_outputs)
     assert calls == [X.shape]  # once for the fit's three trees
     assert forest.score(X, two_outputs) > 0.9
+
+
+@pytest.mark.parametrize("nan", [False, True], ids=["no-nan", "nan"])
+def test_bin_sorting_nodes_grow_the_histograms_trees(nan):
+    X, y = _wide_classification()
+    if not nan:
+        X = np.nan_to_num(X)
+    weights = np.random.default_rng(1).integers(1, 4, len(y)).astype(float)
+    whole = DecisionTreeClassifier(max_bins=255, max_features="sqrt", random_state=0)
+    halved = DecisionTreeClassifier(max_bins=255, max_features="sqrt", random_state=0)
+    whole.fit(X, y, sample_weight=weights)
+    halved.fit(X, y, sample_weight=weights / 2)
+    sizes = whole.tree_.n_node_samples[whole.tree_.children_left >= 0]
+    assert sizes.min() <= BINS_INSERTION_MAX < sizes.max()  # both sorts split nodes
+    assert_same_tree(whole.tree_, halved.tree_, skip=("weighted_n_node_samples",))
+    np.testing.assert_array_equal(whole.tree_.weighted_n_node_samples,
+                                  2 * halved.tree_.weighted_n_node_samples)
+
+    forest = RandomForestClassifier(5, max_bins=255, random_state=0).fit(X, y)
+    forest_halved = RandomForestClassifier(5, max_bins=255, random_state=0).fit(
+        X, y, sample_weight=np.full(len(y), 0.5))
+    assert_same_forests(forest, forest_halved, skip=("weighted_n_node_samples",))
+    np.testing.assert_array_equal(forest.predict_proba(X), forest_halved.predict_proba(X))

@@ -84,9 +84,13 @@ from ._histogram import (
     zero_histogram,
 )
 from ._node_features import (
+    BINS_GINI_MISSING,
     RADIX_BITS,
+    best_split_bins_gini,
     best_split_feature_histogram,
     best_split_random_column,
+    gather_node_feature,
+    gather_node_rows,
     partition_node_column,
     partition_node_sorted,
     ranks_at_or_below,
@@ -292,7 +296,23 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
                                  dtype=np.int64)
         for f in range(first_missing.shape[0]):
             first_missing[f] = ranks_at_or_below(sorted_value[f], np.inf)
-    whole = sorted_index is not None and criterion == CRITERION_GINI and whole_weights(w, samples)
+    whole = ((sorted_index is not None or (use_histogram and not compact))
+             and criterion == CRITERION_GINI
+             and (w.shape[0] == 0 or whole_weights(w, samples)))
+    # Gini nodes without a histogram slot under whole weights sort their rows' bins
+    # (``_node_features.best_split_bins_gini``): the same candidates, no histogram.
+    bins_gini = use_histogram and whole and not is_random
+    bin_counts = np.zeros(n_hist_bins if bins_gini else 0, dtype=np.int64)
+    row_bins = np.zeros(n_samples if bins_gini else 0, dtype=np.int64)
+    bin_class = np.zeros(n_samples if bins_gini else 0, dtype=np.int64)
+    bin_weight = np.zeros(n_samples if bins_gini else 0)
+    node_class = np.zeros(n_samples if bins_gini else 0, dtype=np.int64)
+    node_weight = np.zeros(n_samples if bins_gini else 0)
+    # The node's bins of its first max_features drawn features, read row by row
+    # (``gather_node_rows``) when a node draws few of many features; others are read by
+    # feature into the last row.
+    n_gathered = min(max_features, n_features) if bins_gini and feature_hists else 0
+    node_bins = np.zeros((n_gathered + 1, n_samples if bins_gini else 0), dtype=np.uint8)
     features = np.arange(n_features, dtype=np.int64)
     small_capacity = (hist_bins + 3) // 4 if use_histogram else 0
     bin_buffer = np.zeros(small_capacity, dtype=np.int64)
@@ -427,15 +447,49 @@ def grow_tree(is_random, criterion, n_stats, y, w, samples, sorted_index, sorted
             rng_state[0] = pending_seed[p]
             for j in range(n_features):
                 features[j] = j
+            # Nodes read by ``best_split_bins_gini`` draw the features every node scans
+            # first (the draws do not depend on what a scan finds, and a node's children
+            # draw from their own seeds) and gather the node's rows once.
+            n_drawn = 0
+            node_gathered = X_binned is not None and bins_gini and slot < 0 and n_scanned > 0
+            if node_gathered:
+                n_drawn = min(n_gathered, n_scanned)
+                for j in range(n_drawn):
+                    k = rand_int(rng_state, j, n_features)
+                    tmp = features[j]
+                    features[j] = features[k]
+                    features[k] = tmp
+                if X_binned is not None:
+                    gather_node_rows(node_samples, start, end, X_binned, features, n_drawn, y,
+                                     w, node_bins, node_class, node_weight)
             for j in range(n_scanned):
-                k = rand_int(rng_state, j, n_features)
-                tmp = features[j]
-                features[j] = features[k]
-                features[k] = tmp
+                if j >= n_drawn:
+                    k = rand_int(rng_state, j, n_features)
+                    tmp = features[j]
+                    features[j] = features[k]
+                    features[k] = tmp
                 f = features[j]
                 non_constant = False
+                found = BINS_GINI_MISSING
                 if X_binned is not None:
-                    if has_cat and is_categorical(bin_thresholds, f):
+                    if node_gathered and not (has_cat and is_categorical(bin_thresholds, f)):
+                        row = j
+                        if j >= n_drawn:
+                            row = n_gathered
+                            if X_columns.shape[0] == X_binned.shape[0]:
+                                gather_node_feature(node_samples, start, end, X_columns, f,
+                                                    node_bins[row])
+                            else:
+                                gather_node_feature(node_samples, start, end, X_binned, f,
+                                                    node_bins[row])
+                        found = best_split_bins_gini(
+                            f, node_bins[row], node_class, node_weight, end - start, stats,
+                            bin_thresholds, n_hist_bins - 1, min_samples_leaf,
+                            min_weight_leaf, split, cum, right, bin_counts, row_bins,
+                            bin_class, bin_weight)
+                    if found != BINS_GINI_MISSING:
+                        non_constant = found > 0
+                    elif has_cat and is_categorical(bin_thresholds, f):
                         if slot >= 0 and not compact:
                             non_constant = best_split_categorical(
                                 f, hist_pool[slot, f], hist_lo[slot, f], hist_hi[slot, f],

@@ -19,6 +19,11 @@ use. Here the two finders work on the drawn features only:
 * histogram ("feature histograms"): the drawn feature's histogram alone is built from the
   node's rows into one slot, scanned and cleared. No sibling subtraction: a sibling draws
   the same feature with probability ``max_features / n_features``.
+* histogram, Gini under whole weights ("bin sorts", ``best_split_bins_gini``): a node
+  without a histogram slot reads its rows once for all its drawn features
+  (``gather_node_rows``), sorts them by bin per feature and scans them in O(1) a row: the
+  histogram's candidates and values, without writing, scanning and clearing a histogram
+  of ``2 + n_classes`` statistics a bin.
 
 ``exact_layout`` (with the cost model ``node_sort_pays``) and ``feature_histograms_pay``
 choose these over the presorted layout and the full histograms, per tree.
@@ -415,3 +420,152 @@ def _scatter_columns(sorted_index, sorted_value, out):
     for f in range(sorted_index.shape[0]):
         for i in range(sorted_index.shape[1]):
             out[sorted_index[f, i], f] = sorted_value[f, i]
+
+
+
+
+#: ``best_split_bins_gini``'s answer when the node has NaN in the feature: the caller
+#: scans the feature its usual way (the histogram or the small node's sort).
+BINS_GINI_MISSING = -1
+#: Nodes of up to this many rows sort their bins by insertion, larger ones by counting
+#: (which walks the bins between the node's least and largest, up to ``max_bins``).
+BINS_INSERTION_MAX = 24
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def gather_node_rows(samples, start, end, X_binned, features, n_drawn, y, w, node_bins,
+                     node_class, node_weight):
+    """The node's rows ``samples[start:end]`` as ``best_split_bins_gini`` reads them: the
+    bins of the drawn features ``features[:n_drawn]`` into ``node_bins[q, :end - start]``,
+    and each row's stats column of its class and its weight into ``node_class`` /
+    ``node_weight``.
+
+    One pass over the node's rows of the row-major ``X_binned``: a row's drawn features
+    share its few cache lines (a 784-feature row spans 13), where reading each feature's
+    column touches one line per row and feature.
+    """
+    for i in range(end - start):
+        sample = samples[start + i]
+        node_class[i] = STAT_FIRST + np.int64(y[sample])
+        node_weight[i] = weight_at(w, sample)
+        for q in range(n_drawn):
+            node_bins[q, i] = X_binned[sample, features[q]]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def gather_node_feature(samples, start, end, X_source, feature, out):
+    """The bins of ``feature`` of the node's rows ``samples[start:end]`` into ``out``."""
+    for i in range(end - start):
+        out[i] = X_source[samples[start + i], feature]
+
+
+@njit(**LEAF_JIT_OPTIONS)
+def best_split_bins_gini(feature, node_bins, node_class, node_weight, m, node, bin_thresholds,
+                         missing_bin, min_samples_leaf, min_weight_leaf, split, cum, right,
+                         counts, row_bins, bin_class, bin_weight):
+    """The Gini candidates of ``best_split_histogram_feature`` (without random thresholds)
+    under whole weights, from the node's rows sorted by their bin instead of a histogram:
+    the same boundaries after each occupied bin in the same order, each candidate's value
+    the one ``children_impurity`` computes (``_splitter_exact``'s ``_scan_gini_whole``:
+    whole class weights, so the running sums of squares equal the summed ones bit for bit).
+    Returns 1 (0 when the feature is constant in the node), or ``BINS_GINI_MISSING`` when a
+    row of the node is NaN (bin ``missing_bin``) and nothing was evaluated.
+
+    The node's ``m`` rows come as ``gather_node_rows`` gives them: ``node_bins[i]`` the
+    bin of row ``i`` in ``feature``, ``node_class[i]`` its class's stats column,
+    ``node_weight[i]`` its weight. They are sorted by bin (insertion up to
+    ``BINS_INSERTION_MAX`` rows, else one counting pass over the bins the node occupies)
+    and scanned once in O(1) a row, where a histogram of 10 classes was written, scanned
+    and cleared at 12 statistics a bin, and a small node's candidates cost O(classes) each.
+    ``counts`` (at least ``missing_bin`` zeros; zero again on return), ``row_bins``,
+    ``bin_class`` and ``bin_weight`` (at least ``m`` items: the sorted rows) are scratch.
+    """
+    if m <= BINS_INSERTION_MAX:
+        for i in range(m):
+            b = np.int64(node_bins[i])
+            if b == missing_bin:
+                return BINS_GINI_MISSING
+            j = i
+            while j > 0 and row_bins[j - 1] > b:
+                row_bins[j] = row_bins[j - 1]
+                bin_class[j] = bin_class[j - 1]
+                bin_weight[j] = bin_weight[j - 1]
+                j -= 1
+            row_bins[j] = b
+            bin_class[j] = node_class[i]
+            bin_weight[j] = node_weight[i]
+        if m == 0 or row_bins[m - 1] == row_bins[0]:
+            return 0
+        lo = row_bins[0]
+        hi = row_bins[m - 1]
+    else:
+        # Every bin read before ``counts`` is touched: a NaN row leaves it zero.
+        lo = missing_bin
+        hi = np.int64(-1)
+        for i in range(m):
+            b = np.int64(node_bins[i])
+            if b == missing_bin:
+                return BINS_GINI_MISSING
+            lo = min(lo, b)
+            hi = max(hi, b)
+        if hi <= lo:
+            return 0
+        for i in range(m):
+            counts[np.int64(node_bins[i])] += 1
+        total = 0
+        for b in range(lo, hi + 1):
+            c = counts[b]
+            counts[b] = total
+            total += c
+        for i in range(m):
+            b = np.int64(node_bins[i])
+            position = counts[b]
+            counts[b] = position + 1
+            row_bins[position] = b
+            bin_class[position] = node_class[i]
+            bin_weight[position] = node_weight[i]
+        for b in range(lo, hi + 1):
+            counts[b] = 0
+
+    node_w = node[STAT_WEIGHT]
+    node_n = node[STAT_COUNT]
+    sq_left = 0.0
+    sq_right = 0.0
+    for k in range(STAT_FIRST, node.shape[0]):
+        sq_right += node[k] * node[k]
+    cum[:] = 0.0
+    best = split[SPLIT_CHILDREN]
+    i = 0
+    b = lo
+    while b < hi:
+        # The rows of bin b (one or more; the rows are sorted), then the candidate after it.
+        stop = i + 1
+        while row_bins[stop] == b:
+            stop += 1
+        for r in range(i, stop):
+            wi = bin_weight[r]
+            k = bin_class[r]
+            c_k = cum[k]
+            sq_left += wi * (2.0 * c_k + wi)
+            sq_right -= wi * (2.0 * (node[k] - c_k) - wi)
+            cum[k] = c_k + wi
+            cum[STAT_WEIGHT] += wi
+        cum[STAT_COUNT] += stop - i
+        i = stop
+        w_left = cum[STAT_WEIGHT]
+        w_right = node_w - w_left
+        if not (cum[STAT_COUNT] < min_samples_leaf
+                or node_n - cum[STAT_COUNT] < min_samples_leaf
+                or w_left < min_weight_leaf or w_right < min_weight_leaf
+                or w_left <= 0.0 or w_right <= 0.0):
+            c = (w_left - sq_left / w_left) + (w_right - sq_right / w_right)
+            if c < best:
+                best = c
+                for j in range(node.shape[0]):
+                    right[j] = node[j] - cum[j]
+                record_candidate(split, feature, b, False, c, cum, right)
+                split[SPLIT_MISSING_LEFT] = MISSING_UNSEEN
+                split[SPLIT_THRESHOLD] = bin_thresholds[feature, b]
+        b = row_bins[i]
+    return 1
+
