@@ -40,7 +40,11 @@ SETTINGS = {
     "300 trees": ({"n_estimators": 300}, False),
     "max_features 0.5": ({"max_features": 0.5}, False),
     "max_features 0.33": ({"max_features": 0.33}, False),
+    "min_samples_leaf 2": ({"min_samples_leaf": 2}, False),
     "min_samples_leaf 3": ({"min_samples_leaf": 3}, False),
+    "min_samples_leaf 5": ({"min_samples_leaf": 5}, False),
+    "min_samples_leaf 10": ({"min_samples_leaf": 10}, False),
+    "min_samples_leaf 20": ({"min_samples_leaf": 20}, False),
 }
 
 
