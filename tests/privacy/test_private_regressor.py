@@ -245,18 +245,20 @@ def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(diabetes_300):
                                    server=recorder).fit(X, y)
     setup = decode_message(recorder.sent[0], "setup")
     assert "y_rr" not in setup.arrays
-    assert setup.meta["min_samples_leaf"] == 1  # the default outside "rr"
+    assert setup.meta["min_samples_leaf"] == 5  # the default with "ridge_to_means"
     assert model.epsilon_spent_ == 0.0
     assert r2_score(y_test, model.predict(X_test)) > 0.2
 
 
 @pytest.mark.parametrize(("params", "expected"), [
     ({}, 5), ({"leaf_refit": "mean"}, 1), ({"leaf_refit": "ridge"}, 1),
-    ({"split_selection": "blind"}, 1), ({"min_samples_leaf": 2}, 2)])
-def test_default_min_samples_leaf_is_five_under_rr_with_the_default_refit(diabetes_300,
-                                                                         params, expected):
-    """What the server is told: leaves of 5 rows for trees on ỹ refitted toward the leaf
-    means (the measured default), RandomForestRegressor's 1 otherwise, a given value as is."""
+    ({"split_selection": "blind"}, 5), ({"split_selection": "blind", "leaf_refit": "mean"}, 1),
+    ({"split_selection": "paper"}, 1), ({"min_samples_leaf": 2}, 2)])
+def test_default_min_samples_leaf_is_five_with_the_default_refit(diabetes_300, params,
+                                                                 expected):
+    """What the server is told: leaves of 5 rows for trees on ỹ or label-blind trees
+    refitted toward the leaf means (the measured default), RandomForestRegressor's 1
+    otherwise, a given value as is."""
     X, y, _, _ = diabetes_300
     recorder = _Recorder(InProcessTransport())
     PrivateForestRegressor(n_estimators=2, random_state=0, server=recorder,

@@ -166,16 +166,18 @@ class LeafMeans:
         return cls(table, sums, values)
 
 
-#: The forest regressor's ``min_samples_leaf`` under ``"rr"`` with ``"ridge_to_means"``
-#: when none is given.
+#: The forest regressor's ``min_samples_leaf`` under ``"rr"`` and ``"blind"`` with
+#: ``"ridge_to_means"`` when none is given.
 RR_MIN_SAMPLES_LEAF = 5
 
 
 def default_min_samples_leaf(params: Mapping[str, Any]) -> int:
     """``min_samples_leaf`` of a regressor given None: :data:`RR_MIN_SAMPLES_LEAF` for
-    trees grown on ỹ (``"rr"``) whose leaves the client refits by ``"ridge_to_means"``,
-    RandomForestRegressor's 1 otherwise (measured to lose with leaf means)."""
-    if params["split_selection"] == "rr" and params.get("leaf_refit") == "ridge_to_means":
+    trees grown on ỹ (``"rr"``) or label-blind (``"blind"``) whose leaves the client refits
+    by ``"ridge_to_means"``, RandomForestRegressor's 1 otherwise (measured to lose with
+    leaf means)."""
+    if (params["split_selection"] in ("rr", "blind")
+            and params.get("leaf_refit") == "ridge_to_means"):
         return RR_MIN_SAMPLES_LEAF
     return 1
 
@@ -598,11 +600,11 @@ class PrivateForestRegressor(RegressionModelMixin, RegressorMixin, BaseEstimator
     max_depth : int or None, default=None
     min_samples_split : int, default=2
     min_samples_leaf : int or None, default=None
-        None: 5 (:data:`RR_MIN_SAMPLES_LEAF`) under ``"rr"`` with
+        None: 5 (:data:`RR_MIN_SAMPLES_LEAF`) under ``"rr"`` and ``"blind"`` with
         ``leaf_refit="ridge_to_means"``, else 1 (RandomForestRegressor's). With the default
         refit, leaves of at least 5 rows scored higher than leaves of one on all five
-        benchmark sets at ε = 1 and 2, and lower on most with leaf means
-        (docs/private_forest.md).
+        benchmark sets (``"rr"`` at ε = 1 and 2, and ``"blind"``), and lower on most with
+        leaf means (docs/private_forest.md).
         It is a rule of the server's growth on ỹ, public: ε is the same.
     bootstrap : bool, default=True
     max_samples : int, float or None, default=None
