@@ -38,6 +38,17 @@ depth-3 trees, on the data sets of ``benchmarks/label_privacy_regression.py`` (i
 
     python benchmarks/label_privacy_boosting.py regression --epsilons 2
 
+Part ``attacks``: what a curious server of the boosting models learns of the true labels and
+targets: the classifier's attacks (the proximity of rows in the server's trees, forced refits,
+selective failure) run against :class:`~cipherforest.privacy.PrivateGradientBoostingClassifier`
+and the regressor's target attacks against
+:class:`~cipherforest.privacy.PrivateGradientBoostingRegressor` (one real fit per ε through an
+embedded server wrapped in ``attacks.RecordingServer``; the first ``--rows`` rows of each set),
+beside the positive control: our plaintext boosting grown on the same ciphers and the true
+labels or targets (ỹ = y).
+
+    python benchmarks/label_privacy_boosting.py attacks
+
 diffprivlib has no model to compare: it does not import with this scikit-learn (its trees
 import ``DOUBLE`` from ``sklearn.tree._tree``, which scikit-learn no longer has); the script
 says so when it fails.
@@ -51,6 +62,7 @@ import platform
 import sys
 import tempfile
 import time
+from types import SimpleNamespace
 
 import numpy as np
 from sklearn.metrics import r2_score
@@ -59,11 +71,16 @@ from sklearn.model_selection import KFold, StratifiedKFold
 from cipherforest.ensemble import GradientBoostingClassifier, GradientBoostingRegressor
 from cipherforest.experiments.datasets import load_bundled
 from cipherforest.privacy import (
+    PrivateForestServer,
     PrivateGradientBoostingClassifier,
     PrivateGradientBoostingRegressor,
+    attacks,
 )
 from cipherforest.privacy.boosting import PrivateGradientBoostingSimulator
-from cipherforest.privacy.simulation import PrivateForestSimulator
+from cipherforest.privacy.simulation import (
+    PrivateForestRegressorSimulator,
+    PrivateForestSimulator,
+)
 
 DATASETS = ("breast_cancer", "wine", "digits", "phishing", "segment")
 EPSILONS = (0.5, 1.0, 2.0, 4.0, 8.0)
@@ -273,6 +290,153 @@ def regression(args) -> str:
     return "\n".join(lines)
 
 
+KNOWN_DRAWS = 5
+KNOWN_SHARE = 0.1
+
+
+def boosted_trees(model) -> list[dict[str, np.ndarray]]:
+    """A fitted plaintext boosting's trees in the server's format, round by round."""
+    return attacks.forest_trees(SimpleNamespace(
+        estimators_=[tree for trees in model.estimators_ for tree in trees]))
+
+
+def label_attack_cells(trees, X_cipher, y) -> list[float]:
+    """Success of the nearest-row guesses over the trees' proximity: one known row per class
+    (mean over ``KNOWN_DRAWS`` draws) and ``KNOWN_SHARE`` of the rows known."""
+    proximity = attacks.proximity_matrix(trees, X_cipher)
+    one = [attacks.score_labels("", attacks.proximity_nearest_labels(
+        proximity, rows, labels), y, rows).success
+        for rows, labels in (attacks.one_known_per_class(y, d) for d in range(KNOWN_DRAWS))]
+    known = np.random.default_rng(0).choice(y.shape[0], int(KNOWN_SHARE * y.shape[0]),
+                                            replace=False)
+    share = attacks.score_labels("", attacks.proximity_nearest_labels(
+        proximity, known, y[known]), y, known).success
+    return [float(np.mean(one)), share]
+
+
+def _recorded_boosting(X, y, trees: int, eps: float, ledger: str):
+    """A boosting classifier's fit through a recording embedded server: its transcript."""
+    recorder = attacks.RecordingServer(PrivateForestServer())
+    PrivateGradientBoostingClassifier(trees, label_epsilon=eps, random_state=0,
+                                      privacy_ledger=ledger, server=recorder).fit(X, y)
+    return recorder.transcript
+
+
+def _nearest_one_known(transcript, y) -> np.ndarray:
+    rows, labels = attacks.one_known_per_class(y, 0)
+    return attacks.proximity_nearest_labels(
+        attacks.proximity_matrix(transcript.trees, transcript.X_cipher), rows, labels)
+
+
+def classifier_attacks(names, trees: int, n_rows: int, epsilons) -> list[str]:
+    from label_privacy import dp_bound  # this folder's script
+
+    lines = ["| data set | ε | majority | ỹ | nearest, one known per class | nearest, "
+             f"{KNOWN_SHARE:.0%} known | refits: majority of 7 (draws) | fresh draws: "
+             "majority of 7 | selective failure: probed / refusals | audit: with own labels | "
+             "audit: labels withheld | ε-DP bound |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        data = load_bundled(name)
+        X, y = data.X[:n_rows], data.y[:n_rows]
+        majority = attacks.majority_baseline(y)
+        known_rows, _ = attacks.one_known_per_class(y, 0)
+        others = np.setdiff1d(np.arange(y.shape[0]), known_rows)
+        audited = np.random.default_rng(0).choice(others, others.shape[0] // 5, replace=False)
+        withheld = y.copy()
+        withheld[audited] = np.random.default_rng(1).integers(0, y.max() + 1, audited.shape[0])
+        for eps in epsilons:
+            with tempfile.TemporaryDirectory() as ledger:
+                transcript = _recorded_boosting(X, y, trees, eps, ledger)
+                X_cipher = transcript.X_cipher
+                noisy = transcript.first("setup").arrays["y_rr"]
+                cells = label_attack_cells(transcript.trees, X_cipher, y)
+                refits = attacks.forced_refit_attack(PrivateGradientBoostingClassifier(
+                    trees, label_epsilon=eps, privacy_ledger=ledger), X, y)
+                failure = attacks.selective_failure_attack(PrivateGradientBoostingClassifier(
+                    trees, label_epsilon=eps, privacy_ledger=ledger), X, y, n_targets=10,
+                    max_fits=3)
+                with_own = float(np.mean(_nearest_one_known(transcript, y)[audited]
+                                         == y[audited]))
+            with tempfile.TemporaryDirectory() as ledger:
+                without = float(np.mean(_nearest_one_known(_recorded_boosting(
+                    X, withheld, trees, eps, ledger), y)[audited] == y[audited]))
+            with tempfile.TemporaryDirectory() as ledger, attacks.fresh_randomized_labels():
+                fresh = attacks.forced_refit_attack(PrivateGradientBoostingClassifier(
+                    trees, label_epsilon=eps, privacy_ledger=ledger), X, y)
+            lines.append(f"| {name} | {eps:g} | {majority:.3f} | {np.mean(noisy == y):.3f} | "
+                         + " | ".join(f"{c:.3f}" for c in cells)
+                         + f" | {refits.majority:.3f} ({refits.distinct_draws}) | "
+                         f"{fresh.majority:.3f} | {failure.n_probed} / {failure.refusals} | "
+                         f"{with_own:.3f} | {without:.3f} | {dp_bound(eps, without):.3f} |")
+        blind = PrivateForestSimulator(trees, split_selection="blind", random_state=0).fit(X, y)
+        cells = label_attack_cells(blind.trees_, blind.encryptor_.transform(X).astype(float), y)
+        lines.append(f"| {name} | blind forest (0) | {majority:.3f} | | "
+                     + " | ".join(f"{c:.3f}" for c in cells) + " | | | | | | |")
+        plain = GradientBoostingClassifier(n_estimators=trees, random_state=0).fit(X_cipher, y)
+        cells = label_attack_cells(boosted_trees(plain), X_cipher, y)
+        lines.append(f"| {name} | plaintext (control) | {majority:.3f} | 1.000 | "
+                     + " | ".join(f"{c:.3f}" for c in cells) + " | | | | | | |")
+    return lines
+
+
+def regressor_attacks(names, trees: int, n_rows: int, epsilons) -> list[str]:
+    from label_privacy_regression import attack_cells, attack_data, cell  # this folder's
+
+    lines = ["| data set | ε | mean's MAE | ỹ | leaf neighbours | blend | nearest known | "
+             "refits: mean of 7 (draws) | fresh draws: mean of 7 |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for name in names:
+        X, y, known = attack_data(name, n_rows)
+        for eps in epsilons:
+            with tempfile.TemporaryDirectory() as ledger:
+                recorder = attacks.RecordingServer(PrivateForestServer())
+                PrivateGradientBoostingRegressor(trees, label_epsilon=eps, random_state=0,
+                                                 privacy_ledger=ledger,
+                                                 server=recorder).fit(X, y)
+                transcript = recorder.transcript
+                X_cipher = transcript.X_cipher
+                cells = attack_cells(X_cipher, transcript.trees,
+                                     transcript.first("setup").arrays["y_rr"], y, known)
+                refits = attacks.forced_refit_targets(PrivateGradientBoostingRegressor(
+                    trees, label_epsilon=eps, privacy_ledger=ledger), X, y)
+            with tempfile.TemporaryDirectory() as ledger, attacks.fresh_randomized_labels():
+                fresh = attacks.forced_refit_targets(PrivateGradientBoostingRegressor(
+                    trees, label_epsilon=eps, privacy_ledger=ledger), X, y)
+            lines.append(f"| {name} | {eps:g} | {cells[0].baseline_mae:.3g} | "
+                         + " | ".join(cell(r) for r in cells)
+                         + f" | {cell(refits.averaged)} ({refits.distinct_draws}) | "
+                         f"{cell(fresh.averaged)} |")
+        with tempfile.TemporaryDirectory() as ledger:
+            blind = PrivateForestRegressorSimulator(trees, split_selection="blind",
+                                                    random_state=0, leaf_refit="mean",
+                                                    privacy_ledger=ledger).fit(X, y)
+        nearest = attacks.score_targets("nearest", attacks.proximity_nearest_targets(
+            attacks.proximity_matrix(blind.trees_, blind.encryptor_.transform(X).astype(float)),
+            known, y[known], 5), y, known)
+        lines.append(f"| {name} | blind forest (0) | {nearest.baseline_mae:.3g} | | | | "
+                     f"{cell(nearest)} | | |")
+        plain = GradientBoostingRegressor(n_estimators=trees, random_state=0).fit(X_cipher, y)
+        cells = attack_cells(X_cipher, boosted_trees(plain), y, y, known)
+        lines.append(f"| {name} | plaintext (control) | {cells[0].baseline_mae:.3g} | "
+                     + " | ".join(cell(r) for r in cells) + " | | |")
+    return lines
+
+
+def attack_tables(args) -> str:
+    lines = ["Labels: success of the server's guesses over the training rows (known rows not "
+             "scored); \"draws\": distinct ỹ among the 7 refits; selective failure: targets "
+             "probed and fits refused.", "",
+             *classifier_attacks(args.datasets, args.trees, args.rows, args.epsilons), "",
+             "Targets: R² / MAE of the server's guesses (R² = 0 is guessing the mean; nearest "
+             f"known: {KNOWN_SHARE:.0%} of the targets known, 5 nearest).", "",
+             *regressor_attacks(args.regression_datasets, args.trees, args.rows,
+                                args.epsilons), "",
+             f"{args.trees} rounds; {platform.machine()}, {os.cpu_count()} cores shared with "
+             "other jobs."]
+    return "\n".join(lines)
+
+
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="part", required=True)
@@ -315,15 +479,23 @@ def main(argv=None) -> None:
     r.add_argument("--refits", nargs="+", default=["mean"], choices=["mean", "ridge"],
                    help="the private model's leaf_refit (each a column per ε)")
     r.add_argument("--markdown")
+    a = sub.add_parser("attacks")
+    a.add_argument("--datasets", nargs="+", default=["breast_cancer", "wine"])
+    a.add_argument("--regression-datasets", nargs="+", default=["diabetes", "friedman1"])
+    a.add_argument("--epsilons", nargs="+", type=float, default=[1.0, 2.0, 8.0])
+    a.add_argument("--trees", type=int, default=100)
+    a.add_argument("--rows", type=int, default=500)
+    a.add_argument("--markdown")
     args = parser.parse_args(argv)
     text = {"curves": curves, "time": timing, "regression": regression,
-            "settings": settings}[args.part](args)
+            "settings": settings, "attacks": attack_tables}[args.part](args)
     print(text)
     if args.markdown:
         title = {"curves": "# Private gradient boosting against ε",
                  "time": "# Private gradient boosting: fit time",
                  "settings": "# Private gradient boosting: the server's settings",
-                 "regression": "# Private gradient boosting regression: R²"}[args.part]
+                 "regression": "# Private gradient boosting regression: R²",
+                 "attacks": "# Private gradient boosting: attacks"}[args.part]
         command = " ".join(["python", "benchmarks/label_privacy_boosting.py", *sys.argv[1:]])
         with open(args.markdown, "w", encoding="utf-8") as file:
             file.write(f"{title}\n\n`{command}`\n\n{text}\n")

@@ -55,16 +55,21 @@ from label_privacy_regression import DATASETS, EPSILONS, load  # noqa: E402
 _TOLERANCE = 1e-10
 
 
-def grow(X, y, X_test, epsilon, seed, ledger, trees):
+def grow(X, y, X_test, epsilon, seed, ledger, trees, growth_params=None,
+         true_targets=False):
     """Table rows of the training and test rows' leaves, the bootstrap draws and the
-    number of leaves of one private forest."""
+    number of leaves of one private forest (``growth_params``: the regressor's other
+    parameters; ``true_targets``: the server's learner grows on ``y`` instead of ỹ, the
+    partition without the release's noise and coarseness)."""
     params = PrivateForestRegressorSimulator(trees, random_state=seed, label_epsilon=epsilon,
-                                             privacy_ledger=ledger).get_params()
+                                             privacy_ledger=ledger,
+                                             **(growth_params or {})).get_params()
     engine = RegressionSession(params)
     setup, _ = engine.encrypt(X, y, PrivateForestRegressorSimulator(**params).new_encryptor())
     X_cipher = setup.arrays["X"]
     growth = ForestGrowth(X_cipher, ForestSpec.from_meta(setup.meta, *X_cipher.shape))
-    SERVER_LEARNERS["regressor"].grow(growth, setup.arrays["y_rr"], 0, None)
+    SERVER_LEARNERS["regressor"].grow(growth, np.asarray(y, dtype=np.float64) if true_targets
+                                      else setup.arrays["y_rr"], 0, None)
     reached = leaves_reached(growth.trees, X_cipher)
     table = LeafTable.from_rows(reached, np.zeros(len(y), dtype=np.int64), growth.weights, 1)
     draws = np.column_stack([growth.weights(t) for t in range(len(growth.trees))])

@@ -177,7 +177,8 @@ def test_trees_are_the_forest_on_privatised_targets_and_leaves_mean_true_targets
     prediction is the mean over the trees of the draws-weighted mean of the TRUE targets of
     the training rows in the leaf it reaches."""
     X, y, X_test, _ = diabetes_300
-    params = dict(n_estimators=5, random_state=3, max_features=0.5)
+    # min_samples_leaf: the regressor's default under "rr" (5), given to the oracle too.
+    params = dict(n_estimators=5, random_state=3, max_features=0.5, min_samples_leaf=5)
     # A fixed ledger secret: how many values ỹ takes follows the noisy prior, drawn under
     # the ledger's secret (the suite's shared ledger gave three in some runs).
     model = PrivateForestRegressor(**params, leaf_refit="mean",
@@ -219,6 +220,7 @@ def test_server_sees_privatised_targets_only_and_they_are_permanent(diabetes_300
         setup = decode_message(recorder.sent[0], "setup")
         assert setup.meta["learner"] == "regressor"
         assert setup.meta["label_ciphertexts"] is False
+        assert setup.meta["min_samples_leaf"] == 5  # the default under "rr"
         assert not any(decode_message(m).kind == "labels" for m in recorder.sent)
         fits.append((setup.array("y_rr", "float64", 1), model))
     (first, model), (second, _) = fits
@@ -241,9 +243,27 @@ def test_blind_mode_sends_no_targets_and_is_better_than_the_mean(diabetes_300):
     recorder = _Recorder(InProcessTransport())
     model = PrivateForestRegressor(n_estimators=30, split_selection="blind", random_state=0,
                                    server=recorder).fit(X, y)
-    assert "y_rr" not in decode_message(recorder.sent[0], "setup").arrays
+    setup = decode_message(recorder.sent[0], "setup")
+    assert "y_rr" not in setup.arrays
+    assert setup.meta["min_samples_leaf"] == 5  # the default with "ridge_to_means"
     assert model.epsilon_spent_ == 0.0
     assert r2_score(y_test, model.predict(X_test)) > 0.2
+
+
+@pytest.mark.parametrize(("params", "expected"), [
+    ({}, 5), ({"leaf_refit": "mean"}, 1), ({"leaf_refit": "ridge"}, 1),
+    ({"split_selection": "blind"}, 5), ({"split_selection": "blind", "leaf_refit": "mean"}, 1),
+    ({"split_selection": "paper"}, 1), ({"min_samples_leaf": 2}, 2)])
+def test_default_min_samples_leaf_is_five_with_the_default_refit(diabetes_300, params,
+                                                                 expected):
+    """What the server is told: leaves of 5 rows for trees on ỹ or label-blind trees
+    refitted toward the leaf means (the measured default), RandomForestRegressor's 1
+    otherwise, a given value as is."""
+    X, y, _, _ = diabetes_300
+    recorder = _Recorder(InProcessTransport())
+    PrivateForestRegressor(n_estimators=2, random_state=0, server=recorder,
+                           **params).fit(X[:100], y[:100])
+    assert decode_message(recorder.sent[0], "setup").meta["min_samples_leaf"] == expected
 
 
 def test_rr_bins_learns_at_epsilon_two(diabetes_300):

@@ -209,7 +209,7 @@ class PrivateForestRegressorSimulator(RegressorMixin, BaseEstimator):
         if name not in ("server", "server_key", "timeout", "verbose")}
 
     def __init__(self, n_estimators=100, *, max_features=1.0, max_depth=None,
-                 min_samples_split=2, min_samples_leaf=1, bootstrap=True, max_samples=None,
+                 min_samples_split=2, min_samples_leaf=None, bootstrap=True, max_samples=None,
                  max_bins=None, random_state=None, security_parameter=6.4,
                  gipe_mode="quantile", gipe_bins=32, split_selection="rr", label_epsilon=None,
                  target_mechanism="bins", target_bounds=None, target_bins=32,
