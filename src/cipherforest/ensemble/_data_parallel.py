@@ -467,11 +467,12 @@ class _TreeDriver:
 
     def _grow_best_first(self, nodes, frontier):
         """Best-first growth with speculative batches: when the best frontier node is not
-        split yet, the shards split the best ``max_leaf_nodes - leaves`` unsplit ones in one
-        round trip (the likely next ones: their children's scans decide). Nodes are
-        committed in the sequential order (the heap of the single-machine grower);
-        speculative splits never committed are undone at the end (their rows' leaf is the
-        node), so the tree is the sequential one."""
+        split yet, the shards split in one round trip the nodes of largest impurity
+        decrease among the unsplit frontier nodes and the children of split nodes not
+        committed yet (the likely next ones: their children's scans decide), as many as
+        leaves remain uncommitted. Nodes are committed in the sequential order (the heap
+        of the single-machine grower); speculative splits never committed are undone at
+        the end (their rows' leaf is the node), so the tree is the sequential one."""
         max_leaves = self.params.max_leaf_nodes
         heap = [(-entry[0], entry[1], entry) for entry in frontier]
         heapq.heapify(heap)
@@ -480,9 +481,15 @@ class _TreeDriver:
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             if heap[0][2][2] not in presplit:
-                budget = max(1, max_leaves - n_leaves - len(presplit))
-                batch = [item[2] for item in heapq.nsmallest(len(heap), heap)
-                         if item[2][2] not in presplit][:budget]
+                # Every uncommitted node that has a gain: the frontier's and the
+                # speculative splits' children; those not split yet among the best
+                # max_leaves - n_leaves (the most that can still be committed).
+                pool = [item[2] for item in heap]
+                pool += [child for children in presplit.values() for child in children]
+                pool.sort(key=lambda entry: (-entry[0], entry[1]))
+                best = heap[0][2]
+                batch = [best] + [entry for entry in pool[:max_leaves - n_leaves]
+                                  if entry[2] not in presplit and entry is not best]
                 for entry, children in zip(batch, self._split(nodes, batch, True),
                                            strict=True):
                     presplit[entry[2]] = self._evaluate(nodes, children)
@@ -493,13 +500,16 @@ class _TreeDriver:
             if n_leaves < max_leaves:
                 for child in children:
                     heapq.heappush(heap, (-child[0], child[1], child))
-        # Undo the uncommitted splits: their children's rows belong to them again.
+        # Undo the uncommitted splits, the deepest first: their children's rows belong to
+        # them again (a child's own uncommitted split undone before).
         owner = np.arange(len(nodes))
-        for node_id in presplit:
+        for node_id in reversed(presplit):
             node = nodes[node_id]
             owner[node["left"]] = owner[node["right"]] = node_id
             nodes[node["left"]] = nodes[node["right"]] = None
             nodes[node_id] = self._new_node(node["stats"], node["hess"])
+        for node_id in range(len(nodes)):  # a parent's id is below its children's
+            owner[node_id] = owner[owner[node_id]]
         kept = np.array([n is not None for n in nodes])
         renumber = np.cumsum(kept) - 1
         for node in nodes:
