@@ -28,8 +28,9 @@ subprocess on the same rows.
     python benchmarks/dask_boosting.py --model forest --rows 500000 --libs ours lightgbm \
         --single --sklearn
 
-Prints one Markdown table row per run: fit seconds, peak memory per worker (MB, the
-largest worker), accuracy, and the ratios against lightgbm.dask when it ran.
+Prints one Markdown table row per run: fit seconds, CPU seconds of the busier worker
+process during the fit, peak memory per worker (MB, the largest worker), accuracy, the
+1-minute load average after the fit, and the ratios against lightgbm.dask when it ran.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class _RssSampler:
 
         self.processes = [psutil.Process(pid) for pid in pids]
         self.start = [p.memory_info().rss / 2**20 for p in self.processes]
+        self.cpu_start = [self._cpu(p) for p in self.processes]
         self.peak = list(self.start)
         self.running = True
         self.thread = threading.Thread(target=self._sample, daemon=True)
@@ -104,9 +106,16 @@ class _RssSampler:
                     pass
             time.sleep(0.02)
 
+    @staticmethod
+    def _cpu(process) -> float:
+        times = process.cpu_times()
+        return times.user + times.system
+
     def stop(self) -> list[float]:
         self.running = False
         self.thread.join()
+        self.cpu = [self._cpu(p) - c for p, c in zip(self.processes, self.cpu_start,
+                                                     strict=True)]
         return self.peak
 
 
@@ -190,7 +199,8 @@ def run(lib: str, args, n_workers: int) -> dict:
         peaks = sampler.stop()
         accuracy = float(np.mean(predict(X_test) == y_test))
         return {"lib": lib, "workers": n_workers, "rows": args.rows, "fit_s": seconds,
-                "peak_mb": max(peaks), "start_mb": max(sampler.start), "accuracy": accuracy}
+                "peak_mb": max(peaks), "start_mb": max(sampler.start), "accuracy": accuracy,
+                "cpu_s": max(sampler.cpu), "load": os.getloadavg()[0]}
     finally:
         client.close()
         cluster.close()
@@ -272,30 +282,32 @@ def main() -> None:
                              "peak memory is reached in the first round")
     args = parser.parse_args()
     results = []
-    print("| library | workers | rows | fit s | peak MB / worker | at start MB | accuracy |")
-    print("|---|---|---|---|---|---|---|")
+    print("| library | workers | rows | fit s | CPU s / worker | peak MB / worker | at start MB "
+          "| accuracy | load |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for n_workers in args.workers:
         for lib in args.libs:
             result = run(lib, args, n_workers)
             results.append(result)
             print(f"| {lib} | {n_workers} | {args.rows:,} | {result['fit_s']:.1f} | "
-                  f"{result['peak_mb']:.0f} | {result['start_mb']:.0f} | "
-                  f"{100 * result['accuracy']:.2f} % |", flush=True)
+                  f"{result['cpu_s']:.1f} | {result['peak_mb']:.0f} | {result['start_mb']:.0f} | "
+                  f"{100 * result['accuracy']:.2f} % | {result['load']:.1f} |", flush=True)
     for lib, wanted in (("single process", args.single), ("sklearn", args.sklearn)):
         if not wanted:
             continue
         result = single_process(args, lib)
         results.append(result)
-        print(f"| {lib} | 1 | {args.rows:,} | {result['fit_s']:.1f} | "
+        print(f"| {lib} | 1 | {args.rows:,} | {result['fit_s']:.1f} | | "
               f"{result['peak_mb']:.0f} | {result['start_mb']:.0f} | "
-              f"{100 * result['accuracy']:.2f} % |", flush=True)
+              f"{100 * result['accuracy']:.2f} % | |", flush=True)
     for n_workers in args.workers:
         ours = [r for r in results if r["lib"] == "ours" and r["workers"] == n_workers]
         lgbm = [r for r in results if r["lib"] == "lightgbm" and r["workers"] == n_workers]
         if ours and lgbm:
             o, g = ours[0], lgbm[0]
             print(f"\n{n_workers} workers, ours / lightgbm.dask: fit time "
-                  f"{o['fit_s'] / g['fit_s']:.2f}x, peak memory per worker "
+                  f"{o['fit_s'] / g['fit_s']:.2f}x, CPU per worker "
+                  f"{o['cpu_s'] / g['cpu_s']:.2f}x, peak memory per worker "
                   f"{o['peak_mb'] / g['peak_mb']:.2f}x, accuracy "
                   f"{100 * (o['accuracy'] - g['accuracy']):+.2f} points")
     print("\n" + json.dumps(results))

@@ -139,6 +139,22 @@ class _CountingShards(LocalShards):
         return super().chain(calls)
 
 
+def test_best_first_round_trips_follow_the_tree_depth():
+    # Speculative batches reach below splits not committed yet, so a 31-leaf tree costs
+    # about one round trip per level of its depth, not one per pair of splits (the
+    # frontier alone: about twice as many here), and the trees stay the sequential ones.
+    X, y = make_classification(20_000, 10, n_informative=6, random_state=0)
+    params = dict(n_estimators=5, max_leaf_nodes=31, max_depth=None, max_bins=64,
+                  random_state=0)
+    shards = _CountingShards([RowShard(X[:9000], y[:9000]), RowShard(X[9000:], y[9000:])])
+    other = fit_data_parallel(GradientBoostingClassifier(**params), shards)
+    _same_model(GradientBoostingClassifier(**params).fit(X, y), other, X)
+    trees = [estimator.tree_ for estimator in other.estimators_.ravel()]
+    assert all(tree.node_count == 61 for tree in trees)
+    split_requests = sum(trip == ["split"] for trip in shards.trips)
+    assert split_requests <= sum(tree.max_depth + 1 for tree in trees)
+
+
 @pytest.mark.parametrize("n_classes", [2, 3])
 def test_a_tree_costs_its_root_and_its_split_batches_only(n_classes):
     # Besides the batches of splits, one round trip per tree: the last tree's steps, the

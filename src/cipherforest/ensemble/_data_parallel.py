@@ -70,10 +70,12 @@ from ..tree._criteria import node_impurity
 from ..tree._fit import row_index_dtype
 from ..tree._grower import _is_splittable
 from ..tree._histogram import (
+    _partition_rows,
+    _set_stats,
     build_compact_histogram,
-    partition_unit_squared_error,
 )
 from ..tree._node_threads import scan_compact_node
+from ..tree._prefetch import PREFETCH_ROWS, prefetch, worth_prefetching
 from ..tree._rng import child_seed, make_state
 from ..tree._split_record import (
     MISSING_UNSEEN,
@@ -311,20 +313,21 @@ class RowShard:
         left, 1 right) and, when ``build``, its compact histogram. Returns ``(stats,
         histogram or None, hessian sum)`` per request."""
         out = []
+        hessian = np.int64(self.hessian)
         for node, feature, position, missing_left, left_id, right_id, summed, build in requests:
             start, end = self.segments.pop(node)
             stats = np.zeros(_N_STATS)
-            mid = start
+            mid, hess = start, 0.0
             if end > start:
-                mid = partition_unit_squared_error(
+                mid, hess = partition_child_sums(
                     np.int64(feature), np.int64(position), bool(missing_left), self.samples,
                     np.int64(start), np.int64(end), self.X_binned, np.int64(n_bins - 1),
-                    self.buffer, self.target, np.int64(summed), stats)
+                    self.buffer, self.target, np.int64(summed), stats, self.y, hessian)
             self.segments[left_id] = (start, mid)
             self.segments[right_id] = (mid, end)
             first, last = (start, mid) if summed == 0 else (mid, end)
             out.append((stats, self._histogram(first, last, n_bins) if build else None,
-                        self._hessian_sum(first, last)))
+                        float(hess)))
         return out
 
     def add_steps(self, k: int, owner: np.ndarray, step: np.ndarray) -> None:
@@ -353,6 +356,39 @@ def hessian_sum(samples, start, end, y, neg_grad, hessian):
             a = abs(g)
             total += a * (1.0 - a)
     return total
+
+
+@njit(**JIT_OPTIONS)
+def partition_child_sums(feature, position, missing_left, samples, start, end, X_binned,
+                         missing_bin, buffer, neg_grad, summed, stats, y, hessian):
+    """Partition the rows ``samples[start:end]`` on the split (the grower's
+    ``partition_unit_squared_error``), then sum child ``summed``'s (0 left, 1 right) stats
+    into the zeroed ``stats`` and its hessian (``hessian_sum``'s; 0 under ``NO_HESSIAN``)
+    in one pass over its rows, in row order (the same sums bit for bit). Returns the left
+    child's end and the hessian sum."""
+    mid = _partition_rows(feature, position, missing_left, samples, start, end, X_binned,
+                          missing_bin, buffer)
+    first, last = (start, mid) if summed == 0 else (mid, end)
+    prefetching = worth_prefetching(X_binned, samples, first, last, 8)
+    total = total_sq = hess = 0.0
+    for i in range(first, last):
+        if prefetching:
+            ahead = samples[min(i + PREFETCH_ROWS, last - 1)]
+            prefetch(neg_grad, ahead)
+            prefetch(y, ahead)
+        row = samples[i]
+        g = neg_grad[row]
+        total += g
+        total_sq += g * g
+        if hessian == HESSIAN_BINOMIAL:
+            p = y[row] - g
+            hess += p * (1.0 - p)
+        elif hessian != NO_HESSIAN:
+            a = abs(g)
+            hess += a * (1.0 - a)
+    n = float(last - first)
+    _set_stats(stats, n, n, total, total_sq)
+    return mid, hess
 
 
 @njit(**JIT_OPTIONS)
@@ -467,11 +503,12 @@ class _TreeDriver:
 
     def _grow_best_first(self, nodes, frontier):
         """Best-first growth with speculative batches: when the best frontier node is not
-        split yet, the shards split the best ``max_leaf_nodes - leaves`` unsplit ones in one
-        round trip (the likely next ones: their children's scans decide). Nodes are
-        committed in the sequential order (the heap of the single-machine grower);
-        speculative splits never committed are undone at the end (their rows' leaf is the
-        node), so the tree is the sequential one."""
+        split yet, the shards split in one round trip the nodes of largest impurity
+        decrease among the unsplit frontier nodes and the children of split nodes not
+        committed yet (the likely next ones: their children's scans decide), as many as
+        leaves remain uncommitted. Nodes are committed in the sequential order (the heap
+        of the single-machine grower); speculative splits never committed are undone at
+        the end (their rows' leaf is the node), so the tree is the sequential one."""
         max_leaves = self.params.max_leaf_nodes
         heap = [(-entry[0], entry[1], entry) for entry in frontier]
         heapq.heapify(heap)
@@ -480,9 +517,15 @@ class _TreeDriver:
         n_leaves = 1
         while heap and n_leaves < max_leaves:
             if heap[0][2][2] not in presplit:
-                budget = max(1, max_leaves - n_leaves - len(presplit))
-                batch = [item[2] for item in heapq.nsmallest(len(heap), heap)
-                         if item[2][2] not in presplit][:budget]
+                # Every uncommitted node that has a gain: the frontier's and the
+                # speculative splits' children; those not split yet among the best
+                # max_leaves - n_leaves (the most that can still be committed).
+                pool = [item[2] for item in heap]
+                pool += [child for children in presplit.values() for child in children]
+                pool.sort(key=lambda entry: (-entry[0], entry[1]))
+                best = heap[0][2]
+                batch = [best] + [entry for entry in pool[:max_leaves - n_leaves]
+                                  if entry[2] not in presplit and entry is not best]
                 for entry, children in zip(batch, self._split(nodes, batch, True),
                                            strict=True):
                     presplit[entry[2]] = self._evaluate(nodes, children)
@@ -493,13 +536,16 @@ class _TreeDriver:
             if n_leaves < max_leaves:
                 for child in children:
                     heapq.heappush(heap, (-child[0], child[1], child))
-        # Undo the uncommitted splits: their children's rows belong to them again.
+        # Undo the uncommitted splits, the deepest first: their children's rows belong to
+        # them again (a child's own uncommitted split undone before).
         owner = np.arange(len(nodes))
-        for node_id in presplit:
+        for node_id in reversed(presplit):
             node = nodes[node_id]
             owner[node["left"]] = owner[node["right"]] = node_id
             nodes[node["left"]] = nodes[node["right"]] = None
             nodes[node_id] = self._new_node(node["stats"], node["hess"])
+        for node_id in range(len(nodes)):  # a parent's id is below its children's
+            owner[node_id] = owner[owner[node_id]]
         kept = np.array([n is not None for n in nodes])
         renumber = np.cumsum(kept) - 1
         for node in nodes:
