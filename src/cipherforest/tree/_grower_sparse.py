@@ -164,6 +164,42 @@ def _sum_tolerance(rows, start, end, y, stats, criterion):
 
 
 @njit(**JIT_OPTIONS)
+def set_sparse_root(node_int, node_float, node_stats, rows, y, w, criterion, max_depth,
+                    min_samples_split, min_samples_leaf, min_weight_leaf):
+    """Make node 0 the leaf of every row in ``rows`` (stats summed in row order); return
+    the total weight and whether the root may split. The sparse growers' root."""
+    n_samples = rows.shape[0]
+    root_stats = node_stats[0]
+    root_stats[:] = 0.0
+    for i in range(n_samples):
+        add_sample(root_stats, y[rows[i]], w[rows[i]], criterion)
+    set_leaf(node_int, node_float, 0, n_samples, node_impurity(root_stats, criterion))
+    node_int[0, SHARD0_SAMPLES] = n_samples
+    return root_stats[STAT_WEIGHT], is_splittable(root_stats, np.int64(0), max_depth,
+                                                  min_samples_split, min_samples_leaf,
+                                                  min_weight_leaf, node_float[0, 1])
+
+
+@njit(**JIT_OPTIONS)
+def set_sparse_children(node_int, node_float, node_stats, child_ids, child_bounds,
+                        child_stats, child_split, depth, criterion, max_depth,
+                        min_samples_split, min_samples_leaf, min_weight_leaf, no_more_leaves):
+    """Make a split's two children leaves with their ``child_stats`` and set
+    ``child_split`` to whether each may split (neither when ``no_more_leaves``). The sparse
+    growers' children."""
+    for c in range(2):
+        cid = child_ids[c]
+        set_leaf(node_int, node_float, cid, child_bounds[c, 1] - child_bounds[c, 0],
+                 node_impurity(child_stats[c], criterion))
+        node_int[cid, SHARD0_SAMPLES] = node_int[cid, N_SAMPLES]
+        node_stats[cid] = child_stats[c]
+        child_split[c] = (not no_more_leaves
+                          and is_splittable(child_stats[c], depth + 1, max_depth,
+                                            min_samples_split, min_samples_leaf,
+                                            min_weight_leaf, node_float[cid, 1]))
+
+
+@njit(**JIT_OPTIONS)
 def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_indptr,
                      csc_indices, csc_data, csr_indptr, csr_indices, max_features, max_depth,
                      min_samples_split, min_samples_leaf, min_weight_leaf,
@@ -225,23 +261,13 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
     child_split = np.zeros(2, dtype=np.bool_)
     no_slots = np.zeros(0, dtype=np.int64)
 
-    root_stats = np.zeros(n_stats)
-    for i in range(n_samples):
-        add_sample(root_stats, y[rows[i]], w[rows[i]], criterion)
-    total_weight = root_stats[STAT_WEIGHT]
-
+    total_weight, root_splits = set_sparse_root(node_int, node_float, node_stats, rows, y, w,
+                                                criterion, max_depth, min_samples_split,
+                                                min_samples_leaf, min_weight_leaf)
     node_count = 1
-    set_leaf(node_int, node_float, 0, n_samples, node_impurity(root_stats, criterion))
-    node_int[0, SHARD0_SAMPLES] = n_samples
-    for k in range(n_stats):
-        node_stats[0, k] = root_stats[k]
-
     pending, pending_seed = root_pending(4, n_samples, rng_state[0])
-    n_pending = 1
+    n_pending = 1 if root_splits else 0
     n_leaves = 1
-    if not is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
-                          min_samples_leaf, min_weight_leaf, node_float[0, 1]):
-        n_pending = 0
 
     while True:
         # ---- evaluate pending nodes: find their best split, push them to the frontier
@@ -448,18 +474,10 @@ def grow_tree_sparse(is_random, criterion, n_stats, y, w, rows, n_features, csc_
                                in_node, csr_indptr, csc_indptr, csc_indices, csc_data,
                                nz_stamp, nz_value, nz_rows, nz_values, y, w, criterion,
                                child_stats[c])
-        for c in range(2):
-            cid = child_ids[c]
-            set_leaf(node_int, node_float, cid, child_bounds[c, 1] - child_bounds[c, 0],
-                     node_impurity(child_stats[c], criterion))
-            node_int[cid, SHARD0_SAMPLES] = node_int[cid, N_SAMPLES]
-            for k in range(n_stats):
-                node_stats[cid, k] = child_stats[c, k]
-            child_split[c] = is_splittable(child_stats[c], depth + 1, max_depth,
-                                            min_samples_split, min_samples_leaf,
-                                            min_weight_leaf, node_float[cid, 1])
-        if best_first and n_leaves >= max_leaf_nodes:
-            child_split[:] = False
+        set_sparse_children(node_int, node_float, node_stats, child_ids, child_bounds,
+                            child_stats, child_split, depth, criterion, max_depth,
+                            min_samples_split, min_samples_leaf, min_weight_leaf,
+                            best_first and n_leaves >= max_leaf_nodes)
         n_pending = queue_children(pending, pending_seed, child_ids, child_bounds, child_split,
                                    no_slots, depth, frontier[2][entry])
 

@@ -42,23 +42,21 @@ from ._common import (
     STAT_FIRST,
     STAT_WEIGHT,
 )
-from ._criteria import add_sample, node_impurity
+from ._criteria import add_sample
 from ._frontier import (
     F_NODE,
     N_SAMPLES,
-    is_splittable,
     new_frontier,
     new_node_tables,
     next_node,
     node_capacity,
     queue_children,
     root_pending,
-    set_leaf,
     settle_node,
     split_node,
     take_entry,
 )
-from ._grower import SHARD0_SAMPLES
+from ._grower_sparse import set_sparse_children, set_sparse_root
 from ._rng import rand_int
 from ._split_record import (
     MISSING_UNSEEN,
@@ -480,24 +478,14 @@ def grow_tree_sparse_histogram(criterion, n_stats, y, w, rows, n_features, csr_i
     row_stats = np.zeros(n_stats)
     no_slots = np.zeros(0, dtype=np.int64)
 
-    root_stats = np.zeros(n_stats)
-    for i in range(n_samples):
-        add_sample(root_stats, y[rows[i]], w[rows[i]], criterion)
-    total_weight = root_stats[STAT_WEIGHT]
-
+    total_weight, root_splits = set_sparse_root(node_int, node_float, node_stats, rows, y, w,
+                                                criterion, max_depth, min_samples_split,
+                                                min_samples_leaf, min_weight_leaf)
     node_count = 1
-    set_leaf(node_int, node_float, 0, n_samples, node_impurity(root_stats, criterion))
-    node_int[0, SHARD0_SAMPLES] = n_samples
-    for k in range(n_stats):
-        node_stats[0, k] = root_stats[k]
-
     pending, pending_seed = root_pending(4, n_samples, rng_state[0])
-    n_pending = 1
+    n_pending = 1 if root_splits else 0
     n_leaves = 1
-    if not is_splittable(root_stats, np.int64(0), max_depth, min_samples_split,
-                          min_samples_leaf, min_weight_leaf, node_float[0, 1]):
-        n_pending = 0
-    else:
+    if root_splits:
         tag += 1
         slot_tag[0] = tag
         slot_owner[0] = 0
@@ -590,17 +578,10 @@ def grow_tree_sparse_histogram(criterion, n_stats, y, w, rows, n_features, csr_i
             child_stats[c] = 0.0
             for i in range(child_bounds[c, 0], child_bounds[c, 1]):
                 add_sample(child_stats[c], y[rows[i]], w[rows[i]], criterion)
-            cid = child_ids[c]
-            set_leaf(node_int, node_float, cid, child_bounds[c, 1] - child_bounds[c, 0],
-                     node_impurity(child_stats[c], criterion))
-            node_int[cid, SHARD0_SAMPLES] = node_int[cid, N_SAMPLES]
-            for k in range(n_stats):
-                node_stats[cid, k] = child_stats[c, k]
-            child_split[c] = is_splittable(child_stats[c], depth + 1, max_depth,
-                                            min_samples_split, min_samples_leaf,
-                                            min_weight_leaf, node_float[cid, 1])
-        if best_first and n_leaves >= max_leaf_nodes:
-            child_split[:] = False
+        set_sparse_children(node_int, node_float, node_stats, child_ids, child_bounds,
+                            child_stats, child_split, depth, criterion, max_depth,
+                            min_samples_split, min_samples_leaf, min_weight_leaf,
+                            best_first and n_leaves >= max_leaf_nodes)
 
         # ---- the children's histograms: the smaller built, the larger by subtraction
         # when the parent's is kept, else each built
